@@ -1,0 +1,45 @@
+"""Read-only access to snapshot facts by dotted path, telling unknown (absent) from known-none (null)."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+_MISSING = object()
+
+
+class MissingFact(LookupError):
+    """Raised when a rule asks for a fact the snapshot does not carry: the rule becomes UNKNOWN."""
+
+    def __init__(self, path: str):
+        super().__init__(path)
+        self.path = path
+
+
+class Facts:
+    """A view over the `facts` object of a snapshot."""
+
+    def __init__(self, data: Mapping[str, Any]):
+        self._data = data
+
+    @property
+    def data(self) -> Mapping[str, Any]:
+        return self._data
+
+    def get(self, path: str, default: Any = _MISSING) -> Any:
+        """The fact at `path` (`"nvml.driver_version"`); raise MissingFact if absent and no default given."""
+        node: Any = self._data
+        for part in path.split("."):
+            if isinstance(node, Mapping) and part in node:
+                node = node[part]
+            else:
+                if default is _MISSING:
+                    raise MissingFact(path)
+                return default
+        return node
+
+    def has(self, path: str) -> bool:
+        return self.get(path, _MISSING) is not _MISSING
+
+    def env(self, name: str, default: Any = None) -> Any:
+        """An environment variable as the job will see it (None when unset)."""
+        return self.get("env", {}).get(name, default)

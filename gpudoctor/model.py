@@ -1,0 +1,160 @@
+"""The data gpudoctor passes around: facts in, findings out. Frozen dataclasses, no behaviour beyond helpers."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional
+
+
+class Severity(enum.IntEnum):
+    """Finding severity; ordered so that `>=` compares with `--fail-on`."""
+
+    INFO = 1
+    WARNING = 2
+    ERROR = 3
+
+    @classmethod
+    def parse(cls, text: str) -> "Severity":
+        try:
+            return cls[text.strip().upper()]
+        except KeyError:
+            raise ValueError(f"unknown severity {text!r} (error, warning, info)") from None
+
+    def __str__(self) -> str:
+        return self.name.lower()
+
+
+class Applicability(str, enum.Enum):
+    """Whether a fix may be applied automatically (ruff's model)."""
+
+    SAFE = "safe"
+    UNSAFE = "unsafe"
+    DISPLAY_ONLY = "display-only"
+
+
+@dataclass(frozen=True)
+class EnvChange:
+    """Environment edits a fix makes: variables to set and to unset."""
+
+    set: Mapping[str, str] = field(default_factory=dict)
+    unset: tuple = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.set or self.unset)
+
+
+@dataclass(frozen=True)
+class Fix:
+    """What to do about a finding. Env changes are data so `gpudoctor fix` can apply them."""
+
+    summary: str
+    applicability: Applicability = Applicability.DISPLAY_ONLY
+    env: EnvChange = field(default_factory=EnvChange)
+    commands: tuple = ()
+    docs: Optional[str] = None
+
+    def to_json(self) -> dict:
+        return {
+            "summary": self.summary,
+            "applicability": self.applicability.value,
+            "env": {"set": dict(self.env.set), "unset": list(self.env.unset)},
+            "commands": list(self.commands),
+            "docs": self.docs,
+        }
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where in a user's file a finding points."""
+
+    path: str
+    line: Optional[int] = None
+    column: Optional[int] = None
+
+    def __str__(self) -> str:
+        text = self.path
+        if self.line is not None:
+            text += f":{self.line}"
+            if self.column is not None:
+                text += f":{self.column}"
+        return text
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One rule firing once."""
+
+    rule: str
+    name: str
+    severity: Severity
+    message: str
+    family: str = ""
+    evidence: Mapping[str, Any] = field(default_factory=dict)
+    fix: Optional[Fix] = None
+    location: Optional[Location] = None
+
+    def to_json(self) -> dict:
+        data = {
+            "rule": self.rule,
+            "name": self.name,
+            "severity": str(self.severity),
+            "message": self.message,
+            "evidence": dict(self.evidence),
+            "fix": self.fix.to_json() if self.fix else None,
+        }
+        if self.location:
+            data["location"] = {"path": self.location.path, "line": self.location.line,
+                                "column": self.location.column}
+        return data
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """How one probe went; its facts go into the snapshot."""
+
+    name: str
+    status: str  # ok | failed | timeout | skipped
+    seconds: float = 0.0
+    error: Optional[str] = None
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "status": self.status, "seconds": round(self.seconds, 3), "error": self.error}
+
+
+@dataclass(frozen=True)
+class Unknown:
+    """A rule that could not be evaluated because a fact was missing."""
+
+    rule: str
+    missing: str
+
+
+@dataclass(frozen=True)
+class Report:
+    """Everything a renderer needs."""
+
+    findings: tuple
+    passed: tuple
+    unknown: tuple
+    probes: tuple
+    source: Mapping[str, Any]
+    facts: Mapping[str, Any]
+    seconds: float = 0.0
+    evidence: Mapping[str, Any] = field(default_factory=dict)
+    conflicts: tuple = ()
+
+    def count(self, severity: Severity) -> int:
+        return sum(1 for f in self.findings if f.severity == severity)
+
+    def worst(self) -> Optional[Severity]:
+        return max((f.severity for f in self.findings), default=None)
+
+    def summary(self) -> dict:
+        return {
+            "error": self.count(Severity.ERROR),
+            "warning": self.count(Severity.WARNING),
+            "info": self.count(Severity.INFO),
+            "passed": len(self.passed),
+            "unknown": len(self.unknown),
+        }
