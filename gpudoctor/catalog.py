@@ -1,0 +1,168 @@
+"""The rule catalog: rule metadata and docs from `rules/catalog/*.toml`, joined to the check functions."""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Optional
+
+from gpudoctor.model import Applicability, Finding, Fix, Location, Severity
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on old Pythons only
+    import tomli as tomllib
+
+RULE_ID = re.compile(r"^GD[0-9]{3}$")
+FAMILIES = {
+    "GD0": "doctor",
+    "GD1": "driver-cuda",
+    "GD2": "precision",
+    "GD3": "deepspeed",
+    "GD4": "nccl",
+    "GD5": "memory-host",
+    "GD6": "script",
+    "GD7": "bench",
+    "GD8": "fleet",
+}
+
+
+def rules_dir() -> Path:
+    """Where the rule data lives: inside the wheel (`gpudoctor/_rules`) or, in a checkout, `rules/`."""
+    packaged = Path(__file__).resolve().parent / "_rules"
+    if packaged.is_dir():
+        return packaged
+    return Path(__file__).resolve().parent.parent / "rules"
+
+
+def load_toml(path: Path) -> dict:
+    with open(path, "rb") as handle:
+        return tomllib.load(handle)
+
+
+@dataclass(frozen=True)
+class Example:
+    """A documented case: `facts` must make the rule fire (or not)."""
+
+    name: str
+    fires: bool
+    facts: Mapping[str, Any]
+    severity: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One catalog entry. `check(facts, rule)` yields findings; `needs` are the fact paths it reads."""
+
+    id: str
+    name: str
+    severity: Severity
+    family: str
+    summary: str
+    needs: tuple
+    host: bool
+    fix_applicability: str
+    docs: Mapping[str, Any]
+    examples: tuple = ()
+    check: Optional[Callable] = field(default=None, compare=False, repr=False)
+
+    def finding(
+        self,
+        message: str,
+        *,
+        evidence: Optional[Mapping[str, Any]] = None,
+        fix: Optional[Fix] = None,
+        severity: Optional[Severity] = None,
+        location: Optional[Location] = None,
+    ) -> Finding:
+        """A finding of this rule, at its default severity unless told otherwise."""
+        return Finding(
+            rule=self.id,
+            name=self.name,
+            severity=severity or self.severity,
+            message=message,
+            family=self.family,
+            evidence=dict(evidence or {}),
+            fix=fix,
+            location=location,
+        )
+
+    def fix(self, summary: str, applicability: str = "", **kwargs) -> Fix:
+        """A Fix with this rule's default applicability unless told otherwise."""
+        value = applicability or self.fix_applicability
+        if value == "none":
+            value = "display-only"
+        return Fix(summary=summary, applicability=Applicability(value), **kwargs)
+
+
+def _with_nulls(facts: dict, paths: Iterable[str]) -> dict:
+    """TOML has no null: an example lists in `nulls` the fact paths that are known to be None."""
+    for path in paths:
+        *parents, last = path.split(".")
+        node = facts
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[last] = None
+    return facts
+
+
+def _rule_from_toml(data: dict, check: Optional[Callable]) -> Rule:
+    examples = tuple(
+        Example(
+            name=item.get("name", ""),
+            fires=bool(item["fires"]),
+            facts=_with_nulls(item.get("facts", {}), item.get("nulls", [])),
+            severity=item.get("severity"),
+        )
+        for item in data.get("examples", [])
+    )
+    return Rule(
+        id=data["id"],
+        name=data["name"],
+        severity=Severity.parse(data["severity"]),
+        family=data.get("family") or FAMILIES.get(data["id"][:3], "other"),
+        summary=data["summary"],
+        needs=tuple(data.get("needs", [])),
+        host=bool(data.get("host", True)),
+        fix_applicability=data.get("fix_applicability", "display-only"),
+        docs=data.get("docs", {}),
+        examples=examples,
+        check=check,
+    )
+
+
+@lru_cache(maxsize=1)
+def load_catalog() -> tuple:
+    """All rules, sorted by ID. Rule files without a check function are skipped (the meta-test catches it)."""
+    from gpudoctor.checks import registered_checks
+
+    checks = registered_checks()
+    rules = []
+    for path in sorted((rules_dir() / "catalog").glob("GD*.toml")):
+        data = load_toml(path)
+        rules.append(_rule_from_toml(data, checks.get(data.get("id"))))
+    return tuple(sorted(rules, key=lambda rule: rule.id))
+
+
+def find_rule(rule_id: str) -> Optional[Rule]:
+    wanted = rule_id.strip().upper()
+    return next((rule for rule in load_catalog() if rule.id == wanted), None)
+
+
+def select_rules(rules: Iterable[Rule], select: Iterable[str] = (), ignore: Iterable[str] = ()) -> list:
+    """Prefix selection, most specific prefix wins (flake8's decision engine); on a tie, ignore wins."""
+    select = [code.strip().upper() for code in select if code.strip()] or ["GD"]
+    ignore = [code.strip().upper() for code in ignore if code.strip()]
+
+    def longest(prefixes: list, rule_id: str) -> int:
+        return max((len(p) for p in prefixes if rule_id.startswith(p)), default=-1)
+
+    chosen = []
+    for rule in rules:
+        selected, ignored = longest(select, rule.id), longest(ignore, rule.id)
+        if selected >= 0 and selected > ignored:
+            chosen.append(rule)
+    return chosen

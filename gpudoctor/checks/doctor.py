@@ -1,0 +1,45 @@
+"""GD0xx: the doctor's own troubles, reported as findings so the rest of the report still stands."""
+
+from __future__ import annotations
+
+from gpudoctor.checks import check
+from gpudoctor.model import Location
+
+PROBE_HINTS = {
+    "nvml": "NVML is read in a child process; a hung call usually means a wedged driver (check `dmesg`).",
+    "torch": "`import torch` ran in the job's interpreter; a hang there is often a CUDA init that never returns.",
+    "nvcc": "`nvcc --version` is run from PATH; a wrapper script that hangs or fails shows up here.",
+}
+
+
+def _probe_findings(facts, rule, status: str):
+    for probe in facts.get("probes"):
+        if probe.get("status") == status:
+            hint = PROBE_HINTS.get(probe["name"], "")
+            yield rule.finding(
+                f"probe {probe['name']} {'failed' if status == 'failed' else 'timed out'}: {probe.get('error')}",
+                evidence={"probe": probe["name"], "error": probe.get("error"), "seconds": probe.get("seconds")},
+                fix=rule.fix(f"{hint} Rules that need the {probe['name']} facts are counted as unknown.".strip()),
+            )
+
+
+@check("GD001")
+def probe_failed(facts, rule):
+    yield from _probe_findings(facts, rule, "failed")
+
+
+@check("GD002")
+def probe_timeout(facts, rule):
+    yield from _probe_findings(facts, rule, "timeout")
+
+
+@check("GD003")
+def input_unreadable(facts, rule):
+    for item in facts.get("inputs", []):
+        where = Location(item.get("path", "?"), item.get("line"), item.get("column"))
+        yield rule.finding(
+            f"{where}: cannot read {item.get('kind', 'input')}: {item.get('error')}",
+            evidence=dict(item),
+            fix=rule.fix("Fix the file at the position given, then run gpudoctor again."),
+            location=where,
+        )

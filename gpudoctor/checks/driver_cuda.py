@@ -1,0 +1,340 @@
+"""GD1xx: the NVIDIA driver, the CUDA toolkit and the torch build against each other."""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Optional
+
+from gpudoctor.checks import check
+from gpudoctor.facts import MissingFact
+from gpudoctor.knowledge import (driver_max_cuda, gpu_cc, major_minor, min_driver, mvc_floor, table, version,
+                                 wheel_archs)
+from gpudoctor.model import EnvChange, Severity
+
+DEEPSPEED_MINOR_SKEW_OK = {10, 11, 12}  # op_builder accepts same-major skew for these majors only
+
+
+def driver_cuda(facts) -> Optional[str]:
+    """The newest CUDA the driver supports: as reported, else derived from the driver version."""
+    reported = facts.get("nvml.cuda_driver_version", None)
+    if reported:
+        return major_minor(reported)
+    derived = driver_max_cuda(facts.get("nvml.driver_version", None))
+    return str(derived) if derived else None
+
+
+def driver_supports(driver: Optional[str], driver_cuda_version: Optional[str], runtime: str) -> Optional[bool]:
+    """Whether a driver runs a CUDA `runtime` (exactly, or through minor-version compatibility). None: can't tell."""
+    need = version(major_minor(runtime))
+    have_cuda, have_driver = version(driver_cuda_version), version(driver)
+    if need is None or (have_cuda is None and have_driver is None):
+        return None
+    if have_cuda is not None and have_cuda >= need:
+        return True
+    ga_driver = min_driver(runtime)
+    if have_driver is not None and ga_driver is not None and have_driver >= ga_driver:
+        return True
+    floor = mvc_floor(need.major) if need.major >= 11 else None
+    if floor is None:
+        return False
+    if have_driver is not None:
+        return have_driver >= floor
+    reported_floor = min_driver(str(have_cuda))  # the least driver that reports this CUDA version
+    return have_cuda.major == need.major and reported_floor is not None and reported_floor >= floor
+
+
+def wheel_tag(cuda: str) -> str:
+    return "cu" + cuda.replace(".", "")
+
+
+def best_wheel_cuda(driver: Optional[str], driver_cuda_version: Optional[str]) -> Optional[str]:
+    """The newest CUDA of an official torch wheel that this driver can run."""
+    candidates = {major_minor(row["cuda"]) for row in table("torch_wheels").get("wheel", [])}
+    usable = [c for c in candidates if c and driver_supports(driver, driver_cuda_version, c)]
+    return max(usable, key=version) if usable else None
+
+
+def _install_command(cuda: Optional[str]) -> tuple:
+    if not cuda:
+        return ()
+    return (f"pip install --force-reinstall torch --index-url https://download.pytorch.org/whl/{wheel_tag(cuda)}",)
+
+
+def _torch_cuda(facts) -> Optional[str]:
+    """torch's CUDA runtime (major.minor); None for CPU and ROCm builds or when torch is not installed."""
+    if facts.get("torch.status", "ok") != "ok" or facts.get("torch.hip", None):
+        return None
+    return major_minor(facts.get("torch.cuda"))
+
+
+@check("GD101")
+def driver_too_old(facts, rule):
+    runtime = _torch_cuda(facts)
+    if runtime is None:
+        return
+    driver = facts.get("nvml.driver_version", None)
+    have_cuda = driver_cuda(facts)
+    if driver is None and have_cuda is None:
+        if facts.get("nvml.status", None) == "unavailable":
+            return  # no NVIDIA driver at all: GD103/GD105 territory, not "too old"
+        raise MissingFact("nvml.driver_version")
+    if driver_supports(driver, have_cuda, runtime):
+        return
+    need = version(runtime)
+    floor = mvc_floor(need.major) if need.major >= 11 else None
+    ga = min_driver(runtime)
+    minimum = min(v for v in (floor, ga) if v is not None) if (floor or ga) else None
+    better = best_wheel_cuda(driver, have_cuda)
+    shown = f"driver {driver}" if driver else "the driver"
+    message = f"{shown} supports CUDA ≤ {have_cuda or '?'}, but torch {facts.get('torch.version', '')} is built for " \
+              f"CUDA {runtime}"
+    if minimum:
+        message += f" (needs driver ≥ {minimum}{' through minor-version compatibility' if floor else ''})"
+    options = f"upgrade the NVIDIA driver to ≥ {minimum}" if minimum else "upgrade the NVIDIA driver"
+    if better:
+        options += f", or install a torch built for CUDA {better}"
+    evidence = {"driver": driver, "driver_cuda": have_cuda, "torch_cuda": runtime,
+                "min_driver": str(minimum) if minimum else None}
+    yield rule.finding(message, evidence=evidence,
+                       fix=rule.fix(options[0].upper() + options[1:], commands=_install_command(better)))
+
+
+@check("GD102")
+def nvcc_torch_mismatch(facts, rule):
+    runtime = _torch_cuda(facts)
+    nvcc = major_minor(facts.get("nvcc.version"))
+    if runtime is None or nvcc is None or nvcc == runtime:
+        return
+    ours, theirs = version(nvcc), version(runtime)
+    where = facts.get("nvcc.path", None) or "nvcc"
+    evidence = {"nvcc": nvcc, "nvcc_path": facts.get("nvcc.path", None), "torch_cuda": runtime}
+    install = f'conda install -c "nvidia/label/cuda-{runtime}.0" cuda-toolkit'
+    fix = rule.fix(
+        f"Install the CUDA {runtime} toolkit and point CUDA_HOME at it (e.g. `{install}`, then "
+        f"CUDA_HOME=$CONDA_PREFIX), or install a torch built for CUDA {nvcc}.",
+        commands=(install,),
+        env=EnvChange(set={"CUDA_HOME": "$CONDA_PREFIX"}),
+    )
+    if ours.major != theirs.major:
+        yield rule.finding(
+            f"nvcc {nvcc} ({where}) ≠ torch CUDA {runtime} (major {ours.major} vs {theirs.major}): DeepSpeed ops and "
+            "other CUDA extensions fail to build or load", evidence=evidence, fix=fix)
+    elif theirs.major in DEEPSPEED_MINOR_SKEW_OK:
+        yield rule.finding(
+            f"nvcc {nvcc} ({where}) vs torch CUDA {runtime}: same major, so extensions build, but the minor differs",
+            evidence=evidence, fix=fix, severity=Severity.WARNING)
+    else:
+        yield rule.finding(
+            f"nvcc {nvcc} ({where}) vs torch CUDA {runtime}: DeepSpeed accepts no minor-version skew on CUDA "
+            f"{theirs.major} and refuses to build its ops", evidence=evidence, fix=fix)
+
+
+@check("GD103")
+def torch_cpu_only(facts, rule):
+    if facts.get("torch.status") != "ok" or facts.get("torch.cuda") is not None or facts.get("torch.hip", None):
+        return
+    gpus = facts.get("nvml.gpus", None)
+    driver = facts.get("nvml.driver_version", None)
+    if not gpus and not driver:
+        if gpus is None and driver is None and facts.get("nvml.status", None) != "unavailable":
+            raise MissingFact("nvml.gpus")
+        return
+    have_cuda = driver_cuda(facts)
+    better = best_wheel_cuda(driver, have_cuda)
+    names = ", ".join(sorted({g.get("name", "?") for g in gpus or []})) or f"driver {driver}"
+    yield rule.finding(
+        f"torch {facts.get('torch.version', '')} is a CPU-only build, but this machine has {names}",
+        evidence={"torch": facts.get("torch.version", None), "gpus": len(gpus or []), "driver": driver},
+        fix=rule.fix(f"Install a CUDA build of torch{f' (CUDA {better} suits driver {driver})' if better else ''}.",
+                     commands=_install_command(better)),
+    )
+
+
+def _runs(cc: str, archs: list) -> bool:
+    """Whether a GPU of compute capability `cc` has SASS or JIT-able PTX in torch's arch list."""
+    major, minor = (int(part) for part in cc.split("."))
+    for arch in archs:
+        match = re.fullmatch(r"(sm|compute)_(\d+?)(\d)([af]?)", arch)
+        if not match:
+            continue
+        kind, a_major, a_minor, special = match.group(1), int(match.group(2)), int(match.group(3)), match.group(4)
+        if special:
+            continue  # sm_90a-style targets run only on that exact GPU
+        if kind == "sm" and a_major == major and a_minor <= minor:
+            return True
+        if kind == "compute" and (a_major, a_minor) <= (major, minor):
+            return True
+    return False
+
+
+def _arch_list(facts, runtime: str) -> tuple:
+    """(arch list, how we know it): reported by torch, else the official wheel's list for its release."""
+    reported = facts.get("torch.arch_list", None)
+    if reported:
+        return list(reported), "torch.cuda.get_arch_list()"
+    torch_version = facts.get("torch.version")
+    if "+cu" not in torch_version:
+        raise MissingFact("torch.arch_list")
+    known = wheel_archs(torch_version, runtime)
+    if known is None:
+        raise MissingFact("torch.arch_list")
+    sass, ptx = known
+    archs = [f"sm_{a.replace('.', '')}" for a in sass] + [f"compute_{a.replace('.', '')}" for a in ptx]
+    return archs, f"the official torch {major_minor(torch_version)} {wheel_tag(runtime)} wheel"
+
+
+@check("GD104")
+def gpu_arch_not_in_torch(facts, rule):
+    runtime = _torch_cuda(facts)
+    if runtime is None:
+        return
+    gpus = facts.get("nvml.gpus")
+    if not gpus:
+        return
+    archs, known_from = _arch_list(facts, runtime)
+    seen = set()
+    for gpu in gpus:
+        cc = gpu_cc(gpu)
+        if cc is None:
+            raise MissingFact("nvml.gpus.cc")
+        if cc in seen or _runs(cc, archs):
+            continue
+        seen.add(cc)
+        sm = "sm_" + cc.replace(".", "")
+        advice = ("a torch built for CUDA 12.6 (cu126 keeps Volta and older)" if float(cc) < 7.5
+                  else "a torch built for a newer CUDA (cu128 or later for Blackwell)")
+        yield rule.finding(
+            f"{gpu.get('name', 'GPU')} is {sm}, but torch {facts.get('torch.version')} ships kernels for "
+            f"{' '.join(archs) or 'no GPU arch'}: 'no kernel image is available for execution on the device'",
+            evidence={"gpu": gpu.get("name"), "cc": cc, "arch_list": archs, "arch_list_from": known_from},
+            fix=rule.fix(f"Install {advice}, or build torch with TORCH_CUDA_ARCH_LIST={cc}."),
+        )
+
+
+DRIVER_FIXES = {
+    "driver_mismatch": ("The kernel module and the user-space NVIDIA library differ (driver upgraded without a "
+                        "reboot)", "Reboot, or reload the modules: sudo rmmod nvidia_uvm nvidia_drm nvidia_modeset "
+                        "nvidia && sudo modprobe nvidia"),
+    "driver_not_loaded": ("The NVIDIA kernel module is not loaded",
+                          "sudo modprobe nvidia; if it fails, read `dmesg | grep -i nvidia` (Secure Boot, DKMS "
+                          "build for the running kernel)"),
+    "no_devices": ("The driver is loaded but sees no GPU",
+                   "Check `lspci | grep -i nvidia`, BIOS Above 4G decoding / Resizable BAR, and that a container "
+                   "was started with --gpus all"),
+    "library_not_found": ("The NVIDIA kernel module is loaded but libnvidia-ml is missing (a container without "
+                          "the NVIDIA runtime?)", "Run the container with --gpus all (NVIDIA Container Toolkit) or "
+                          "install the driver's user-space libraries"),
+    "no_permission": ("No permission to open the NVIDIA device nodes",
+                      "Add the user to the group owning /dev/nvidia* or fix the container's device cgroup"),
+}
+
+
+@check("GD105")
+def driver_unusable(facts, rule):
+    status = facts.get("nvml.status")
+    kind = facts.get("nvml.error_kind", None)
+    if status == "error" and kind in DRIVER_FIXES:
+        what, how = DRIVER_FIXES[kind]
+        yield rule.finding(
+            f"{what}: {facts.get('nvml.error', None) or kind}",
+            evidence={"error_kind": kind, "error": facts.get("nvml.error", None),
+                      "kernel_module": facts.get("nvml.kernel_module", None)},
+            fix=rule.fix(how, commands=(how,) if kind == "driver_mismatch" else ()))
+        return
+    runtime = _torch_cuda(facts)
+    if status != "ok" or runtime is None or facts.get("torch.cuda_available", True) is not False:
+        return
+    if not facts.get("nvml.gpus", None) or facts.env("CUDA_VISIBLE_DEVICES") is not None:
+        return  # nothing to use, or GD107 judges the device selection
+    if not driver_supports(facts.get("nvml.driver_version", None), driver_cuda(facts), runtime):
+        return  # GD101 explains it
+    error = facts.get("torch.cuda_error", None) or "; ".join(facts.get("torch.warnings", []))[:300]
+    yield rule.finding(
+        f"NVML sees {len(facts.get('nvml.gpus'))} GPU(s) and the driver supports CUDA {runtime}, but "
+        f"torch.cuda.is_available() is False{': ' + error if error else ''}",
+        evidence={"torch_cuda": runtime, "error": error or None},
+        fix=rule.fix("Run `python -c 'import torch; torch.cuda.init()'` to see the CUDA error; check /dev/nvidia* "
+                     "permissions and that the container runs with --gpus all."))
+
+
+def _toolkit_version_at(facts, root: str) -> Optional[str]:
+    real = os.path.realpath(root)
+    for toolkit in facts.get("nvcc.toolkits", []):
+        if os.path.realpath(toolkit.get("path", "")) == real:
+            return major_minor(toolkit.get("version"))
+    return None
+
+
+@check("GD106")
+def cuda_toolkit_ambiguous(facts, rule):
+    home = facts.get("nvcc.cuda_home") or facts.get("nvcc.cuda_path")
+    on_path = major_minor(facts.get("nvcc.version"))
+    runtime = _torch_cuda(facts)
+    if home:
+        at_home = _toolkit_version_at(facts, home)
+        if at_home and on_path and at_home != on_path:
+            yield rule.finding(
+                f"CUDA_HOME={home} is CUDA {at_home}, but the nvcc on PATH ({facts.get('nvcc.path')}) is {on_path}: "
+                "builds pick one or the other depending on the tool",
+                evidence={"cuda_home": home, "cuda_home_version": at_home, "nvcc_path": facts.get("nvcc.path"),
+                          "nvcc_version": on_path},
+                fix=rule.fix(f"Put {home}/bin first on PATH, or point CUDA_HOME at the toolkit of the nvcc on PATH.",
+                             commands=(f'export PATH="{home}/bin:$PATH"',)))
+        return
+    used = on_path
+    if runtime is None or used is None or used == runtime:
+        return
+    matching = [t["path"] for t in facts.get("nvcc.toolkits", []) if major_minor(t.get("version")) == runtime]
+    if matching:
+        yield rule.finding(
+            f"extensions will build with nvcc {used} from PATH, but {matching[0]} holds CUDA {runtime}, the version "
+            "torch was built with",
+            evidence={"nvcc_version": used, "torch_cuda": runtime, "matching_toolkits": matching},
+            fix=rule.fix(f"Point CUDA_HOME at {matching[0]} and put its bin/ first on PATH.", applicability="safe",
+                         env=EnvChange(set={"CUDA_HOME": matching[0]})))
+
+
+_DEVICE = re.compile(r"^(\d+|GPU-[0-9a-fA-F-]+|MIG-[0-9A-Za-z/-]+)$")
+
+
+@check("GD107")
+def cuda_visible_devices_invalid(facts, rule):
+    value = facts.env("CUDA_VISIBLE_DEVICES")
+    if value is None:
+        return
+    fix_unset = rule.fix("Unset CUDA_VISIBLE_DEVICES, or list valid indices without spaces (e.g. 0,1).",
+                         env=EnvChange(unset=("CUDA_VISIBLE_DEVICES",)))
+    if value.strip() in ("", "-1"):
+        yield rule.finding(f"CUDA_VISIBLE_DEVICES={value!r} hides every GPU from CUDA", fix=fix_unset,
+                           evidence={"CUDA_VISIBLE_DEVICES": value})
+        return
+    gpus = facts.get("nvml.gpus", None) or []
+    uuids = [g["uuid"] for g in gpus if g.get("uuid")]
+    for position, entry in enumerate(value.split(",")):
+        problem = None
+        if not _DEVICE.match(entry):
+            problem = f"entry {entry!r} is malformed (spaces and names are not allowed)"
+        elif entry.isdigit() and gpus and int(entry) >= len(gpus):
+            problem = f"index {entry} does not exist: this machine has {len(gpus)} GPU(s), 0–{len(gpus) - 1}"
+        elif entry.startswith("GPU-") and uuids and not any(u.startswith(entry) for u in uuids):
+            problem = f"{entry} matches no GPU UUID on this machine"
+        if problem:
+            dropped = "" if position == len(value.split(",")) - 1 else "; CUDA ignores it and every entry after it"
+            yield rule.finding(f"CUDA_VISIBLE_DEVICES={value!r}: {problem}{dropped}",
+                               evidence={"CUDA_VISIBLE_DEVICES": value, "gpus": len(gpus)}, fix=fix_unset)
+            return
+
+
+@check("GD108")
+def torch_import_broken(facts, rule):
+    if facts.get("torch.status") != "broken":
+        return
+    error = facts.get("torch.error", None) or "unknown error"
+    python = facts.get("torch.python", None) or "the job's interpreter"
+    yield rule.finding(
+        f"`import torch` fails in {python}: {error}",
+        evidence={"python": python, "error": error},
+        fix=rule.fix("Reinstall torch in that environment (`pip install --force-reinstall torch==<version> "
+                     "--index-url https://download.pytorch.org/whl/<cuXYZ>`) and check that no stray torch/ folder "
+                     "or PYTHONPATH entry shadows it."))

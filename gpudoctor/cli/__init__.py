@@ -1,0 +1,59 @@
+"""Command-line entry point: argparse wiring only; each command lives in its own module."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+from typing import List, Optional
+
+from gpudoctor import __version__
+from gpudoctor.cli import check as check_cmd
+from gpudoctor.cli import rules as rules_cmd
+from gpudoctor.cli import snapshot as snapshot_cmd
+from gpudoctor.cli.common import UsageError
+
+COMMANDS = [check_cmd, snapshot_cmd, rules_cmd]
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but usage errors exit 2 with one line and no usage dump."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="gpudoctor", description="Find what will break or slow a GPU training job before it runs.")
+    parser.add_argument("--version", action="version", version=f"gpudoctor {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for command in COMMANDS:
+        command.add_parser(subparsers)
+    return parser
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if not getattr(args, "run", None):
+            parser.print_help()
+            return 2
+        return args.run(args)
+    except UsageError as exc:
+        print(f"gpudoctor: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("gpudoctor: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:  # noqa: BLE001 - exit 3 is the contract for our own bugs
+        if debug:
+            traceback.print_exc()
+        print(f"gpudoctor: internal error: {type(exc).__name__}: {exc} (a bug; --debug shows the traceback)",
+              file=sys.stderr)
+        return 3

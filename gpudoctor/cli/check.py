@@ -1,0 +1,70 @@
+"""`gpudoctor check`: gather facts (live, snapshot or pasted report), evaluate the rules, report."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from typing import Callable, List
+
+from gpudoctor.cli.common import (UsageError, add_output_options, add_selection_options, exit_code, output_format,
+                                  output_stream, selected_rules)
+from gpudoctor.engine import evaluate, needed_groups
+from gpudoctor.probes import ProbeContext, probes_for, run_probes
+from gpudoctor.render import render_report
+from gpudoctor.snapshot import Snapshot, SnapshotError, load
+
+# Functions `(args, snapshot) -> None` that add facts from files given on the command line
+# (--env-file, --script, --ds-config …); each command module that owns such a flag registers here.
+OVERLAYS: List[Callable] = []
+
+
+def add_machine_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--python", default=sys.executable, metavar="PATH",
+                        help="interpreter whose torch/deepspeed to inspect (default: this one)")
+    parser.add_argument("--timeout", type=float, default=15.0, metavar="SECONDS",
+                        help="time limit for each probe (default: 15)")
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser("check", help="check this machine (or a recorded one) against every rule")
+    parser.add_argument("--snapshot", metavar="FILE", help="evaluate a recorded snapshot instead of this machine")
+    add_machine_options(parser)
+    add_selection_options(parser)
+    add_output_options(parser)
+    parser.set_defaults(run=run)
+
+
+def live_snapshot(args: argparse.Namespace, groups) -> Snapshot:
+    if args.timeout <= 0:
+        raise UsageError("--timeout must be positive")
+    if os.sep in args.python and not os.path.exists(args.python):
+        raise UsageError(f"--python {args.python!r}: no such file")
+    ctx = ProbeContext(python=args.python, timeout=args.timeout, environ=dict(os.environ))
+    facts, results = run_probes(probes_for(groups), ctx)
+    return Snapshot(facts=facts, probes=results, source={"kind": "live", "paths": []})
+
+
+def build_snapshot(args: argparse.Namespace, rules) -> Snapshot:
+    """The facts to judge: a recorded snapshot, or this machine probed for what the rules need."""
+    if getattr(args, "snapshot", None):
+        try:
+            snapshot = load(args.snapshot)
+        except SnapshotError as exc:
+            raise UsageError(str(exc)) from None
+    else:
+        snapshot = live_snapshot(args, needed_groups(rules) | {"host"})
+    for overlay in OVERLAYS:
+        overlay(args, snapshot)
+    return snapshot
+
+
+def run(args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    rules = selected_rules(args)
+    snapshot = build_snapshot(args, rules)
+    report = evaluate(snapshot, rules, started)
+    with output_stream(args) as stream:
+        render_report(report, output_format(args), stream, quiet=args.quiet)
+    return exit_code(report, args.fail_on)

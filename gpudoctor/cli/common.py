@@ -1,0 +1,68 @@
+"""Options and helpers shared by the commands."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import sys
+from contextlib import contextmanager
+
+from gpudoctor.catalog import load_catalog, select_rules
+from gpudoctor.model import Severity
+from gpudoctor.render import FORMATS
+
+
+class UsageError(Exception):
+    """Bad flags or unreadable input: one line on stderr, exit 2."""
+
+
+def add_output_options(parser: argparse.ArgumentParser, formats=FORMATS) -> None:
+    parser.add_argument("--format", choices=formats, help="output format (default: rich on a terminal, else plain)")
+    parser.add_argument("--output", "-o", metavar="FILE", help="write the output to FILE")
+    parser.add_argument("--no-color", action="store_true", help="no colour even on a terminal")
+    parser.add_argument("--quiet", "-q", action="store_true", help="findings and summary only")
+
+
+def add_selection_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--select", default="", metavar="IDS", help="only these rule IDs or prefixes (GD1,GD401)")
+    parser.add_argument("--ignore", default="", metavar="IDS", help="skip these rule IDs or prefixes")
+    parser.add_argument("--fail-on", default="error", choices=("error", "warning", "info", "never"),
+                        help="exit 1 when a finding reaches this severity (default: error)")
+
+
+def selected_rules(args: argparse.Namespace, host: bool = True) -> list:
+    rules = select_rules(load_catalog(), args.select.split(","), args.ignore.split(","))
+    if not host:
+        rules = [rule for rule in rules if not rule.host]
+    return rules
+
+
+def output_format(args: argparse.Namespace) -> str:
+    if args.format:
+        return "plain" if args.format == "rich" and (args.no_color or args.output) else args.format
+    if args.output or args.no_color or not sys.stdout.isatty():
+        return "plain"
+    return "rich"
+
+
+@contextmanager
+def output_stream(args: argparse.Namespace):
+    """stdout, or a buffer written to --output at the end (atomically)."""
+    if not args.output:
+        yield sys.stdout
+        return
+    from gpudoctor.snapshot import write_atomic
+
+    buffer = io.StringIO()
+    yield buffer
+    try:
+        write_atomic(args.output, buffer.getvalue())
+    except OSError as exc:
+        raise UsageError(f"cannot write {args.output!r}: {exc.strerror or exc}") from None
+
+
+def exit_code(report, fail_on: str) -> int:
+    if fail_on == "never":
+        return 0
+    worst = report.worst()
+    return 1 if worst is not None and worst >= Severity.parse(fail_on) else 0

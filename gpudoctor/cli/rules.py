@@ -1,0 +1,64 @@
+"""`gpudoctor rules` and `gpudoctor explain ID`: the catalog and one rule's documentation."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from rich.console import Console
+from rich.markup import escape
+
+from gpudoctor.catalog import find_rule, load_catalog
+from gpudoctor.cli.common import UsageError
+
+
+def add_parser(subparsers) -> None:
+    listing = subparsers.add_parser("rules", help="list the rules")
+    listing.add_argument("--format", choices=("plain", "json"), default="plain")
+    listing.set_defaults(run=run_rules)
+    explain = subparsers.add_parser("explain", help="show one rule's documentation")
+    explain.add_argument("rule", metavar="ID", help="rule ID, e.g. GD101")
+    explain.add_argument("--format", choices=("plain", "json"), default="plain")
+    explain.set_defaults(run=run_explain)
+
+
+def rule_json(rule, full: bool = False) -> dict:
+    data = {"id": rule.id, "name": rule.name, "severity": str(rule.severity), "family": rule.family,
+            "summary": rule.summary, "fix_applicability": rule.fix_applicability}
+    if full:
+        data.update(needs=list(rule.needs), host=rule.host, docs=dict(rule.docs))
+    return data
+
+
+def run_rules(args: argparse.Namespace) -> int:
+    rules = load_catalog()
+    if args.format == "json":
+        json.dump({"schema": "gpudoctor.rules/1", "rules": [rule_json(r) for r in rules]}, sys.stdout, indent=2,
+                  ensure_ascii=False)
+        sys.stdout.write("\n")
+        return 0
+    for rule in rules:
+        print(f"{rule.id}  {rule.name:<34} {str(rule.severity):<8} {rule.summary}")
+    return 0
+
+
+def run_explain(args: argparse.Namespace) -> int:
+    rule = find_rule(args.rule)
+    if rule is None:
+        raise UsageError(f"no rule {args.rule!r} (see `gpudoctor rules`)")
+    if args.format == "json":
+        json.dump(rule_json(rule, full=True), sys.stdout, indent=2, ensure_ascii=False)
+        sys.stdout.write("\n")
+        return 0
+    console = Console(highlight=False, emoji=False)
+    console.print(f"[bold]{rule.id} {rule.name}[/] ({rule.severity}, {rule.family})")
+    console.print(escape(rule.summary))
+    for title, key in (("What it checks", "what"), ("Why it matters", "why"), ("How to fix", "fix")):
+        console.print(f"\n[bold]{title}[/]\n{escape(rule.docs.get(key, ''))}")
+    references = rule.docs.get("references", [])
+    if references:
+        console.print("\n[bold]References[/]")
+        for ref in references:
+            console.print(f"  {escape(ref)}")
+    return 0

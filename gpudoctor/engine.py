@@ -1,0 +1,73 @@
+"""Evaluate rules against a snapshot. Never raises: a crashing rule becomes a GD001 finding."""
+
+from __future__ import annotations
+
+import time
+import traceback
+from typing import Iterable, List, Sequence
+
+from gpudoctor.catalog import Rule, find_rule
+from gpudoctor.facts import Facts, MissingFact
+from gpudoctor.model import Finding, Report, Severity, Unknown
+from gpudoctor.snapshot import Snapshot
+
+_SEVERITY_ORDER = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}
+
+
+def needed_groups(rules: Iterable[Rule]) -> set:
+    """The fact groups (first path segment) the rules read, e.g. {"nvml", "torch", "env"}."""
+    return {need.split(".")[0] for rule in rules for need in rule.needs}
+
+
+def _crash_finding(rule: Rule, exc: BaseException) -> Finding:
+    doctor = find_rule("GD001")
+    where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
+    location = f" at {where.filename.rsplit('/', 1)[-1]}:{where.lineno}" if where else ""
+    message = f"rule {rule.id} ({rule.name}) crashed: {type(exc).__name__}: {exc}{location}"
+    if doctor is None:  # the catalog is incomplete; still report
+        return Finding("GD001", "probe-failed", Severity.WARNING, message, family="doctor")
+    return doctor.finding(
+        message,
+        evidence={"rule": rule.id, "error": f"{type(exc).__name__}: {exc}"},
+        fix=doctor.fix("This is a gpudoctor bug: please report it with `gpudoctor snapshot -o snap.json`."),
+    )
+
+
+def run_rule(rule: Rule, facts: Facts) -> tuple:
+    """(findings, missing fact path or None) for one rule; exceptions become a GD001 finding."""
+    try:
+        return list(rule.check(facts, rule) or ()), None
+    except MissingFact as missing:
+        return [], missing.path
+    except Exception as exc:  # noqa: BLE001 - a rule bug must not stop the report
+        return [_crash_finding(rule, exc)], None
+
+
+def evaluate(snapshot: Snapshot, rules: Sequence[Rule], started: float = 0.0) -> Report:
+    """Run every rule against the snapshot's facts and build the report."""
+    facts = Facts({**snapshot.facts, "probes": [probe.to_json() for probe in snapshot.probes]})
+    findings: List[Finding] = []
+    passed: List[str] = []
+    unknown: List[Unknown] = []
+    for rule in rules:
+        if rule.check is None:
+            continue
+        produced, missing = run_rule(rule, facts)
+        if missing is not None:
+            unknown.append(Unknown(rule.id, missing))
+        elif produced:
+            findings.extend(produced)
+        else:
+            passed.append(rule.id)
+    findings.sort(key=lambda f: (f.rule, _SEVERITY_ORDER[f.severity]))
+    return Report(
+        findings=tuple(findings),
+        passed=tuple(passed),
+        unknown=tuple(unknown),
+        probes=tuple(snapshot.probes),
+        source=dict(snapshot.source),
+        facts=snapshot.facts,
+        seconds=(time.monotonic() - started) if started else 0.0,
+        evidence=dict(snapshot.evidence),
+        conflicts=tuple(snapshot.conflicts),
+    )

@@ -1,0 +1,122 @@
+"""Look-ups in the knowledge tables of `rules/` (CUDA↔driver, GPUs, torch wheel arch lists)."""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import Optional
+
+from packaging.version import InvalidVersion, Version
+
+from gpudoctor.catalog import load_toml, rules_dir
+
+
+def version(text) -> Optional[Version]:
+    """A comparable version from strings like '535.104.05', '12.4', '2.5.1+cu124'; None if unparsable."""
+    if text is None:
+        return None
+    match = re.match(r"\s*(\d+(?:\.\d+)*)", str(text))
+    if not match:
+        return None
+    try:
+        return Version(match.group(1))
+    except InvalidVersion:
+        return None
+
+
+def major_minor(text) -> Optional[str]:
+    """'12.4' from '12.4.131' or '12.4'; None if unparsable."""
+    parsed = version(text)
+    if parsed is None:
+        return None
+    return f"{parsed.major}.{parsed.minor}"
+
+
+@lru_cache(maxsize=None)
+def table(name: str) -> dict:
+    return load_toml(rules_dir() / f"{name}.toml")
+
+
+# --- CUDA toolkit <-> driver -------------------------------------------------------------------------
+
+def min_driver(cuda: str) -> Optional[Version]:
+    """The lowest Linux driver that supports CUDA major.minor (its GA release), or None if unknown."""
+    wanted = major_minor(cuda)
+    drivers = [version(row["linux_min_driver"]) for row in table("cuda_driver").get("toolkit", [])
+               if major_minor(row["version"]) == wanted and row.get("linux_min_driver")]
+    drivers = [d for d in drivers if d is not None]
+    return min(drivers) if drivers else None
+
+
+def driver_max_cuda(driver: str) -> Optional[Version]:
+    """The newest CUDA major.minor whose GA driver is <= this driver (what `nvidia-smi` shows as CUDA Version)."""
+    have = version(driver)
+    if have is None:
+        return None
+    best = None
+    for row in table("cuda_driver").get("toolkit", []):
+        needed = version(row.get("linux_min_driver"))
+        cuda = version(major_minor(row["version"]))
+        if needed is not None and cuda is not None and needed <= have and (best is None or cuda > best):
+            best = cuda
+    return best
+
+
+def mvc_floor(major: int) -> Optional[Version]:
+    """Minimum driver for CUDA minor-version compatibility within `major`; None where MVC does not exist."""
+    for row in table("cuda_driver").get("mvc", []):
+        if int(row["major"]) == major:
+            return version(row["min_driver"])
+    return None
+
+
+# --- GPUs ----------------------------------------------------------------------------------------------
+
+def gpu_spec(name: str) -> Optional[dict]:
+    """The gpus.toml entry whose longest `match` substring occurs in the GPU name (case-insensitive)."""
+    lowered = (name or "").lower()
+    best, best_len = None, 0
+    for entry in table("gpus").get("gpu", []):
+        for needle in entry.get("match", []):
+            if needle.lower() in lowered and len(needle) > best_len:
+                best, best_len = entry, len(needle)
+    return best
+
+
+def arch_spec(cc: str) -> Optional[dict]:
+    """The gpus.toml [[arch]] row for a compute capability."""
+    for entry in table("gpus").get("arch", []):
+        if str(entry.get("cc")) == cc:
+            return entry
+    return None
+
+
+def gpu_cc(gpu: dict) -> Optional[str]:
+    """A GPU's compute capability: as reported, else from the table by name."""
+    if gpu.get("cc"):
+        return str(gpu["cc"])
+    spec = gpu_spec(gpu.get("name", ""))
+    return str(spec["cc"]) if spec else None
+
+
+def gpu_memory_bytes(gpu: dict) -> Optional[int]:
+    if gpu.get("memory_total_bytes"):
+        return int(gpu["memory_total_bytes"])
+    spec = gpu_spec(gpu.get("name", ""))
+    return int(float(spec["memory_gib"]) * 1024**3) if spec and spec.get("memory_gib") else None
+
+
+# --- torch wheels --------------------------------------------------------------------------------------
+
+def wheel_archs(torch_version: str, cuda: str) -> Optional[tuple]:
+    """(sass archs, ptx archs) of the official x86_64 wheel for this torch release and CUDA, if known."""
+    release, wanted = version(major_minor(torch_version)), major_minor(cuda)
+    if release is None or wanted is None:
+        return None
+    for row in table("torch_wheels").get("wheel", []):
+        if major_minor(row["cuda"]) != wanted:
+            continue
+        low, high = version(row.get("torch_min")), version(row.get("torch_max"))
+        if (low is None or release >= low) and (high is None or release <= high):
+            return tuple(row.get("archs", [])), tuple(row.get("ptx", []))
+    return None

@@ -1,0 +1,114 @@
+"""Host facts: OS, Python, CPUs, RAM, /dev/shm, ulimits, network interfaces, InfiniBand devices."""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import sys
+from pathlib import Path
+from typing import Optional
+
+import psutil
+
+from gpudoctor.probes import Probe, ProbeContext
+
+IB_ROOT = Path("/sys/class/infiniband")
+
+
+def _limit(name: str) -> Optional[int]:
+    """Soft limit of a resource, None when unlimited or unknown on this OS."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return None
+    soft, _ = resource.getrlimit(getattr(resource, name))
+    return None if soft == resource.RLIM_INFINITY else int(soft)
+
+
+def _distro() -> Optional[str]:
+    try:
+        for line in Path("/etc/os-release").read_text().splitlines():
+            if line.startswith("PRETTY_NAME="):
+                return line.split("=", 1)[1].strip().strip('"')
+    except OSError:
+        return None
+    return None
+
+
+def _shm_bytes() -> Optional[int]:
+    try:
+        stats = os.statvfs("/dev/shm")
+    except (OSError, AttributeError):
+        return None
+    return stats.f_frsize * stats.f_blocks
+
+
+def _interfaces() -> list:
+    stats = psutil.net_if_stats()
+    result = []
+    for name, addresses in sorted(psutil.net_if_addrs().items()):
+        inet = [a.address for a in addresses if a.family in (socket.AF_INET, socket.AF_INET6)]
+        result.append({"name": name, "up": bool(stats[name].isup) if name in stats else None, "addresses": inet})
+    return result
+
+
+def _read(path: Path) -> Optional[str]:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
+
+
+def ib_devices(root: Path = IB_ROOT) -> list:
+    """InfiniBand/RoCE devices from sysfs with their ports' state and link layer."""
+    if not root.is_dir():
+        return []
+    devices = []
+    for device in sorted(root.iterdir()):
+        ports = []
+        for port in sorted((device / "ports").glob("*")):
+            state = _read(port / "state") or ""
+            ports.append({
+                "port": int(port.name) if port.name.isdigit() else port.name,
+                "state": state.split(":")[-1].strip(),
+                "link_layer": _read(port / "link_layer"),
+            })
+        devices.append({"name": device.name, "ports": ports})
+    return devices
+
+
+def _in_container() -> bool:
+    if Path("/.dockerenv").exists() or Path("/run/.containerenv").exists():
+        return True
+    cgroup = _read(Path("/proc/1/cgroup")) or ""
+    return any(word in cgroup for word in ("docker", "kubepods", "containerd", "lxc"))
+
+
+def probe_system(ctx: ProbeContext) -> dict:
+    memory = psutil.virtual_memory()
+    uname = platform.uname()
+    os_name = {"Darwin": "macOS"}.get(uname.system, uname.system)
+    os_release = platform.mac_ver()[0] if uname.system == "Darwin" else uname.release
+    return {
+        "host": {
+            "hostname": socket.gethostname(),
+            "os": f"{os_name} {os_release}".strip(),
+            "distro": _distro(),
+            "arch": uname.machine,
+            "python": platform.python_version(),
+            "python_executable": sys.executable,
+            "cpu_count": os.cpu_count(),
+            "ram_total_bytes": int(memory.total),
+            "ram_available_bytes": int(memory.available),
+            "shm_bytes": _shm_bytes(),
+            "ulimit_memlock": _limit("RLIMIT_MEMLOCK"),
+            "ulimit_nofile": _limit("RLIMIT_NOFILE"),
+            "interfaces": _interfaces(),
+            "ib_devices": ib_devices(),
+            "in_container": _in_container(),
+        }
+    }
+
+
+PROBE = Probe("system", ("host",), probe_system)

@@ -1,0 +1,87 @@
+"""Report torch, CUDA-as-torch-sees-it and DeepSpeed of THIS interpreter as one JSON object on stdout.
+
+Run by the job's interpreter (`gpudoctor check --python PATH`), which may be old and may not have gpudoctor:
+keep this file standalone and Python 3.6 compatible (no walrus, no `from __future__ import annotations`).
+"""
+import json
+import platform
+import shutil
+import sys
+import traceback
+import warnings
+
+
+def _distribution_version(name):
+    try:
+        from importlib import metadata
+    except ImportError:  # Python < 3.8
+        try:
+            import pkg_resources
+            return pkg_resources.get_distribution(name).version
+        except Exception:  # noqa: BLE001 - not installed
+            return None
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _deepspeed():
+    """DeepSpeed's version from package metadata (importing deepspeed costs seconds and may build ops)."""
+    return {"version": _distribution_version("deepspeed")}
+
+
+def _cuda_facts(torch, facts):
+    facts["cuda_available"] = bool(torch.cuda.is_available())
+    facts["device_count"] = int(torch.cuda.device_count()) if facts["cuda_available"] else 0
+    try:
+        facts["arch_list"] = list(torch.cuda.get_arch_list())
+    except Exception:  # noqa: BLE001 - CPU builds without CUDA support
+        facts["arch_list"] = []
+    devices = []
+    for index in range(facts["device_count"]):
+        props = torch.cuda.get_device_properties(index)
+        devices.append({"name": props.name, "cc": "%d.%d" % (props.major, props.minor),
+                        "memory_total_bytes": int(props.total_memory)})
+    facts["devices"] = devices
+
+
+def collect():
+    facts = {"python": sys.executable, "python_version": platform.python_version(),
+             "deepspeed": _deepspeed(), "ninja": shutil.which("ninja")}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            import torch
+        except ImportError as exc:
+            if getattr(exc, "name", None) == "torch":
+                facts.update(status="missing", error=str(exc))
+                return facts
+            facts.update(status="broken", error="%s: %s" % (type(exc).__name__, exc),
+                         traceback=traceback.format_exc()[-2000:])
+            return facts
+        except Exception as exc:  # noqa: BLE001 - a broken torch is exactly what we report
+            facts.update(status="broken", error="%s: %s" % (type(exc).__name__, exc),
+                         traceback=traceback.format_exc()[-2000:])
+            return facts
+        facts.update(status="ok", error=None, version=torch.__version__,
+                     cuda=getattr(torch.version, "cuda", None), hip=getattr(torch.version, "hip", None))
+        cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+        facts["cudnn"] = str(cudnn) if cudnn is not None else None
+        try:
+            nccl = torch.cuda.nccl.version() if facts["cuda"] else None
+            facts["nccl"] = ".".join(str(part) for part in nccl) if isinstance(nccl, tuple) else (
+                str(nccl) if nccl is not None else None)
+        except Exception:  # noqa: BLE001 - builds without NCCL
+            facts["nccl"] = None
+        try:
+            _cuda_facts(torch, facts)
+        except Exception as exc:  # noqa: BLE001 - CUDA init failures are facts
+            facts["cuda_error"] = "%s: %s" % (type(exc).__name__, exc)
+            facts.setdefault("cuda_available", False)
+    facts["warnings"] = [str(w.message).strip()[:1000] for w in caught]
+    return facts
+
+
+if __name__ == "__main__":
+    sys.stdout.write(json.dumps(collect()))

@@ -1,0 +1,97 @@
+"""One-line descriptions of the machine and the Python stack, shared by the text and Markdown reports."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import List, Tuple
+
+from gpudoctor.facts import Facts
+from gpudoctor.knowledge import gpu_cc, gpu_memory_bytes, major_minor
+
+GiB = 1024**3
+
+
+def _size(num_bytes) -> str:
+    if num_bytes is None:
+        return "?"
+    if num_bytes >= GiB:
+        return f"{num_bytes / GiB:.0f} GiB"
+    return f"{num_bytes / 1024**2:.0f} MiB"
+
+
+def machine_line(facts: Facts) -> str:
+    """`2× NVIDIA A100-SXM4-80GB (sm_80, 80 GiB) · driver 535.104.05 (CUDA ≤ 12.2)`."""
+    status = facts.get("nvml.status", None)
+    if status is None:
+        return "GPUs not looked at"
+    if status == "unavailable":
+        return "no NVIDIA driver or GPU"
+    if status == "error":
+        return f"NVIDIA driver unusable: {facts.get('nvml.error', None) or facts.get('nvml.error_kind', '?')}"
+    parts = []
+    gpus = facts.get("nvml.gpus", None) or []
+    counted = Counter()
+    for gpu in gpus:
+        cc = gpu_cc(gpu)
+        detail = ", ".join(x for x in (f"sm_{cc.replace('.', '')}" if cc else "", _size(gpu_memory_bytes(gpu))) if x)
+        counted[f"{gpu.get('name', 'GPU')} ({detail})"] += 1
+    parts.extend(f"{count}× {name}" for name, count in counted.items())
+    if not gpus:
+        parts.append("no GPU")
+    driver = facts.get("nvml.driver_version", None)
+    if driver:
+        cuda = facts.get("nvml.cuda_driver_version", None)
+        parts.append(f"driver {driver}" + (f" (CUDA ≤ {cuda})" if cuda else ""))
+    return " · ".join(parts)
+
+
+def python_line(facts: Facts) -> str:
+    """`torch 2.5.1+cu124 (CUDA 12.4, NCCL 2.21.5) · deepspeed 0.15.1 · nvcc 11.5 (/usr/bin/nvcc)`."""
+    parts = []
+    status = facts.get("torch.status", None)
+    if status == "ok":
+        cuda = facts.get("torch.cuda", None)
+        hip = facts.get("torch.hip", None)
+        inner = [f"CUDA {major_minor(cuda)}" if cuda else (f"ROCm {hip}" if hip else "CPU-only")]
+        if facts.get("torch.nccl", None):
+            inner.append(f"NCCL {facts.get('torch.nccl')}")
+        parts.append(f"torch {facts.get('torch.version', '?')} ({', '.join(inner)})")
+    elif status == "missing":
+        parts.append("torch not installed")
+    elif status == "broken":
+        parts.append("torch broken")
+    elif status is not None:
+        parts.append(f"torch {status}")
+    deepspeed = facts.get("torch.deepspeed.version", None)
+    if deepspeed:
+        parts.append(f"deepspeed {deepspeed}")
+    if facts.has("nvcc.version") or facts.has("nvcc.path"):
+        version = facts.get("nvcc.version", None)
+        path = facts.get("nvcc.path", None)
+        parts.append(f"nvcc {version}" + (f" ({path})" if path else "") if version else "no nvcc on PATH")
+    return " · ".join(parts) or "Python stack not looked at"
+
+
+def header_items(facts: Facts) -> List[str]:
+    host = facts.get("host", {}) or {}
+    items = [host.get("hostname"), host.get("os")]
+    python = facts.get("torch.python_version", None) or host.get("python")
+    if python:
+        items.append(f"Python {python}")
+    return [item for item in items if item]
+
+
+def unknown_reasons(facts: Facts, unknown) -> str:
+    """Why rules could not be evaluated, in a few words."""
+    reasons: List[Tuple[str, int]] = []
+    groups = Counter(item.missing.split(".")[0] for item in unknown)
+    for group, count in groups.most_common():
+        if group == "torch" and facts.get("torch.status", None) in ("missing", "broken"):
+            why = f"torch {facts.get('torch.status')}"
+        elif not facts.has(group):
+            why = f"no {group} facts"
+        else:
+            paths = sorted({item.missing for item in unknown if item.missing.startswith(group)})
+            why = f"{', '.join(paths[:2])} unknown"
+        reasons.append((why, count))
+    return "; ".join(why for why, _ in reasons)

@@ -1,0 +1,32 @@
+"""The machine-readable report, schema `gpudoctor.report/1` (CONTRACT.md)."""
+
+from __future__ import annotations
+
+import json
+from typing import IO
+
+from gpudoctor import __version__
+from gpudoctor.model import Report
+
+SCHEMA = "gpudoctor.report/1"
+
+
+def to_json(report: Report) -> dict:
+    host = report.facts.get("host") or {}
+    return {
+        "schema": SCHEMA,
+        "tool": {"name": "gpudoctor", "version": __version__},
+        "source": {"kind": report.source.get("kind", "live"), "paths": list(report.source.get("paths", []))},
+        "host": {"hostname": host.get("hostname"), "os": host.get("os")},
+        "summary": report.summary(),
+        "findings": [finding.to_json() for finding in report.findings],
+        "unknown": [{"rule": item.rule, "missing": item.missing} for item in report.unknown],
+        "probes": [probe.to_json() for probe in report.probes],
+        "conflicts": list(report.conflicts),
+        "seconds": round(report.seconds, 3),
+    }
+
+
+def render(report: Report, stream: IO) -> None:
+    json.dump(to_json(report), stream, indent=2, ensure_ascii=False)
+    stream.write("\n")
