@@ -11,6 +11,12 @@ from gpudoctor.facts import Facts, MissingFact
 from gpudoctor.model import Finding, Report, Severity, Unknown
 from gpudoctor.snapshot import Snapshot
 
+# Fact groups that come from somewhere other than a live probe (the meta-test checks every rule's needs).
+NON_PROBE_GROUPS = {
+    "probes": "the engine: how each probe went",
+    "inputs": "the readers of files given on the command line",
+    "requests": "static analysis of scripts and DeepSpeed configs",
+}
 _SEVERITY_ORDER = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}
 
 
@@ -45,7 +51,7 @@ def run_rule(rule: Rule, facts: Facts) -> tuple:
 
 def evaluate(snapshot: Snapshot, rules: Sequence[Rule], started: float = 0.0) -> Report:
     """Run every rule against the snapshot's facts and build the report."""
-    facts = Facts({**snapshot.facts, "probes": [probe.to_json() for probe in snapshot.probes]})
+    facts = Facts({"probes": [probe.to_json() for probe in snapshot.probes], **snapshot.facts})
     findings: List[Finding] = []
     passed: List[str] = []
     unknown: List[Unknown] = []

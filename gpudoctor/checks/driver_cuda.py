@@ -270,7 +270,6 @@ def _toolkit_version_at(facts, root: str) -> Optional[str]:
 def cuda_toolkit_ambiguous(facts, rule):
     home = facts.get("nvcc.cuda_home") or facts.get("nvcc.cuda_path")
     on_path = major_minor(facts.get("nvcc.version"))
-    runtime = _torch_cuda(facts)
     if home:
         at_home = _toolkit_version_at(facts, home)
         if at_home and on_path and at_home != on_path:
@@ -282,7 +281,7 @@ def cuda_toolkit_ambiguous(facts, rule):
                 fix=rule.fix(f"Put {home}/bin first on PATH, or point CUDA_HOME at the toolkit of the nvcc on PATH.",
                              commands=(f'export PATH="{home}/bin:$PATH"',)))
         return
-    used = on_path
+    used, runtime = on_path, _torch_cuda(facts)
     if runtime is None or used is None or used == runtime:
         return
     matching = [t["path"] for t in facts.get("nvcc.toolkits", []) if major_minor(t.get("version")) == runtime]

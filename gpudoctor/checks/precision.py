@@ -5,6 +5,7 @@ from __future__ import annotations
 from gpudoctor.checks import check
 from gpudoctor.facts import MissingFact
 from gpudoctor.knowledge import gpu_cc, version
+from gpudoctor.model import Severity
 
 ENV_REQUESTS = ("ACCELERATE_MIXED_PRECISION",)
 
@@ -66,7 +67,7 @@ def bf16_unsupported(facts, rule):
         yield rule.finding(
             f"{names} has no bf16 in hardware (compute capability < 8.0); torch.cuda.is_bf16_supported() may still "
             "say True through emulation — use fp16 with loss scaling on this machine",
-            evidence=evidence,
+            evidence=evidence, severity=Severity.INFO,
             fix=rule.fix("Nothing to do unless a job asks for bf16; then switch it to fp16."))
 
 

@@ -1,0 +1,79 @@
+"""Meta-tests over the rule catalog, and every rule's documented examples run through the engine."""
+
+import re
+
+import pytest
+
+from gpudoctor.catalog import FAMILIES, RULE_ID, load_catalog, select_rules
+from gpudoctor.checks import registered_checks
+from gpudoctor.engine import NON_PROBE_GROUPS, evaluate
+from gpudoctor.model import Severity
+from gpudoctor.probes import all_probes
+from gpudoctor.snapshot import Snapshot
+
+RULES = load_catalog()
+KEBAB = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+
+
+def test_catalog_is_complete():
+    ids = [rule.id for rule in RULES]
+    assert len(ids) == len(set(ids))
+    assert set(registered_checks()) == set(ids), "every rule file needs a check and every check a rule file"
+    names = [rule.name for rule in RULES]
+    assert len(names) == len(set(names))
+
+
+@pytest.mark.parametrize("rule", RULES, ids=lambda r: r.id)
+def test_rule_is_well_formed(rule):
+    assert RULE_ID.match(rule.id)
+    assert KEBAB.match(rule.name)
+    assert rule.family == FAMILIES[rule.id[:3]]
+    for section in ("what", "why", "fix"):
+        assert len(rule.docs.get(section, "").strip()) > 30, f"{rule.id}: docs.{section} too short"
+    assert isinstance(rule.docs.get("references"), list)
+    assert rule.fix_applicability in ("safe", "unsafe", "display-only", "none")
+    assert any(ex.fires for ex in rule.examples), f"{rule.id} needs a firing example"
+    assert any(not ex.fires for ex in rule.examples), f"{rule.id} needs a passing example"
+
+
+def test_every_needed_fact_has_a_provider():
+    provided = {path.split(".")[0] for probe in all_probes().values() for path in probe.provides}
+    provided |= set(NON_PROBE_GROUPS)
+    for rule in RULES:
+        for need in rule.needs:
+            assert need.split(".")[0] in provided, f"{rule.id} needs {need}, which nothing provides"
+
+
+EXAMPLES = [(rule, example) for rule in RULES for example in rule.examples]
+
+
+@pytest.mark.parametrize("rule,example", EXAMPLES, ids=lambda x: getattr(x, "id", None) or x.name)
+def test_example(rule, example):
+    report = evaluate(Snapshot(facts=dict(example.facts)), [rule])
+    fired = [f for f in report.findings if f.rule == rule.id]
+    assert not [f for f in report.findings if "crashed" in f.message], report.findings
+    assert not report.unknown or not example.fires, f"unknown: {report.unknown}"
+    if example.fires:
+        assert fired, f"{rule.id} should fire on {example.name!r}"
+        if example.severity:
+            assert {str(f.severity) for f in fired} == {example.severity}
+        for finding in fired:
+            assert finding.message and finding.fix and finding.fix.summary
+    else:
+        assert not fired, f"{rule.id} should not fire on {example.name!r}: {fired[0].message}"
+
+
+def test_prefix_selection_most_specific_wins():
+    chosen = {r.id for r in select_rules(RULES, ["GD1"], ["GD10", "GD101"])}
+    assert not any(i.startswith("GD10") for i in chosen)
+    chosen = {r.id for r in select_rules(RULES, ["GD101"], ["GD1"])}
+    assert chosen == {"GD101"}
+    assert {r.id for r in select_rules(RULES, [], ["GD0"])} == {r.id for r in RULES if not r.id.startswith("GD0")}
+
+
+def test_a_crashing_rule_becomes_gd001():
+    boom = RULES[0].__class__(**{**RULES[0].__dict__, "id": "GD999", "check": lambda facts, rule: 1 / 0})
+    report = evaluate(Snapshot(facts={}), [boom])
+    assert [f.rule for f in report.findings] == ["GD001"]
+    assert "GD999" in report.findings[0].message and "ZeroDivisionError" in report.findings[0].message
+    assert report.findings[0].severity == Severity.WARNING
