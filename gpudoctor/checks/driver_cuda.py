@@ -50,9 +50,12 @@ def wheel_tag(cuda: str) -> str:
 
 def best_wheel_cuda(driver: Optional[str], driver_cuda_version: Optional[str]) -> Optional[str]:
     """The newest CUDA of an official torch wheel that this driver can run."""
-    candidates = {major_minor(row["cuda"]) for row in table("torch_wheels").get("wheel", [])}
-    usable = [c for c in candidates if c and driver_supports(driver, driver_cuda_version, c)]
-    return max(usable, key=version) if usable else None
+    candidates = {major_minor(row["cuda"]) for row in table("torch_wheels").get("wheel", [])} - {None}
+    usable = [c for c in candidates if driver_supports(driver, driver_cuda_version, c)]
+    have = version(driver_cuda_version or driver_max_cuda(driver))
+    native = [c for c in usable if have is not None and version(c) <= have]  # no minor-version compatibility needed
+    best = native or usable
+    return max(best, key=version) if best else None
 
 
 def _install_command(cuda: Optional[str]) -> tuple:
@@ -113,8 +116,7 @@ def nvcc_torch_mismatch(facts, rule):
     fix = rule.fix(
         f"Install the CUDA {runtime} toolkit and point CUDA_HOME at it (e.g. `{install}`, then "
         f"CUDA_HOME=$CONDA_PREFIX), or install a torch built for CUDA {nvcc}.",
-        commands=(install,),
-        env=EnvChange(set={"CUDA_HOME": "$CONDA_PREFIX"}),
+        commands=(install, "export CUDA_HOME=$CONDA_PREFIX"),
     )
     if ours.major != theirs.major:
         yield rule.finding(
@@ -212,10 +214,10 @@ def gpu_arch_not_in_torch(facts, rule):
         )
 
 
+RELOAD_MODULES = "sudo rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia && sudo modprobe nvidia"
 DRIVER_FIXES = {
     "driver_mismatch": ("The kernel module and the user-space NVIDIA library differ (driver upgraded without a "
-                        "reboot)", "Reboot, or reload the modules: sudo rmmod nvidia_uvm nvidia_drm nvidia_modeset "
-                        "nvidia && sudo modprobe nvidia"),
+                        "reboot)", "Reboot, or reload the NVIDIA kernel modules with no GPU process running"),
     "driver_not_loaded": ("The NVIDIA kernel module is not loaded",
                           "sudo modprobe nvidia; if it fails, read `dmesg | grep -i nvidia` (Secure Boot, DKMS "
                           "build for the running kernel)"),
@@ -240,7 +242,7 @@ def driver_unusable(facts, rule):
             f"{what}: {facts.get('nvml.error', None) or kind}",
             evidence={"error_kind": kind, "error": facts.get("nvml.error", None),
                       "kernel_module": facts.get("nvml.kernel_module", None)},
-            fix=rule.fix(how, commands=(how,) if kind == "driver_mismatch" else ()))
+            fix=rule.fix(how, commands=(RELOAD_MODULES,) if kind == "driver_mismatch" else ()))
         return
     runtime = _torch_cuda(facts)
     if status != "ok" or runtime is None or facts.get("torch.cuda_available", True) is not False:

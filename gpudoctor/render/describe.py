@@ -88,6 +88,8 @@ def unknown_reasons(facts: Facts, unknown) -> str:
     for group, count in groups.most_common():
         if group == "torch" and facts.get("torch.status", None) in ("missing", "broken"):
             why = f"torch {facts.get('torch.status')}"
+        elif group == "nvml" and facts.get("nvml.status", None) == "error":
+            why = "NVML unusable"
         elif not facts.has(group):
             why = f"no {group} facts"
         else:

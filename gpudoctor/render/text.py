@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import io
 from typing import IO, Optional
 
 from rich.console import Console
 from rich.markup import escape
+from rich.table import Table
 from rich.text import Text
 
 from gpudoctor import __version__
@@ -22,43 +24,62 @@ FAMILY_TITLES = {
 
 
 def _console(stream: IO, color: bool, width: Optional[int]) -> Console:
+    if color and width is None:
+        width = Console().width
     return Console(file=stream, no_color=not color, force_terminal=color, highlight=False, soft_wrap=False,
-                   width=width or (None if color else 100), emoji=False)
+                   width=width or 110, emoji=False)
 
 
 def _plural(count: int, word: str) -> str:
     return f"{count} {word}{'' if count == 1 else 's'}"
 
 
-def _fix_lines(finding: Finding) -> list:
+def _fix_text(finding: Finding) -> Text:
     fix = finding.fix
+    text = Text()
     if fix is None:
-        return []
-    lines = [f"[bold]fix[/]  {escape(fix.summary)}"]
+        return text
+    text.append("fix  ", style="bold")
+    text.append(fix.summary)
     for command in fix.commands:
-        lines.append(f"     [cyan]{escape(command)}[/]")
+        text.append("\n     $ ", style="dim")
+        text.append(command, style="cyan")
     env = [f"{k}={v}" for k, v in fix.env.set.items()] + [f"unset {k}" for k in fix.env.unset]
     if env:
-        tag = "safe, gpudoctor fix" if fix.applicability == Applicability.SAFE else fix.applicability.value
-        lines.append(f"     [cyan]{escape(' · '.join(env))}[/]   [dim]({tag})[/]")
-    return lines
+        tag = "safe: gpudoctor fix" if fix.applicability == Applicability.SAFE else fix.applicability.value
+        text.append("\n     env ", style="dim")
+        text.append(" · ".join(env), style="cyan")
+        text.append(f"  ({tag})", style="dim")
+    return text
 
 
-def render_finding(console: Console, finding: Finding) -> None:
-    mark, style = MARKS[finding.severity]
-    head = Text(f" {mark} ", style=style)
-    head.append(f"{finding.rule} ", style="bold")
-    head.append(f"{finding.name:<30} ", style="dim")
-    if finding.location:
-        head.append(f"{finding.location} ", style="underline")
-    head.append(finding.message)
-    console.print(head, overflow="fold")
-    for line in _fix_lines(finding):
-        console.print("     " + line, overflow="fold")
+def findings_table(findings, name_width: int) -> Table:
+    """One row per finding (mark, ID, name, message) and one for its fix, wrapped inside the message column."""
+    table = Table.grid(padding=(0, 1))
+    table.add_column(width=2, justify="right")
+    table.add_column(no_wrap=True, width=5)
+    table.add_column(no_wrap=True, width=name_width, overflow="ellipsis")
+    table.add_column(ratio=1, overflow="fold")
+    for finding in findings:
+        mark, style = MARKS[finding.severity]
+        message = Text()
+        if finding.location:
+            message.append(f"{finding.location} ", style="underline")
+        message.append(finding.message)
+        table.add_row(Text(mark, style=style), Text(finding.rule, style="bold"), Text(finding.name, style="dim"),
+                      message)
+        if finding.fix:
+            table.add_row("", "", "", _fix_text(finding))
+    return table
 
 
 def render(report: Report, stream: IO, color: bool = False, quiet: bool = False, width: Optional[int] = None) -> None:
-    console = _console(stream, color, width)
+    buffer = io.StringIO()
+    _render(report, _console(buffer, color, width), quiet)
+    stream.write("\n".join(line.rstrip() for line in buffer.getvalue().split("\n")))
+
+
+def _render(report: Report, console: Console, quiet: bool) -> None:
     facts = Facts(report.facts)
     if not quiet:
         items = [f"gpudoctor {__version__}", *header_items(facts)]
@@ -80,12 +101,13 @@ def render(report: Report, stream: IO, color: bool = False, quiet: bool = False,
             console.print(f" [yellow]conflict[/]  {escape(str(conflict.get('fact')))}: "
                           f"{escape(' vs '.join(map(str, conflict.get('values', []))))}")
         console.print()
-    family = None
-    for finding in report.findings:
-        if finding.family != family and len({f.family for f in report.findings}) > 1 and not quiet:
-            family = finding.family
+    families = sorted({f.family for f in report.findings}, key=lambda fam: min(
+        f.rule for f in report.findings if f.family == fam))
+    for family in families:
+        if len(families) > 1 and not quiet:
             console.print(f" [dim]{FAMILY_TITLES.get(family, family)}[/]")
-        render_finding(console, finding)
+        name_width = min(28, max(len(f.name) for f in report.findings))
+        console.print(findings_table([f for f in report.findings if f.family == family], name_width))
     summary = report.summary()
     parts = [_plural(summary["error"], "error"), _plural(summary["warning"], "warning"), f"{summary['info']} info",
              f"{summary['passed']} passed", f"{summary['unknown']} unknown"]
