@@ -1,0 +1,118 @@
+"""`gpudoctor check` on this machine, including the faults it must survive: hung tools, broken torch."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+import venv
+
+import pytest
+
+from conftest import ROOT, gpudoctor_cmd
+
+
+def run_check(*args, env=None, timeout=60):
+    started = time.monotonic()
+    result = subprocess.run(gpudoctor_cmd() + ["check", "--format", "json", *args], capture_output=True, text=True,
+                            env=env, timeout=timeout, cwd=ROOT)
+    return result, json.loads(result.stdout) if result.stdout.strip() else None, time.monotonic() - started
+
+
+def env_with(**changes):
+    env = dict(os.environ)
+    env.update(changes)
+    return env
+
+
+def fake_tool(tmp_path, name, body):
+    bindir = tmp_path / "bin"
+    bindir.mkdir(exist_ok=True)
+    tool = bindir / name
+    tool.write_text("#!/bin/sh\n" + body + "\n")
+    tool.chmod(0o755)
+    return bindir
+
+
+def findings(data, rule):
+    return [f for f in data["findings"] if f["rule"] == rule]
+
+
+def test_live_check_reports_no_false_error():
+    result, data, _ = run_check()
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert data["summary"]["error"] == 0
+    assert {p["name"]: p["status"] for p in data["probes"]} == {
+        "nvml": "ok", "nvcc": "ok", "torch": "ok", "env": "ok", "system": "ok"}
+
+
+def test_hung_nvcc_and_nvidia_smi_are_bounded(tmp_path):
+    bindir = fake_tool(tmp_path, "nvcc", "sleep 300")
+    fake_tool(tmp_path, "nvidia-smi", "sleep 300")
+    result, data, seconds = run_check("--timeout", "2", env=env_with(PATH=f"{bindir}:{os.environ['PATH']}"))
+    assert seconds < 15
+    timeouts = findings(data, "GD002")
+    assert [f["evidence"]["probe"] for f in timeouts] == ["nvcc"]
+    assert data["summary"]["passed"] > 5, "the other rules must still be evaluated"
+    assert result.returncode == 0  # GD002 is a warning
+
+
+def test_failing_nvcc_is_gd001(tmp_path):
+    bindir = fake_tool(tmp_path, "nvcc", "echo 'nvcc fatal: broken install' >&2; exit 1")
+    result, data, _ = run_check(env=env_with(PATH=f"{bindir}:{os.environ['PATH']}"))
+    failed = findings(data, "GD001")
+    assert len(failed) == 1 and "broken install" in failed[0]["message"]
+
+
+def _fake_torch(tmp_path, body):
+    package = tmp_path / "site" / "torch"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text(textwrap.dedent(body))
+    return str(tmp_path / "site")
+
+
+def test_torch_whose_import_raises_is_gd108(tmp_path):
+    site = _fake_torch(tmp_path, 'raise ImportError("libcudnn.so.9: cannot open shared object file")\n')
+    result, data, _ = run_check(env=env_with(PYTHONPATH=site))
+    broken = findings(data, "GD108")
+    assert len(broken) == 1 and "libcudnn.so.9" in broken[0]["message"]
+    assert result.returncode == 1
+
+
+def test_torch_whose_import_hangs_is_bounded(tmp_path):
+    site = _fake_torch(tmp_path, "import time\ntime.sleep(300)\n")
+    result, data, seconds = run_check("--timeout", "2", env=env_with(PYTHONPATH=site))
+    assert seconds < 15
+    assert [f["evidence"]["probe"] for f in findings(data, "GD002")] == ["torch"]
+
+
+@pytest.fixture(scope="module")
+def bare_python(tmp_path_factory):
+    """An interpreter of a fresh virtual environment without torch."""
+    target = tmp_path_factory.mktemp("bare-venv")
+    venv.EnvBuilder(with_pip=False).create(target)
+    return str(target / "bin" / "python")
+
+
+def test_python_flag_inspects_another_interpreter(bare_python):
+    result, data, _ = run_check("--python", bare_python)
+    assert result.returncode == 0
+    assert data["summary"]["error"] == 0
+    text = subprocess.run(gpudoctor_cmd() + ["check", "--python", bare_python], capture_output=True, text=True).stdout
+    assert "torch not installed" in text
+
+
+def test_missing_interpreter_is_a_usage_error():
+    result = subprocess.run(gpudoctor_cmd() + ["check", "--python", "/nonexistent/python"], capture_output=True,
+                            text=True)
+    assert result.returncode == 2
+    assert result.stderr.strip().count("\n") == 0 and "no such file" in result.stderr
+
+
+def test_this_interpreter_torch_is_seen():
+    torch = pytest.importorskip("torch", reason="the CPU torch is installed by .ci/run")
+    result = subprocess.run(gpudoctor_cmd() + ["snapshot"], capture_output=True, text=True)
+    facts = json.loads(result.stdout)["facts"]
+    assert facts["torch"]["version"] == torch.__version__
+    assert facts["torch"]["cuda"] is None and facts["torch"]["status"] == "ok"
