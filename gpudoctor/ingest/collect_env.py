@@ -1,0 +1,408 @@
+"""PyTorch ``python -m torch.utils.collect_env`` output (torch 0.4 to 2.x), and torch warnings in any text.
+
+What each line means (from torch/utils/collect_env.py):
+- ``CUDA used to build PyTorch`` is ``torch.version.cuda``; ``None`` / ``Could not collect`` mean a CPU-only build
+  (``N/A`` means torch could not be imported, or a ROCm build when ``ROCM used to build PyTorch`` has a version).
+- ``CUDA runtime version`` is what ``nvcc --version`` on PATH says: the system toolkit, not torch's runtime.
+  ``Could not collect`` / ``No CUDA`` say nvcc was not found on PATH, which does not prove there is no toolkit
+  (CUDA_HOME may hold one), so nvcc stays unknown.
+- ``GPU models and configuration`` is ``nvidia-smi -L`` without UUIDs (``GPU 0: Tesla T4``), inline or on the
+  following lines; on ROCm (or when nvidia-smi failed but torch sees a GPU) it is torch's device name instead.
+- ``Nvidia driver version`` comes from nvidia-smi. ``No CUDA`` in the CUDA fields is printed only when torch sees
+  no GPU and nvcc, nvidia-smi and the GPU list all failed: no NVIDIA driver (macOS, CPU machines).
+- ``cuDNN version`` lists the libcudnn files found on the system (the system cuDNN, not necessarily torch's).
+- ``Versions of relevant libraries``: ``[pip]``/``[pip3]``/``[conda]`` lines; a ``[conda] cudatoolkit`` line does not
+  make a CPU-only torch a CUDA build.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Dict, List, Optional, Tuple
+
+from ._common import Builder, first_version, is_not_collected, major_minor
+from .normalize import Lines
+
+# (lower-case key as printed, field, may appear without a colon in hand-edited pastes)
+_KEYS: List[Tuple[str, str, bool]] = [
+    ("pytorch version", "torch_version", True),
+    ("is debug build", "debug", False),
+    ("cuda used to build pytorch", "cuda_compiled", False),
+    ("rocm used to build pytorch", "hip_compiled", False),
+    ("os", "os", False),
+    ("gcc version", "gcc", False),
+    ("clang version", "clang", False),
+    ("cmake version", "cmake", False),
+    ("libc version", "libc", False),
+    ("python version", "python_version", False),
+    ("python platform", "python_platform", False),
+    ("is cuda available", "cuda_available", False),
+    ("cuda runtime version", "cuda_runtime", False),
+    ("cuda_module_loading set to", "module_loading", False),
+    ("gpu models and configuration", "gpus", False),
+    ("nvidia driver version", "driver", False),
+    ("cudnn version", "cudnn", False),
+    ("is xpu available", "xpu", False),
+    ("hip runtime version", "hip_runtime", False),
+    ("miopen runtime version", "miopen", False),
+    ("is xnnpack available", "xnnpack", False),
+    ("caching allocator config", "allocator", False),
+    ("versions of relevant libraries", "libs", False),
+    ("version of relevant libraries", "libs", False),
+]
+_KEYS.sort(key=lambda k: -len(k[0]))
+_STRONG = {"torch_version", "cuda_compiled", "hip_compiled", "cuda_available", "cuda_runtime", "gpus", "driver",
+           "libs"}
+
+_GPU_LINE = re.compile(r"GPU[ \t]*(\d{1,3})[ \t]*:[ \t]*(.*)$")
+_UUID = re.compile(r"[ \t]*\(UUID:[ \t]*([^)]{0,80})\)")
+_MIG_LINE = re.compile(r"MIG[ \t]+\S+[ \t]+Device[ \t]+\d+")
+_LIB_LINE = re.compile(r"\[(pip\d?|conda)\][ \t]+(.*)$")
+_PIP_REQ = re.compile(r"([A-Za-z0-9_.\-]{1,100})[ \t]*==[ \t]*(\S{1,100})")
+_KEYLIKE = re.compile(r"[A-Za-z][A-Za-z0-9 _()/.\-]{0,60}:(?:[ \t]|$)")
+_PAREN = re.compile(r"[ \t]*\([^()]{0,60}\)")
+_CUDNN_SO = re.compile(r"libcudnn[A-Za-z_]{0,30}\.so\.(\d+\.\d+\.\d+)")
+_ARCH = re.compile(r"\((x86_64|aarch64|arm64|ppc64le|s390x|AMD64|i386|i686)\)[ \t]*$")
+_GCN = re.compile(r"^(.*?)[ \t]*\((gfx[0-9a-z]{2,8}[^()]{0,60})\)[ \t]*$")
+_CONDA_CUDA = re.compile(r"cuda(\d{1,2}\.\d{1,2})")
+_TORCH_WARN = re.compile(r"found version[ \t]{1,5}(\d{4,6})")
+
+_YES = {"yes", "true"}
+_NO = {"no", "false"}
+_NONE = {"none", "could not collect"}
+
+
+def _match_key(s: str) -> Optional[Tuple[str, str, bool]]:
+    """(field, value, had_colon) when the line starts with a collect_env key."""
+    low = s.lower()
+    for key, field, loose in _KEYS:
+        if not low.startswith(key):
+            continue
+        rest = s[len(key):]
+        if rest[:1].isalnum() or rest[:1] == "_":
+            continue  # a longer word ('OSX', 'cpu(s)')
+        m = _PAREN.match(rest)
+        if m and key != "os":
+            rest = rest[m.end():]
+        r = rest.lstrip()
+        if r.startswith(":"):
+            return field, r[1:].strip(), True
+        if loose and rest[:1] in (" ", "\t") and r[:1].isdigit():
+            return field, r.strip(), False
+        return None
+    return None
+
+
+def _strip_bullet(s: str) -> str:
+    if s[:2] in ("- ", "* ", "+ "):
+        return s[2:].lstrip()
+    return s
+
+
+def parse(lines: Lines, name: str) -> Builder:
+    b = Builder(name, lines, "collect_env")
+    L = lines.lines
+    n = len(L)
+    values: Dict[str, Tuple[str, int]] = {}
+    gpu_lines: List[Tuple[int, str]] = []
+    cudnn_lines: List[Tuple[int, str]] = []
+    libs: List[Tuple[int, str, str]] = []
+    strong = False
+    multi: Optional[str] = None  # field collecting the following lines
+    last: Optional[str] = None   # field whose value a wrapped line may continue
+    loose_hits: List[Tuple[str, str, int]] = []
+
+    for i in range(n):
+        s = _strip_bullet(L[i].strip())
+        if not s:
+            multi = None
+            last = None
+            continue
+        km = _match_key(s)
+        if km:
+            field, value, colon = km
+            if not colon:
+                loose_hits.append((field, value, i))
+                continue
+            if field in _STRONG:
+                strong = True
+            if field not in values:
+                values[field] = (value, i)
+            multi = None
+            last = field if value else None
+            if field == "gpus" and not value:
+                multi = "gpus"
+            elif field == "cudnn" and (not value or value.lower().startswith("probably one of the following")):
+                multi = "cudnn"
+            elif field == "libs":
+                multi = "libs"
+                last = None
+            continue
+        lm = _LIB_LINE.match(s)
+        if lm:
+            libs.append((i, lm.group(1), lm.group(2)))
+            last = None
+            continue
+        if s.lower() == "cpu:":
+            multi = None
+            last = None
+            continue
+        if multi == "gpus":
+            if _GPU_LINE.match(s) or _MIG_LINE.match(s):
+                gpu_lines.append((i, s))
+                continue
+            multi = None
+        elif multi == "cudnn":
+            if "cudnn" in s.lower() or s.startswith("/") or s[1:3] == ":\\":
+                cudnn_lines.append((i, s))
+                continue
+            multi = None
+        elif multi == "libs":
+            continue
+        if last == "gpus" and _GPU_LINE.match(s):
+            gpu_lines.append((i, s))  # an inline first GPU, the others on the following lines
+            continue
+        # A value wrapped onto the next line by a mail client or a narrow terminal.
+        if last and last in values and not _GPU_LINE.match(s) and not _KEYLIKE.match(s) \
+                and not s.startswith("/") and not s.startswith("["):
+            value, idx = values[last]
+            values[last] = ((value + " " + s).strip(), idx)
+            continue
+        last = None
+
+    if not strong and not values.get("torch_version"):
+        # Only hand-edited 'PyTorch version 1.5.0' lines, no real collect_env key: not a collect_env.
+        return b
+    for field, value, i in loose_hits:
+        values.setdefault(field, (value, i))
+    if values:
+        b.touch(min(i for _, i in values.values()))
+
+    _interpret(b, values, gpu_lines, cudnn_lines, libs)
+    return b
+
+
+def _interpret(b: Builder, values: Dict[str, Tuple[str, int]], gpu_lines: List[Tuple[int, str]],
+               cudnn_lines: List[Tuple[int, str]], libs: List[Tuple[int, str, str]]) -> None:
+    def val(field: str) -> Tuple[Optional[str], Optional[int]]:
+        if field in values:
+            return values[field]
+        return None, None
+
+    # --- torch ---------------------------------------------------------------------------------
+    tv, ti = val("torch_version")
+    torch_available: Optional[bool] = None
+    if tv is not None:
+        if tv.strip().lower() in ("n/a", "could not collect", ""):
+            b.set("torch.status", "missing", ti, "collect_env could not import torch")
+            torch_available = False
+        else:
+            b.set("torch.version", tv.split()[0], ti)
+            b.set("torch.status", "ok", ti)
+            torch_available = True
+
+    hv, hi = val("hip_compiled")
+    hip_build = False
+    if hv is not None:
+        h = hv.strip()
+        if h.lower() in _NONE or (h.upper() == "N/A" and torch_available):
+            b.set("torch.hip", None, hi)
+        elif first_version(h) or major_minor(h):
+            b.set("torch.hip", h.split()[0], hi)
+            hip_build = True
+
+    cv, ci = val("cuda_compiled")
+    if cv is not None:
+        c = cv.strip()
+        if c.lower() in _NONE:
+            b.set("torch.cuda", None, ci, "CPU-only build")
+        elif c.upper() == "N/A":
+            if hip_build:
+                b.set("torch.cuda", None, ci, "ROCm build")
+        else:
+            mm = major_minor(c)
+            if mm:
+                b.set("torch.cuda", mm, ci)
+
+    av, ai = val("cuda_available")
+    if av is not None:
+        a = av.strip().lower()
+        if a in _YES:
+            b.set("torch.cuda_available", True, ai)
+        elif a in _NO:
+            b.set("torch.cuda_available", False, ai)
+
+    pv, pi = val("python_version")
+    if pv:
+        m = re.match(r"\d+(?:\.\d+){0,2}", pv.strip())
+        if m:
+            b.set("torch.python_version", m.group(0), pi)
+
+    # --- host ----------------------------------------------------------------------------------
+    ov, oi = val("os")
+    if ov and not is_not_collected(ov):
+        b.set("host.os", ov.strip(), oi)
+        m = _ARCH.search(ov)
+        if m:
+            b.set("host.arch", m.group(1), oi)
+
+    # --- system toolkit (nvcc on PATH) -----------------------------------------------------------
+    rv, ri = val("cuda_runtime")
+    if rv:
+        mm = major_minor(rv.strip()) if first_version(rv) else None
+        if mm:
+            b.set("nvcc.version", mm, ri, "collect_env 'CUDA runtime version' is the nvcc on PATH")
+
+    # --- driver and GPUs -------------------------------------------------------------------------
+    dv, di = val("driver")
+    gv, gi = val("gpus")
+    no_cuda = (dv or "").strip().lower() == "no cuda"
+    if dv is not None:
+        if no_cuda:
+            b.set("nvml.status", "unavailable", di, "collect_env found no NVIDIA driver")
+            b.set("nvml.driver_version", None, di)
+        else:
+            ver = first_version(dv)
+            if ver:
+                b.set("nvml.driver_version", ver, di)
+                b.set("nvml.status", "ok", di)
+
+    gpus: List[Dict[str, Any]] = []
+    gpu_idx: Optional[int] = None
+    if gv is not None:
+        g = gv.strip()
+        if g.lower() == "no cuda":
+            b.set("nvml.gpus", [], gi, "collect_env found no NVIDIA GPU")
+            if dv is None:
+                b.set("nvml.status", "unavailable", gi)
+        elif g and not is_not_collected(g):
+            if _GPU_LINE.match(g):
+                gpu_lines.insert(0, (gi, g))
+            else:
+                # ROCm, or nvidia-smi failed while torch saw a device: torch's name for device 0.
+                dev: Dict[str, Any] = {"name": g}
+                m = _GCN.match(g)
+                if m and hip_build:
+                    dev = {"name": m.group(1), "gcn_arch": m.group(2)}
+                b.set("torch.devices", [dev], gi, "device name as torch reports it")
+    for idx, s in gpu_lines:
+        m = _GPU_LINE.match(s)
+        if m:
+            rest = m.group(2)
+            gpu: Dict[str, Any] = {"index": int(m.group(1))}
+            um = _UUID.search(rest)
+            if um:
+                rest = rest[:um.start()] + rest[um.end():]
+                if um.group(1).strip().startswith("GPU-"):
+                    gpu["uuid"] = um.group(1).strip()
+            name = rest.strip()
+            if not name:
+                continue
+            gpu["name"] = name
+            gpus.append(gpu)
+            if gpu_idx is None:
+                gpu_idx = idx
+        elif gpus:
+            gpus[-1]["mig_enabled"] = True
+    if gpus:
+        b.set("nvml.gpus", gpus, gpu_idx)
+        if not b.has("nvml.status"):
+            b.set("nvml.status", "ok", gpu_idx)
+
+    # --- cuDNN -----------------------------------------------------------------------------------
+    nv, ni = val("cudnn")
+    if nv is not None:
+        n = nv.strip()
+        if re.fullmatch(r"\d+(?:\.\d+){0,3}", n):
+            b.set("torch.cudnn", n, ni, "system cuDNN found by collect_env")
+        else:
+            found = set()
+            cite = ni
+            for idx, s in [(ni, n)] + cudnn_lines:
+                for m in _CUDNN_SO.finditer(s):
+                    found.add(m.group(1))
+                    cite = idx if cite is None else cite
+            if len(found) == 1:
+                b.set("torch.cudnn", found.pop(), cite, "system cuDNN found by collect_env")
+
+    # --- libraries -------------------------------------------------------------------------------
+    _libraries(b, libs)
+
+
+def _libraries(b: Builder, libs: List[Tuple[int, str, str]]) -> None:
+    runtime: Optional[Tuple[str, int, str]] = None
+    conda_torch: Optional[Tuple[str, int]] = None
+    for idx, src, rest in libs:
+        rest = rest.strip()
+        if src.startswith("pip"):
+            m = _PIP_REQ.match(rest)
+            if not m:
+                continue
+            pkg, ver = m.group(1).lower().replace("_", "-"), m.group(2)
+        else:
+            parts = rest.split()
+            if len(parts) < 2:
+                continue
+            pkg, ver = parts[0].lower().replace("_", "-"), parts[1]
+            if pkg == "pytorch" and len(parts) >= 3:
+                conda_torch = (parts[2], idx)
+        if pkg.startswith("nvidia-nccl-cu"):
+            b.set("torch.nccl", ver, idx, "NCCL wheel torch loads")
+        elif pkg == "deepspeed":
+            b.set("torch.deepspeed.version", ver, idx)
+        elif pkg in ("torch", "pytorch") and not b.has("torch.version") and not b.has("torch.status"):
+            b.set("torch.version", ver, idx, "from the library list")
+            b.set("torch.status", "ok", idx)
+        elif pkg.startswith("nvidia-cuda-runtime-cu") and runtime is None:
+            runtime = (ver, idx, pkg)
+    if not b.has("torch.cuda"):
+        # No 'CUDA used to build PyTorch' line (a cut report): use what the packages say, as evidence shows.
+        if conda_torch is not None:
+            build, idx = conda_torch
+            m = _CONDA_CUDA.search(build)
+            if m:
+                b.set("torch.cuda", major_minor(m.group(1)), idx, "inferred from the conda build string")
+            elif "_cpu" in build or build.startswith("cpu"):
+                b.set("torch.cuda", None, idx, "inferred from the conda build string (CPU-only)")
+        elif runtime is not None:
+            ver, idx, pkg = runtime
+            mm = major_minor(ver)
+            if mm and pkg.rsplit("cu", 1)[-1] == mm.split(".")[0]:
+                b.set("torch.cuda", mm, idx, "inferred from the %s wheel torch depends on" % pkg)
+
+
+def parse_torch_warnings(lines: Lines, name: str) -> Builder:
+    """Torch warnings anywhere in a text. 'The NVIDIA driver on your system is too old (found version 11040)'
+    is often the only driver evidence: 11040 is CUDA_VERSION style, 11.4."""
+    b = Builder(name, lines, "torch_warning")
+    L = lines.lines
+    warnings: List[str] = []
+    for i in range(len(L)):
+        s = L[i]
+        low = s.lower()
+        if "found version" in low or "driver on your system is too old" in low:
+            joined = s.strip()
+            if i + 1 < len(L):
+                joined = joined + " " + L[i + 1].strip()
+            m = _TORCH_WARN.search(joined)
+            if m:
+                num = int(m.group(1))
+                ver = "%d.%d" % (num // 1000, (num % 1000) // 10)
+                b.set("nvml.cuda_driver_version", ver, i,
+                      "inferred from torch's warning: found version %d means the driver supports CUDA %s"
+                      % (num, ver))
+                warnings.append(joined[:300])
+                b.touch(i)
+            elif "driver on your system is too old" in low:
+                warnings.append(joined[:300])
+                b.touch(i)
+        elif "found no nvidia driver on your system" in low:
+            warnings.append(s.strip()[:300])
+            b.touch(i)
+    if warnings:
+        seen = []
+        for w in warnings:
+            if w not in seen:
+                seen.append(w)
+        b.set("torch.warnings", seen, b.first_index)
+    return b

@@ -1,0 +1,157 @@
+"""DeepSpeed ``ds_report`` (``python -m deepspeed.env_report``): the op table and the general environment block.
+
+Meaning of the lines (from deepspeed/env_report.py):
+- ``ninja .... [OKAY]`` / ``[FAIL]``: whether the ``ninja`` Python package imports (needed to JIT-build ops).
+- ``op .... [YES]/[NO] .... [OKAY]/[NO]``: pre-built (installed) and compatible (JIT-buildable here).
+- ``torch cuda version`` is ``torch.version.cuda``; ``nvcc version`` is ``$CUDA_HOME/bin/nvcc -V`` (the toolkit
+  DeepSpeed builds ops with); ``[FAIL] nvcc missing`` / ``[FAIL] cannot find CUDA_HOME`` mean there is none;
+  ``None`` there means a ROCm build (nvcc not looked at).
+- ``deepspeed info``: ``version, git hash, git branch``.
+- ``deepspeed wheel compiled w.``: ``torch X.Y, cuda X.Y`` (``hip`` on ROCm) that the installed ops were built
+  with; ``torch 0.0, cuda 0.0`` is a JIT/dev install (no ops pre-built), not an error. Kept as printed.
+- ``shared memory (/dev/shm) size``: ``human_readable_size`` divides by 1024 per step and labels the result
+  KB/MB/GB/TB, so ``125.77 GB`` is 125.77 GiB; it is rounded to 2 decimals, hence ``host.shm_bytes`` is exact to
+  about 0.005 of the unit (±5 MiB for a size in GB). ``UNKNOWN`` leaves it unknown.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Dict, Optional
+
+from ._common import Builder, first_version, major_minor
+from .normalize import Lines
+
+_OP_ROW = re.compile(r"([A-Za-z0-9_]{1,60})[ \t]*\.{1,80}[ \t]*\[(YES|NO|OKAY|FAIL)\][ \t]*\.{0,80}[ \t]*"
+                     r"\[(YES|NO|OKAY|FAIL)\]")
+_NINJA = re.compile(r"ninja[ \t]*\.{1,80}[ \t]*\[(OKAY|FAIL|NO|YES)\]", re.I)
+_ENV_KEYS = (
+    ("torch install path", "torch_path"),
+    ("torch version", "torch_version"),
+    ("deepspeed install path", "ds_path"),
+    ("deepspeed info", "ds_info"),
+    ("torch cuda version", "torch_cuda"),
+    ("torch hip version", "torch_hip"),
+    ("nvcc version", "nvcc"),
+    ("deepspeed wheel compiled w.", "wheel"),
+    ("shared memory (/dev/shm) size", "shm"),
+    ("torch_npu version", "npu"),
+)
+_DOTS = re.compile(r"[ \t]*\.{2,80}[ \t]*")
+_SHM = re.compile(r"(\d+(?:\.\d+)?)[ \t]*(B|KB|MB|GB|TB)\b", re.I)
+_WHEEL_PART = re.compile(r"(torch|cuda|hip)[ \t]+([0-9][\w.+\-]{0,30})", re.I)
+_UNITS = {"b": 1, "kb": 1024, "mb": 1024 ** 2, "gb": 1024 ** 3, "tb": 1024 ** 4}
+
+
+def parse(lines: Lines, name: str) -> Builder:
+    b = Builder(name, lines, "ds_report")
+    L = lines.lines
+    installed: Dict[str, bool] = {}
+    compatible: Dict[str, bool] = {}
+    first_op: Optional[int] = None
+    env: Dict[str, Any] = {}
+    for i in range(len(L)):
+        s = L[i].strip()
+        if not s or len(s) > 2000:
+            continue
+        low = s.lower()
+        if low.startswith("ninja"):
+            m = _NINJA.match(s)
+            if m:
+                ok = m.group(1).upper() in ("OKAY", "YES")
+                b.set("torch.ninja", "ninja" if ok else None, i,
+                      "ds_report: the ninja package %s" % ("imports" if ok else "is missing"))
+                continue
+        if "[" in s:
+            m = _OP_ROW.match(s)
+            if m:
+                op = m.group(1)
+                if op.lower() == "op" or op.lower() == "ninja":
+                    continue
+                if op not in installed:
+                    installed[op] = m.group(2) == "YES"
+                    compatible[op] = m.group(3) in ("OKAY", "YES")
+                    if first_op is None:
+                        first_op = i
+                continue
+        for key, field in _ENV_KEYS:
+            if low.startswith(key):
+                m = _DOTS.match(s, len(key))
+                if not m:
+                    break
+                value = s[m.end():].strip()
+                if field not in env:
+                    env[field] = (value, i)
+                break
+        if "deepspeed c++/cuda extension op report" in low or "deepspeed general environment info" in low:
+            b.touch(i)
+
+    if installed:
+        b.set("torch.deepspeed.installed_ops", installed, first_op)
+        b.set("torch.deepspeed.compatible_ops", compatible, first_op)
+    _env_block(b, env)
+    return b
+
+
+def _env_block(b: Builder, env: Dict[str, Any]) -> None:
+    def get(field: str):
+        return env.get(field, (None, None))
+
+    v, i = get("torch_version")
+    if v:
+        b.set("torch.version", v.split()[0], i)
+        b.set("torch.status", "ok", i)
+
+    v, i = get("torch_cuda")
+    if v:
+        if v.strip().lower() == "none":
+            b.set("torch.cuda", None, i, "CPU-only or ROCm build")
+        else:
+            mm = major_minor(v)
+            if mm:
+                b.set("torch.cuda", mm, i)
+
+    v, i = get("torch_hip")
+    if v:
+        if v.strip().lower() == "none":
+            b.set("torch.hip", None, i)
+        elif first_version(v) or major_minor(v):
+            b.set("torch.hip", v.split()[0], i)
+
+    v, i = get("nvcc")
+    if v:
+        low = v.lower()
+        if "cannot find cuda_home" in low:
+            b.set("nvcc.version", None, i, "DeepSpeed found no CUDA toolkit")
+            b.set("nvcc.cuda_home", None, i, "torch.utils.cpp_extension.CUDA_HOME is None")
+        elif "nvcc missing" in low or "[fail]" in low:
+            b.set("nvcc.version", None, i, "DeepSpeed found no nvcc under CUDA_HOME")
+        elif low.strip() != "none":
+            mm = major_minor(v)
+            if mm:
+                b.set("nvcc.version", mm, i, "DeepSpeed's $CUDA_HOME/bin/nvcc")
+
+    v, i = get("ds_info")
+    if v:
+        ver = v.split(",")[0].strip()
+        if ver and ver[0].isdigit():
+            b.set("torch.deepspeed.version", ver.split()[0], i)
+
+    v, i = get("wheel")
+    if v:
+        for m in _WHEEL_PART.finditer(v):
+            key = {"torch": "wheel_torch", "cuda": "wheel_cuda", "hip": "wheel_hip"}[m.group(1).lower()]
+            b.set("torch.deepspeed." + key, m.group(2).rstrip(","), i,
+                  "ops compiled with this torch/CUDA; 0.0 = JIT/dev install" if m.group(2).startswith("0.0")
+                  else None)
+
+    v, i = get("shm")
+    if v:
+        m = _SHM.match(v.strip())
+        if m:
+            size = int(round(float(m.group(1)) * _UNITS[m.group(2).lower()]))
+            b.set("host.shm_bytes", size, i, "DeepSpeed prints binary units (GB = GiB), rounded to 2 decimals")
+
+    touched = [idx for (_, idx) in env.values()]
+    if touched:
+        b.touch(min(touched))

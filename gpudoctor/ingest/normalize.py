@@ -1,0 +1,131 @@
+"""Undo what copying, pasting and quoting do to a tool's output, keeping the original line numbers.
+
+Handled: CRLF/CR line ends, ANSI colour codes (raw ESC, or mangled to ``#033[92m`` / ``^[[92m`` / a bare
+``[92m``), full-width colons and spaces, non-breaking and zero-width spaces, typographic apostrophes, control
+characters and NULs, ``> `` e-mail/Markdown quoting (nested too), shell prompt lines (``$ nvidia-smi``,
+``user@host:~$ …``, ``(env) $ …``, ``PS C:\\> …``), common indentation, tabs, and nvidia-smi table rows that
+a terminal or mail client wrapped onto a second line. Lines longer than ``MAX_LINE`` characters are cut for
+the line parsers (no real report line is that long) so that no regular expression sees unbounded input.
+
+Everything here is linear in the size of the text.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import List, Optional, Union
+
+MAX_LINE = 8192
+
+_ANSI = re.compile(
+    r"(?:\x1b|#033|\\033|\\x1b|\\e|\^\[|\\u001b)\[[0-9;?]{0,20}[A-Za-z]"  # ESC [ … letter, raw or mangled
+    r"|\x1b[()][0-9A-Za-z]"                                                  # charset selection
+    r"|\[(?:[0-9]{1,3};){0,4}[0-9]{1,3}m"                                    # '[92m' left after the ESC was lost
+)
+_QUOTE = re.compile(r"(?m)^[ \t]*>(?:[ \t]?>){0,20}[ \t]?")
+_PROMPT = re.compile(
+    r"[ \t]*(?:"
+    r"(?:\([^()\s]{1,64}\)[ \t]*)?"                      # (base) / (venv)
+    r"(?:\[[^\]\n]{1,100}\][ \t]*)?"                     # [user@host dir]
+    r"(?:[\w.\-]{1,64}@[\w.\-]{1,64}(?::[^\s$#%]{0,200})?[ \t]*)?"  # user@host:~/dir
+    r"[$#%][ \t]+\S"                                      # $ cmd / # cmd / % cmd
+    r"|(?:PS[ \t]+)?[A-Za-z]:\\[^>\n]{0,200}>[ \t]*\S"   # C:\Users\me> cmd / PS C:\> cmd
+    r")"
+)
+
+# Characters that pasting introduces: full-width colon/space, NBSP, zero-width, BOM, typographic quotes.
+_TRANSLATE = {
+    0xFF1A: ":", 0xFE55: ":", 0x3000: " ", 0x00A0: " ", 0x2007: " ", 0x202F: " ",
+    0x200B: None, 0x200C: None, 0x200D: None, 0xFEFF: None, 0x2060: None,
+    0x2018: "'", 0x2019: "'", 0x02BC: "'", 0x2032: "'", 0x201C: '"', 0x201D: '"',
+    0x0085: " ", 0x2028: " ", 0x2029: " ",
+}
+for _c in range(0x20):
+    if _c not in (0x09, 0x0A):
+        _TRANSLATE[_c] = None
+_TRANSLATE[0x7F] = None
+
+
+class Lines:
+    """A normalised text: ``lines`` for the line parsers, ``nos`` their 1-based line numbers in the text as
+    given, and ``text`` the whole normalised text (uncut, before line-level changes; used by the XML parser)."""
+
+    __slots__ = ("lines", "nos", "text")
+
+    def __init__(self, lines: List[str], nos: List[int], text: str):
+        self.lines = lines
+        self.nos = nos
+        self.text = text
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+
+def clean_text(raw: Union[str, bytes, None]) -> str:
+    """Character-level clean-up of the whole text (keeps the number of lines)."""
+    if raw is None:
+        return ""
+    if isinstance(raw, (bytes, bytearray, memoryview)):
+        raw = bytes(raw).decode("utf-8", errors="replace")
+    if not isinstance(raw, str):
+        raw = str(raw)
+    text = raw.replace("\r\n", "\n").replace("\r", "\n")
+    if "\x1b" in text or "[" in text or "\\" in text:
+        text = _ANSI.sub("", text)
+    text = text.translate(_TRANSLATE)
+    if ">" in text:
+        text = _QUOTE.sub("", text)
+    return text
+
+
+def _is_table_line(s: str) -> bool:
+    return s.startswith("|") or s.startswith("+")
+
+
+def normalize(raw: Union[str, bytes, None]) -> Lines:
+    text = clean_text(raw)
+    src = text.split("\n")
+    lines: List[str] = []
+    nos: List[int] = []
+    i = 0
+    n = len(src)
+    while i < n:
+        line = src[i]
+        no = i + 1
+        i += 1
+        if len(line) > MAX_LINE:
+            line = line[:MAX_LINE]
+        if "\t" in line:
+            line = line.expandtabs(4)
+        # An nvidia-smi table row wrapped onto the next line(s): join while that completes the row.
+        stripped = line.strip()
+        if _is_table_line(stripped) and len(stripped) > 1 and stripped[-1] not in "|+":
+            joined = line
+            j = i
+            while j < n and j - i < 3:
+                cont = src[j]
+                cs = cont.strip()
+                if not cs or _is_table_line(cs) or len(cont) > MAX_LINE:
+                    break
+                joined = joined + cont
+                j += 1
+                if joined.rstrip()[-1:] in ("|", "+"):
+                    line = joined
+                    i = j
+                    break
+        if _PROMPT.match(line):
+            line = ""
+        lines.append(line.rstrip())
+        nos.append(no)
+    # Common indentation (of the non-blank lines).
+    indent: Optional[int] = None
+    for line in lines:
+        if line:
+            k = len(line) - len(line.lstrip(" "))
+            if indent is None or k < indent:
+                indent = k
+                if k == 0:
+                    break
+    if indent:
+        lines = [line[indent:] for line in lines]
+    return Lines(lines, nos, text)

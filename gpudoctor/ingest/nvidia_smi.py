@@ -1,0 +1,841 @@
+"""``nvidia-smi`` output: the default table (drivers 390 to 590+), ``-L``, ``-q``, ``-q -x`` (XML) and its errors.
+
+Table layouts handled: the 79-column layout (418 and earlier: no ``MIG M.`` row, processes without GI/CI
+columns, names truncated with ``...``), 450-470 (``MIG M.`` row, GI/CI columns), the 89-column layout of 525+
+(wider Bus-Id column from 570, ``+---`` under the header from 580), ``MIG devices:`` tables, Windows
+(``WDDM``/``TCC``, process memory ``N/A``), headers without ``CUDA Version`` (before 410).
+``CUDA Version`` is the newest CUDA the driver supports (``nvml.cuda_driver_version``), not a toolkit.
+Names are kept as printed, truncation included.
+
+In the table, a Processes section with a header and no rows (and no ``No running processes found`` line) is
+what nvidia-smi prints in a container that cannot see the host's PIDs: the process list stays unknown.
+ECC: a number in ``Volatile Uncorr. ECC`` is the volatile uncorrectable count (ECC on); ``On`` (MIG mode, the
+counts are per MIG device) and ``Off`` give only the mode; ``N/A`` (no ECC on the board) leaves both unknown.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from typing import Any, Dict, List, Optional, Tuple
+
+from ._common import Builder, first_version, major_minor, mib_to_bytes, to_int, yes_no
+from .normalize import Lines
+
+# ------------------------------------------------------------------------------------------------
+# default table
+# ------------------------------------------------------------------------------------------------
+_DRIVER = re.compile(r"Driver Version:[ \t]*([0-9][\w.\-]{0,30})")
+_CUDA = re.compile(r"CUDA Version:[ \t]*([0-9][\w.\-]{0,30}|N/A)")
+_MEM = re.compile(r"(\d{1,9})[ \t]*MiB[ \t]*/[ \t]*(\d{1,9})[ \t]*MiB")
+_TOKEN = re.compile(r"\S+")
+_PERSISTENCE = {"On", "Off", "N/A", "WDDM", "TCC", "MCDM"}
+_L_LINE = re.compile(r"GPU[ \t]+(\d{1,3}):[ \t]*(.{1,200}?)[ \t]*\(UUID:[ \t]*(GPU-[0-9A-Fa-f\-]{1,60})\)")
+_L_MIG = re.compile(r"MIG[ \t]+\S{1,40}[ \t]+Device[ \t]+\d{1,3}:")
+
+
+def _is_sep(s: str) -> bool:
+    """'+----+---+', '|----+---|', '|====+===|'."""
+    if len(s) < 3 or s[0] not in "|+":
+        return False
+    body = s.strip("|+")
+    return bool(body) and body.strip("-=+|") == "" and ("-" in body or "=" in body)
+
+
+def _cells(s: str) -> List[str]:
+    s = s.strip()
+    if s.startswith("|"):
+        s = s[1:]
+    if s.endswith("|"):
+        s = s[:-1]
+    return s.split("|")
+
+
+def parse_table(lines: Lines, name: str) -> Builder:
+    b = Builder(name, lines, "nvidia_smi")
+    L = lines.lines
+    n = len(L)
+    i = 0
+    header_at = None
+    while i < n:
+        s = L[i]
+        if "NVIDIA-SMI" in s and "Driver Version" in s and "has failed" not in s:
+            header_at = i
+            break
+        i += 1
+    if header_at is not None:
+        s = L[header_at]
+        m = _DRIVER.search(s)
+        if m:
+            b.set("nvml.driver_version", m.group(1), header_at)
+            b.set("nvml.status", "ok", header_at)
+        m = _CUDA.search(s)
+        if m and m.group(1) != "N/A":
+            b.set("nvml.cuda_driver_version", major_minor(m.group(1)) or m.group(1), header_at,
+                  "the newest CUDA this driver supports")
+        start = header_at + 1
+    else:
+        start = 0
+
+    gpus = _parse_gpu_block(b, L, start)
+    if gpus is not None:
+        gpu_list, gpu_idx, complete = gpus
+        if gpu_list:
+            mig_at = _find(L, gpu_idx, lambda t: t.strip("| ").startswith("MIG devices:"))
+            proc_at = _find(L, gpu_idx, lambda t: t.strip("| ").startswith("Processes:"))
+            if mig_at is not None:
+                _parse_mig_block(L, mig_at, gpu_list)
+            if proc_at is not None:
+                _parse_processes(L, proc_at, gpu_list)
+            if not complete:
+                b.warnings.append("%s: the nvidia-smi GPU table ends early; the GPU list may be incomplete" % name)
+            b.set("nvml.gpus", gpu_list, gpu_idx)
+            if not b.has("nvml.status"):
+                b.set("nvml.status", "ok", gpu_idx)
+
+    _parse_dash_l(b, L)
+    return b
+
+
+def _find(L: List[str], start: int, pred) -> Optional[int]:
+    for j in range(start, len(L)):
+        if pred(L[j].strip()):
+            return j
+    return None
+
+
+def _parse_gpu_block(b: Builder, L: List[str], start: int):
+    """(gpus, index of the first GPU row, whether the block ended normally) or None without a GPU table."""
+    n = len(L)
+    j = start
+    col_header = None
+    while j < n:
+        s = L[j].strip()
+        if s.startswith("|") and "GPU" in s and "Name" in s:
+            col_header = j
+            break
+        if "Processes:" in s:
+            return None
+        j += 1
+    if col_header is None:
+        return None
+    header_text = []
+    j = col_header
+    while j < n and not L[j].strip().startswith("|="):
+        t = L[j].strip()
+        if not t.startswith("|"):
+            return None
+        header_text.append(t)
+        j += 1
+    if j >= n:
+        return None
+    has_mig_row = "MIG M." in " ".join(header_text)
+    j += 1
+    groups: List[List[Tuple[int, str]]] = [[]]
+    complete = False
+    while j < n:
+        s = L[j].strip()
+        if not s or s[0] not in "|+":
+            complete = True
+            break
+        if _is_sep(s):
+            if groups[-1]:
+                groups.append([])
+            if s.startswith("+") and j + 1 < n and not L[j + 1].strip().startswith("|"):
+                complete = True
+                j += 1
+                break
+        else:
+            groups[-1].append((j, s))
+        j += 1
+    gpus: List[Dict[str, Any]] = []
+    first = None
+    for group in groups:
+        if not group:
+            continue
+        gpu = _gpu_from_rows(group, has_mig_row)
+        if gpu is None:
+            continue
+        gpus.append(gpu)
+        if first is None:
+            first = group[0][0]
+    if first is None:
+        return None
+    return gpus, first, complete
+
+
+def _gpu_from_rows(rows: List[Tuple[int, str]], has_mig_row: bool) -> Optional[Dict[str, Any]]:
+    c0 = _cells(rows[0][1])
+    if not c0:
+        return None
+    name_cell = c0[0].strip()
+    toks = name_cell.split()
+    if len(toks) < 2 or not toks[0].isdigit():
+        return None
+    gpu: Dict[str, Any] = {"index": int(toks[0])}
+    name = name_cell[len(toks[0]):].strip()
+    if toks[-1] in _PERSISTENCE and len(toks) > 2:
+        name = name[: len(name) - len(toks[-1])].rstrip()
+    if not name:
+        return None
+    gpu["name"] = name
+    if len(c0) > 1:
+        bt = c0[1].split()
+        if bt and ":" in bt[0]:
+            gpu["pci_bus_id"] = bt[0]
+    if len(c0) > 2:
+        ecc = c0[2].strip()
+        if ecc.isdigit():
+            gpu["ecc_enabled"] = True
+            gpu["ecc_uncorrected_volatile"] = int(ecc)
+        elif ecc in ("On", "Off"):
+            gpu["ecc_enabled"] = ecc == "On"
+    if len(rows) > 1:
+        c1 = _cells(rows[1][1])
+        if len(c1) > 1:
+            m = _MEM.search(c1[1])
+            if m:
+                gpu["memory_used_bytes"] = int(m.group(1)) * 1024 * 1024
+                gpu["memory_total_bytes"] = int(m.group(2)) * 1024 * 1024
+    if has_mig_row and len(rows) > 2:
+        c2 = _cells(rows[2][1])
+        if len(c2) > 2:
+            mig = yes_no(c2[-1].strip())
+            if mig is not None:
+                gpu["mig_enabled"] = mig
+    return gpu
+
+
+def _by_index(gpus: List[Dict[str, Any]]) -> Dict[int, Dict[str, Any]]:
+    return {g["index"]: g for g in gpus if isinstance(g.get("index"), int)}
+
+
+def _parse_mig_block(L: List[str], at: int, gpus: List[Dict[str, Any]]) -> None:
+    n = len(L)
+    j = at + 1
+    while j < n and not L[j].strip().startswith("|="):
+        if not L[j].strip().startswith(("|", "+")):
+            return
+        j += 1
+    j += 1
+    index = _by_index(gpus)
+    expect_first = True
+    while j < n:
+        s = L[j].strip()
+        if not s or s[0] not in "|+":
+            break
+        if _is_sep(s):
+            expect_first = True
+            j += 1
+            continue
+        if expect_first:
+            expect_first = False
+            c = _cells(s)
+            ids = c[0].split() if c else []
+            if len(ids) == 4 and all(x.isdigit() for x in ids):
+                dev: Dict[str, Any] = {"index": int(ids[3]), "gpu_instance_id": int(ids[1]),
+                                       "compute_instance_id": int(ids[2])}
+                if len(c) > 1:
+                    m = _MEM.search(c[1])
+                    if m:
+                        dev["memory_used_bytes"] = int(m.group(1)) * 1024 * 1024
+                        dev["memory_total_bytes"] = int(m.group(2)) * 1024 * 1024
+                if len(c) > 2:
+                    t = c[2].split()
+                    if len(t) == 2:
+                        if t[0].isdigit():
+                            dev["sm_count"] = int(t[0])
+                        if t[1].isdigit():
+                            dev["ecc_uncorrected_volatile"] = int(t[1])
+                gpu = index.get(int(ids[0]))
+                if gpu is not None:
+                    gpu.setdefault("mig_devices", []).append(dev)
+                    gpu.setdefault("mig_enabled", True)
+        j += 1
+
+
+def _parse_processes(L: List[str], at: int, gpus: List[Dict[str, Any]]) -> None:
+    n = len(L)
+    j = at + 1
+    header = []
+    while j < n and not L[j].strip().startswith("|="):
+        t = L[j].strip()
+        if not t.startswith(("|", "+")):
+            return
+        header.append(t)
+        j += 1
+    if j >= n:
+        return
+    has_gi = " GI " in " ".join(header) + " "
+    j += 1
+    procs: List[Tuple[int, Dict[str, Any]]] = []
+    none_found = False
+    while j < n:
+        s = L[j].strip()
+        if not s or s[0] not in "|" or _is_sep(s):
+            break
+        cell = s[1:-1] if s.endswith("|") else s[1:]
+        if "No running processes found" in cell:
+            none_found = True
+            j += 1
+            continue
+        toks = list(_TOKEN.finditer(cell))
+        k = 3 if has_gi else 1
+        if len(toks) >= k + 3 and toks[0].group().isdigit():
+            pid = toks[k].group()
+            proc: Dict[str, Any] = {}
+            if pid.isdigit():
+                proc["pid"] = int(pid)
+            proc["type"] = toks[k + 1].group()
+            mem = toks[-1].group()
+            if len(toks) >= k + 4:
+                proc["name"] = cell[toks[k + 2].start(): toks[-2].end()]
+            used = mib_to_bytes(mem)
+            if used is not None:
+                proc["used_bytes"] = used
+            if has_gi:
+                gi, ci = toks[1].group(), toks[2].group()
+                if gi.isdigit():
+                    proc["gpu_instance_id"] = int(gi)
+                if ci.isdigit():
+                    proc["compute_instance_id"] = int(ci)
+            procs.append((int(toks[0].group()), proc))
+        j += 1
+    if not procs and not none_found:
+        return  # header without rows: the processes could not be listed (container), unknown
+    for g in gpus:
+        g["processes"] = []
+    index = _by_index(gpus)
+    for gi, proc in procs:
+        if gi in index:
+            index[gi]["processes"].append(proc)
+
+
+def _parse_dash_l(b: Builder, L: List[str]) -> None:
+    """``nvidia-smi -L``: 'GPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-…)' with optional MIG lines."""
+    gpus: List[Dict[str, Any]] = []
+    first = None
+    for i in range(len(L)):
+        s = L[i].strip()
+        if s.startswith("GPU"):
+            m = _L_LINE.match(s)
+            if m:
+                gpus.append({"index": int(m.group(1)), "name": m.group(2).strip(), "uuid": m.group(3)})
+                if first is None:
+                    first = i
+                continue
+        elif s.startswith("MIG") and gpus and _L_MIG.match(s):
+            gpus[-1]["mig_enabled"] = True
+    if gpus:
+        b.set("nvml.gpus", gpus, first, "nvidia-smi -L")
+        b.set("nvml.status", "ok", first)
+
+
+# ------------------------------------------------------------------------------------------------
+# nvidia-smi -q
+# ------------------------------------------------------------------------------------------------
+_BUS_KEY = re.compile(r"GPU[ \t]+([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])$")
+
+
+class _Node:
+    __slots__ = ("key", "value", "indent", "children", "idx")
+
+    def __init__(self, key: str, value: Optional[str], indent: int, idx: int):
+        self.key = key
+        self.value = value
+        self.indent = indent
+        self.children: List["_Node"] = []
+        self.idx = idx
+
+    def child(self, *path: str) -> Optional["_Node"]:
+        node: Optional[_Node] = self
+        for p in path:
+            if node is None:
+                return None
+            nxt = None
+            for c in node.children:
+                if c.key == p:
+                    nxt = c
+                    break
+            node = nxt
+        return node
+
+    def val(self, *path: str) -> Optional[str]:
+        node = self.child(*path)
+        return node.value if node is not None else None
+
+
+def _qkey(k: str) -> str:
+    return " ".join(k.lower().split())
+
+
+def _q_tree(L: List[str], start: int) -> _Node:
+    root = _Node("", None, -1, start)
+    stack = [root]
+    for i in range(start, len(L)):
+        raw = L[i]
+        s = raw.strip()
+        if not s or s.startswith("=") or len(s) > 1000:
+            continue
+        indent = len(raw) - len(raw.lstrip(" "))
+        k = s.find(" : ")
+        if k >= 0:
+            key, value = s[:k], s[k + 3:].strip()
+        elif s.endswith(" :"):
+            key, value = s[:-2], ""
+        else:
+            key, value = s, None
+        node = _Node(_qkey(key), value, indent, i)
+        while stack[-1].indent >= indent:
+            stack.pop()
+        stack[-1].children.append(node)
+        stack.append(node)
+    return root
+
+
+def parse_q(lines: Lines, name: str) -> Builder:
+    b = Builder(name, lines, "nvidia_smi_q")
+    L = lines.lines
+    start = None
+    for i in range(len(L)):
+        s = L[i].strip()
+        if "NVSMI LOG" in s or (s.startswith(("Driver Version", "KMD Version", "Attached GPUs")) and " : " in s):
+            start = i
+            break
+    if start is None:
+        return b
+    root = _q_tree(L, start)
+    top = {}
+    gpu_nodes: List[_Node] = []
+    stack = list(reversed(root.children))
+    while stack:
+        node = stack.pop()
+        if node.value is None and _BUS_KEY.match(node.key.upper()):
+            gpu_nodes.append(node)
+            continue
+        if node.value is not None and node.key not in top:
+            top[node.key] = node
+        stack.extend(reversed(node.children))
+
+    drv = top.get("driver version") or top.get("kmd version")
+    if drv is not None and first_version(drv.value):
+        b.set("nvml.driver_version", first_version(drv.value), drv.idx)
+        b.set("nvml.status", "ok", drv.idx)
+    cud = top.get("cuda version") or top.get("cuda umd version")
+    if cud is not None and first_version(cud.value):
+        b.set("nvml.cuda_driver_version", major_minor(first_version(cud.value)), cud.idx,
+              "the newest CUDA this driver supports")
+
+    gpus = []
+    for index, node in enumerate(gpu_nodes):
+        gpu = _gpu_from_q(node, index)
+        if gpu is not None:
+            gpus.append(gpu)
+    if gpus:
+        b.set("nvml.gpus", gpus, gpu_nodes[0].idx)
+        if not b.has("nvml.status"):
+            b.set("nvml.status", "ok", gpu_nodes[0].idx)
+        attached = top.get("attached gpus")
+        if attached is not None and to_int(attached.value) is not None and to_int(attached.value) != len(gpus):
+            b.warnings.append("%s: nvidia-smi -q says %s GPUs attached but lists %d (cut?)"
+                              % (name, attached.value, len(gpus)))
+    return b
+
+
+def _sum_uncorrectable(node: Optional[_Node]) -> Optional[int]:
+    """Volatile/Aggregate ECC: the sum of the uncorrectable counters (SRAM/DRAM, parity/SEC-DED), or the
+    'Double Bit' total in older drivers. None when every counter is N/A."""
+    if node is None:
+        return None
+    total = 0
+    seen = False
+    for c in node.children:
+        if c.key == "double bit":
+            t = c.val("total")
+            v = to_int(t)
+            if v is None:
+                vals = [to_int(x.value) for x in c.children if x.key != "total"]
+                vals = [x for x in vals if x is not None]
+                v = sum(vals) if vals else None
+            if v is not None:
+                total += v
+                seen = True
+        elif "uncorr" in c.key:
+            v = to_int(c.value)
+            if v is not None:
+                total += v
+                seen = True
+    return total if seen else None
+
+
+def _gpu_from_q(node: _Node, index: int) -> Optional[Dict[str, Any]]:
+    name = node.val("product name")
+    if not name:
+        return None
+    gpu: Dict[str, Any] = {"index": index, "name": name}
+    uuid = node.val("gpu uuid")
+    if uuid and uuid.startswith("GPU-"):
+        gpu["uuid"] = uuid
+    bus = node.val("pci", "bus id")
+    m = _BUS_KEY.match(node.key.upper())
+    gpu["pci_bus_id"] = bus or (m.group(1) if m else None)
+    if gpu["pci_bus_id"] is None:
+        del gpu["pci_bus_id"]
+    total = mib_to_bytes(node.val("fb memory usage", "total"))
+    used = mib_to_bytes(node.val("fb memory usage", "used"))
+    if total is not None:
+        gpu["memory_total_bytes"] = total
+    if used is not None:
+        gpu["memory_used_bytes"] = used
+    ecc = yes_no(node.val("ecc mode", "current"))
+    if ecc is not None:
+        gpu["ecc_enabled"] = ecc
+    errors = node.child("ecc errors")
+    if errors is not None:
+        vol = _sum_uncorrectable(errors.child("volatile"))
+        agg = _sum_uncorrectable(errors.child("aggregate"))
+        if vol is not None:
+            gpu["ecc_uncorrected_volatile"] = vol
+        if agg is not None:
+            gpu["ecc_uncorrected_aggregate"] = agg
+    retired = node.child("retired pages")
+    if retired is not None:
+        flags = [yes_no(c.value) for c in retired.children if c.key.startswith("pending")]
+        flags = [f for f in flags if f is not None]
+        if flags:
+            gpu["retired_pages_pending"] = any(flags)
+    remap = node.child("remapped rows")
+    if remap is not None and remap.children:
+        p = yes_no(remap.val("pending"))
+        f = yes_no(remap.val("remapping failure occurred"))
+        if p is not None:
+            gpu["remapped_rows_pending"] = p
+        if f is not None:
+            gpu["remapped_rows_failure"] = f
+    mig = yes_no(node.val("mig mode", "current"))
+    if mig is not None:
+        gpu["mig_enabled"] = mig
+    migs = node.child("mig devices")
+    if migs is not None and migs.children:
+        devs = []
+        for d in migs.children:
+            if d.key != "mig device":
+                continue
+            dev: Dict[str, Any] = {}
+            for key, out in (("index", "index"), ("gpu instance id", "gpu_instance_id"),
+                             ("compute instance id", "compute_instance_id")):
+                v = to_int(d.val(key))
+                if v is not None:
+                    dev[out] = v
+            t = mib_to_bytes(d.val("fb memory usage", "total"))
+            u = mib_to_bytes(d.val("fb memory usage", "used"))
+            if t is not None:
+                dev["memory_total_bytes"] = t
+            if u is not None:
+                dev["memory_used_bytes"] = u
+            v = _sum_uncorrectable(d.child("ecc errors", "volatile"))
+            if v is not None:
+                dev["ecc_uncorrected_volatile"] = v
+            devs.append(dev)
+        if devs:
+            gpu["mig_devices"] = devs
+    procs = node.child("processes")
+    if procs is not None:
+        if procs.value is not None and procs.value.lower() in ("none", "no running processes found"):
+            gpu["processes"] = []
+        elif procs.children:
+            gpu["processes"] = _q_processes(procs)
+    return gpu
+
+
+def _q_processes(procs: _Node) -> List[Dict[str, Any]]:
+    out: List[Dict[str, Any]] = []
+    pending: Dict[str, Any] = {}
+    cur: Optional[Dict[str, Any]] = None
+
+    def apply(target: Dict[str, Any], key: str, value: Optional[str]) -> None:
+        if value is None:
+            return
+        if key == "type":
+            target["type"] = value
+        elif key in ("name", "process name"):
+            target["name"] = value
+        elif key == "used gpu memory":
+            used = mib_to_bytes(value)
+            if used is not None:
+                target["used_bytes"] = used
+
+    for c in procs.children:
+        if c.key == "gpu instance id":
+            v = to_int(c.value)
+            pending = {"gpu_instance_id": v} if v is not None else {}
+        elif c.key == "compute instance id":
+            v = to_int(c.value)
+            if v is not None:
+                pending["compute_instance_id"] = v
+        elif c.key == "process id":
+            cur = {}
+            pid = to_int(c.value)
+            if pid is not None:
+                cur["pid"] = pid
+            cur.update(pending)
+            pending = {}
+            for d in c.children:
+                apply(cur, d.key, d.value)
+            out.append(cur)
+        elif cur is not None:
+            apply(cur, c.key, c.value)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# nvidia-smi -q -x
+# ------------------------------------------------------------------------------------------------
+_ENTITY = re.compile(r"<!ENTITY", re.I)
+
+
+def _xtext(el: Optional[ET.Element], path: str) -> Optional[str]:
+    if el is None:
+        return None
+    node = el.find(path)
+    if node is None or node.text is None:
+        return None
+    t = node.text.strip()
+    return t or None
+
+
+def parse_xml(lines: Lines, name: str) -> Builder:
+    b = Builder(name, lines, "nvidia_smi_xml")
+    text = lines.text
+    start = text.find("<nvidia_smi_log")
+    if start < 0:
+        return b
+    if _ENTITY.search(text):
+        b.warnings.append("%s: XML with entity declarations refused (nvidia-smi never writes them)" % name)
+        return b
+    end = text.find("</nvidia_smi_log>", start)
+    # The DOCTYPE (before the root) is left out: nothing is resolved or fetched.
+    chunk = text[start: end + len("</nvidia_smi_log>")] if end >= 0 else text[start:]
+    line0 = text.count("\n", 0, start)
+
+    parser = ET.XMLPullParser(events=("start",))
+    root = None
+    truncated = False
+    try:
+        parser.feed(chunk)
+        parser.close()
+    except (ET.ParseError, ValueError, UnicodeError):
+        truncated = True
+    try:
+        for _ev, el in parser.read_events():
+            root = el
+            break
+    except (ET.ParseError, ValueError, UnicodeError):
+        truncated = True
+    if root is None or root.tag != "nvidia_smi_log":
+        return b
+    if truncated or end < 0:
+        b.warnings.append("%s: the nvidia-smi XML is cut or malformed; read what came before the break" % name)
+
+    def cite(tag: str) -> Optional[int]:
+        pos = chunk.find("<" + tag)
+        if pos < 0:
+            return None
+        no = line0 + chunk.count("\n", 0, pos)  # 0-based line in text
+        return _line_index(lines, no + 1)
+
+    drv = _xtext(root, "driver_version") or _xtext(root, "kmd_version")
+    if drv and first_version(drv):
+        b.set("nvml.driver_version", first_version(drv), cite("driver_version"))
+        b.set("nvml.status", "ok", cite("driver_version"))
+    cuda = _xtext(root, "cuda_version") or _xtext(root, "cuda_umd_version")
+    if cuda and first_version(cuda):
+        b.set("nvml.cuda_driver_version", major_minor(first_version(cuda)), cite("cuda_version"),
+              "the newest CUDA this driver supports")
+    gpus = []
+    for index, g in enumerate(root.findall("gpu")):
+        gpu = _gpu_from_xml(g, index)
+        if gpu is not None:
+            gpus.append(gpu)
+    if gpus:
+        b.set("nvml.gpus", gpus, cite("gpu"))
+        if not b.has("nvml.status"):
+            b.set("nvml.status", "ok", cite("gpu"))
+    if not b.empty():
+        b.touch(_line_index(lines, line0 + 1))
+    return b
+
+
+def _line_index(lines: Lines, lineno: int) -> Optional[int]:
+    """Index in lines.lines of the original line number (binary search: nos is increasing)."""
+    nos = lines.nos
+    lo, hi = 0, len(nos)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if nos[mid] < lineno:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo if lo < len(nos) else None
+
+
+def _xml_uncorrectable(el: Optional[ET.Element]) -> Optional[int]:
+    if el is None:
+        return None
+    total = 0
+    seen = False
+    for c in el:
+        if c.tag == "double_bit":
+            v = to_int(_xtext(c, "total"))
+            if v is not None:
+                total += v
+                seen = True
+        elif "uncorrectable" in c.tag:
+            v = to_int(c.text)
+            if v is not None:
+                total += v
+                seen = True
+    return total if seen else None
+
+
+def _gpu_from_xml(g: ET.Element, index: int) -> Optional[Dict[str, Any]]:
+    name = _xtext(g, "product_name")
+    if not name:
+        return None
+    gpu: Dict[str, Any] = {"index": index, "name": name}
+    uuid = _xtext(g, "uuid")
+    if uuid:
+        gpu["uuid"] = uuid
+    bus = _xtext(g, "pci/pci_bus_id") or (g.get("id") or None)
+    if bus:
+        gpu["pci_bus_id"] = bus
+    total = mib_to_bytes(_xtext(g, "fb_memory_usage/total"))
+    used = mib_to_bytes(_xtext(g, "fb_memory_usage/used"))
+    if total is not None:
+        gpu["memory_total_bytes"] = total
+    if used is not None:
+        gpu["memory_used_bytes"] = used
+    ecc = yes_no(_xtext(g, "ecc_mode/current_ecc"))
+    if ecc is not None:
+        gpu["ecc_enabled"] = ecc
+    vol = _xml_uncorrectable(g.find("ecc_errors/volatile"))
+    agg = _xml_uncorrectable(g.find("ecc_errors/aggregate"))
+    if vol is not None:
+        gpu["ecc_uncorrected_volatile"] = vol
+    if agg is not None:
+        gpu["ecc_uncorrected_aggregate"] = agg
+    flags = [yes_no(_xtext(g, "retired_pages/" + t)) for t in ("pending_blacklist", "pending_retirement")]
+    flags = [f for f in flags if f is not None]
+    if flags:
+        gpu["retired_pages_pending"] = any(flags)
+    p = yes_no(_xtext(g, "remapped_rows/remapped_row_pending"))
+    f = yes_no(_xtext(g, "remapped_rows/remapped_row_failure"))
+    if p is not None:
+        gpu["remapped_rows_pending"] = p
+    if f is not None:
+        gpu["remapped_rows_failure"] = f
+    mig = yes_no(_xtext(g, "mig_mode/current_mig"))
+    if mig is not None:
+        gpu["mig_enabled"] = mig
+    devs = []
+    for d in g.findall("mig_devices/mig_device"):
+        dev: Dict[str, Any] = {}
+        for tag in ("index", "gpu_instance_id", "compute_instance_id"):
+            v = to_int(_xtext(d, tag))
+            if v is not None:
+                dev[tag] = v
+        t = mib_to_bytes(_xtext(d, "fb_memory_usage/total"))
+        u = mib_to_bytes(_xtext(d, "fb_memory_usage/used"))
+        if t is not None:
+            dev["memory_total_bytes"] = t
+        if u is not None:
+            dev["memory_used_bytes"] = u
+        v = _xml_uncorrectable(d.find("ecc_error_count/volatile_count"))
+        if v is not None:
+            dev["ecc_uncorrected_volatile"] = v
+        devs.append(dev)
+    if devs:
+        gpu["mig_devices"] = devs
+    procs = g.find("processes")
+    if procs is not None:
+        infos = procs.findall("process_info")
+        if infos:
+            out = []
+            for pi in infos:
+                proc: Dict[str, Any] = {}
+                pid = to_int(_xtext(pi, "pid"))
+                if pid is not None:
+                    proc["pid"] = pid
+                t = _xtext(pi, "type")
+                if t:
+                    proc["type"] = t
+                pn = _xtext(pi, "process_name")
+                if pn:
+                    proc["name"] = pn
+                used = mib_to_bytes(_xtext(pi, "used_memory"))
+                if used is not None:
+                    proc["used_bytes"] = used
+                for tag in ("gpu_instance_id", "compute_instance_id"):
+                    v = to_int(_xtext(pi, tag))
+                    if v is not None:
+                        proc[tag] = v
+                out.append(proc)
+            gpu["processes"] = out
+        elif (procs.text or "").strip().lower() in ("", "none", "no running processes found"):
+            gpu["processes"] = []
+    return gpu
+
+
+# ------------------------------------------------------------------------------------------------
+# errors
+# ------------------------------------------------------------------------------------------------
+_ERRORS: Tuple[Tuple[str, "re.Pattern[str]"], ...] = (
+    ("driver_mismatch", re.compile(r"Driver/library version mismatch", re.I)),
+    ("driver_not_loaded", re.compile(r"couldn.{0,2}t communicate with the NVIDIA driver", re.I)),
+    ("no_devices", re.compile(r"No devices were found", re.I)),
+    ("library_not_found", re.compile(r"NVIDIA-SMI couldn.{0,2}t find libnvidia-ml", re.I)),
+    ("no_permission", re.compile(r"Failed to initialize NVML: Insufficient Permissions", re.I)),
+    ("other", re.compile(r"Failed to initialize NVML: [A-Za-z]", re.I)),
+    ("other", re.compile(r"Unable to determine the device handle for GPU", re.I)),
+)
+
+
+def parse_error(lines: Lines, name: str) -> Builder:
+    """nvidia-smi's own error messages. The text is searched with line breaks joined, so a message wrapped over
+    two lines (as some versions print it) is still found."""
+    b = Builder(name, lines, "nvidia_smi_error")
+    L = lines.lines
+    for i in range(len(L)):
+        s = L[i].strip()
+        if not s:
+            continue
+        window = s
+        # join up to two following lines for wrapped messages
+        k = i + 1
+        while k < len(L) and k <= i + 2 and L[k].strip():
+            window = window + " " + L[k].strip()
+            k += 1
+        window = " ".join(window.split())
+        for kind, pat in _ERRORS:
+            m = pat.search(window)
+            if m and m.start() < len(s) + 1:
+                msg = _message(L, i)
+                status = "unavailable" if kind == "library_not_found" else "error"
+                b.set("nvml.status", status, i)
+                b.set("nvml.error_kind", kind, i)
+                b.set("nvml.error", msg, i)
+                if kind == "no_devices":
+                    b.set("nvml.gpus", [], i, "nvidia-smi found no devices")
+                return b
+    return b
+
+
+def _message(L: List[str], i: int) -> str:
+    """The error message verbatim: its line and the continuation lines that belong to it."""
+    parts = [L[i].strip()]
+    for j in range(i + 1, min(i + 4, len(L))):
+        t = L[j].strip()
+        if not t or t.startswith(("|", "+", "$", "#")) or "NVIDIA-SMI " in t:
+            break
+        parts.append(t)
+    return "\n".join(parts)[:500]
