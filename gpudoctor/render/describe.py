@@ -11,7 +11,8 @@ from gpudoctor.knowledge import gpu_cc, gpu_memory_bytes, major_minor
 GiB = 1024**3
 
 
-def _size(num_bytes) -> str:
+def size(num_bytes) -> str:
+    """`48 GiB`, `64 MiB`."""
     if num_bytes is None:
         return "?"
     if num_bytes >= GiB:
@@ -33,7 +34,7 @@ def machine_line(facts: Facts) -> str:
     counted = Counter()
     for gpu in gpus:
         cc = gpu_cc(gpu)
-        detail = ", ".join(x for x in (f"sm_{cc.replace('.', '')}" if cc else "", _size(gpu_memory_bytes(gpu))) if x)
+        detail = ", ".join(x for x in (f"sm_{cc.replace('.', '')}" if cc else "", size(gpu_memory_bytes(gpu))) if x)
         counted[f"{gpu.get('name', 'GPU')} ({detail})"] += 1
     parts.extend(f"{count}× {name}" for name, count in counted.items())
     if not gpus:

@@ -8,7 +8,7 @@ from gpudoctor import __version__
 from gpudoctor.facts import Facts
 from gpudoctor.knowledge import gpu_cc
 from gpudoctor.model import Report
-from gpudoctor.render.describe import machine_line, python_line
+from gpudoctor.render.describe import machine_line, python_line, size
 from gpudoctor.snapshot import redact
 
 SEVERITY_ICON = {"error": "❌", "warning": "⚠️", "info": "ℹ️"}
@@ -27,13 +27,14 @@ def _facts_table(facts: Facts) -> list:
         ("cuDNN", facts.get("torch.cudnn", None)), ("NCCL", facts.get("torch.nccl", None)),
         ("CUDA available", facts.get("torch.cuda_available", None)),
         ("DeepSpeed", facts.get("torch.deepspeed.version", None)), ("nvcc", facts.get("nvcc.version", None)),
-        ("/dev/shm", facts.get("host.shm_bytes", None)),
+        ("/dev/shm", size(facts.get("host.shm_bytes", None))),
     ]
     lines = ["| fact | value |", "| --- | --- |"]
     lines += [f"| {name} | {_cell(value)} |" for name, value in rows if value is not None]
     for gpu in facts.get("nvml.gpus", None) or []:
         cc = gpu_cc(gpu)
-        lines.append(f"| GPU {gpu.get('index', '')} | {_cell(gpu.get('name'))}{f' (sm_{cc})' if cc else ''} |")
+        sm = f" (sm_{cc.replace('.', '')})" if cc else ""
+        lines.append(f"| GPU {gpu.get('index', '')} | {_cell(gpu.get('name'))}{sm} |")
     env = facts.get("env", None) or {}
     interesting = {k: v for k, v in env.items() if not k.startswith(("PATH", "LD_", "CONDA", "VIRTUAL"))}
     for name, value in sorted(interesting.items()):

@@ -34,43 +34,39 @@ def _plural(count: int, word: str) -> str:
     return f"{count} {word}{'' if count == 1 else 's'}"
 
 
-def _fix_text(finding: Finding) -> Text:
+def _env_text(finding: Finding) -> Text:
     fix = finding.fix
-    text = Text()
-    if fix is None:
-        return text
-    text.append("fix  ", style="bold")
-    text.append(fix.summary)
-    for command in fix.commands:
-        text.append("\n     $ ", style="dim")
-        text.append(command, style="cyan")
     env = [f"{k}={v}" for k, v in fix.env.set.items()] + [f"unset {k}" for k in fix.env.unset]
+    text = Text()
     if env:
         tag = "safe: gpudoctor fix" if fix.applicability == Applicability.SAFE else fix.applicability.value
-        text.append("\n     env ", style="dim")
+        text.append("env  ", style="dim")
         text.append(" · ".join(env), style="cyan")
         text.append(f"  ({tag})", style="dim")
     return text
 
 
-def findings_table(findings, name_width: int) -> Table:
-    """One row per finding (mark, ID, name, message) and one for its fix, wrapped inside the message column."""
+def render_finding(console: Console, finding: Finding, name_width: int) -> None:
+    """Mark, ID, name and message on a grid (wrapped inside the message column); commands unwrapped below."""
     table = Table.grid(padding=(0, 1))
     table.add_column(width=2, justify="right")
     table.add_column(no_wrap=True, width=5)
     table.add_column(no_wrap=True, width=name_width, overflow="ellipsis")
     table.add_column(ratio=1, overflow="fold")
-    for finding in findings:
-        mark, style = MARKS[finding.severity]
-        message = Text()
-        if finding.location:
-            message.append(f"{finding.location} ", style="underline")
-        message.append(finding.message)
-        table.add_row(Text(mark, style=style), Text(finding.rule, style="bold"), Text(finding.name, style="dim"),
-                      message)
-        if finding.fix:
-            table.add_row("", "", "", _fix_text(finding))
-    return table
+    mark, style = MARKS[finding.severity]
+    message = Text()
+    if finding.location:
+        message.append(f"{finding.location} ", style="underline")
+    message.append(finding.message)
+    table.add_row(Text(mark, style=style), Text(finding.rule, style="bold"), Text(finding.name, style="dim"), message)
+    if finding.fix:
+        table.add_row("", "", "", Text.assemble(("fix  ", "bold"), finding.fix.summary))
+        if finding.fix.env:
+            table.add_row("", "", "", _env_text(finding))
+    console.print(table)
+    indent = " " * (2 + 1 + 5 + 1 + name_width + 1)
+    for command in finding.fix.commands if finding.fix else ():
+        console.print(Text.assemble(indent, ("     $ ", "dim"), (command, "cyan")), soft_wrap=True)
 
 
 def render(report: Report, stream: IO, color: bool = False, quiet: bool = False, width: Optional[int] = None) -> None:
@@ -101,13 +97,14 @@ def _render(report: Report, console: Console, quiet: bool) -> None:
             console.print(f" [yellow]conflict[/]  {escape(str(conflict.get('fact')))}: "
                           f"{escape(' vs '.join(map(str, conflict.get('values', []))))}")
         console.print()
+    name_width = min(28, max((len(f.name) for f in report.findings), default=0))
     families = sorted({f.family for f in report.findings}, key=lambda fam: min(
         f.rule for f in report.findings if f.family == fam))
     for family in families:
         if len(families) > 1 and not quiet:
             console.print(f" [dim]{FAMILY_TITLES.get(family, family)}[/]")
-        name_width = min(28, max(len(f.name) for f in report.findings))
-        console.print(findings_table([f for f in report.findings if f.family == family], name_width))
+        for finding in (f for f in report.findings if f.family == family):
+            render_finding(console, finding, name_width)
     summary = report.summary()
     parts = [_plural(summary["error"], "error"), _plural(summary["warning"], "warning"), f"{summary['info']} info",
              f"{summary['passed']} passed", f"{summary['unknown']} unknown"]
