@@ -12,12 +12,13 @@ GiB = 1024**3
 
 
 def size(num_bytes) -> str:
-    """`48 GiB`, `64 MiB`."""
+    """`48 GiB`, `64 MiB`, `64 KiB`."""
     if num_bytes is None:
         return "?"
-    if num_bytes >= GiB:
-        return f"{num_bytes / GiB:.0f} GiB"
-    return f"{num_bytes / 1024**2:.0f} MiB"
+    for unit, scale in (("GiB", GiB), ("MiB", 1024**2), ("KiB", 1024)):
+        if num_bytes >= scale:
+            return f"{num_bytes / scale:.0f} {unit}"
+    return f"{num_bytes} B"
 
 
 def machine_line(facts: Facts) -> str:

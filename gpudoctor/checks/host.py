@@ -1,0 +1,120 @@
+"""GD5xx: host limits and GPU health — shared memory, locked memory, busy and failing GPUs."""
+
+from __future__ import annotations
+
+from gpudoctor.checks import check
+from gpudoctor.render.describe import size
+
+MiB = 1024**2
+GiB = 1024**3
+SHM_MINIMUM = 1 * GiB  # Docker's 64 MiB default and 512 MiB pods fail DataLoader workers and NCCL's SHM transport
+
+
+@check("GD503")
+def shm_too_small(facts, rule):
+    shm = facts.get("host.shm_bytes")
+    if shm is None or shm >= SHM_MINIMUM:
+        return
+    docker = " (Docker's default)" if 60 * MiB <= shm <= 68 * MiB else ""
+    yield rule.finding(
+        f"/dev/shm is {size(shm)}{docker}: DataLoader workers fail with 'Bus error' / 'insufficient shared memory "
+        "(shm)' and NCCL's shared-memory transport runs out",
+        evidence={"shm_bytes": shm, "minimum_bytes": SHM_MINIMUM},
+        fix=rule.fix("Give the container more shared memory: `docker run --ipc=host` (or `--shm-size=16g`); in "
+                     "Kubernetes mount an `emptyDir: {medium: Memory, sizeLimit: 16Gi}` volume at /dev/shm."))
+
+
+def _pinned_memory_users(facts) -> list:
+    """What on this host needs locked memory: RDMA devices, EFA, DeepSpeed pinned offload."""
+    devices = [d["name"] for d in facts.get("host.ib_devices", [])]
+    users = [f"{len(devices)} RDMA device(s) ({', '.join(devices[:2])}{'…' if len(devices) > 2 else ''})"] if devices else []
+    if (facts.env("FI_PROVIDER") or "").lower() == "efa":
+        users.append("EFA (FI_PROVIDER=efa)")
+    return users
+
+
+@check("GD505")
+def memlock_too_low(facts, rule):
+    limit = facts.get("host.ulimit_memlock")
+    if limit is None:
+        return  # unlimited
+    users = _pinned_memory_users(facts)
+    if not users:
+        return
+    yield rule.finding(
+        f"ulimit -l (locked memory) is {size(limit)} while {' and '.join(users)} need pinned memory: NCCL fails "
+        "with 'Cannot allocate memory' / ibv_reg_mr errors or falls back to sockets",
+        evidence={"ulimit_memlock_bytes": limit, "users": users},
+        fix=rule.fix("Raise the locked-memory limit to unlimited: `ulimit -l unlimited` in the job, "
+                     "`--ulimit memlock=-1` for Docker, `* - memlock unlimited` in /etc/security/limits.conf (and "
+                     "restart slurmd so jobs inherit it)."))
+
+
+def _used_gpus(facts) -> list:
+    """The NVML GPUs the job will use: those CUDA_VISIBLE_DEVICES names by index or UUID, else all."""
+    gpus = facts.get("nvml.gpus")
+    visible = facts.env("CUDA_VISIBLE_DEVICES")
+    if not visible:
+        return gpus
+    chosen = []
+    for entry in visible.split(","):
+        entry = entry.strip()
+        for gpu in gpus:
+            if (entry.isdigit() and gpu.get("index") == int(entry)) or (
+                    entry.startswith("GPU-") and str(gpu.get("uuid", "")).startswith(entry)):
+                chosen.append(gpu)
+    return chosen
+
+
+@check("GD502")
+def gpu_memory_occupied(facts, rule):
+    for gpu in _used_gpus(facts):
+        busy = [p for p in gpu.get("processes", []) if (p.get("used_bytes") or 0) > 0]
+        if not busy:
+            continue
+        held = sum(p["used_bytes"] for p in busy)
+        who = ", ".join(f"pid {p.get('pid')} {p.get('name') or ''} {size(p['used_bytes'])}".replace("  ", " ")
+                        for p in busy[:3])
+        yield rule.finding(
+            f"GPU {gpu.get('index')} ({gpu.get('name')}) has {size(held)} held by other processes ({who}): the job "
+            "gets less memory and shares the GPU's compute",
+            evidence={"gpu": gpu.get("index"), "held_bytes": held,
+                      "processes": [{"pid": p.get("pid"), "name": p.get("name")} for p in busy]},
+            fix=rule.fix("Stop the leftover processes (`nvidia-smi --query-compute-apps=pid,name,used_memory "
+                         "--format=csv`, then kill them), or pick free GPUs with CUDA_VISIBLE_DEVICES."))
+
+
+def _health_problems(gpu: dict) -> list:
+    problems = []
+    if gpu.get("ecc_uncorrected_volatile"):
+        problems.append(f"uncorrectable ECC errors since the last reset: {gpu['ecc_uncorrected_volatile']}")
+    if gpu.get("retired_pages_pending"):
+        problems.append("a page retirement is pending (takes effect after a GPU reset)")
+    if gpu.get("remapped_rows_pending"):
+        problems.append("a row remap is pending (takes effect after a GPU reset)")
+    if gpu.get("remapped_rows_failure"):
+        problems.append("row remapping failed: the memory cannot be repaired")
+    return problems
+
+
+@check("GD506")
+def gpu_unhealthy(facts, rule):
+    gpus = facts.get("nvml.gpus")
+    for gpu in gpus:
+        problems = _health_problems(gpu)
+        if problems:
+            failure = gpu.get("remapped_rows_failure")
+            yield rule.finding(
+                f"GPU {gpu.get('index')} ({gpu.get('name')}, {gpu.get('uuid', 'no UUID')}): {'; '.join(problems)}",
+                evidence={"gpu": gpu.get("index"), "uuid": gpu.get("uuid"), "problems": problems},
+                fix=rule.fix("Drain the node and have the GPU replaced (RMA)." if failure else
+                             "Drain the node, reset the GPU (`nvidia-smi -r -i INDEX` with no process on it, or "
+                             "reboot), then run `nvidia-smi -q -d ECC,PAGE_RETIREMENT,ROW_REMAPPER` again."))
+    expected = facts.env("SLURM_GPUS_ON_NODE")
+    if expected and expected.isdigit() and int(expected) > len(gpus):
+        yield rule.finding(
+            f"SLURM allocated {expected} GPUs on this node but NVML sees {len(gpus)}: a GPU has fallen off the bus "
+            "or is hidden from the job",
+            evidence={"expected": int(expected), "seen": len(gpus)},
+            fix=rule.fix("Drain the node and check `dmesg` for Xid 79 (GPU has fallen off the bus) and "
+                         "`lspci | grep -i nvidia`."))
