@@ -113,9 +113,10 @@ def nvcc_torch_mismatch(facts, rule):
     where = facts.get("nvcc.path", None) or "nvcc"
     evidence = {"nvcc": nvcc, "nvcc_path": facts.get("nvcc.path", None), "torch_cuda": runtime}
     install = f'conda install -c "nvidia/label/cuda-{runtime}.0" cuda-toolkit'
+    wheels = {major_minor(row["cuda"]) for row in table("torch_wheels").get("wheel", [])}
+    other_way = f", or install a torch built for CUDA {nvcc} ({wheel_tag(nvcc)})" if nvcc in wheels else ""
     fix = rule.fix(
-        f"Install the CUDA {runtime} toolkit and point CUDA_HOME at it (e.g. `{install}`, then "
-        f"CUDA_HOME=$CONDA_PREFIX), or install a torch built for CUDA {nvcc}.",
+        f"Install the CUDA {runtime} toolkit that matches torch and point CUDA_HOME at it{other_way}.",
         commands=(install, "export CUDA_HOME=$CONDA_PREFIX"),
     )
     if ours.major != theirs.major:

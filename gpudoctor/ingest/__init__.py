@@ -94,6 +94,8 @@ def parse_report(text: Any, name: str = "<stdin>") -> ParsedReport:
         if not b.empty():
             parts.append(b)
     if not parts:
+        if warnings:
+            raise ReportError(warnings[0])
         if kinds:
             raise ReportError("%s: looks like %s output but carries no facts gpudoctor reads (cut too early?)"
                               % (name, " + ".join(k.replace("_", " ") for k in kinds)))

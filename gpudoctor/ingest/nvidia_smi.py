@@ -141,7 +141,7 @@ def _parse_gpu_block(b: Builder, L: List[str], start: int):
         if _is_sep(s):
             if groups[-1]:
                 groups.append([])
-            if s.startswith("+") and j + 1 < n and not L[j + 1].strip().startswith("|"):
+            if s.startswith("+") and (j + 1 >= n or not L[j + 1].strip().startswith("|")):
                 complete = True
                 j += 1
                 break
