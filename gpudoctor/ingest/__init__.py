@@ -264,7 +264,9 @@ def _merge_gpus(old: List[Any], new: List[Any], path: str, name: str, origin: Di
             if fk == "name":
                 better = _names_agree(cur[fk], fv)
                 if better is not None:
-                    cur[fk] = better
+                    if better != cur[fk]:
+                        cur[fk] = better
+                        origin[fpath] = name
                     continue
             if cur[fk] != fv:
                 _conflict(conflicts, fpath, cur[fk], fv, _origin_of(origin, fpath), name)

@@ -97,9 +97,10 @@ def normalize(raw: Union[str, bytes, None]) -> Lines:
             line = line[:MAX_LINE]
         if "\t" in line:
             line = line.expandtabs(4)
-        # An nvidia-smi table row wrapped onto the next line(s): join while that completes the row.
+        # An nvidia-smi table row wrapped onto the next line(s) by a terminal or a mail client: the pieces
+        # after the first do not start with a border but the last one ends with one. Join them.
         stripped = line.strip()
-        if _is_table_line(stripped) and len(stripped) > 1 and stripped[-1] not in "|+":
+        if _is_table_line(stripped) and len(stripped) > 1:
             joined = line
             j = i
             while j < n and j - i < 3:
@@ -107,9 +108,11 @@ def normalize(raw: Union[str, bytes, None]) -> Lines:
                 cs = cont.strip()
                 if not cs or _is_table_line(cs) or len(cont) > MAX_LINE:
                     break
+                if joined.rstrip()[-1:] in ("|", "+") and cs[-1] not in "|+":
+                    break  # a complete row followed by other text
                 joined = joined + cont
                 j += 1
-                if joined.rstrip()[-1:] in ("|", "+"):
+                if cs[-1] in "|+":
                     line = joined
                     i = j
                     break

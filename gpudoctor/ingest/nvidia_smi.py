@@ -132,22 +132,22 @@ def _parse_gpu_block(b: Builder, L: List[str], start: int):
     has_mig_row = "MIG M." in " ".join(header_text)
     j += 1
     groups: List[List[Tuple[int, str]]] = [[]]
-    complete = False
+    last_was_sep = False
     while j < n:
         s = L[j].strip()
         if not s or s[0] not in "|+":
-            complete = True
             break
         if _is_sep(s):
+            last_was_sep = True
             if groups[-1]:
                 groups.append([])
             if s.startswith("+") and (j + 1 >= n or not L[j + 1].strip().startswith("|")):
-                complete = True
-                j += 1
                 break
         else:
+            last_was_sep = False
             groups[-1].append((j, s))
         j += 1
+    complete = last_was_sep  # a block that stops inside a GPU's rows was cut
     gpus: List[Dict[str, Any]] = []
     first = None
     for group in groups:
