@@ -46,14 +46,17 @@ def read_text(path: Path) -> str:
 
 
 def read_file(path: Path, snapshot: Snapshot, kind: Optional[str] = None) -> None:
-    """Add one file's facts to the snapshot with the first reader that accepts it (or the one named `kind`)."""
+    """Add one file's facts to the snapshot with every reader that accepts it (or only the ones named `kind`):
+    a Python file is both a training script and, for launchers, a source of env-var dicts."""
     _load_readers()
     text = read_text(path)
+    matched = False
     for reader in READERS:
         if (kind is None or reader.kind == kind) and reader.accepts(path, text):
             reader.read(path, text, snapshot)
-            return
-    add_input_error(snapshot, str(path), kind or "file", "not a file gpudoctor knows how to read")
+            matched = True
+    if not matched:
+        add_input_error(snapshot, str(path), kind or "file", "not a file gpudoctor knows how to read")
 
 
 def _load_readers() -> None:

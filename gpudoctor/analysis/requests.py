@@ -1,0 +1,301 @@
+"""What a script asks of the GPU: precision (bf16/fp16/fp8), tensor parallelism and DataLoader workers.
+
+Requests are taken from all code that can run — module level and every function or method that is referenced
+somewhere (called, passed to `mp.spawn`, decorated), not from functions nothing refers to. Only definite requests
+count: `bf16=True`, `torch.bfloat16`, `precision="bf16-mixed"`; `bf16=args.bf16` or a value chosen from the compute
+capability is not a request. `bf16=torch.cuda.is_bf16_supported()` is one: it says True on a T4 (emulation).
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Any, Dict, List, Optional, Set
+
+from gpudoctor.analysis.names import NO_VALUE, canonical, dotted, imports_of, literal, segment
+
+DTYPE_KEYWORDS = {"torch_dtype", "dtype", "compute_dtype", "bnb_4bit_compute_dtype", "param_dtype", "reduce_dtype",
+                  "autocast_dtype", "params_dtype", "pipeline_dtype", "mixed_precision_dtype", "amp_dtype"}
+BF16_PRECISIONS = {"bf16", "bf16-mixed", "bf16-true", "bf16_mixed", "bf16-true", "bfloat16"}
+FP16_PRECISIONS = {"16", "16-mixed", "16-true", "fp16", "fp16-mixed", "half", "float16"}
+FP8_PRECISIONS = {"fp8", "transformer-engine", "transformer-engine-float16", "fp8-mixed"}
+TP_KEYWORDS = {"tensor_model_parallel_size", "tensor_parallelism", "tensor_parallel_size"}
+FRAMEWORKS = {
+    "megatron": "megatron", "nemo": "nemo", "nemo_run": "nemo_run", "transformer_engine": "transformer_engine",
+    "deepspeed": "deepspeed", "lightning": "lightning", "pytorch_lightning": "lightning", "transformers": "transformers",
+    "accelerate": "accelerate", "trl": "trl", "vllm": "vllm",
+}
+
+
+def _dtype(node: ast.AST, aliases: Dict[str, str]) -> Optional[str]:
+    """'bf16' / 'fp16' / 'fp8' for torch dtypes and dtype strings."""
+    name = dotted(node)
+    if name:
+        root, _, rest = name.partition(".")
+        full = canonical(f"{aliases.get(root, root)}.{rest}" if rest else aliases.get(root, root)) or ""
+        if full in ("torch.bfloat16",):
+            return "bf16"
+        if full in ("torch.float16", "torch.half"):
+            return "fp16"
+        if full.startswith("torch.float8_"):
+            return "fp8"
+    value = literal(node)
+    if isinstance(value, str):
+        text = value.lower()
+        if text in ("bfloat16", "bf16", "torch.bfloat16"):
+            return "bf16"
+        if text in ("float16", "fp16", "half", "torch.float16"):
+            return "fp16"
+    return None
+
+
+def _is_bf16_supported_call(node: ast.AST) -> bool:
+    for sub in ast.walk(node) if _small(node) else ():
+        if isinstance(sub, ast.Call) and (dotted(sub.func) or "").endswith("is_bf16_supported"):
+            return True
+    return False
+
+
+def _small(node: ast.AST) -> bool:
+    return (getattr(node, "end_lineno", 0) or 0) - (getattr(node, "lineno", 0) or 0) < 20
+
+
+class RequestFinder:
+    def __init__(self, tree: ast.Module, lines: List[str], path: str):
+        self.tree = tree
+        self.lines = lines
+        self.path = path
+        self.aliases: Dict[str, str] = {}
+        imports_of(tree.body, self.aliases)
+        self.constants = _bool_constants(tree)
+        self.found: Dict[str, List[dict]] = {"bf16": [], "fp16": [], "fp8": [], "tensor_parallel": [], "workers": []}
+        self.frameworks: Set[str] = set()
+
+    def run(self) -> Dict[str, List[dict]]:
+        self.collect_frameworks()
+        referenced = _referenced_names(self.tree)
+        stack: List[ast.AST] = [self.tree]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if not (node.decorator_list or node.name in referenced or node.name.startswith("__")):
+                    continue  # never referenced: dead code as far as this script goes
+            if isinstance(node, ast.ClassDef) and node.name not in referenced and not node.decorator_list:
+                continue
+            if isinstance(node, ast.Call):
+                self.call(node)
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+                self.attribute_assign(node)
+            elif isinstance(node, ast.Dict):
+                self.config_dict(node)
+            elif isinstance(node, ast.IfExp):
+                self.if_expression(node)
+            stack.extend(reversed(list(ast.iter_child_nodes(node))))
+        return self.found
+
+    def collect_frameworks(self) -> None:
+        for node in ast.walk(self.tree):
+            names: List[str] = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names = [node.module]
+            for name in names:
+                top = name.split(".")[0]
+                if top in FRAMEWORKS:
+                    self.frameworks.add(FRAMEWORKS[top])
+                if name.startswith("lightning.fabric"):
+                    self.frameworks.add("lightning")
+
+    def add(self, kind: str, node: ast.AST, what: str, **extra: Any) -> None:
+        entry = {"source": self.path, "line": node.lineno, "what": what}
+        entry.update(extra)
+        if any(e["line"] == entry["line"] and e["what"] == what for e in self.found[kind]):
+            return
+        self.found[kind].append(entry)
+
+    def qualified(self, node: ast.AST) -> str:
+        name = dotted(node) or ""
+        root, _, rest = name.partition(".")
+        if root in self.aliases:
+            return canonical(f"{self.aliases[root]}.{rest}" if rest else self.aliases[root]) or ""
+        return name
+
+    def truthy(self, node: ast.AST) -> Optional[bool]:
+        value = literal(node)
+        if value is NO_VALUE and isinstance(node, ast.Name):
+            value = self.constants.get(node.id, NO_VALUE)
+        if value is NO_VALUE:
+            if _is_bf16_supported_call(node) and isinstance(node, ast.Call):
+                return True
+            return None
+        if isinstance(value, str):
+            return value.strip().lower() in ("true", "1", "yes", "on")
+        return bool(value) if isinstance(value, (bool, int)) else None
+
+    def call(self, call: ast.Call) -> None:
+        name = self.qualified(call.func)
+        short = name.rsplit(".", 1)[-1] if name else (call.func.attr if isinstance(call.func, ast.Attribute) else "")
+        label = short or "call"
+        for kw in call.keywords:
+            if kw.arg is None:
+                continue
+            self.keyword(label, kw, call)
+        # positional dtypes: model.to(torch.bfloat16), torch.autocast("cuda", torch.bfloat16)
+        for arg in call.args:
+            kind = _dtype(arg, self.aliases) if not isinstance(arg, ast.Constant) or short == "to" else None
+            if kind:
+                self.add(kind, call, f"{label}({segment(self.lines, arg, 30)})")
+        if isinstance(call.func, ast.Attribute) and not call.args and not call.keywords:
+            if call.func.attr == "bfloat16":
+                self.add("bf16", call, f"{segment(self.lines, call, 40)}")
+            elif call.func.attr == "half":
+                self.add("fp16", call, f"{segment(self.lines, call, 40)}")
+        lowered = name.lower()
+        if name.startswith("nemo.") or ".recipes.precision" in lowered:
+            if "bf16" in short:
+                self.add("bf16", call, f"{short}()")
+            if "fp8" in short:
+                self.add("fp8", call, f"{short}()")
+            if "fp16" in short:
+                self.add("fp16", call, f"{short}()")
+        if short in ("fp8_autocast",) and ("transformer_engine" in name or name == short):
+            enabled = next((kw.value for kw in call.keywords if kw.arg == "enabled"), None)
+            if enabled is None or self.truthy(enabled):
+                self.add("fp8", call, segment(self.lines, call, 60))
+        if name in ("torchao.float8.convert_to_float8_training",) or short == "convert_to_float8_training":
+            self.add("fp8", call, f"{short}()")
+        if short in ("autocast",) and (name.startswith("torch") or name == "autocast") \
+                and not any(kw.arg == "dtype" for kw in call.keywords) and not call.args[1:] \
+                and not any(kw.arg == "enabled" and self.truthy(kw.value) is False for kw in call.keywords):
+            device = literal(call.args[0]) if call.args else next(
+                (literal(kw.value) for kw in call.keywords if kw.arg == "device_type"), "cuda")
+            if name.startswith("torch.cuda.amp") or device == "cuda":
+                self.add("fp16", call, f"{segment(self.lines, call, 50)} (float16 by default on CUDA)")
+        if short in ("DataLoader",) or name.endswith("TrainingArguments"):
+            keyword = "num_workers" if short == "DataLoader" else "dataloader_num_workers"
+            node = next((kw.value for kw in call.keywords if kw.arg == keyword), None)
+            if node is None and short == "DataLoader" and len(call.args) > 5:
+                node = call.args[5]
+            value = literal(node) if node is not None else NO_VALUE
+            if value is NO_VALUE and isinstance(node, ast.Name):
+                value = self.constants.get(node.id, NO_VALUE)
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                self.add("workers", call, f"{label}({keyword}={value})", count=value)
+
+    def keyword(self, label: str, kw: ast.keyword, call: ast.Call) -> None:
+        arg, value = kw.arg, kw.value
+        text = f"{label}({arg}={segment(self.lines, value, 40)})"
+        if arg in ("bf16", "bf16_full_eval"):
+            if self.truthy(value):
+                self.add("bf16", kw.value, text + (" — True on a T4 through emulation" if _is_bf16_supported_call(
+                    value) else ""))
+        elif arg in ("fp16", "fp16_full_eval"):
+            if self.truthy(value):
+                self.add("fp16", kw.value, text)
+        elif arg == "fp8":
+            literal_value = literal(value)
+            if literal_value is NO_VALUE:
+                return
+            if literal_value not in (None, False, 0, "", "none", "None", "no"):
+                self.add("fp8", kw.value, text)
+        elif arg in ("precision", "mixed_precision"):
+            literal_value = literal(value)
+            if literal_value is NO_VALUE:
+                return
+            text_value = str(literal_value).lower()
+            if text_value in BF16_PRECISIONS or text_value.startswith("bf16"):
+                self.add("bf16", kw.value, text)
+            elif text_value in FP16_PRECISIONS:
+                self.add("fp16", kw.value, text)
+            elif text_value in FP8_PRECISIONS or text_value.startswith("fp8"):
+                self.add("fp8", kw.value, text)
+        elif arg in DTYPE_KEYWORDS:
+            kind = _dtype(value, self.aliases)
+            if kind:
+                self.add(kind, kw.value, text)
+        elif arg in TP_KEYWORDS:
+            size = literal(value)
+            if isinstance(size, int) and not isinstance(size, bool) and size > 1:
+                self.add("tensor_parallel", kw.value, text, size=size, frameworks=sorted(self.frameworks))
+
+    def attribute_assign(self, node: ast.AST) -> None:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        value = node.value
+        if value is None:
+            return
+        for target in targets:
+            if not isinstance(target, ast.Attribute):
+                continue
+            attr = target.attr
+            text = f"{segment(self.lines, target, 50)} = {segment(self.lines, value, 30)}"
+            if attr in TP_KEYWORDS:
+                size = literal(value)
+                if isinstance(size, int) and not isinstance(size, bool) and size > 1:
+                    self.add("tensor_parallel", node, text, size=size, frameworks=sorted(self.frameworks))
+            elif attr in ("bf16", "fp16") and self.truthy(value):
+                self.add(attr, node, text)
+            elif attr == "fp8":
+                literal_value = literal(value)
+                if literal_value is not NO_VALUE and literal_value not in (None, False, 0, "", "none", "None"):
+                    self.add("fp8", node, text)
+            elif attr in ("precision",) or attr in DTYPE_KEYWORDS:
+                kind = _dtype(value, self.aliases)
+                literal_value = literal(value)
+                if kind is None and isinstance(literal_value, str):
+                    lowered = literal_value.lower()
+                    if lowered in BF16_PRECISIONS or lowered.startswith("bf16"):
+                        kind = "bf16"
+                    elif lowered in FP16_PRECISIONS:
+                        kind = "fp16"
+                    elif lowered in FP8_PRECISIONS:
+                        kind = "fp8"
+                if kind:
+                    self.add(kind, node, text)
+
+    def config_dict(self, node: ast.Dict) -> None:
+        """A DeepSpeed-style config written in the script: {"bf16": {"enabled": True}}."""
+        for key, value in zip(node.keys, node.values):
+            name = literal(key) if key is not None else None
+            if name in ("bf16", "fp16", "bfloat16") and isinstance(value, ast.Dict):
+                for inner_key, inner_value in zip(value.keys, value.values):
+                    if inner_key is not None and literal(inner_key) == "enabled" and self.truthy(inner_value):
+                        kind = "fp16" if name == "fp16" else "bf16"
+                        self.add(kind, key, f'{{"{name}": {{"enabled": {segment(self.lines, inner_value, 10)}}}}}')
+
+    def if_expression(self, node: ast.IfExp) -> None:
+        """`torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16` picks bf16 on a T4."""
+        if _dtype(node.body, self.aliases) == "bf16" and _is_bf16_supported_call(node.test):
+            self.add("bf16", node, f"{segment(self.lines, node, 70)} — is_bf16_supported() is True on a T4 "
+                                   "through emulation")
+
+
+def _referenced_names(tree: ast.Module) -> Set[str]:
+    names: Set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            names.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            names.add(node.attr)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and len(node.value) < 60:
+            names.add(node.value)
+    return names
+
+
+def _bool_constants(tree: ast.Module) -> Dict[str, Any]:
+    """Module-level names assigned exactly one literal (`USE_BF16 = True`, `NUM_WORKERS = 4`)."""
+    values: Dict[str, Any] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            name, value = node.targets[0].id, literal(node.value)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            name, value = node.target.id, literal(node.value)
+        else:
+            continue
+        values[name] = value if name not in values or values[name] == value else NO_VALUE
+    return values
+
+
+def find_requests(tree: ast.Module, lines: List[str], path: str) -> tuple:
+    finder = RequestFinder(tree, lines, path)
+    found = finder.run()
+    return found, sorted(finder.frameworks)

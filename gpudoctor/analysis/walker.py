@@ -1,0 +1,975 @@
+"""What a training script does when it is run, found statically: the script is parsed, never imported or run.
+
+The walker follows the module's statements in order, enters the functions (and methods) they call in the same
+file, and records events with the call path that led to them:
+
+- `start`: something that starts processes (spawn/forkserver children re-import the script), with its method;
+- `cuda`: a statement that may initialise CUDA (`torch.cuda.*`, `.cuda()`, `.to("cuda")`, `device="cuda"`);
+- `cvd`: an assignment of `CUDA_VISIBLE_DEVICES` in `os.environ`;
+- `method`: `multiprocessing.set_start_method(...)`;
+- `nemo`: a nemo_run `run.run(...)` call, with what the recipe says about devices.
+
+Each function is walked once; its events are replayed (with the caller's frame prepended) wherever it is called.
+Code in functions that are never called from module level produces nothing.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple
+
+from gpudoctor.analysis.names import (NO_VALUE, attribute_path, canonical, dotted, has_value, imports_of,
+                                      is_main_guard, iter_child_nodes_postorder, literal, segment)
+
+MAX_SUMMARY_EVENTS = 400
+MAX_EVENTS = 5000
+MAX_CALL_DEPTH = 30
+CVD = "CUDA_VISIBLE_DEVICES"
+
+# Calls that start worker processes as soon as they are made.
+STARTERS = {
+    "torch.multiprocessing.spawn": "spawn",
+    "torch.multiprocessing.start_processes": "spawn",
+    "multiprocessing.Pool": "default",
+    "multiprocessing.Manager": "default",
+    "concurrent.futures.ProcessPoolExecutor": "default",
+    "torch.distributed.launcher.elastic_launch": "spawn",
+    "nemo_run.run": "spawn",
+    "nemo_run.Experiment": "spawn",
+    "nemo_run.cli.main": "spawn",
+}
+PROCESS_CLASSES = {"multiprocessing.Process"}
+DATALOADERS = {"torch.utils.data.DataLoader", "torch_geometric.loader.DataLoader", "monai.data.DataLoader"}
+LIGHTNING_TRAINERS = {"lightning.Trainer"}
+LIGHTNING_RUNS = {"fit", "validate", "test", "predict", "tune"}
+HF_RUNS = {"train", "evaluate", "predict"}
+# Functions that call the function they are given (a CLI wrapper around `main`).
+CALLS_ITS_ARGUMENT = {"fire.Fire", "typer.run", "tyro.cli", "absl.app.run", "jsonargparse.CLI", "jsonargparse.auto_cli",
+                      "defopt.run", "plac.call", "tensorflow.compat.v1.app.run"}
+# Builtins that iterate their argument right away.
+CONSUMERS = {"list", "tuple", "next", "sorted", "set", "sum", "any", "all", "dict", "iter", "max", "min"}
+# Calls that wrap an iterable: iterating them iterates their arguments.
+WRAPPERS = {"enumerate", "zip", "iter", "tqdm", "islice", "chain", "cycle", "tqdm.tqdm", "tqdm.auto.tqdm",
+            "itertools.islice", "itertools.chain", "itertools.cycle", "rich.progress.track", "track"}
+# torch.cuda functions that do not initialise CUDA.
+CUDA_LAZY = {"manual_seed", "manual_seed_all", "is_initialized", "seed", "seed_all", "set_rng_state",
+             "set_rng_state_all", "_lazy_call", "is_built"}
+CUDA_LAZY_PREFIXES = ("torch.cuda.amp.", "torch.cuda.nvtx.")
+SPAWN_METHODS = ("spawn", "forkserver")
+
+
+@dataclass
+class Event:
+    kind: str
+    line: int
+    column: int
+    path: Tuple[str, ...]
+    data: Dict[str, Any] = field(default_factory=dict)
+    guarded: bool = False
+
+    def relocated(self, frame: str, line: int, guarded: bool) -> "Event":
+        return Event(self.kind, self.line, self.column, (f"{frame}:{line}",) + self.path, self.data,
+                     self.guarded or guarded)
+
+
+@dataclass
+class Val:
+    """An abstract value: what a name holds, as far as the rules care."""
+
+    kind: str
+    data: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(eq=False)
+class Func:
+    name: str
+    node: ast.AST
+    parent: "Scope"
+    cls: Optional["Klass"] = None
+    scope: Optional["Scope"] = None  # after walking
+    events: Optional[List[Event]] = None
+    returns: List[ast.AST] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class Klass:
+    name: str
+    node: ast.ClassDef
+    methods: Dict[str, Func] = field(default_factory=dict)
+    bases: List[Any] = field(default_factory=list)
+    attrs: Dict[str, Val] = field(default_factory=dict)
+
+    def method(self, name: str, depth: int = 0) -> Optional[Func]:
+        if name in self.methods:
+            return self.methods[name]
+        if depth < 10:
+            for base in self.bases:
+                if isinstance(base, Klass):
+                    found = base.method(name, depth + 1)
+                    if found:
+                        return found
+        return None
+
+    def is_process(self, depth: int = 0) -> bool:
+        for base in self.bases:
+            if isinstance(base, str) and canonical(base) in PROCESS_CLASSES:
+                return True
+            if isinstance(base, Klass) and depth < 10 and base.is_process(depth + 1):
+                return True
+        return False
+
+
+class Scope:
+    """Names bound in a module or function body, filled in statement order while it is walked."""
+
+    def __init__(self, parent: Optional["Scope"], func: Optional[Func] = None):
+        self.parent = parent
+        self.func = func
+        self.aliases: Dict[str, str] = {}
+        self.functions: Dict[str, Func] = {}
+        self.classes: Dict[str, Klass] = {}
+        self.values: Dict[str, Val] = {}
+        self.exprs: Dict[str, ast.AST] = {}
+        self.assigned: Dict[str, int] = {}
+        self.attrs: Dict[Tuple[str, str], Tuple[ast.AST, int]] = {}
+        self.loopkeys: Dict[str, set] = {}
+        self.params: Dict[str, Optional[ast.AST]] = {}
+        self.bindings: Dict[str, Any] = {}  # parameter values known from a caller (recipe analysis)
+        self.constants: Dict[str, Any] = {}  # module scope: names assigned one literal value
+
+    def chain(self):
+        scope: Optional[Scope] = self
+        while scope is not None:
+            yield scope
+            scope = scope.parent
+
+    def lookup(self, table: str, name: str) -> Any:
+        for scope in self.chain():
+            found = getattr(scope, table).get(name)
+            if found is not None:
+                return found
+        return None
+
+    def bound_here(self, name: str) -> bool:
+        return (name in self.values or name in self.exprs or name in self.functions or name in self.classes
+                or name in self.aliases or name in self.params)
+
+    @property
+    def klass(self) -> Optional[Klass]:
+        for scope in self.chain():
+            if scope.func is not None and scope.func.cls is not None:
+                return scope.func.cls
+        return None
+
+
+class Walker:
+    """Walks one parsed script. `run()` returns the module-level event trace."""
+
+    def __init__(self, tree: ast.Module, lines: List[str]):
+        self.tree = tree
+        self.lines = lines
+        self.module = Scope(None)
+        self.depth = 0
+        self.registry: Dict[str, List[Func]] = {}  # decorator root name -> functions it registers
+        self.truncated = False
+
+    # ----- set-up ---------------------------------------------------------------------------------------------
+    def run(self) -> List[Event]:
+        imports_of(self.tree.body, self.module.aliases)
+        self.collect_definitions(self.tree.body, self.module, None)
+        self.module.constants = self.module_constants()
+        events: List[Event] = []
+        self.walk_block(self.tree.body, self.module, "<module>", False, events)
+        return events
+
+    def module_constants(self) -> Dict[str, Any]:
+        """Names assigned exactly one literal value at module level (`NUM_WORKERS = 4`)."""
+        values: Dict[str, Any] = {}
+        stack = list(self.tree.body)
+        while stack:
+            node = stack.pop()
+            if isinstance(node, (ast.If, ast.Try, ast.With)):
+                stack.extend(getattr(node, "body", []) + getattr(node, "orelse", []) + getattr(node, "finalbody", []))
+                for handler in getattr(node, "handlers", []) or []:
+                    stack.extend(handler.body)
+                continue
+            targets: List[ast.AST] = []
+            value = None
+            if isinstance(node, ast.Assign):
+                targets, value = node.targets, node.value
+            elif isinstance(node, ast.AnnAssign) and node.value is not None:
+                targets, value = [node.target], node.value
+            elif isinstance(node, ast.AugAssign):
+                targets, value = [node.target], None
+            for target in targets:
+                if isinstance(target, ast.Name):
+                    new = literal(value) if value is not None else NO_VALUE
+                    if isinstance(value, ast.Dict):
+                        new = value
+                    old = values.get(target.id, new)
+                    values[target.id] = new if (old is new or (has_value(old) and old == new)) else NO_VALUE
+        return values
+
+    def collect_definitions(self, body: List[ast.stmt], scope: Scope, cls: Optional[Klass],
+                            prefix: str = "") -> None:
+        """Functions and classes defined in a block (also inside if/try at that level)."""
+        stack = list(reversed(body))
+        while stack:
+            node = stack.pop()
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                func = Func(prefix + node.name, node, scope, cls)
+                if cls is not None:
+                    cls.methods.setdefault(node.name, func)
+                else:
+                    scope.functions[node.name] = func
+                    for decorator in node.decorator_list:
+                        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+                        root = dotted(target)
+                        if root and "." in root:
+                            self.registry.setdefault(root.split(".")[0], []).append(func)
+            elif isinstance(node, ast.ClassDef) and cls is None:
+                klass = Klass(prefix + node.name, node)
+                scope.classes[node.name] = klass
+                self.collect_definitions(node.body, scope, klass, prefix=klass.name + ".")
+            elif isinstance(node, (ast.If, ast.Try, ast.With)) or type(node).__name__ == "TryStar":
+                for name in ("body", "orelse", "finalbody"):
+                    stack.extend(reversed(getattr(node, name, []) or []))
+                for handler in getattr(node, "handlers", []) or []:
+                    stack.extend(reversed(handler.body))
+        for klass in list(scope.classes.values()):
+            if not klass.bases:
+                for base in klass.node.bases:
+                    klass.bases.append(self.resolve(base, scope))
+
+    # ----- name resolution ------------------------------------------------------------------------------------
+    def qualified(self, node: ast.AST, scope: Scope) -> Optional[str]:
+        """The imported dotted name an expression refers to (`mp.spawn` → `torch.multiprocessing.spawn`)."""
+        name = dotted(node)
+        if not name:
+            return None
+        root, _, rest = name.partition(".")
+        for level in scope.chain():
+            if root in level.aliases:
+                base = level.aliases[root]
+                return canonical(f"{base}.{rest}" if rest else base)
+            if level.bound_here(root):
+                return None
+        if root in ("os",):
+            return canonical(name)
+        if not rest and root in BUILTIN_NAMES:
+            return root
+        return None
+
+    def resolve(self, node: ast.AST, scope: Scope) -> Any:
+        """A local Func or Klass, or a qualified name (str), or None."""
+        if isinstance(node, ast.Name):
+            for level in scope.chain():
+                if node.id in level.functions:
+                    return level.functions[node.id]
+                if node.id in level.classes:
+                    return level.classes[node.id]
+                if node.id in level.aliases:
+                    return canonical(level.aliases[node.id])
+                if level.bound_here(node.id):
+                    return None
+            return node.id if node.id in BUILTIN_NAMES else None
+        if isinstance(node, ast.Attribute):
+            base = node.value
+            if isinstance(base, ast.Name) and base.id in ("self", "cls") and scope.klass is not None:
+                return scope.klass.method(node.attr)
+            if isinstance(base, ast.Call) and isinstance(base.func, ast.Name) and base.func.id == "super":
+                klass = scope.klass
+                if klass is not None:
+                    for parent in klass.bases:
+                        if isinstance(parent, Klass) and parent.method(node.attr):
+                            return parent.method(node.attr)
+                return None
+            owner = self.resolve(base, scope) if isinstance(base, (ast.Name, ast.Attribute)) else None
+            if isinstance(owner, Klass):
+                return owner.method(node.attr)
+            value = self.value_of(base, scope)
+            if value is not None and value.kind == "instance":
+                return value.data["klass"].method(node.attr)
+            return self.qualified(node, scope)
+        return None
+
+    # ----- constants ------------------------------------------------------------------------------------------
+    def const(self, node: Optional[ast.AST], scope: Scope, depth: int = 0) -> Any:
+        """The literal value of an expression where it can be known (literals, constants, parameter defaults)."""
+        if node is None or depth > 8:
+            return NO_VALUE
+        value = literal(node)
+        if has_value(value):
+            return value
+        if isinstance(node, ast.Name):
+            for level in scope.chain():
+                if node.id in level.bindings:
+                    return level.bindings[node.id]
+                if node.id in level.exprs:
+                    if level.assigned.get(node.id, 0) == 1:
+                        return self.const(level.exprs[node.id], level, depth + 1)
+                    return NO_VALUE
+                if node.id in level.params:
+                    return self.const(level.params[node.id], level.parent or level, depth + 1)
+                if level is self.module and node.id in level.constants:
+                    found = level.constants[node.id]
+                    return found if not isinstance(found, ast.AST) else NO_VALUE
+            return NO_VALUE
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mult, ast.Sub, ast.FloorDiv)):
+            left, right = self.const(node.left, scope, depth + 1), self.const(node.right, scope, depth + 1)
+            if isinstance(left, int) and isinstance(right, int) and not isinstance(left, bool):
+                try:
+                    if isinstance(node.op, ast.Add):
+                        return left + right
+                    if isinstance(node.op, ast.Mult) and abs(left) < 1e6 and abs(right) < 1e6:
+                        return left * right
+                    if isinstance(node.op, ast.Sub):
+                        return left - right
+                    if isinstance(node.op, ast.FloorDiv) and right:
+                        return left // right
+                except (OverflowError, ZeroDivisionError):
+                    return NO_VALUE
+        return NO_VALUE
+
+    def dict_literal(self, node: Optional[ast.AST], scope: Scope) -> Optional[ast.Dict]:
+        if isinstance(node, ast.Dict):
+            return node
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict":
+            return ast.Dict(keys=[ast.Constant(kw.arg) for kw in node.keywords if kw.arg],
+                            values=[kw.value for kw in node.keywords if kw.arg])
+        if isinstance(node, ast.Name):
+            for level in scope.chain():
+                if node.id in level.exprs:
+                    return level.exprs[node.id] if isinstance(level.exprs[node.id], ast.Dict) else None
+                if level is self.module:
+                    found = level.constants.get(node.id)
+                    return found if isinstance(found, ast.Dict) else None
+        return None
+
+    # ----- values ---------------------------------------------------------------------------------------------
+    def value_of(self, node: Optional[ast.AST], scope: Scope, depth: int = 0) -> Optional[Val]:
+        if node is None or depth > 6:
+            return None
+        if isinstance(node, ast.Name):
+            return scope.lookup("values", node.id)
+        if isinstance(node, ast.Attribute):
+            if isinstance(node.value, ast.Name) and node.value.id == "self" and scope.klass is not None:
+                return scope.klass.attrs.get(node.attr)
+            owner = self.value_of(node.value, scope, depth + 1)
+            if owner is not None and owner.kind == "instance":
+                return owner.data["klass"].attrs.get(node.attr)
+            return None
+        if isinstance(node, ast.IfExp):
+            return self.value_of(node.body, scope, depth + 1) or self.value_of(node.orelse, scope, depth + 1)
+        if isinstance(node, ast.Call):
+            return self.call_value(node, scope, depth)
+        return None
+
+    def call_value(self, call: ast.Call, scope: Scope, depth: int) -> Optional[Val]:
+        func = call.func
+        if isinstance(func, ast.Attribute):
+            owner = self.value_of(func.value, scope, depth + 1)
+            if owner is not None and owner.kind == "mp_context":
+                if func.attr == "Process":
+                    return Val("process", {"call": f"{dotted(func) or 'ctx'}.Process", "method": owner.data["method"],
+                                           "line": call.lineno})
+                return None
+        target = self.resolve(func, scope)
+        if isinstance(target, Klass):
+            if target.is_process():
+                return Val("process", {"call": f"{target.name} (a multiprocessing.Process)", "method": "default",
+                                       "line": call.lineno, "klass": target})
+            return Val("instance", {"klass": target})
+        if isinstance(target, Func):
+            if target.events is None and self.depth < MAX_CALL_DEPTH:
+                self.summary(target)
+            for ret in target.returns:
+                value = self.value_of(ret, target.scope or scope, depth + 1)
+                if value is not None:
+                    return value
+            return None
+        if not isinstance(target, str):
+            return None
+        if target == "multiprocessing.get_context":
+            method = self.const(call.args[0], scope) if call.args else NO_VALUE
+            return Val("mp_context", {"method": method if isinstance(method, str) else "default"})
+        if target in PROCESS_CLASSES:
+            return Val("process", {"call": target, "method": "default", "line": call.lineno})
+        if target in DATALOADERS:
+            workers = self.const(_argument(call, "num_workers", 5), scope)
+            return Val("dataloader", {"workers": workers if isinstance(workers, int) else None,
+                                      "method": self.context_method(_argument(call, "multiprocessing_context", 11),
+                                                                    scope),
+                                      "line": call.lineno, "what": segment(self.lines, call, 70)})
+        if target in LIGHTNING_TRAINERS or target == "lightning.Fabric":
+            spawn, method = self.lightning_spawn(call, scope)
+            kind = "fabric" if target == "lightning.Fabric" else "lightning"
+            return Val(kind, {"spawn": spawn, "method": method, "line": call.lineno,
+                              "what": segment(self.lines, call, 70)})
+        if _is_hf_trainer(target):
+            args = _argument(call, "args", 1)
+            value = self.value_of(args, scope, depth + 1)
+            workers = value.data.get("workers") if value is not None and value.kind == "hf_args" else None
+            return Val("hf_trainer", {"workers": workers, "line": call.lineno, "name": target})
+        if _is_hf_arguments(target):
+            workers = self.const(_argument(call, "dataloader_num_workers", None), scope)
+            return Val("hf_args", {"workers": workers if isinstance(workers, int) else None, "line": call.lineno})
+        if target == "threading.Thread":
+            return Val("thread", {"target": _argument(call, "target", 1)})
+        if target == "torch.device" and call.args and self.cuda_like(call.args[0], scope):
+            return Val("cuda_device")
+        return None
+
+    def context_method(self, node: Optional[ast.AST], scope: Scope) -> str:
+        if node is None:
+            return "default"
+        value = self.const(node, scope)
+        if isinstance(value, str):
+            return value
+        ctx = self.value_of(node, scope)
+        if ctx is not None and ctx.kind == "mp_context":
+            return ctx.data["method"]
+        return "default"
+
+    def lightning_spawn(self, call: ast.Call, scope: Scope) -> Tuple[Optional[bool], str]:
+        """Whether a Lightning Trainer/Fabric uses a spawn-based strategy, and the start method."""
+        for name in ("strategy", "accelerator", "distributed_backend"):
+            node = _argument(call, name, None)
+            if node is None:
+                continue
+            value = self.const(node, scope)
+            if isinstance(value, str):
+                text = value.lower()
+                if "spawn" in text:
+                    return True, "spawn"
+                if text in ("ddp_fork", "ddp_notebook") or text.startswith(("ddp_fork", "ddp_notebook")):
+                    return False, "fork"
+                continue
+            if isinstance(node, ast.Call):
+                strategy = self.qualified(node.func, scope) or ""
+                short = strategy.rsplit(".", 1)[-1]
+                if "Spawn" in short:
+                    return True, "spawn"
+                start = self.const(_argument(node, "start_method", None), scope)
+                if isinstance(start, str) and start in SPAWN_METHODS:
+                    return True, start
+        return False, "default"
+
+    def cuda_like(self, node: Optional[ast.AST], scope: Scope, depth: int = 0) -> bool:
+        """Does this expression name a CUDA device (`"cuda"`, `"cuda:0"`, `torch.device("cuda")`, `0`)?"""
+        if node is None or depth > 4:
+            return False
+        value = literal(node)
+        if isinstance(value, str):
+            return value.startswith("cuda")
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value >= 0
+        if isinstance(node, ast.JoinedStr) and node.values:
+            first = node.values[0]
+            return isinstance(first, ast.Constant) and str(first.value).startswith("cuda")
+        if isinstance(node, ast.IfExp):
+            return self.cuda_like(node.body, scope, depth + 1) or self.cuda_like(node.orelse, scope, depth + 1)
+        if isinstance(node, ast.Call):
+            if self.qualified(node.func, scope) == "torch.device" and node.args:
+                return self.cuda_like(node.args[0], scope, depth + 1)
+            return False
+        found = self.value_of(node, scope)
+        return found is not None and found.kind == "cuda_device"
+
+    # ----- walking --------------------------------------------------------------------------------------------
+    def summary(self, func: Func) -> List[Event]:
+        """The events of one function, relative to its entry (computed once)."""
+        if func.events is not None:
+            return func.events
+        func.events = []  # cycle guard: a recursive call sees an empty summary
+        scope = Scope(func.parent if func.cls is None else func.parent, func)
+        node = func.node
+        args = node.args
+        positional = list(getattr(args, "posonlyargs", [])) + list(args.args)
+        defaults = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
+        for arg, default in zip(positional, defaults):
+            scope.params[arg.arg] = default
+        for arg, default in zip(args.kwonlyargs, args.kw_defaults):
+            scope.params[arg.arg] = default
+        for extra in (args.vararg, args.kwarg):
+            if extra is not None:
+                scope.params[extra.arg] = None
+        imports_of(node.body, scope.aliases)
+        self.collect_definitions(node.body, scope, None, prefix=func.name + ".")
+        func.scope = scope
+        events: List[Event] = []
+        self.depth += 1
+        try:
+            self.walk_block(node.body, scope, func.name, False, events)
+        finally:
+            self.depth -= 1
+        func.events = _compact(events)
+        return func.events
+
+    def replay(self, func: Func, line: int, frame: str, guarded: bool, out: List[Event]) -> None:
+        if self.depth >= MAX_CALL_DEPTH:
+            self.truncated = True
+            return
+        for event in self.summary(func):
+            self.emit(out, event.relocated(frame, line, guarded))
+
+    def emit(self, out: List[Event], event: Event) -> None:
+        if len(out) < (MAX_EVENTS if self.depth == 0 else MAX_SUMMARY_EVENTS * 4):
+            out.append(event)
+        else:
+            self.truncated = True
+
+    def event(self, out: List[Event], kind: str, node: ast.AST, frame: str, guarded: bool, **data) -> None:
+        self.emit(out, Event(kind, node.lineno, node.col_offset + 1, (f"{frame}:{node.lineno}",), data, guarded))
+
+    def walk_block(self, body: List[ast.stmt], scope: Scope, frame: str, guarded: bool, out: List[Event]) -> None:
+        for stmt in body:
+            self.walk_stmt(stmt, scope, frame, guarded, out)
+
+    def walk_stmt(self, stmt: ast.stmt, scope: Scope, frame: str, guarded: bool, out: List[Event]) -> None:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for decorator in stmt.decorator_list:
+                self.walk_expr(decorator, scope, frame, guarded, out)
+            return
+        if isinstance(stmt, ast.ClassDef):
+            klass = scope.classes.get(stmt.name)
+            # a class body runs where it is written; its methods do not
+            body = [s for s in stmt.body if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
+            if klass is not None or body:
+                self.walk_block(body, scope, frame, guarded, out)
+            return
+        if isinstance(stmt, ast.If):
+            guard = is_main_guard(stmt.test)
+            if guard is None:
+                self.walk_expr(stmt.test, scope, frame, guarded, out)
+            self.walk_block(stmt.body, scope, frame, guarded or guard is True, out)
+            self.walk_block(stmt.orelse, scope, frame, guarded or guard is False, out)
+            return
+        if isinstance(stmt, (ast.For, ast.AsyncFor)):
+            self.walk_expr(stmt.iter, scope, frame, guarded, out)
+            for loader in self.iterated(stmt.iter, scope):
+                self.loader_iterated(loader, stmt, f"in `for … in {segment(self.lines, stmt.iter, 50)}`", frame, guarded,
+                                     out)
+            self.bind_loop(stmt, scope)
+            self.walk_block(stmt.body, scope, frame, guarded, out)
+            self.walk_block(stmt.orelse, scope, frame, guarded, out)
+            return
+        if isinstance(stmt, ast.While):
+            self.walk_expr(stmt.test, scope, frame, guarded, out)
+            self.walk_block(stmt.body, scope, frame, guarded, out)
+            self.walk_block(stmt.orelse, scope, frame, guarded, out)
+            return
+        if isinstance(stmt, (ast.With, ast.AsyncWith)):
+            for item in stmt.items:
+                self.walk_expr(item.context_expr, scope, frame, guarded, out)
+                if isinstance(item.optional_vars, ast.Name):
+                    self.bind(item.optional_vars.id, item.context_expr, scope)
+            self.walk_block(stmt.body, scope, frame, guarded, out)
+            return
+        if isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
+            self.walk_block(stmt.body, scope, frame, guarded, out)
+            for handler in stmt.handlers:
+                self.walk_block(handler.body, scope, frame, guarded, out)
+            self.walk_block(stmt.orelse, scope, frame, guarded, out)
+            self.walk_block(stmt.finalbody, scope, frame, guarded, out)
+            return
+        if type(stmt).__name__ == "Match":
+            self.walk_expr(stmt.subject, scope, frame, guarded, out)
+            for case in stmt.cases:
+                self.walk_block(case.body, scope, frame, guarded, out)
+            return
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            value = stmt.value
+            if value is not None:
+                self.walk_expr(value, scope, frame, guarded, out)
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            for target in targets:
+                self.assign(target, value, stmt, scope, frame, guarded, out, augmented=isinstance(stmt, ast.AugAssign))
+            return
+        if isinstance(stmt, ast.Return):
+            if stmt.value is not None:
+                self.walk_expr(stmt.value, scope, frame, guarded, out)
+                if scope.func is not None:
+                    scope.func.returns.append(stmt.value)
+            return
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            if scope is not self.module:
+                imports_of([stmt], scope.aliases)
+            return
+        for child in ast.iter_child_nodes(stmt):
+            if isinstance(child, ast.expr):
+                self.walk_expr(child, scope, frame, guarded, out)
+
+    def bind_loop(self, stmt: ast.AST, scope: Scope) -> None:
+        """`for k, v in ENV.items()`: remember which keys `k` takes (for `os.environ[k] = v`)."""
+        target, source = stmt.target, stmt.iter
+        if isinstance(target, ast.Tuple) and target.elts and isinstance(target.elts[0], ast.Name) \
+                and isinstance(source, ast.Call) and isinstance(source.func, ast.Attribute) \
+                and source.func.attr == "items":
+            mapping = self.dict_literal(source.func.value, scope)
+            if mapping is not None:
+                scope.loopkeys[target.elts[0].id] = {k.value for k in mapping.keys if isinstance(k, ast.Constant)}
+
+    def bind(self, name: str, value: Optional[ast.AST], scope: Scope) -> None:
+        scope.exprs[name] = value if value is not None else ast.Constant(None)
+        scope.assigned[name] = scope.assigned.get(name, 0) + 1
+        found = self.value_of(value, scope) if value is not None else None
+        if found is None and value is not None and self.cuda_like(value, scope):
+            found = Val("cuda_device")
+        if found is not None:
+            scope.values[name] = found
+        else:
+            scope.values.pop(name, None)
+
+    def assign(self, target: ast.AST, value: Optional[ast.AST], stmt: ast.stmt, scope: Scope, frame: str,
+               guarded: bool, out: List[Event], augmented: bool = False) -> None:
+        if isinstance(target, ast.Name):
+            if augmented:
+                scope.assigned[target.id] = scope.assigned.get(target.id, 0) + 2
+                return
+            self.bind(target.id, value, scope)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            for elt in target.elts:
+                if isinstance(elt, ast.Name):
+                    scope.exprs[elt.id] = ast.Constant(None)
+                    scope.assigned[elt.id] = scope.assigned.get(elt.id, 0) + 2
+                    scope.values.pop(elt.id, None)
+        elif isinstance(target, ast.Attribute):
+            path = attribute_path(target)
+            if path is not None:
+                scope.attrs[path] = (value, stmt.lineno)
+            if isinstance(target.value, ast.Name) and target.value.id == "self" and scope.klass is not None:
+                found = self.value_of(value, scope)
+                if found is not None:
+                    scope.klass.attrs[target.attr] = found
+        elif isinstance(target, ast.Subscript):
+            if self.qualified(target.value, scope) == "os.environ" and self.names_cvd(target.slice, scope):
+                self.event(out, "cvd", stmt, frame, guarded, what=segment(self.lines, stmt, 80))
+
+    def names_cvd(self, key: ast.AST, scope: Scope) -> bool:
+        if isinstance(key, ast.Index):  # Python < 3.9 shape, kept for safety
+            key = key.value  # type: ignore[attr-defined]
+        if self.const(key, scope) == CVD:
+            return True
+        if isinstance(key, ast.Name):
+            keys = scope.lookup("loopkeys", key.id)
+            return bool(keys) and CVD in keys
+        return False
+
+    def iterated(self, node: ast.AST, scope: Scope, depth: int = 0) -> List[Val]:
+        """The DataLoaders that iterating `node` iterates (through enumerate/zip/tqdm/iter…)."""
+        if depth > 4:
+            return []
+        value = self.value_of(node, scope)
+        if value is not None and value.kind == "dataloader":
+            return [value]
+        if isinstance(node, ast.Call):
+            name = self.qualified(node.func, scope) or dotted(node.func) or ""
+            if name in WRAPPERS or name.rsplit(".", 1)[-1] in ("tqdm", "enumerate", "zip"):
+                found: List[Val] = []
+                for arg in node.args:
+                    found.extend(self.iterated(arg, scope, depth + 1))
+                return found
+        return []
+
+    def loader_iterated(self, loader: Val, node: ast.AST, how: str, frame: str, guarded: bool,
+                        out: List[Event]) -> None:
+        workers = loader.data.get("workers")
+        if not isinstance(workers, int) or workers <= 0:
+            return
+        self.event(out, "start", node, frame, guarded, call="torch.utils.data.DataLoader",
+                   what=f"iterating the DataLoader of line {loader.data['line']} (num_workers={workers}) {how}",
+                   method=loader.data.get("method", "default"))
+
+    def walk_expr(self, expr: ast.AST, scope: Scope, frame: str, guarded: bool, out: List[Event]) -> None:
+        for node in iter_child_nodes_postorder(expr):
+            if isinstance(node, ast.Call):
+                self.call(node, scope, frame, guarded, out)
+            elif isinstance(node, ast.comprehension):
+                for loader in self.iterated(node.iter, scope):
+                    self.loader_iterated(loader, node.iter, "in a comprehension", frame, guarded, out)
+            elif isinstance(node, ast.NamedExpr) and isinstance(node.target, ast.Name):
+                self.bind(node.target.id, node.value, scope)
+
+    # ----- calls ----------------------------------------------------------------------------------------------
+    def call(self, call: ast.Call, scope: Scope, frame: str, guarded: bool, out: List[Event]) -> None:
+        func = call.func
+        line = call.lineno
+        if isinstance(func, ast.Attribute):
+            owner = self.value_of(func.value, scope)
+            if owner is not None:
+                self.method_call(owner, func.attr, call, scope, frame, guarded, out)
+        target = self.resolve(func, scope)
+        if isinstance(target, Func):
+            self.replay(target, line, frame, guarded, out)
+        elif isinstance(target, Klass):
+            init = target.method("__init__")
+            if init is not None:
+                self.replay(init, line, frame, guarded, out)
+        elif isinstance(target, str):
+            self.library_call(target, call, scope, frame, guarded, out)
+        if isinstance(func, ast.Name) and func.id in self.registry and not isinstance(target, Klass):
+            for registered in self.registry[func.id]:  # `app()` of a typer/click app runs its commands
+                self.replay(registered, line, frame, guarded, out)
+        self.cuda_call(call, target, scope, frame, guarded, out)
+
+    def method_call(self, owner: Val, attr: str, call: ast.Call, scope: Scope, frame: str, guarded: bool,
+                    out: List[Event]) -> None:
+        kind = owner.kind
+        if kind == "process" and attr == "start":
+            self.event(out, "start", call, frame, guarded, call=owner.data["call"],
+                       what=f"{owner.data['call']}(…).start()", method=owner.data["method"])
+        elif kind == "thread" and attr == "start":
+            target = owner.data.get("target")
+            func = self.resolve(target, scope) if target is not None else None
+            if isinstance(func, Func):
+                self.replay(func, call.lineno, frame, guarded, out)
+        elif kind == "lightning" and attr in LIGHTNING_RUNS:
+            if owner.data.get("spawn"):
+                self.event(out, "start", call, frame, guarded, call="lightning.Trainer." + attr,
+                           what=f"trainer.{attr}() with a spawn strategy ({owner.data['what']}, line "
+                                f"{owner.data['line']})", method=owner.data["method"])
+            for arg in list(call.args) + [kw.value for kw in call.keywords]:
+                for loader in self.iterated(arg, scope):
+                    self.loader_iterated(loader, call, f"by trainer.{attr}()", frame, guarded, out)
+        elif kind == "fabric" and attr == "launch" and owner.data.get("spawn"):
+            self.event(out, "start", call, frame, guarded, call="lightning.Fabric.launch",
+                       what=f"fabric.launch() with a spawn strategy ({owner.data['what']})",
+                       method=owner.data["method"])
+        elif kind == "hf_trainer" and attr in HF_RUNS:
+            workers = owner.data.get("workers")
+            if isinstance(workers, int) and workers > 0:
+                self.event(out, "start", call, frame, guarded, call=f"{owner.data['name']}.{attr}",
+                           what=f"trainer.{attr}() with dataloader_num_workers={workers}: its DataLoader starts "
+                                f"{workers} worker processes", method="default")
+
+    def library_call(self, name: str, call: ast.Call, scope: Scope, frame: str, guarded: bool,
+                     out: List[Event]) -> None:
+        short = name.rsplit(".", 1)[-1]
+        if name in STARTERS:
+            method = STARTERS[name]
+            if name == "torch.multiprocessing.start_processes":
+                chosen = self.const(_argument(call, "start_method", 4), scope)
+                method = chosen if isinstance(chosen, str) else method
+            elif name == "concurrent.futures.ProcessPoolExecutor":
+                method = self.context_method(_argument(call, "mp_context", 1), scope)
+            self.event(out, "start", call, frame, guarded, call=name, what=segment(self.lines, call, 80),
+                       method=method)
+            if name == "nemo_run.run":
+                self.event(out, "nemo", call, frame, guarded, **self.nemo_run_info(call, scope))
+        elif isinstance(call.func, ast.Attribute) and short == "Pool":
+            owner = self.value_of(call.func.value, scope)
+            if owner is not None and owner.kind == "mp_context":
+                self.event(out, "start", call, frame, guarded, call="multiprocessing.Pool",
+                           what=segment(self.lines, call, 80), method=owner.data["method"])
+        if name == "multiprocessing.set_start_method":
+            method = self.const(call.args[0] if call.args else _argument(call, "method", None), scope)
+            if isinstance(method, str):
+                self.event(out, "method", call, frame, guarded, method=method)
+        elif name in CALLS_ITS_ARGUMENT and call.args:
+            func = self.resolve(call.args[0], scope)
+            if isinstance(func, Func):
+                self.replay(func, call.lineno, frame, guarded, out)
+        elif name in CONSUMERS:
+            for arg in call.args:
+                for loader in self.iterated(arg, scope):
+                    self.loader_iterated(loader, call, f"by {name}()", frame, guarded, out)
+        elif name in ("os.environ.update", "os.environ.setdefault", "os.putenv"):
+            if self.sets_cvd(name, call, scope):
+                self.event(out, "cvd", call, frame, guarded, what=segment(self.lines, call, 80))
+
+    def sets_cvd(self, name: str, call: ast.Call, scope: Scope) -> bool:
+        if name == "os.environ.update":
+            if any(kw.arg == CVD for kw in call.keywords):
+                return True
+            for arg in call.args:
+                mapping = self.dict_literal(arg, scope)
+                if mapping is not None and any(self.const(k, scope) == CVD for k in mapping.keys if k is not None):
+                    return True
+            return False
+        return bool(call.args) and self.names_cvd(call.args[0], scope)
+
+    def cuda_call(self, call: ast.Call, target: Any, scope: Scope, frame: str, guarded: bool,
+                  out: List[Event]) -> None:
+        """Record the first statement that may initialise CUDA (per function walk: one is enough)."""
+        what = None
+        if isinstance(target, str) and target.startswith("torch.cuda."):
+            short = target[len("torch.cuda."):]
+            if short not in CUDA_LAZY and not target.startswith(CUDA_LAZY_PREFIXES) and "." not in short:
+                what = f"{target}()"
+        elif isinstance(call.func, ast.Attribute) and call.func.attr == "cuda" and target is None:
+            what = f"{segment(self.lines, call.func.value, 30)}.cuda()"
+        elif isinstance(call.func, ast.Attribute) and call.func.attr == "to" and target is None and (
+                (call.args and self.cuda_like(call.args[0], scope))
+                or self.cuda_like(_argument(call, "device", None), scope)):
+            what = segment(self.lines, call, 60)
+        else:
+            for kw in call.keywords:
+                if kw.arg == "device" and self.cuda_like(kw.value, scope) and not (
+                        isinstance(target, str) and target == "torch.device"):
+                    what = segment(self.lines, call, 60)
+                    break
+                if kw.arg == "device_map":
+                    value = self.const(kw.value, scope)
+                    if value is None or value == "cpu" or value == "meta":
+                        continue
+                    what = segment(self.lines, call, 60)
+                    break
+        if what:
+            self.event(out, "cuda", call, frame, guarded, what=what)
+
+    # ----- nemo_run -------------------------------------------------------------------------------------------
+    def nemo_run_info(self, call: ast.Call, scope: Scope) -> Dict[str, Any]:
+        direct_node = _argument(call, "direct", None)
+        direct = self.const(direct_node, scope) if direct_node is not None else False
+        info: Dict[str, Any] = {"direct": direct if isinstance(direct, bool) else None,
+                                "direct_given": direct_node is not None,
+                                "devices": None, "num_nodes": None, "evidence": None, "executor": None}
+        executor = _argument(call, "executor", 1)
+        if executor is not None:
+            info["executor"] = self.executor_kind(executor, scope)
+        recipe = call.args[0] if call.args else _argument(call, "fn_or_script", None)
+        if recipe is not None:
+            devices, nodes, evidence = self.recipe_devices(recipe, scope, 0)
+            info.update(devices=devices, num_nodes=nodes, evidence=evidence)
+        return info
+
+    def executor_kind(self, node: ast.AST, scope: Scope, depth: int = 0) -> str:
+        """"local" for a nemo_run LocalExecutor (directly, through a name or a local factory function)."""
+        if depth > 4:
+            return "unknown"
+        if isinstance(node, ast.Name):
+            for level in scope.chain():
+                if node.id in level.exprs:
+                    return self.executor_kind(level.exprs[node.id], level, depth + 1)
+            return "unknown"
+        if isinstance(node, ast.Call):
+            target = self.resolve(node.func, scope)
+            if isinstance(target, str):
+                return "local" if target.endswith("LocalExecutor") else target.rsplit(".", 1)[-1]
+            if isinstance(target, Func):
+                self.summary(target)
+                for ret in target.returns:
+                    kind = self.executor_kind(ret, target.scope or scope, depth + 1)
+                    if kind != "unknown":
+                        return kind
+        return "unknown"
+
+    def recipe_devices(self, node: ast.AST, scope: Scope, depth: int) -> Tuple[Any, Any, Optional[str]]:
+        """(devices, num_nodes, evidence) that a nemo_run recipe expression asks for, where they can be known."""
+        devices = nodes = None
+        evidence = None
+        if depth > 4:
+            return devices, nodes, evidence
+        if isinstance(node, ast.Name):
+            for level in scope.chain():
+                assigned = level.attrs.get((node.id, "trainer.devices"))
+                if assigned is not None and devices is None:
+                    value = self.const(assigned[0], level)
+                    if isinstance(value, int):
+                        devices, evidence = value, f"{node.id}.trainer.devices = {value} (line {assigned[1]})"
+                assigned_nodes = level.attrs.get((node.id, "trainer.num_nodes"))
+                if assigned_nodes is not None and nodes is None:
+                    value = self.const(assigned_nodes[0], level)
+                    if isinstance(value, int):
+                        nodes = value
+                if node.id in level.exprs:
+                    bound = level.exprs[node.id]
+                    if devices is None or nodes is None:
+                        sub_devices, sub_nodes, sub_evidence = self.recipe_devices(bound, level, depth + 1)
+                        if devices is None and sub_devices is not None:
+                            devices, evidence = sub_devices, sub_evidence
+                        if nodes is None:
+                            nodes = sub_nodes
+                    break
+            return devices, nodes, evidence
+        if isinstance(node, ast.Call):
+            target = self.resolve(node.func, scope)
+            if isinstance(target, Func):
+                self.summary(target)
+                fscope = target.scope
+                if fscope is None:
+                    return devices, nodes, evidence
+                saved = dict(fscope.bindings)
+                fscope.bindings.update(self.call_bindings(target, node, scope))
+                try:
+                    for ret in target.returns:
+                        sub = self.recipe_devices(ret, fscope, depth + 1)
+                        if sub[0] is not None or sub[1] is not None:
+                            return sub
+                finally:
+                    fscope.bindings = saved
+                return devices, nodes, evidence
+            for kw in node.keywords:
+                if kw.arg in ("num_gpus_per_node", "devices"):
+                    value = self.const(kw.value, scope)
+                    if isinstance(value, int):
+                        devices = value
+                        evidence = f"{kw.arg}={value} (line {kw.value.lineno})"
+                if kw.arg == "num_nodes":
+                    value = self.const(kw.value, scope)
+                    if isinstance(value, int):
+                        nodes = value
+        return devices, nodes, evidence
+
+    def call_bindings(self, func: Func, call: ast.Call, scope: Scope) -> Dict[str, Any]:
+        """Parameter values a call passes, where they are literals (else the parameter's default applies)."""
+        args = func.node.args
+        names = [a.arg for a in list(getattr(args, "posonlyargs", [])) + list(args.args)]
+        if func.cls is not None and names:
+            names = names[1:]
+        bound: Dict[str, Any] = {}
+        for name, value in zip(names, call.args):
+            found = self.const(value, scope)
+            if has_value(found):
+                bound[name] = found
+        for kw in call.keywords:
+            if kw.arg:
+                found = self.const(kw.value, scope)
+                if has_value(found):
+                    bound[kw.arg] = found
+        return bound
+
+
+BUILTIN_NAMES = {"list", "tuple", "next", "sorted", "set", "sum", "any", "all", "dict", "iter", "enumerate", "zip",
+                 "max", "min", "super", "print"}
+
+
+def _argument(call: ast.Call, name: str, position: Optional[int]) -> Optional[ast.AST]:
+    for kw in call.keywords:
+        if kw.arg == name:
+            return kw.value
+    if position is not None and len(call.args) > position and not any(
+            isinstance(arg, ast.Starred) for arg in call.args[:position + 1]):
+        return call.args[position]
+    return None
+
+
+def _is_hf_trainer(name: str) -> bool:
+    return name.startswith(("transformers.", "trl.")) and name.endswith("Trainer")
+
+
+def _is_hf_arguments(name: str) -> bool:
+    return name.startswith(("transformers.", "trl.")) and (name.endswith("TrainingArguments")
+                                                            or name.endswith("Config") and name.startswith("trl."))
+
+
+def _compact(events: List[Event]) -> List[Event]:
+    """Keep a function's summary small: the first CUDA initialisation only, each site once."""
+    seen = set()
+    cuda_seen = False
+    kept: List[Event] = []
+    for event in events:
+        if event.kind == "cuda":
+            if cuda_seen:
+                continue
+            cuda_seen = True
+        key = (event.kind, event.line, event.column, event.data.get("call"))
+        if key in seen:
+            continue
+        seen.add(key)
+        kept.append(event)
+        if len(kept) >= MAX_SUMMARY_EVENTS:
+            break
+    return kept

@@ -1,0 +1,195 @@
+"""GD6xx: training-script mistakes found statically (`facts["scripts"]`, filled by gpudoctor.analysis), and GD004
+for inline suppressions that name no rule. Without a script these rules pass silently."""
+
+from __future__ import annotations
+
+import difflib
+from typing import Iterable, Optional, Tuple
+
+from gpudoctor.checks import check
+from gpudoctor.knowledge import version
+from gpudoctor.model import Location, Severity
+
+GUARD = 'if __name__ == "__main__":'
+BOOTSTRAP = ('"An attempt has been made to start a new process before the current process has finished its '
+             'bootstrapping phase"')
+
+
+def _scripts(facts) -> list:
+    return [s for s in facts.get("scripts", []) or [] if isinstance(s, dict)]
+
+
+def suppressed(script: dict, rule_id: str, lines: Iterable) -> bool:
+    """Is `rule_id` silenced by `# gpudoctor: ignore[...]` on one of `lines` of this script?"""
+    table = script.get("suppressions") or {}
+    for line in lines:
+        codes = table.get(str(line)) or ()
+        if "*" in codes or rule_id in codes:
+            return True
+    return False
+
+
+def _frame_lines(path: list) -> list:
+    lines = []
+    for frame in path or []:
+        _, _, line = str(frame).rpartition(":")
+        if line.isdigit():
+            lines.append(int(line))
+    return lines
+
+
+def render_path(path: list) -> str:
+    """["<module>:28", "main:17", "launch:14"] → 'module level line 28 → main() line 17 → launch() line 14'."""
+    parts = []
+    for frame in path or []:
+        name, _, line = str(frame).rpartition(":")
+        where = "module level" if name == "<module>" else f"{name}()"
+        parts.append(f"{where} line {line}")
+    return " → ".join(parts)
+
+
+def _where(script: dict, item: dict) -> Location:
+    return Location(script.get("path", "?"), item.get("line"), item.get("column"))
+
+
+def default_start_method(facts) -> Tuple[Optional[str], str]:
+    """The default multiprocessing start method of the machine the job runs on, where it is known."""
+    os_name = str(facts.get("host.os", "") or "")
+    python = facts.get("torch.python_version", None) or facts.get("host.python", None)
+    lowered = os_name.lower()
+    if lowered.startswith(("darwin", "macos", "mac os")):
+        return "spawn", f"{os_name}: spawn is the default on macOS"
+    if lowered.startswith("windows"):
+        return "spawn", f"{os_name}: spawn is the only method on Windows"
+    if lowered.startswith("linux") and python:
+        parsed = version(python)
+        if parsed is None:
+            return None, ""
+        if parsed >= version("3.14"):
+            return "forkserver", f"Linux, Python {python}: forkserver is the default from Python 3.14"
+        return "fork", f"Linux, Python {python}: fork is the default up to Python 3.13"
+    return None, ""
+
+
+@check("GD601")
+def missing_main_guard(facts, rule):
+    for script in _scripts(facts):
+        guard_line = script.get("main_guard_line")
+        for start in script.get("process_starts", []) or []:
+            if start.get("guarded"):
+                continue
+            path = start.get("path") or []
+            if suppressed(script, rule.id, [start.get("line")] + _frame_lines(path)):
+                continue
+            method = start.get("start_method") or "default"
+            if method == "fork":
+                continue
+            severity = Severity.ERROR
+            call = start.get("call") or "a process start"
+            if method in ("spawn", "forkserver"):
+                source = start.get("start_method_source")
+                if call.startswith("nemo_run"):
+                    why = ("NeMo-Run starts the task in child processes that re-import the script, so this line runs "
+                           f"again in each of them (\"Failure to acquire lock\", or {BOOTSTRAP}).")
+                else:
+                    why = (f"The start method is {method} ({source})" if source
+                           else f"{call} always uses the {method} start method")
+                    why += f": each child re-imports the script, reaches this line again and fails with {BOOTSTRAP}."
+            else:
+                known, context = default_start_method(facts)
+                if known == "fork":
+                    severity = Severity.INFO
+                    why = (f"It works today with fork ({context}) but breaks with spawn (macOS, Windows) and with "
+                           "forkserver, the Linux default from Python 3.14.")
+                elif known in ("spawn", "forkserver"):
+                    why = (f"The default start method here is {known} ({context}): each child re-imports the script "
+                           f"and fails with {BOOTSTRAP}.")
+                else:
+                    severity = Severity.WARNING
+                    why = ("Affected start methods: spawn (the default on macOS and Windows) and forkserver (the Linux "
+                           f"default from Python 3.14), where each child re-imports the script and fails with "
+                           f"{BOOTSTRAP}; only fork (Linux, Python ≤ 3.13) tolerates it.")
+            route = render_path(path)
+            reached = "at module level" if len(path) <= 1 else f"reached from {route}"
+            message = f"{start.get('what') or call} starts processes outside `{GUARD}` ({reached}). {why}"
+            if guard_line:
+                move = (f"Move the statement at {route.split(' → ')[0]} under the existing guard "
+                        f"(line {guard_line}).")
+            else:
+                move = f"Wrap the module-level code in `def main():` and call it under `{GUARD}`."
+            yield rule.finding(
+                message,
+                severity=severity,
+                location=_where(script, start),
+                evidence={"path": script.get("path"), "line": start.get("line"), "call": call,
+                          "call_path": list(path), "start_method": method, "main_guard_line": guard_line},
+                fix=rule.fix(f"{move} Code that starts processes must not run when the script is imported by a "
+                             "child process.", docs="https://docs.python.org/3/library/multiprocessing.html"
+                                                   "#the-spawn-and-forkserver-start-methods"))
+
+
+@check("GD602")
+def cuda_visible_devices_set_late(facts, rule):
+    for script in _scripts(facts):
+        for item in script.get("cuda_visible_devices_late", []) or []:
+            if suppressed(script, rule.id, [item.get("line")] + _frame_lines(item.get("path"))[:1]):
+                continue
+            where = _where(script, item)
+            cuda = f"line {item.get('cuda_line')} ({item.get('cuda_what')})"
+            yield rule.finding(
+                f"{item.get('what') or 'CUDA_VISIBLE_DEVICES is set'} runs after CUDA may already be "
+                f"initialised at {cuda}, reached from {render_path(item.get('cuda_path'))}. The CUDA driver reads "
+                "CUDA_VISIBLE_DEVICES once, when it initialises, and torch caches the device count: the assignment "
+                "has no effect and the job sees every GPU (or the wrong one).",
+                location=where,
+                evidence={"path": script.get("path"), "line": item.get("line"), "cuda_line": item.get("cuda_line"),
+                          "cuda_what": item.get("cuda_what"), "call_path": item.get("path")},
+                fix=rule.fix("Set CUDA_VISIBLE_DEVICES before anything touches CUDA: in the launcher's environment "
+                             "(`CUDA_VISIBLE_DEVICES=0 python train.py`, the sbatch/K8s env) or as the first "
+                             "statement of the script, before any torch.cuda call or device placement."))
+
+
+@check("GD603")
+def nemo_run_single_gpu_not_direct(facts, rule):
+    for script in _scripts(facts):
+        for item in script.get("nemo_run_not_direct", []) or []:
+            if item.get("devices") != 1 or item.get("num_nodes") not in (None, 1):
+                continue
+            if item.get("executor") not in (None, "local"):
+                continue
+            if suppressed(script, rule.id, [item.get("line")]):
+                continue
+            where = _where(script, item)
+            how = "direct=False" if item.get("direct_given") else "without direct=True"
+            yield rule.finding(
+                f"run.run(...) {how} for a single-device recipe ({item.get('evidence')}): NeMo-Run "
+                "packages the task and launches it through an executor (a torchrun child process with distributed "
+                "and NCCL initialisation) where one GPU needs none of that.",
+                location=where,
+                evidence={"path": script.get("path"), "line": item.get("line"), "devices": item.get("devices"),
+                          "evidence": item.get("evidence"), "executor": item.get("executor")},
+                fix=rule.fix("Run single-GPU recipes in-process: `run.run(recipe, direct=True)` (keep the call under "
+                             f"`{GUARD}`).", docs="https://docs.nvidia.com/nemo-framework/user-guide/latest/"
+                                                  "nemo-2.0/quickstart.html"))
+
+
+@check("GD004")
+def unknown_suppression(facts, rule):
+    from gpudoctor.catalog import load_catalog
+
+    known = {r.id for r in load_catalog()}
+    for script in _scripts(facts):
+        for line, codes in sorted((script.get("suppressions") or {}).items(), key=lambda kv: int(kv[0])
+                                  if str(kv[0]).isdigit() else 0):
+            for code in codes or []:
+                if code == "*" or code in known:
+                    continue
+                where = Location(script.get("path", "?"), int(line) if str(line).isdigit() else None)
+                close = difflib.get_close_matches(str(code), sorted(known), n=1, cutoff=0.6)
+                hint = f" (did you mean {close[0]}?)" if close else ""
+                yield rule.finding(
+                    f"`# gpudoctor: ignore[{code}]` names no gpudoctor rule{hint}; it suppresses nothing.",
+                    location=where,
+                    evidence={"path": script.get("path"), "line": line, "code": code},
+                    fix=rule.fix("Use a rule ID from `gpudoctor rules` (e.g. `# gpudoctor: ignore[GD601]`), or "
+                                 "remove the comment."))
