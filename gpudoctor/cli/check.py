@@ -20,6 +20,25 @@ from gpudoctor.snapshot import Snapshot, SnapshotError, load
 OVERLAYS: List[Callable] = []
 
 
+def script_overlay(args: argparse.Namespace, snapshot: Snapshot) -> None:
+    """`--script FILE`: the script's facts (process starts, precision requests …) join the machine's."""
+    from pathlib import Path
+
+    from gpudoctor.files import read_file
+
+    for name in getattr(args, "script", None) or []:
+        path = Path(name)
+        if not path.is_file():
+            raise UsageError(f"cannot read script {name!r}: no such file")
+        try:
+            read_file(path, snapshot, kind="script")
+        except OSError as exc:
+            raise UsageError(f"cannot read script {name!r}: {exc.strerror or exc}") from None
+
+
+OVERLAYS.append(script_overlay)
+
+
 def add_machine_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--python", default=sys.executable, metavar="PATH",
                         help="interpreter whose torch/deepspeed to inspect (default: this one)")
@@ -30,6 +49,8 @@ def add_machine_options(parser: argparse.ArgumentParser) -> None:
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("check", help="check this machine (or a recorded one) against every rule")
     parser.add_argument("--snapshot", metavar="FILE", help="evaluate a recorded snapshot instead of this machine")
+    parser.add_argument("--script", action="append", default=[], metavar="FILE",
+                        help="also analyse this training script statically (never imported or run); repeatable")
     add_machine_options(parser)
     add_selection_options(parser)
     add_output_options(parser)
