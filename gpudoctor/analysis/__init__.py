@@ -99,7 +99,7 @@ def _process_starts(events) -> List[dict]:
         entry = {"line": event.line, "column": event.column, "call": event.data.get("call"),
                  "what": event.data.get("what"), "path": _path(event), "guarded": event.guarded,
                  "start_method": start_method, "start_method_source": source}
-        key = (event.line, event.column, entry["call"])
+        key = (event.line, entry["call"])  # `next(iter(loader))` is one start, not two
         if key not in starts or (starts[key]["guarded"] and not event.guarded):
             starts[key] = entry
     return sorted(starts.values(), key=lambda e: (e["line"], e["column"]))

@@ -73,6 +73,33 @@ class Event:
                      self.guarded or guarded)
 
 
+class EventList(list):
+    """Events of one walk, each site once (a CUDA_VISIBLE_DEVICES assignment again once CUDA has been initialised),
+    and only the first CUDA initialisation: ordering needs no more, and summaries stay small."""
+
+    def __init__(self, limit: int):
+        super().__init__()
+        self.limit = limit
+        self.seen: set = set()
+        self.cuda_seen = False
+
+    def add(self, event: "Event") -> bool:
+        if event.kind == "cuda":
+            if self.cuda_seen:
+                return True
+        key = (event.kind, event.line, event.column, event.data.get("call"), event.guarded,
+               self.cuda_seen if event.kind == "cvd" else None)
+        if key in self.seen:
+            return True
+        if len(self) >= self.limit:
+            return False
+        self.seen.add(key)
+        self.append(event)
+        if event.kind == "cuda":
+            self.cuda_seen = True
+        return True
+
+
 @dataclass
 class Val:
     """An abstract value: what a name holds, as far as the rules care."""
@@ -179,9 +206,9 @@ class Walker:
         imports_of(self.tree.body, self.module.aliases)
         self.collect_definitions(self.tree.body, self.module, None)
         self.module.constants = self.module_constants()
-        events: List[Event] = []
+        events = EventList(MAX_EVENTS)
         self.walk_block(self.tree.body, self.module, "<module>", False, events)
-        return events
+        return list(events)
 
     def module_constants(self) -> Dict[str, Any]:
         """Names assigned exactly one literal value at module level (`NUM_WORKERS = 4`)."""
@@ -498,13 +525,13 @@ class Walker:
         imports_of(node.body, scope.aliases)
         self.collect_definitions(node.body, scope, None, prefix=func.name + ".")
         func.scope = scope
-        events: List[Event] = []
+        events = EventList(MAX_SUMMARY_EVENTS)
         self.depth += 1
         try:
             self.walk_block(node.body, scope, func.name, False, events)
         finally:
             self.depth -= 1
-        func.events = _compact(events)
+        func.events = list(events)
         return func.events
 
     def replay(self, func: Func, line: int, frame: str, guarded: bool, out: List[Event]) -> None:
@@ -514,10 +541,8 @@ class Walker:
         for event in self.summary(func):
             self.emit(out, event.relocated(frame, line, guarded))
 
-    def emit(self, out: List[Event], event: Event) -> None:
-        if len(out) < (MAX_EVENTS if self.depth == 0 else MAX_SUMMARY_EVENTS * 4):
-            out.append(event)
-        else:
+    def emit(self, out: "EventList", event: Event) -> None:
+        if not out.add(event):
             self.truncated = True
 
     def event(self, out: List[Event], kind: str, node: ast.AST, frame: str, guarded: bool, **data) -> None:
@@ -717,7 +742,10 @@ class Walker:
     def method_call(self, owner: Val, attr: str, call: ast.Call, scope: Scope, frame: str, guarded: bool,
                     out: List[Event]) -> None:
         kind = owner.kind
-        if kind == "process" and attr == "start":
+        if kind == "mp_context" and attr in ("Pool", "Manager"):
+            self.event(out, "start", call, frame, guarded, call=f"multiprocessing.{attr}",
+                       what=segment(self.lines, call, 80), method=owner.data["method"])
+        elif kind == "process" and attr == "start":
             self.event(out, "start", call, frame, guarded, call=owner.data["call"],
                        what=f"{owner.data['call']}(…).start()", method=owner.data["method"])
         elif kind == "thread" and attr == "start":
@@ -746,7 +774,6 @@ class Walker:
 
     def library_call(self, name: str, call: ast.Call, scope: Scope, frame: str, guarded: bool,
                      out: List[Event]) -> None:
-        short = name.rsplit(".", 1)[-1]
         if name in STARTERS:
             method = STARTERS[name]
             if name == "torch.multiprocessing.start_processes":
@@ -758,11 +785,6 @@ class Walker:
                        method=method)
             if name == "nemo_run.run":
                 self.event(out, "nemo", call, frame, guarded, **self.nemo_run_info(call, scope))
-        elif isinstance(call.func, ast.Attribute) and short == "Pool":
-            owner = self.value_of(call.func.value, scope)
-            if owner is not None and owner.kind == "mp_context":
-                self.event(out, "start", call, frame, guarded, call="multiprocessing.Pool",
-                           what=segment(self.lines, call, 80), method=owner.data["method"])
         if name == "multiprocessing.set_start_method":
             method = self.const(call.args[0] if call.args else _argument(call, "method", None), scope)
             if isinstance(method, str):
@@ -953,23 +975,3 @@ def _is_hf_trainer(name: str) -> bool:
 def _is_hf_arguments(name: str) -> bool:
     return name.startswith(("transformers.", "trl.")) and (name.endswith("TrainingArguments")
                                                             or name.endswith("Config") and name.startswith("trl."))
-
-
-def _compact(events: List[Event]) -> List[Event]:
-    """Keep a function's summary small: the first CUDA initialisation only, each site once."""
-    seen = set()
-    cuda_seen = False
-    kept: List[Event] = []
-    for event in events:
-        if event.kind == "cuda":
-            if cuda_seen:
-                continue
-            cuda_seen = True
-        key = (event.kind, event.line, event.column, event.data.get("call"))
-        if key in seen:
-            continue
-        seen.add(key)
-        kept.append(event)
-        if len(kept) >= MAX_SUMMARY_EVENTS:
-            break
-    return kept
