@@ -72,15 +72,20 @@ _NO = {"no", "false"}
 _NONE = {"none", "could not collect"}
 
 
+_KEY_RE = re.compile("(?:%s)" % "|".join(re.escape(k) for k, _, _ in _KEYS))
+_KEY_INFO = {k: (f, loose) for k, f, loose in _KEYS}
+
+
 def _match_key(s: str) -> Optional[Tuple[str, str, bool]]:
     """(field, value, had_colon) when the line starts with a collect_env key."""
-    low = s.lower()
-    for key, field, loose in _KEYS:
-        if not low.startswith(key):
-            continue
+    low = s[:40].lower()
+    m = _KEY_RE.match(low)
+    if m:
+        key = m.group(0)
+        field, loose = _KEY_INFO[key]
         rest = s[len(key):]
         if rest[:1].isalnum() or rest[:1] == "_":
-            continue  # a longer word ('OSX', 'cpu(s)')
+            return None  # a longer word ('OSX', 'cpu(s)')
         m = _PAREN.match(rest)
         if m and key != "os":
             rest = rest[m.end():]
@@ -89,7 +94,6 @@ def _match_key(s: str) -> Optional[Tuple[str, str, bool]]:
             return field, r[1:].strip(), True
         if loose and rest[:1] in (" ", "\t") and r[:1].isdigit():
             return field, r.strip(), False
-        return None
     return None
 
 

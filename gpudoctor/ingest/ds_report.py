@@ -51,8 +51,13 @@ def parse(lines: Lines, name: str) -> Builder:
     first_op: Optional[int] = None
     env: Dict[str, Any] = {}
     for i in range(len(L)):
-        s = L[i].strip()
-        if not s or len(s) > 2000:
+        s = L[i]
+        if ".." not in s:  # every line read here has a run of dots (the op table, ninja, the env block)
+            if "DeepSpeed" in s and ("op report" in s or "environment info" in s):
+                b.touch(i)
+            continue
+        s = s.strip()
+        if len(s) > 2000:
             continue
         low = s.lower()
         if low.startswith("ninja"):
@@ -83,8 +88,6 @@ def parse(lines: Lines, name: str) -> Builder:
                 if field not in env:
                     env[field] = (value, i)
                 break
-        if "deepspeed c++/cuda extension op report" in low or "deepspeed general environment info" in low:
-            b.touch(i)
 
     if installed:
         b.set("torch.deepspeed.installed_ops", installed, first_op)

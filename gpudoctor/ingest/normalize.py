@@ -17,14 +17,19 @@ from typing import List, Optional, Union
 
 MAX_LINE = 8192
 
-_ANSI = re.compile(
-    r"(?:\x1b|#033|\\033|\\x1b|\\e|\^\[|\\u001b)\[[0-9;?]{0,20}[A-Za-z]"  # ESC [ … letter, raw or mangled
-    r"|\x1b[()][0-9A-Za-z]"                                                  # charset selection
-    r"|\[(?:[0-9]{1,3};){0,4}[0-9]{1,3}m"                                    # '[92m' left after the ESC was lost
+# ESC [ … letter, raw or mangled in transit; each form starts with a literal that is looked for first.
+_ANSI_FORMS = (
+    ("\x1b", re.compile(r"\x1b(?:\[[0-9;?]{0,20}[A-Za-z]|[()][0-9A-Za-z])")),
+    ("#033[", re.compile(r"#033\[[0-9;?]{0,20}[A-Za-z]")),
+    ("^[[", re.compile(r"\^\[\[[0-9;?]{0,20}[A-Za-z]")),
+    ("\\", re.compile(r"\\(?:033|x1b|e|u001b)\[[0-9;?]{0,20}[A-Za-z]")),
+    ("m", re.compile(r"\[(?:[0-9]{1,3};){0,4}[0-9]{1,3}m")),  # '[92m' left after the ESC was lost
 )
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\x85\u2028\u2029]")
+_QUOTED = re.compile(r"\n[ \t]{0,8}>")
 _QUOTE = re.compile(r"(?m)^[ \t]*>(?:[ \t]?>){0,20}[ \t]?")
-_PROMPT = re.compile(
-    r"[ \t]*(?:"
+_PROMPT = re.compile(  # matched against the line without its leading blanks
+    r"(?:"
     r"(?:\([^()\s]{1,64}\)[ \t]*)?"                      # (base) / (venv)
     r"(?:\[[^\]\n]{1,100}\][ \t]*)?"                     # [user@host dir]
     r"(?:[\w.\-]{1,64}@[\w.\-]{1,64}(?::[^\s$#%]{0,200})?[ \t]*)?"  # user@host:~/dir
@@ -34,16 +39,11 @@ _PROMPT = re.compile(
 )
 
 # Characters that pasting introduces: full-width colon/space, NBSP, zero-width, BOM, typographic quotes.
-_TRANSLATE = {
-    0xFF1A: ":", 0xFE55: ":", 0x3000: " ", 0x00A0: " ", 0x2007: " ", 0x202F: " ",
-    0x200B: None, 0x200C: None, 0x200D: None, 0xFEFF: None, 0x2060: None,
-    0x2018: "'", 0x2019: "'", 0x02BC: "'", 0x2032: "'", 0x201C: '"', 0x201D: '"',
-    0x0085: " ", 0x2028: " ", 0x2029: " ",
-}
-for _c in range(0x20):
-    if _c not in (0x09, 0x0A):
-        _TRANSLATE[_c] = None
-_TRANSLATE[0x7F] = None
+_REPLACE = (
+    ("\uff1a", ":"), ("\ufe55", ":"), ("\u3000", " "), ("\u00a0", " "), ("\u2007", " "), ("\u202f", " "),
+    ("\u200b", ""), ("\u200c", ""), ("\u200d", ""), ("\ufeff", ""), ("\u2060", ""),
+    ("\u2018", "'"), ("\u2019", "'"), ("\u02bc", "'"), ("\u2032", "'"), ("\u201c", '"'), ("\u201d", '"'),
+)
 
 
 class Lines:
@@ -70,10 +70,15 @@ def clean_text(raw: Union[str, bytes, None]) -> str:
     if not isinstance(raw, str):
         raw = str(raw)
     text = raw.replace("\r\n", "\n").replace("\r", "\n")
-    if "\x1b" in text or "[" in text or "\\" in text:
-        text = _ANSI.sub("", text)
-    text = text.translate(_TRANSLATE)
-    if ">" in text:
+    for literal, pattern in _ANSI_FORMS:
+        if literal in text:
+            text = pattern.sub("", text)
+    text = _CONTROL.sub("", text)
+    if not text.isascii():
+        for old, new in _REPLACE:
+            if old in text:
+                text = text.replace(old, new)
+    if text.lstrip(" \t").startswith(">") or _QUOTED.search(text):
         text = _QUOTE.sub("", text)
     return text
 
@@ -116,8 +121,10 @@ def normalize(raw: Union[str, bytes, None]) -> Lines:
                     line = joined
                     i = j
                     break
-        if _PROMPT.match(line):
-            line = ""
+        ls = line.lstrip(" \t")
+        if ls and (ls[0] in "$#%([" or ls[1:3] == ":\\" or ls.startswith("PS ") or "@" in ls[:140]):
+            if _PROMPT.match(ls):
+                line = ""
         lines.append(line.rstrip())
         nos.append(no)
     # Common indentation (of the non-blank lines).

@@ -369,15 +369,23 @@ def _qkey(k: str) -> str:
     return " ".join(k.lower().split())
 
 
+_Q_TOP = ("timestamp", "driver version", "kmd version", "cuda version", "cuda umd version", "attached gpus")
+
+
 def _q_tree(L: List[str], start: int) -> _Node:
+    """The key : value tree of one ``nvidia-smi -q`` output, from its first line to the first line at the top
+    level that is neither a top-level key nor a ``GPU 0000:…`` header (prose or another tool's output)."""
     root = _Node("", None, -1, start)
     stack = [root]
+    base = len(L[start]) - len(L[start].lstrip(" "))
     for i in range(start, len(L)):
         raw = L[i]
         s = raw.strip()
         if not s or s.startswith("=") or len(s) > 1000:
             continue
         indent = len(raw) - len(raw.lstrip(" "))
+        if indent <= base and not _BUS_KEY.match(s) and not s.lower().startswith(_Q_TOP):
+            break
         k = s.find(" : ")
         if k >= 0:
             key, value = s[:k], s[k + 3:].strip()
