@@ -673,7 +673,8 @@ class Walker:
                 self.event(out, "cvd", stmt, frame, guarded, what=segment(self.lines, stmt, 80))
 
     def names_cvd(self, key: ast.AST, scope: Scope) -> bool:
-        if isinstance(key, ast.Index):  # Python < 3.9 shape, kept for safety
+        index = getattr(ast, "Index", None)  # Python < 3.9 shape; the class is gone from newer Pythons
+        if index is not None and isinstance(key, index):
             key = key.value  # type: ignore[attr-defined]
         if self.const(key, scope) == CVD:
             return True
