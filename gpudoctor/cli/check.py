@@ -39,6 +39,17 @@ def script_overlay(args: argparse.Namespace, snapshot: Snapshot) -> None:
 OVERLAYS.append(script_overlay)
 
 
+def ds_config_overlay(args: argparse.Namespace, snapshot: Snapshot) -> None:
+    """`--ds-config FILE`: a DeepSpeed config's facts (GD3xx, and its bf16/fp16 for GD201) join the machine's."""
+    if getattr(args, "ds_config", None):
+        from gpudoctor.analysis.ds_config import overlay
+
+        overlay(args.ds_config, snapshot)
+
+
+OVERLAYS.append(ds_config_overlay)
+
+
 def add_machine_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--python", default=sys.executable, metavar="PATH",
                         help="interpreter whose torch/deepspeed to inspect (default: this one)")
@@ -49,8 +60,11 @@ def add_machine_options(parser: argparse.ArgumentParser) -> None:
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("check", help="check this machine (or a recorded one) against every rule")
     parser.add_argument("--snapshot", metavar="FILE", help="evaluate a recorded snapshot instead of this machine")
+    add_from_option(parser)
     parser.add_argument("--script", action="append", default=[], metavar="FILE",
                         help="also analyse this training script statically (never imported or run); repeatable")
+    parser.add_argument("--ds-config", metavar="FILE",
+                        help="also check this DeepSpeed config (JSON) and use it for the precision rules")
     add_machine_options(parser)
     add_selection_options(parser)
     add_output_options(parser)
@@ -67,13 +81,34 @@ def live_snapshot(args: argparse.Namespace, groups) -> Snapshot:
     return Snapshot(facts=facts, probes=results, source={"kind": "live", "paths": []})
 
 
+def add_from_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--from", dest="from_reports", action="append", default=[], metavar="REPORT",
+                        help="use a pasted report instead of this machine: collect_env, ds_report, nvidia-smi "
+                             "(-q, -q -x), nvcc --version, pip show torch; repeatable, '-' reads stdin")
+
+
+def report_snapshot(paths) -> Snapshot:
+    """`--from REPORT…`: the facts the pasted reports carry (gpudoctor.ingest); exit 2 if none is readable."""
+    from gpudoctor.ingest import ReportError
+    from gpudoctor.ingest.source import snapshot_from_reports
+
+    try:
+        return snapshot_from_reports(paths)
+    except ReportError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def build_snapshot(args: argparse.Namespace, rules) -> Snapshot:
     """The facts to judge: a recorded snapshot, or this machine probed for what the rules need."""
+    if getattr(args, "snapshot", None) and getattr(args, "from_reports", None):
+        raise UsageError("--snapshot and --from cannot be combined")
     if getattr(args, "snapshot", None):
         try:
             snapshot = load(args.snapshot)
         except SnapshotError as exc:
             raise UsageError(str(exc)) from None
+    elif getattr(args, "from_reports", None):
+        snapshot = report_snapshot(args.from_reports)
     else:
         snapshot = live_snapshot(args, needed_groups(rules) | {"host"})
     for overlay in OVERLAYS:

@@ -1,0 +1,194 @@
+"""End to end: `gpudoctor check --from REPORT` and `gpudoctor snapshot --from REPORT` on real and constructed
+reports, run as a user runs them (a subprocess), with the verdicts in ../shared/corpus/labels.json."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = ROOT.parent / "shared" / "corpus"
+REPORTS = ROOT / "fixtures" / "reports"
+FAMILY_RULE = {"driver_too_old": "GD101", "nvcc_torch_mismatch": "GD102", "cpu_only_torch": "GD103",
+               "bf16_unsupported": "GD201"}
+
+needs_shared = pytest.mark.skipif(not (CORPUS / "labels.json").is_file(),
+                                  reason="../shared/corpus is not beside the checkout")
+
+
+def gpudoctor(*args, stdin=None, cwd=None):
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, "-m", "gpudoctor", *map(str, args)], input=stdin, capture_output=True,
+                          timeout=120, env=env, cwd=cwd or ROOT)
+
+
+def check_json(*paths, extra=()):
+    args = ["check"]
+    for p in paths:
+        args += ["--from", p]
+    proc = gpudoctor(*args, "--format", "json", *extra)
+    assert proc.returncode in (0, 1), proc.stderr.decode()
+    report = json.loads(proc.stdout)
+    assert report["schema"] == "gpudoctor.report/1"
+    assert report["source"]["kind"] == "report"
+    return proc.returncode, report
+
+
+def errors(report):
+    return sorted(f["rule"] for f in report["findings"] if f["severity"] == "error")
+
+
+def _labels():
+    if not (CORPUS / "labels.json").is_file():
+        return []
+    return json.loads((CORPUS / "labels.json").read_text())
+
+
+@needs_shared
+@pytest.mark.parametrize("label", _labels(), ids=lambda label: label["id"])
+def test_corpus_verdicts(label):
+    code, report = check_json(CORPUS / (label["id"] + ".txt"))
+    assert report["source"]["paths"] == [str(CORPUS / (label["id"] + ".txt"))]
+    fired = {f["rule"]: f["severity"] for f in report["findings"]}
+    for family in label["expected"]:
+        if family == "none":
+            assert errors(report) == [], report["findings"]
+            assert code == 0
+        else:
+            rule = FAMILY_RULE[family]
+            assert rule in fired, (rule, report["findings"])
+            if family != "bf16_unsupported":
+                assert fired[rule] == "error"
+                assert code == 1
+
+
+@pytest.mark.parametrize("name, expected_errors", [
+    ("collect_env_cpu_only_conda_cudatoolkit.txt", ["GD103"]),   # CPU torch beside a GPU + conda cudatoolkit
+    ("ds_report_envblock_only_mismatch.txt", ["GD102"]),         # nvcc 11.5 vs torch cu124
+    ("collect_env_driver_warning_11040.txt", ["GD101"]),         # only the torch warning tells the driver
+    ("nvidia_smi_error_wrapped_typographic.txt", ["GD105"]),     # driver not loaded
+    ("mixed_issue_smi_collect_env_ds.txt", ["GD102"]),
+    ("collect_env_macos_arm64.txt", []),                          # no NVIDIA GPU: CPU torch is right
+    ("pip_show_torch_cpu.txt", []),                               # a CPU wheel, nothing known about a GPU
+    ("collect_env_rocm.txt", []),
+])
+def test_fixture_verdicts(name, expected_errors):
+    code, report = check_json(REPORTS / name)
+    assert errors(report) == expected_errors
+    assert code == (1 if expected_errors else 0)
+
+
+def test_healthy_traps_give_no_error(tmp_path):
+    # report_formats.md: driver 535 (CUDA 12.2) + cu128 wheel + system CUDA 12.9 is fine (12.x MVC)
+    smi = (REPORTS / "nvidia_smi_535_wrapped_80col.txt").read_text()
+    pip = "Name: torch\nVersion: 2.7.0+cu128\n"
+    nvcc = ("nvcc: NVIDIA (R) Cuda compiler driver\nCuda compilation tools, release 12.9, V12.9.86\n"
+            "Build cuda_12.9.r12.9/compiler.35813241_0\n")
+    path = tmp_path / "trap.txt"
+    path.write_text(smi + "\n$ pip show torch\n" + pip + "\n$ nvcc -V\n" + nvcc)
+    code, report = check_json(path)
+    assert errors(report) == [] and code == 0
+
+
+def test_several_reports_merge(tmp_path):
+    code, report = check_json(REPORTS / "nvidia_smi_470_table.txt", REPORTS / "pip_show_torch_no_tag.txt",
+                              REPORTS / "nvcc_windows_prompt.txt")
+    assert len(report["source"]["paths"]) == 3
+    assert report["conflicts"] == []
+
+
+def test_conflicting_reports_are_reported(tmp_path):
+    a = tmp_path / "a.txt"
+    b = tmp_path / "b.txt"
+    a.write_text("Name: torch\nVersion: 2.1.0+cu121\n")
+    b.write_text("Name: torch\nVersion: 2.2.0+cu118\n")
+    proc = gpudoctor("snapshot", "--from", a, "--from", b)
+    assert proc.returncode == 0, proc.stderr
+    snap = json.loads(proc.stdout)
+    assert snap["facts"]["torch"]["version"] == "2.1.0+cu121"
+    assert {"fact": "torch.version", "values": ["2.1.0+cu121", "2.2.0+cu118"],
+            "sources": [str(a), str(b)]} in snap["conflicts"]
+    assert {"fact": "torch.cuda", "values": ["12.1", "11.8"], "sources": [str(a), str(b)]} in snap["conflicts"]
+
+
+def test_snapshot_from_report_replays(tmp_path):
+    out = tmp_path / "snap.json"
+    proc = gpudoctor("snapshot", "--from", REPORTS / "ds_report_envblock_only_mismatch.txt", "-o", out)
+    assert proc.returncode == 0, proc.stderr
+    snap = json.loads(out.read_text())
+    assert snap["schema"] == "gpudoctor.snapshot/1"
+    assert snap["source"]["kind"] == "report" and snap["source"]["formats"] == ["ds_report"]
+    assert snap["facts"]["nvcc"]["version"] == "11.5" and snap["facts"]["torch"]["cuda"] == "12.4"
+    assert snap["evidence"]["nvcc.version"].endswith("(DeepSpeed's $CUDA_HOME/bin/nvcc)")
+    assert "nvml.driver_version" in snap["source"]["missing"]
+    proc = gpudoctor("check", "--snapshot", out, "--format", "json")
+    assert proc.returncode == 1
+    assert errors(json.loads(proc.stdout)) == ["GD102"]
+
+
+def test_stdin():
+    proc = gpudoctor("check", "--from", "-", "--format", "json",
+                     stdin=(REPORTS / "collect_env_cpu_only_conda_cudatoolkit.txt").read_bytes())
+    assert proc.returncode == 1, proc.stderr
+    report = json.loads(proc.stdout)
+    assert errors(report) == ["GD103"] and report["source"]["paths"] == ["<stdin>"]
+
+
+def test_utf16_report_from_powershell(tmp_path):
+    path = tmp_path / "smi.txt"
+    path.write_bytes((REPORTS / "nvidia_smi_windows_wddm.txt").read_text().encode("utf-16"))
+    proc = gpudoctor("snapshot", "--from", path)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["facts"]["nvml"]["driver_version"] == "531.41"
+
+
+@pytest.mark.parametrize("content", [b"", b"\x00" * 1000, os.urandom(4096), b"just some words\n",
+                                     (REPORTS / "nvidia_smi_xml_entity_bomb.xml").read_bytes()],
+                         ids=["empty", "nuls", "random", "prose", "xml-bomb"])
+def test_unreadable_report_is_exit_2_one_line(tmp_path, content):
+    path = tmp_path / "bad.txt"
+    path.write_bytes(content)
+    proc = gpudoctor("check", "--from", path, "--format", "json")
+    assert proc.returncode == 2
+    err = proc.stderr.decode()
+    assert err.startswith("gpudoctor: error: ") and err.count("\n") == 1 and "Traceback" not in err
+    assert proc.stdout == b""
+
+
+def test_missing_file_and_bad_combinations(tmp_path):
+    proc = gpudoctor("check", "--from", tmp_path / "nope.txt")
+    assert proc.returncode == 2 and b"no such file" in proc.stderr
+    proc = gpudoctor("check", "--from", REPORTS / "nvcc_crlf.txt", "--snapshot", REPORTS / "nvcc_crlf.txt")
+    assert proc.returncode == 2 and b"cannot be combined" in proc.stderr
+    proc = gpudoctor("check", "--from", tmp_path)
+    assert proc.returncode == 2 and proc.stderr.count(b"\n") == 1
+
+
+def test_one_bad_report_among_good_ones_is_gd003(tmp_path):
+    bad = tmp_path / "bad.txt"
+    bad.write_text("nothing to see here\n")
+    code, report = check_json(REPORTS / "collect_env_macos_arm64.txt", bad)
+    assert code == 1
+    (finding,) = [f for f in report["findings"] if f["rule"] == "GD003"]
+    assert finding["severity"] == "error" and str(bad) in finding["message"]
+
+
+def test_cut_and_huge_reports(tmp_path):
+    text = (REPORTS / "mixed_issue_smi_collect_env_ds.txt").read_text()
+    cut = tmp_path / "cut.txt"
+    cut.write_text(text[: len(text) // 2])
+    code, report = check_json(cut)
+    assert report["findings"] is not None
+    big = tmp_path / "big.txt"
+    with open(big, "w") as fh:
+        block = "".join(p.read_text() for p in sorted(REPORTS.glob("collect_env_*.txt"))) + "\n"
+        for _ in range(50 * 2 ** 20 // len(block) + 1):
+            fh.write(block)
+    proc = gpudoctor("check", "--from", big, "--format", "json")
+    assert proc.returncode in (0, 1) and proc.stderr.count(b"\n") <= 1, proc.stderr
+    assert json.loads(proc.stdout)["summary"]
