@@ -592,7 +592,7 @@ FIXTURE_EXPECTED: Dict[str, Dict[str, Any]] = {
             "ecc_enabled": True}]},
     "nvidia_smi_error_wrapped_typographic.txt": {
         "kind": "nvidia_smi_error", "nvml.status": "error", "nvml.error_kind": "driver_not_loaded",
-        "nvml.error": "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure\n"
+        "nvml.error": "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure "
                       "that the latest NVIDIA driver is installed and running."},
     "nvidia_smi_error_unknown.txt": {
         "kind": "nvidia_smi_error", "nvml.status": "error", "nvml.error_kind": "other",

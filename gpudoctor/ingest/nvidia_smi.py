@@ -838,12 +838,16 @@ def parse_error(lines: Lines, name: str) -> Builder:
     return b
 
 
+_KV_LINE = re.compile(r"[A-Z][A-Za-z ]{0,40}:[ \t]")
+
+
 def _message(L: List[str], i: int) -> str:
-    """The error message verbatim: its line and the continuation lines that belong to it."""
-    parts = [L[i].strip()]
+    """The error message verbatim: its line and the continuation lines that belong to it. A line wrapped by
+    the terminal is joined with a space; a line of its own ('NVML library version: 570.124') keeps its break."""
+    out = L[i].strip()
     for j in range(i + 1, min(i + 4, len(L))):
         t = L[j].strip()
         if not t or t.startswith(("|", "+", "$", "#")) or "NVIDIA-SMI " in t:
             break
-        parts.append(t)
-    return "\n".join(parts)[:500]
+        out += ("\n" if _KV_LINE.match(t) else " ") + t
+    return out[:500]
