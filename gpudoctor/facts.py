@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-_MISSING = object()
+_RAISE = object()
+_ABSENT = object()
 
 
 class MissingFact(LookupError):
@@ -25,20 +26,20 @@ class Facts:
     def data(self) -> Mapping[str, Any]:
         return self._data
 
-    def get(self, path: str, default: Any = _MISSING) -> Any:
+    def get(self, path: str, default: Any = _RAISE) -> Any:
         """The fact at `path` (`"nvml.driver_version"`); raise MissingFact if absent and no default given."""
         node: Any = self._data
         for part in path.split("."):
             if isinstance(node, Mapping) and part in node:
                 node = node[part]
             else:
-                if default is _MISSING:
+                if default is _RAISE:
                     raise MissingFact(path)
                 return default
         return node
 
     def has(self, path: str) -> bool:
-        return self.get(path, _MISSING) is not _MISSING
+        return self.get(path, _ABSENT) is not _ABSENT
 
     def env(self, name: str, default: Any = None) -> Any:
         """An environment variable as the job will see it (None when unset)."""

@@ -77,3 +77,14 @@ def test_a_crashing_rule_becomes_gd001():
     assert [f.rule for f in report.findings] == ["GD001"]
     assert "GD999" in report.findings[0].message and "ZeroDivisionError" in report.findings[0].message
     assert report.findings[0].severity == Severity.WARNING
+
+
+def test_facts_tell_unknown_from_none():
+    from gpudoctor.facts import Facts, MissingFact
+
+    facts = Facts({"torch": {"cuda": None}})
+    assert facts.has("torch.cuda") and facts.get("torch.cuda") is None
+    assert not facts.has("env") and not facts.has("torch.version")
+    assert facts.get("env", {}) == {}
+    with pytest.raises(MissingFact):
+        facts.get("nvml.driver_version")
