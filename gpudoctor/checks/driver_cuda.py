@@ -110,7 +110,7 @@ def nvcc_torch_mismatch(facts, rule):
     if runtime is None or nvcc is None or nvcc == runtime:
         return
     ours, theirs = version(nvcc), version(runtime)
-    where = facts.get("nvcc.path", None) or "nvcc"
+    where = f" ({facts.get('nvcc.path')})" if facts.get("nvcc.path", None) else ""
     evidence = {"nvcc": nvcc, "nvcc_path": facts.get("nvcc.path", None), "torch_cuda": runtime}
     install = f'conda install -c "nvidia/label/cuda-{runtime}.0" cuda-toolkit'
     wheels = {major_minor(row["cuda"]) for row in table("torch_wheels").get("wheel", [])}
@@ -121,15 +121,15 @@ def nvcc_torch_mismatch(facts, rule):
     )
     if ours.major != theirs.major:
         yield rule.finding(
-            f"nvcc {nvcc} ({where}) ≠ torch CUDA {runtime} (major {ours.major} vs {theirs.major}): DeepSpeed ops and "
+            f"nvcc {nvcc}{where} ≠ torch CUDA {runtime} (major {ours.major} vs {theirs.major}): DeepSpeed ops and "
             "other CUDA extensions fail to build or load", evidence=evidence, fix=fix)
     elif theirs.major in DEEPSPEED_MINOR_SKEW_OK:
         yield rule.finding(
-            f"nvcc {nvcc} ({where}) vs torch CUDA {runtime}: same major, so extensions build, but the minor differs",
+            f"nvcc {nvcc}{where} vs torch CUDA {runtime}: same major, so extensions build, but the minor differs",
             evidence=evidence, fix=fix, severity=Severity.WARNING)
     else:
         yield rule.finding(
-            f"nvcc {nvcc} ({where}) vs torch CUDA {runtime}: DeepSpeed accepts no minor-version skew on CUDA "
+            f"nvcc {nvcc}{where} vs torch CUDA {runtime}: DeepSpeed accepts no minor-version skew on CUDA "
             f"{theirs.major} and refuses to build its ops", evidence=evidence, fix=fix)
 
 

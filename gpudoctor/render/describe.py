@@ -31,14 +31,16 @@ def machine_line(facts: Facts) -> str:
     if status == "error":
         return f"NVIDIA driver unusable: {facts.get('nvml.error', None) or facts.get('nvml.error_kind', '?')}"
     parts = []
-    gpus = facts.get("nvml.gpus", None) or []
+    gpus = facts.get("nvml.gpus", None)
     counted = Counter()
-    for gpu in gpus:
+    for gpu in gpus or []:
         cc = gpu_cc(gpu)
         detail = ", ".join(x for x in (f"sm_{cc.replace('.', '')}" if cc else "", size(gpu_memory_bytes(gpu))) if x)
         counted[f"{gpu.get('name', 'GPU')} ({detail})"] += 1
     parts.extend(f"{count}× {name}" for name, count in counted.items())
-    if not gpus:
+    if gpus is None:
+        parts.append("GPUs unknown")
+    elif not gpus:
         parts.append("no GPU")
     driver = facts.get("nvml.driver_version", None)
     if driver:
