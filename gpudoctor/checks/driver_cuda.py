@@ -100,7 +100,7 @@ def driver_too_old(facts, rule):
     evidence = {"driver": driver, "driver_cuda": have_cuda, "torch_cuda": runtime,
                 "min_driver": str(minimum) if minimum else None}
     yield rule.finding(message, evidence=evidence,
-                       fix=rule.fix(options[0].upper() + options[1:], commands=_install_command(better)))
+                       fix=rule.fix(options[0].upper() + options[1:] + ".", commands=_install_command(better)))
 
 
 @check("GD102")
