@@ -67,6 +67,8 @@ def decode(raw: bytes) -> Tuple[str, List[Problem]]:
     except SyntaxError as exc:
         problems.append(Problem(f"{exc.msg if hasattr(exc, 'msg') else exc}: Python refuses to run it",
                                 getattr(exc, "lineno", None) or 1, None, fatal=False))
+    if problems and raw.startswith(codecs.BOM_UTF8):
+        encoding = "utf-8-sig"
     try:
         return raw.decode(encoding), problems
     except LookupError:
