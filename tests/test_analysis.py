@@ -5,6 +5,8 @@ import textwrap
 import time
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpudoctor.analysis import analyse
 from gpudoctor.analysis.suppress import find_suppressions
@@ -783,3 +785,32 @@ def test_newer_syntax_does_not_crash():
             return x
     """)
     assert result.script is not None or result.problems  # depends on the interpreter's grammar, never raises
+
+
+# ---------------------------------------------------------------- property tests: never raise -----------------
+FRAGMENTS = [
+    "import torch.multiprocessing as mp", "from torch.utils.data import DataLoader", "import os, torch",
+    "import nemo_run as run", "from multiprocessing import Pool, Process", "def main():", "def f(x=1):",
+    "class C(Process):", "class D:", "    def run(self):", "if __name__ == '__main__':", "if x:", "else:",
+    "for b in loader:", "while x:", "with Pool(2) as p:", "try:", "except Exception:", "    pass", "pass",
+    "    main()", "main()", "f()", "C().start()", "D().run()", "    mp.spawn(f, nprocs=2)", "mp.spawn(f)",
+    "loader = DataLoader([1], num_workers=2)", "    loader = DataLoader([1], num_workers=N)", "N = 4",
+    "os.environ['CUDA_VISIBLE_DEVICES'] = '0'", "torch.cuda.init()", "    x = model.to('cuda')",
+    "recipe.trainer.devices = 1", "run.run(recipe)", "    return DataLoader([1], num_workers=1)",
+    "x = f()", "    self.l = DataLoader([], num_workers=3)", "    for b in self.l:", "        pass",
+    "ctx = mp.get_context('spawn')", "ctx.Pool()", "    f(f(f()))", "lambda: mp.spawn(f)",
+]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.sampled_from(FRAGMENTS), max_size=30))
+def test_random_programs_never_raise(fragments):
+    result = analyse("fuzz.py", "\n".join(fragments).encode())
+    assert result.script is not None or result.problems
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.binary(max_size=3000))
+def test_random_bytes_never_raise(raw):
+    result = analyse("fuzz.py", raw)
+    assert result.script is not None or result.problems
