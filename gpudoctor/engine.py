@@ -16,6 +16,7 @@ NON_PROBE_GROUPS = {
     "probes": "the engine: how each probe went",
     "inputs": "the readers of files given on the command line",
     "requests": "static analysis of scripts and DeepSpeed configs",
+    "env_sources": "the env-file readers (gpudoctor.envfiles: --env-file, lint): where each variable is set",
     "scripts": "static analysis of training scripts (gpudoctor.analysis)",
 }
 _SEVERITY_ORDER = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}

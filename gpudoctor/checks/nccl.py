@@ -1,0 +1,1045 @@
+"""GD4xx: NCCL and distributed-environment variables (names, values, deprecations, the host they meet).
+
+Facts: `env` (the variables the job gets) and `env_sources` (where files set them: every assignment, so a bad
+value in one of several containers is reported at its own line); the NCCL and torch versions in use
+(`torch.nccl`, `torch.version`) when known; the host's interfaces, InfiniBand devices and GPUs for GD403/405/407;
+`requests.tensor_parallel` for GD408. Knowledge: rules/nccl_env.toml (sources cited there).
+
+Version-dependent facts (a variable deprecated since NCCL 2.17, a value rejected since NCCL 2.24, a name renamed in
+torch 2.2) fire at full severity only when the version in use is known, or when every version in use is affected
+(the change predates [meta] nccl_floor / torch_floor); otherwise they are info naming the versions affected.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, field
+from typing import Dict, Iterable, List, Optional, Tuple
+
+from gpudoctor.checks import check
+from gpudoctor.facts import MissingFact
+from gpudoctor.knowledge import table, version
+from gpudoctor.model import EnvChange, Location, Severity
+
+SCOPED_PREFIXES = ("NCCL_", "TORCH_NCCL_")
+TRUE_WORDS = {"true", "yes", "on", "y", "enable", "enabled"}
+FALSE_WORDS = {"false", "no", "off", "n", "disable", "disabled"}
+
+
+# --- knowledge ----------------------------------------------------------------------------------------------
+
+def knowledge() -> dict:
+    return table("nccl_env")
+
+
+def spec(name: str) -> Optional[dict]:
+    return knowledge().get("var", {}).get(name)
+
+
+def known_names() -> Tuple[set, tuple]:
+    """Every name something reads, and the prefixes plugins and tools own."""
+    data = knowledge()
+    names = set(data.get("var", {})) | set(data.get("nccl_src", {}))
+    prefixes: List[str] = []
+    for plugin in data.get("plugin", {}).values():
+        names |= set(plugin.get("reads", []))
+        prefixes += plugin.get("prefixes", [])
+    names |= set(data.get("tools", {}).get("names", []))
+    prefixes += data.get("tools", {}).get("prefixes", [])
+    return names, tuple(prefixes)
+
+
+def meta(key: str) -> str:
+    return str(knowledge().get("meta", {}).get(key, ""))
+
+
+# --- the settings the job gets -----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    value: Optional[str]  # None: not a literal (verbatim text in record["value"])
+    location: Optional[Location]
+    record: dict = field(default_factory=dict, compare=False, hash=False)
+    effective: bool = True
+
+    @property
+    def conditional(self) -> bool:
+        """Set only on some paths (an if/case branch, after && or ||, a shell function): a deliberate switch."""
+        return bool(self.record.get("conditional"))
+
+    @property
+    def where(self) -> str:
+        context = self.record.get("context")
+        return f" ({context})" if context else ""
+
+    def evidence(self, **extra) -> dict:
+        data = {"variable": self.name, "value": self.value if self.value is not None else self.record.get("value")}
+        if self.location:
+            data["path"], data["line"] = self.location.path, self.location.line
+        if self.record.get("context"):
+            data["context"] = self.record["context"]
+        data.update(extra)
+        return data
+
+
+def _location(record: dict) -> Optional[Location]:
+    if record and record.get("path"):
+        return Location(str(record["path"]), record.get("line"))
+    return None
+
+
+def settings(facts, include_shadowed: bool = False) -> List[Setting]:
+    """Every assignment of every variable: the winning ones, then the others files make (other containers,
+    other files, conditional branches); earlier assignments overridden in the same scope only on request."""
+    env = facts.get("env")
+    sources = facts.get("env_sources", {}) or {}
+    result: List[Setting] = []
+    for name, value in env.items():
+        record = sources.get(name) or {}
+        result.append(Setting(name, None if value is None else str(value), _location(record), record, True))
+    for name, record in sources.items():
+        if not isinstance(record, dict):
+            continue
+        if name not in env and not record.get("unset"):
+            result.append(Setting(name, None, _location(record), record, True))
+        for other in record.get("also", []) or []:
+            if other.get("unset") or (other.get("shadowed") and not include_shadowed):
+                continue
+            value = None if other.get("unresolved") else other.get("value")
+            result.append(Setting(name, value, _location(other), other, False))
+    return result
+
+
+def value_of(facts, name: str) -> Optional[str]:
+    """The effective literal value of one variable (None when unset or unknown)."""
+    value = facts.get("env", {}).get(name)
+    return None if value is None else str(value)
+
+
+def _unique(findings: Iterable) -> list:
+    seen, out = set(), []
+    for finding in findings:
+        key = (finding.message, finding.location)
+        if key not in seen:
+            seen.add(key)
+            out.append(finding)
+    return out
+
+
+# --- versions -------------------------------------------------------------------------------------------
+
+def nccl_in_use(facts):
+    return version(facts.get("torch.nccl", None))
+
+
+def torch_in_use(facts):
+    return version(facts.get("torch.version", None))
+
+
+def owner_version(facts, owner: str):
+    return torch_in_use(facts) if owner == "torch" else nccl_in_use(facts)
+
+
+def owner_floor(owner: str):
+    return version(meta("torch_floor") if owner == "torch" else meta("nccl_floor"))
+
+
+def owner_label(owner: str) -> str:
+    return "torch" if owner == "torch" else "NCCL"
+
+
+def affected(facts, owner: str, since: Optional[str]) -> Optional[bool]:
+    """Whether the version in use is at or after `since`: True/False when known (or when every version in use is,
+    because `since` predates the floor), None when it cannot be told."""
+    wanted = version(since)
+    if wanted is None:
+        return True
+    floor = owner_floor(owner)
+    if floor is not None and wanted <= floor:
+        return True
+    have = owner_version(facts, owner)
+    if have is None:
+        return None
+    return have >= wanted
+
+
+# --- C-like integer parsing (NCCL reads integers with strtoll(base 0)) ---------------------------------------
+
+_C_INT = re.compile(r"^[ \t\n\r\f\v]*([+-]?)(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)")
+
+
+def c_strtoll(text: str) -> Tuple[Optional[int], bool]:
+    """(value NCCL reads, whether the whole text was a number). (None, False) when no digits at all."""
+    match = _C_INT.match(text)
+    if not match:
+        return None, False
+    digits = match.group(2)
+    number = int(digits, 16) if digits[:2] in ("0x", "0X") else int(digits, 8) if digits.startswith("0") else \
+        int(digits)
+    number = -number if match.group(1) == "-" else number
+    return number, text[match.end():].strip() == ""
+
+
+# --- GD402 value grammars -----------------------------------------------------------------------------------
+
+@dataclass
+class Problem:
+    message: str
+    fixed: Optional[str] = None  # a corrected value, when one follows from the mistake
+    since: Optional[str] = None  # version-dependent: the problem exists from this NCCL release on
+    before: Optional[str] = None  # version-dependent: the problem exists in releases older than this one
+
+
+def _bool_fix(value: str) -> Optional[str]:
+    lowered = value.strip().lower()
+    return "1" if lowered in TRUE_WORDS else "0" if lowered in FALSE_WORDS else None
+
+
+def _check_int(item: dict, value: str, reader: str) -> List[Problem]:
+    number, whole = c_strtoll(value)
+    if number is None:
+        return [Problem(f"is not an integer; {reader} reads it as 0" if reader.startswith("NCCL") else
+                        f"is not an integer; {reader} ignores it", _bool_fix(value))]
+    if not whole:
+        return [Problem(f"is not a plain integer; {reader} reads only the leading number, {number} "
+                        "(no unit suffixes or decimals)", str(number))]
+    low, high = item.get("min"), item.get("max")
+    if (low is not None and number < low) or (high is not None and number > high):
+        span = f"{low}..{high}" if low is not None and high is not None else f">= {low}" if low is not None \
+            else f"<= {high}"
+        return [Problem(f"is outside the accepted range {span}")]
+    return []
+
+
+def _check_bool(item: dict, value: str) -> List[Problem]:
+    number, whole = c_strtoll(value)
+    if number is None:
+        fixed = _bool_fix(value)
+        hint = f" (write {fixed})" if fixed else ""
+        return [Problem(f"is not 0 or 1: NCCL reads integers, so {value!r} counts as 0{hint}", fixed)]
+    if not whole:
+        return [Problem(f"is not a plain integer; NCCL reads it as {number}", str(number))]
+    if number not in (0, 1):
+        return [Problem("is not one of the documented values 0 and 1")]
+    return []
+
+
+def _check_enum(item: dict, value: str) -> List[Problem]:
+    values = [str(v) for v in item.get("values", [])]
+    if values and all(v.lstrip("-").isdigit() for v in values):
+        number, whole = c_strtoll(value)
+        if number is not None and whole and str(number) in values:
+            return []
+        return [Problem(f"is not one of {', '.join(values)}")]
+    stripped = value.strip()
+    if item.get("case_sensitive"):
+        if stripped in values:
+            return [] if stripped == value else [Problem("has surrounding spaces", stripped)]
+        upper = next((v for v in values if v.lower() == stripped.lower()), None)
+        if upper:
+            return [Problem(f"is compared case-sensitively: write {upper}", upper)]
+        return [Problem(f"is not one of {', '.join(values)}")]
+    if any(v.lower() == stripped.lower() for v in values):
+        return []
+    return [Problem(f"is not one of {', '.join(values)}")]
+
+
+def _check_flags(item: dict, value: str) -> List[Problem]:
+    delimiter = item.get("delimiter", ",")
+    body = value.strip()
+    body = body[1:] if body.startswith("^") else body
+    tokens = [t.strip() for t in body.split(delimiter)]
+    valid = {str(v).lower() for v in item.get("values", [])}
+    bad = [t for t in tokens if t and t.lower() not in valid]
+    if not bad:
+        return []
+    good = [t for t in tokens if t and t.lower() in valid]
+    fixed = ("^" if value.strip().startswith("^") else "") + delimiter.join(good) if good else None
+    return [Problem(f"has unknown token{'s' if len(bad) > 1 else ''} {', '.join(repr(b) for b in bad)} "
+                    f"(valid: {', '.join(str(v) for v in item.get('values', []))})", fixed)]
+
+
+def _check_level(item: dict, value: str) -> List[Problem]:
+    values = [str(v) for v in item.get("values", [])]
+    accepted = values + [str(v) for v in item.get("undocumented_values", [])]
+    if value in accepted:
+        return []
+    if value[:1].isdigit():
+        return []  # legacy integer levels (larger values clamp to SYS)
+    match = next((v for v in accepted if v.lower() == value.strip().lower()), None)
+    if match:
+        return [Problem(f"is compared case-sensitively, so NCCL ignores it: write {match}", match)]
+    return [Problem(f"is not a path level ({', '.join(values)}); NCCL ignores it")]
+
+
+def _check_algo_proto(name: str, item: dict, value: str) -> List[Problem]:
+    """NCCL_ALGO / NCCL_PROTO as src/graph/tuning.cc parseList reads them (strict since 2.24)."""
+    strict = meta("nccl_strict_algo_proto") or "2.24"
+    functions = [f.lower() for f in knowledge().get("meta", {}).get("algo_functions", [])]
+    values = [str(v) for v in item.get("values", [])]
+    lowered = {v.lower(): v for v in values}
+    value_since = {k.lower(): v for k, v in (item.get("value_since") or {}).items()}
+    value_until = {k.lower(): v for k, v in (item.get("value_until") or {}).items()}
+    what = "algorithm" if name == "NCCL_ALGO" else "protocol"
+    problems: List[Problem] = []
+    fixed_segments: List[str] = []
+    per_function = False
+    segments = [s for s in value.split(";") if s != ""]
+    for index, segment in enumerate(segments):
+        prefix, elements = None, segment
+        if ":" in segment:
+            prefix, elements = segment.split(":", 1)
+            per_function = True
+            if prefix.strip().lower() not in functions:
+                problems.append(Problem(f"names an unknown collective {prefix.strip()!r} (valid: "
+                                        f"{', '.join(knowledge()['meta']['algo_functions'])})"))
+                continue
+        elif index > 0:
+            problems.append(Problem(f"has an entry without a `collective:` prefix after the first ({segment!r}): "
+                                    "NCCL rejects it", since=strict))
+            continue
+        negate = elements.startswith("^")
+        tokens = elements[1:].split(",") if negate else elements.split(",")
+        kept = []
+        for raw in tokens:
+            if raw == "":
+                continue
+            token = raw.strip()
+            key = token.lower()
+            if key not in lowered:
+                problems.append(Problem(f"has an unknown {what} {raw!r} (valid: {', '.join(values)}); since NCCL "
+                                        f"{strict} this makes communicator initialisation fail, before it the token "
+                                        "was silently ignored"))
+                continue
+            if raw != token:
+                problems.append(Problem(f"has spaces around {token!r}: NCCL does not trim them, so the token is "
+                                        f"unknown (init fails since NCCL {strict}, ignored before)"))
+            if key in value_since:
+                problems.append(Problem(f"uses {lowered[key]}, which NCCL accepts only since {value_since[key]}",
+                                        before=value_since[key]))
+            if key in value_until:
+                problems.append(Problem(f"uses {lowered[key]}, which NCCL accepts only up to {value_until[key]} "
+                                        "(renamed CollNetDirect / CollNetChain in 2.14)",
+                                        since=_next(value_until[key])))
+            kept.append(lowered[key])
+        text = ("^" if negate else "") + ",".join(kept)
+        fixed_segments.append(f"{prefix.strip()}:{text}" if prefix is not None else text)
+    if per_function:
+        problems.append(Problem(f"uses the per-collective syntax (`collective:{what}s;...`), which NCCL reads only "
+                                f"since {strict}; older NCCL ignores the whole value", before=strict))
+    fixed = ";".join(s for s in fixed_segments if not s.endswith(":") and s not in ("", "^"))
+    for problem in problems:
+        if problem.fixed is None and fixed and fixed != value and not (problem.since or problem.before):
+            problem.fixed = fixed
+    return problems
+
+
+def _next(release: str) -> str:
+    parsed = version(release)
+    return f"{parsed.major}.{parsed.minor + 1}" if parsed else release
+
+
+def _check_ifname(name: str, item: dict, value: str) -> List[Problem]:
+    problems = []
+    if re.search(r"\s", value):
+        fixed = re.sub(r"\s+", "", value)
+        problems.append(Problem("contains spaces; NCCL does not trim them, so no interface matches", fixed))
+    body = value.strip()
+    if body.startswith("=^"):
+        problems.append(Problem("starts with `=^`: the exclusion `^` must come first (`^=name`)", "^=" + body[2:]))
+    if item.get("kind") == "ifname" and 0 < len(value) <= 1:
+        problems.append(Problem("is one character long; NCCL ignores such a value and selects interfaces itself"))
+    return problems
+
+
+def _check_gloo(value: str) -> List[Problem]:
+    if re.search(r"\s", value):
+        return [Problem("contains spaces; gloo looks the names up exactly", re.sub(r"\s+", "", value))]
+    return []
+
+
+def _check_netdevs(value: str) -> List[Problem]:
+    text = value.strip().upper()
+    if text in ("AUTO", "ALL") or re.fullmatch(r"MAX:[1-9][0-9]*", text):
+        return []
+    return [Problem("is not AUTO, ALL or MAX:N")]
+
+
+def value_problems(name: str, value: str) -> List[Problem]:
+    """What is wrong with this value of a documented variable (empty: nothing)."""
+    item = spec(name)
+    if item is None or value is None or value == "":
+        return []
+    kind = item.get("kind")
+    owner = item.get("owner", "nccl")
+    if kind == "bool" and owner in ("nccl", "cuda"):
+        return _check_bool(item, value)
+    if kind == "int":
+        reader = "NCCL" if owner == "nccl" else {"torch": "PyTorch", "cuda": "CUDA", "libfabric": "libfabric"}.get(
+            owner, owner)
+        return _check_int(item, value, reader)
+    if kind == "enum":
+        return _check_enum(item, value)
+    if kind == "flags":
+        return _check_flags(item, value)
+    if kind == "level":
+        return _check_level(item, value)
+    if kind in ("algo", "proto"):
+        return _check_algo_proto(name, item, value)
+    if kind in ("ifname", "hca"):
+        return _check_ifname(name, item, value)
+    if kind == "gloo_ifname":
+        return _check_gloo(value)
+    if kind == "torch_bool":
+        if value.strip().lower() in ("1", "0", "true", "false"):
+            return []
+        return [Problem("is not 1/true or 0/false; PyTorch ignores it with a warning", _bool_fix(value))]
+    if kind == "fi_bool":
+        if value.strip().lower() in TRUE_WORDS | FALSE_WORDS | {"1", "0"}:
+            return []
+        return [Problem("is not a libfabric boolean (1/0, yes/no, true/false, on/off)")]
+    if kind == "netdevs_policy":
+        return _check_netdevs(value)
+    if kind == "path" and owner == "nccl" and value.startswith("~"):
+        return [Problem("starts with `~`, which NCCL does not expand: use an absolute path")]
+    return []
+
+
+# --- GD401 nccl-unknown-variable ---------------------------------------------------------------------------
+
+def _in_scope(name: str) -> bool:
+    return name.upper().startswith(SCOPED_PREFIXES)
+
+
+@check("GD401")
+def nccl_unknown_variable(facts, rule):
+    names, prefixes = known_names()
+    invented = knowledge().get("invented", {})
+    env = facts.get("env")
+    findings = []
+    for setting in settings(facts):
+        name = setting.name
+        if not _in_scope(name):
+            continue
+        shown = f"{name}={setting.value}" if setting.value is not None else name
+        if name in names or name.startswith(prefixes):
+            finding = _not_in_this_version(facts, rule, setting)
+            if finding:
+                findings.append(finding)
+            continue
+        if name.upper() != name and (name.upper() in names or name.upper().startswith(prefixes)):
+            real = name.upper()
+            findings.append(rule.finding(
+                f"{shown}{setting.where}: variable names are case-sensitive; NCCL and PyTorch read {real}, "
+                f"so this one is ignored", location=setting.location, evidence=setting.evidence(suggestion=real),
+                fix=_rename_fix(rule, setting, real, env)))
+            continue
+        if name in invented:
+            entry = invented[name]
+            suggestion = entry.get("suggest")
+            message = f"{shown}{setting.where}: no NCCL release, PyTorch release or known plugin reads {name}, so " \
+                      f"it has no effect. {entry.get('meant', '')}".rstrip()
+            if suggestion and suggestion in env and suggestion != name:
+                message += f" ({suggestion} is already set to {env[suggestion]!r})"
+            findings.append(rule.finding(
+                message, location=setting.location, evidence=setting.evidence(suggestion=suggestion),
+                fix=rule.fix(f"Remove {name} (nothing reads it)" + (f"; to get what it meant, set {suggestion} "
+                             "explicitly" if suggestion else "") + ".", "safe", env=EnvChange(unset=(name,)))))
+            continue
+        family = [n for n in names if n.startswith("TORCH_NCCL_" if name.startswith("TORCH_NCCL_") else "NCCL_")]
+        close = difflib.get_close_matches(name, family, n=1, cutoff=0.8)
+        if close:
+            real = close[0]
+            findings.append(rule.finding(
+                f"{shown}{setting.where}: {name} is not a variable NCCL, PyTorch or a known NCCL plugin reads; "
+                f"did you mean {real}?", location=setting.location, evidence=setting.evidence(suggestion=real),
+                fix=_rename_fix(rule, setting, real, env)))
+        else:
+            findings.append(rule.finding(
+                f"{shown}{setting.where}: {name} is not a variable NCCL, PyTorch or a known NCCL plugin reads, so it "
+                "has no effect (a typo, an invented name, or a plugin gpudoctor does not know)",
+                location=setting.location, evidence=setting.evidence(),
+                fix=rule.fix(f"Remove {name}, or check the documentation of the component meant to read it.",
+                             "safe", env=EnvChange(unset=(name,)))))
+    return _unique(findings)
+
+
+def _rename_fix(rule, setting: Setting, real: str, env: dict):
+    if real in env:
+        return rule.fix(f"Remove {setting.name}; {real} is already set.", "safe", env=EnvChange(unset=(setting.name,)))
+    if setting.value is None:
+        return rule.fix(f"Rename {setting.name} to {real}.", "unsafe", env=EnvChange(unset=(setting.name,)))
+    return rule.fix(f"Rename {setting.name} to {real} (this changes behaviour: the setting starts to take effect).",
+                    "unsafe", env=EnvChange(set={real: setting.value}, unset=(setting.name,)))
+
+
+def _not_in_this_version(facts, rule, setting: Setting):
+    """A real name that the NCCL or torch in use does not read yet (only when that version is known)."""
+    item = spec(setting.name)
+    first = None
+    owner = "nccl"
+    if item is not None:
+        owner = item.get("owner", "nccl")
+        first = item.get("since")
+    elif setting.name in knowledge().get("nccl_src", {}):
+        first = knowledge()["nccl_src"][setting.name][0]
+    if owner not in ("nccl", "torch") or not first or item is not None and item.get("replaced_by"):
+        return None
+    have = owner_version(facts, owner)
+    wanted = version(first)
+    if have is None or wanted is None or have >= wanted:
+        return None
+    label = owner_label(owner)
+    legacy = next((name for name, other in knowledge().get("var", {}).items()
+                   if other.get("replaced_by") == setting.name), None)
+    if legacy and owner == "torch":
+        return rule.finding(
+            f"{setting.name}{setting.where}: torch {facts.get('torch.version')} does not read it (TORCH_NCCL_* names "
+            f"arrived in torch {first}); this torch reads {legacy}", location=setting.location,
+            evidence=setting.evidence(installed=str(have), since=first),
+            fix=rule.fix(f"Set {legacy} as well (or instead) while on torch < {first}.", "unsafe",
+                         env=EnvChange(set={legacy: setting.value} if setting.value is not None else {})))
+    return rule.finding(
+        f"{setting.name}{setting.where}: {label} {have} does not read it (added in {label} {first}), so it has no "
+        "effect here", location=setting.location, evidence=setting.evidence(installed=str(have), since=first),
+        fix=rule.fix(f"Upgrade {label} to >= {first}, or remove {setting.name}.", "safe",
+                     env=EnvChange(unset=(setting.name,))))
+
+
+# --- GD402 nccl-invalid-value ------------------------------------------------------------------------------
+
+@check("GD402")
+def nccl_invalid_value(facts, rule):
+    findings = []
+    for setting in settings(facts):
+        if setting.value is None or spec(setting.name) is None:
+            continue
+        item = spec(setting.name)
+        for problem in value_problems(setting.name, setting.value):
+            finding = _problem_finding(facts, rule, setting, item, problem)
+            if finding:
+                findings.append(finding)
+    findings += _socket_threads(facts, rule)
+    return _unique(findings)
+
+
+def _problem_finding(facts, rule, setting: Setting, item: dict, problem: Problem):
+    owner = item.get("owner", "nccl")
+    severity = None
+    note = ""
+    floor = owner_floor(owner)
+    if problem.before and floor is not None and version(problem.before) <= floor:
+        return None  # every version in use is past it
+    if problem.since and affected(facts, owner, problem.since) is False:
+        return None
+    if problem.before:
+        state = affected(facts, owner, problem.before)
+        if state is True:
+            return None
+        if state is False:
+            note = f" (NCCL {owner_version(facts, owner)} in use)"
+        else:
+            note = f"; this matters with NCCL < {problem.before}, and the NCCL version in use is not known"
+            severity = Severity.INFO
+    elif problem.since:
+        state = affected(facts, owner, problem.since)
+        if state is True and owner_version(facts, owner) is not None:
+            note = f" (NCCL {owner_version(facts, owner)} in use)"
+        elif state is None:
+            note = f"; this matters with NCCL >= {problem.since}, and the NCCL version in use is not known"
+            severity = Severity.INFO
+    message = f"{setting.name}={setting.value}{setting.where} {problem.message}{note}"
+    if problem.fixed is not None and problem.fixed != setting.value:
+        fix = rule.fix(f"Set {setting.name}={problem.fixed}.", "unsafe",
+                       env=EnvChange(set={setting.name: problem.fixed}))
+    else:
+        default = item.get("default")
+        fix = rule.fix(f"Correct the value ({_grammar(item)}), or remove {setting.name}"
+                       + (f" (default: {default})" if default else "") + ".", "unsafe",
+                       env=EnvChange(unset=(setting.name,)))
+    return rule.finding(message, severity=severity, location=setting.location,
+                        evidence=setting.evidence(problem=problem.message), fix=fix)
+
+
+def _grammar(item: dict) -> str:
+    kind = item.get("kind", "")
+    if item.get("values") and kind in ("enum", "flags", "level", "algo", "proto"):
+        return "accepted: " + ", ".join(str(v) for v in item["values"])
+    return knowledge().get("kinds", {}).get(kind, kind)
+
+
+def _socket_threads(facts, rule) -> list:
+    env = facts.get("env", {})
+    threads, socks = env.get("NCCL_SOCKET_NTHREADS"), env.get("NCCL_NSOCKS_PERTHREAD")
+    if threads is None or socks is None:
+        return []
+    a, ok_a = c_strtoll(str(threads))
+    b, ok_b = c_strtoll(str(socks))
+    if not (ok_a and ok_b) or a is None or b is None or a * b <= 64:
+        return []
+    record = (facts.get("env_sources", {}) or {}).get("NCCL_NSOCKS_PERTHREAD") or {}
+    return [rule.finding(
+        f"NCCL_SOCKET_NTHREADS={threads} x NCCL_NSOCKS_PERTHREAD={socks} = {a * b}: NCCL allows at most 64 sockets "
+        "per connection", location=_location(record),
+        evidence={"NCCL_SOCKET_NTHREADS": threads, "NCCL_NSOCKS_PERTHREAD": socks},
+        fix=rule.fix("Lower one of them so that the product is at most 64.", "unsafe",
+                     env=EnvChange(set={"NCCL_NSOCKS_PERTHREAD": str(max(1, 64 // max(a, 1)))})))]
+
+
+# --- GD403 nccl-socket-ifname-missing ----------------------------------------------------------------------
+
+def _usable(interface: dict, family: Optional[str]) -> bool:
+    if interface.get("up") is False:
+        return False
+    addresses = interface.get("addresses")
+    if addresses is None:
+        return True
+    if family == "AF_INET":
+        addresses = [a for a in addresses if ":" not in a]
+    elif family == "AF_INET6":
+        addresses = [a for a in addresses if ":" in a and not a.startswith("::1")]
+    return bool(addresses)
+
+
+def nccl_ifname_matches(value: str, names: List[str]) -> List[str]:
+    """The interface names NCCL_SOCKET_IFNAME selects among `names` (src/os/linux.cc ncclOsFindInterfaces)."""
+    text = value
+    exclude = text.startswith("^")
+    text = text[1:] if exclude else text
+    exact = text.startswith("=")
+    text = text[1:] if exact else text
+    prefixes = [entry.split(":", 1)[0] for entry in text.split(",") if entry.split(":", 1)[0]]
+    if not prefixes:
+        return list(names)
+
+    def matches(name: str) -> bool:
+        return any(name == p if exact else name.startswith(p) for p in prefixes)
+
+    return [name for name in names if matches(name) != exclude]
+
+
+def _describe(interfaces: List[dict]) -> str:
+    parts = []
+    for item in interfaces[:12]:
+        state = "down" if item.get("up") is False else "up"
+        addresses = item.get("addresses") or []
+        parts.append(f"{item.get('name')} ({state}{', ' + addresses[0] if addresses else ', no address'})")
+    return ", ".join(parts) + (" …" if len(interfaces) > 12 else "")
+
+
+@check("GD403")
+def nccl_socket_ifname_missing(facts, rule):
+    env = facts.get("env")
+    wanted = [name for name in ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME") if env.get(name)]
+    if not wanted:
+        return []
+    interfaces = facts.get("host.interfaces")
+    if not interfaces:
+        return []  # no interface list (not probed on this OS): nothing to judge
+    sources = facts.get("env_sources", {}) or {}
+    family = env.get("NCCL_SOCKET_FAMILY")
+    usable = [i for i in interfaces if _usable(i, family if family in ("AF_INET", "AF_INET6") else None)]
+    usable_names = [i.get("name", "") for i in usable]
+    candidates = [n for n in usable_names if not n.startswith(("lo", "docker", "virbr", "veth"))]
+    findings = []
+    for name in wanted:
+        value = str(env[name])
+        location = _location(sources.get(name) or {})
+        if name == "NCCL_SOCKET_IFNAME":
+            if len(value) <= 1:
+                continue  # NCCL ignores it (GD402 says so)
+            chosen = nccl_ifname_matches(value, usable_names)
+            if chosen:
+                continue
+            near = nccl_ifname_matches(value, [i.get("name", "") for i in interfaces])
+            why = f" ({', '.join(near)} matches but is down or has no {family or 'IP'} address)" if near else ""
+            message = (f"NCCL_SOCKET_IFNAME={value} matches no usable interface on this host{why}; NCCL fails with "
+                       f"\"no socket interface found\" (interfaces: {_describe(interfaces)})")
+        else:
+            missing = [n for n in value.split(",") if n and n not in usable_names]
+            if not missing:
+                continue
+            message = (f"GLOO_SOCKET_IFNAME={value}: {', '.join(missing)} is not a usable interface on this host; "
+                       f"gloo fails with \"Unable to find address for\" (interfaces: {_describe(interfaces)})")
+        if len(candidates) == 1:
+            target = f"={candidates[0]}" if name == "NCCL_SOCKET_IFNAME" else candidates[0]
+            fix = rule.fix(f"Set {name}={target} (the only usable non-loopback interface here), or unset it so that "
+                           "the library picks one.", "unsafe", env=EnvChange(set={name: target}))
+        else:
+            fix = rule.fix(f"Set {name} to one of this host's interfaces ({', '.join(candidates) or 'none usable'}), "
+                           "or unset it so that the library picks one; check with `ip -o addr`.", "unsafe",
+                           env=EnvChange(unset=(name,)))
+        findings.append(rule.finding(message, location=location, evidence={
+            "variable": name, "value": value, "interfaces": [i.get("name") for i in interfaces],
+            "usable": usable_names}, fix=fix))
+    return findings
+
+
+# --- GD404 nccl-deprecated-variable ------------------------------------------------------------------------
+
+@check("GD404")
+def nccl_deprecated_variable(facts, rule):
+    env = facts.get("env")
+    findings = []
+    latest = meta("nccl_latest")
+    for setting in settings(facts):
+        item = spec(setting.name)
+        if item is not None and (item.get("deprecated") or item.get("removed")):
+            finding = _deprecated(facts, rule, setting, item, env)
+            if finding:
+                findings.append(finding)
+        elif item is None and setting.name in knowledge().get("nccl_src", {}):
+            first, last = knowledge()["nccl_src"][setting.name]
+            if version(last) < version(latest):
+                finding = _gone(facts, rule, setting, last)
+                if finding:
+                    findings.append(finding)
+        if item is not None and setting.value is not None:
+            for token, since in (item.get("deprecated_values") or {}).items():
+                if setting.value.strip().upper() == token.upper():
+                    state = affected(facts, item.get("owner", "nccl"), since)
+                    if state is False:
+                        continue
+                    findings.append(rule.finding(
+                        f"{setting.name}={setting.value}{setting.where}: the value {token} is deprecated since NCCL "
+                        f"{since}" + ("" if state else " (the NCCL version in use is not known)"),
+                        severity=None if state else Severity.INFO, location=setting.location,
+                        evidence=setting.evidence(deprecated=since),
+                        fix=rule.fix(f"Remove {setting.name} (default: {item.get('default', 'automatic')}).",
+                                     "unsafe", env=EnvChange(unset=(setting.name,)))))
+    return _unique(findings)
+
+
+def _deprecated(facts, rule, setting: Setting, item: dict, env: dict):
+    owner = item.get("owner", "nccl")
+    label = owner_label(owner)
+    since = item.get("removed") or item.get("deprecated")
+    state = affected(facts, owner, since)
+    if state is False:
+        return None
+    replacement = item.get("replaced_by")
+    if item.get("removed"):
+        what = f"was removed in {label} {item['removed']}" + (
+            f" (deprecated since {item['deprecated']})" if item.get("deprecated") else "") + ", so it has no effect"
+    else:
+        what = f"is deprecated since {label} {item['deprecated']}"
+    doc = item.get("doc", "")
+    message = f"{setting.name}{'=' + setting.value if setting.value is not None else ''}{setting.where} {what}"
+    if replacement:
+        message += f"; use {replacement}" + (f"={item['replacement_value']}" if item.get("replacement_value") else "")
+    elif doc and "removed" not in what:
+        message += f" ({doc})"
+    severity = None
+    if state is None:
+        message += f" (applies to {label} >= {since}; the {label} version in use is not known)"
+        severity = Severity.INFO
+    unset = (setting.name,)
+    new_value = None
+    if replacement and item.get("replacement_value"):
+        new_value = str(item["replacement_value"]) if _truthy(setting.value) else None
+    elif replacement and item.get("rename") is not False and _same_grammar(item, spec(replacement)):
+        new_value = setting.value
+    if replacement and replacement in env:
+        current = env[replacement]
+        if new_value is not None and str(current) != new_value:
+            message += f"; {replacement}={current} is also set and wins"
+        fix = rule.fix(f"Remove {setting.name}; {replacement} is already set.", "safe", env=EnvChange(unset=unset))
+    elif replacement and new_value is not None:
+        replacement_since = (spec(replacement) or {}).get("since")
+        safe = affected(facts, owner, replacement_since) is True or bool(item.get("removed")) and state is True
+        fix = rule.fix(f"Replace {setting.name} with {replacement}={new_value}"
+                       + ("" if safe else f" (only {label} >= {replacement_since or since} reads {replacement})") + ".",
+                       "safe" if safe else "unsafe", env=EnvChange(set={replacement: new_value}, unset=unset))
+    else:
+        fix = rule.fix(f"Remove {setting.name}" + (f"; see {replacement}" if replacement else "") + ".",
+                       "safe" if item.get("removed") or not replacement else "unsafe", env=EnvChange(unset=unset))
+    return rule.finding(message, severity=severity, location=setting.location,
+                        evidence=setting.evidence(deprecated=item.get("deprecated"), removed=item.get("removed"),
+                                                  replacement=replacement), fix=fix)
+
+
+def _truthy(value: Optional[str]) -> bool:
+    if value is None:
+        return False
+    number, _ = c_strtoll(value)
+    return bool(number) if number is not None else value.strip().lower() in TRUE_WORDS
+
+
+def _same_grammar(old: dict, new: Optional[dict]) -> bool:
+    if new is None:
+        return False
+    return old.get("kind") == new.get("kind") or {old.get("kind"), new.get("kind")} <= {"int", "enum", "torch_bool"}
+
+
+def _gone(facts, rule, setting: Setting, last: str):
+    removed = _next_release(last)
+    state = affected(facts, "nccl", removed)
+    if state is False:
+        return None
+    message = f"{setting.name}{setting.where} is no longer read by NCCL: the last release that reads it is {last}"
+    severity = None
+    if state is None:
+        message += " (the NCCL version in use is not known)"
+        severity = Severity.INFO
+    return rule.finding(message, severity=severity, location=setting.location,
+                        evidence=setting.evidence(last_release=last),
+                        fix=rule.fix(f"Remove {setting.name}.", "safe", env=EnvChange(unset=(setting.name,))))
+
+
+def _next_release(last: str) -> str:
+    parsed = version(last)
+    return f"{parsed.major}.{parsed.minor}.{parsed.micro + 1}" if parsed else last
+
+
+# --- GD405 nccl-p2p-disabled -------------------------------------------------------------------------------
+
+def _p2p_broken(gpus: list, driver: Optional[str]) -> bool:
+    needles = [n.lower() for n in knowledge().get("meta", {}).get("p2p_broken_gpus", [])]
+    fixed = version(meta("p2p_fixed_driver"))
+    have = version(driver)
+    if not any(needle in (gpu.get("name") or "").lower() for gpu in gpus for needle in needles):
+        return False
+    return have is None or fixed is None or have < fixed
+
+
+@check("GD405")
+def nccl_p2p_disabled(facts, rule):
+    gpus = facts.get("nvml.gpus")
+    if not gpus or len(gpus) < 2:
+        return []
+    driver = facts.get("nvml.driver_version", None)
+    value = value_of(facts, "NCCL_P2P_DISABLE")
+    disabled = value is not None and c_strtoll(value)[0] == 1
+    sources = facts.get("env_sources", {}) or {}
+    location = _location(sources.get("NCCL_P2P_DISABLE") or {})
+    names = sorted({g.get("name", "?") for g in gpus})
+    if _p2p_broken(gpus, driver):
+        if disabled:
+            return []
+        return [rule.finding(
+            f"{len(gpus)} x {', '.join(names)} with driver {driver or 'unknown'}: peer-to-peer is reported but broken "
+            f"on these consumer cards before driver {meta('p2p_fixed_driver')} (NCCL hangs or returns wrong results); "
+            "accelerate sets NCCL_P2P_DISABLE=1 itself there", location=location,
+            evidence={"gpus": names, "driver": driver, "NCCL_P2P_DISABLE": value},
+            fix=rule.fix(f"Set NCCL_P2P_DISABLE=1 (and NCCL_IB_DISABLE=1 as accelerate does), or upgrade the driver "
+                         f"to >= {meta('p2p_fixed_driver')}.", "safe",
+                         env=EnvChange(set={"NCCL_P2P_DISABLE": "1"})))]
+    if not disabled:
+        return []
+    links = [int(g.get("nvlink_active_links") or 0) for g in gpus if "nvlink_active_links" in g]
+    p2p = facts.get("nvml.p2p_supported", None)
+    if any(links):
+        how = f"NVLink ({max(links)} active links per GPU)"
+    elif p2p is True:
+        how = "PCIe peer-to-peer (NVML reports P2P read support between every pair)"
+    elif p2p is False:
+        return []
+    else:
+        raise MissingFact("nvml.p2p_supported")
+    return [rule.finding(
+        f"NCCL_P2P_DISABLE={value} on {len(gpus)} x {', '.join(names)} with {how}: intra-node traffic goes through host "
+        "memory instead, a large all-reduce bandwidth loss (NCCL lists it as a debugging variable)",
+        location=location, evidence={"gpus": names, "nvlink_active_links": links, "p2p_supported": p2p},
+        fix=rule.fix("Remove NCCL_P2P_DISABLE (if it was a workaround for a hang, find the cause: ACS/IOMMU settings, "
+                     "a broken driver); check the gain with `gpudoctor bench nccl`.", "unsafe",
+                     env=EnvChange(unset=("NCCL_P2P_DISABLE",))))]
+
+
+# --- GD406 nccl-debug-verbose -----------------------------------------------------------------------------
+
+@check("GD406")
+def nccl_debug_verbose(facts, rule):
+    findings = []
+    all_settings = settings(facts)
+    debug_on = False
+    for setting in all_settings:
+        value = (setting.value or "").strip()
+        if setting.conditional:
+            continue  # `if [ "$DEBUG" = 1 ]; then export NCCL_DEBUG=INFO; fi` is a switch, not a leftover
+        if setting.name == "NCCL_DEBUG" and value.upper() in ("INFO", "TRACE"):
+            debug_on = True
+            findings.append(rule.finding(
+                f"NCCL_DEBUG={value}{setting.where} left on: every rank prints its init, topology and transport "
+                "lines" + (" and a trace of every call" if value.upper() == "TRACE" else "")
+                + ", slowing start-up and flooding the logs of large jobs", location=setting.location,
+                evidence=setting.evidence(),
+                fix=rule.fix("Set NCCL_DEBUG=WARN (errors are still printed); turn INFO on again only to debug.",
+                             "safe", env=EnvChange(set={"NCCL_DEBUG": "WARN"}))))
+        elif setting.name == "NCCL_DEBUG" and value.upper() not in ("", "NONE"):
+            debug_on = True
+        if setting.name == "NCCL_DEBUG_SUBSYS" and not value.startswith("^") and \
+                "ALL" in [t.strip().upper() for t in value.split(",")]:
+            findings.append(rule.finding(
+                f"NCCL_DEBUG_SUBSYS={value}{setting.where} left on: with NCCL_DEBUG=INFO it logs every subsystem "
+                "(collectives, proxy, allocations) instead of the default INIT,BOOTSTRAP,ENV",
+                location=setting.location, evidence=setting.evidence(),
+                fix=rule.fix("Remove NCCL_DEBUG_SUBSYS (default INIT,BOOTSTRAP,ENV).", "safe",
+                             env=EnvChange(unset=("NCCL_DEBUG_SUBSYS",)))))
+    if debug_on:
+        for setting in all_settings:
+            value = setting.value or ""
+            if setting.name == "NCCL_DEBUG_FILE" and value and "%p" not in value and not setting.conditional and \
+                    value not in ("/dev/stdout", "/dev/stderr"):
+                suffix = ".%h.%p" if "%h" not in value else ".%p"
+                findings.append(rule.finding(
+                    f"NCCL_DEBUG_FILE={value}{setting.where} has no %p: every rank on a node opens and overwrites the "
+                    "same file, so the log is lost or interleaved", location=setting.location,
+                    evidence=setting.evidence(),
+                    fix=rule.fix(f"Set NCCL_DEBUG_FILE={value}{suffix} (%h = host name, %p = PID).", "safe",
+                                 env=EnvChange(set={"NCCL_DEBUG_FILE": value + suffix}))))
+    return _unique(findings)
+
+
+# --- GD407 nccl-ib-disabled -------------------------------------------------------------------------------
+
+def _rdma_devices(devices: list) -> List[str]:
+    found = []
+    for device in devices or []:
+        name = device.get("name", "")
+        if name.startswith(("efa", "rdmap")):
+            continue  # AWS EFA shows up in /sys/class/infiniband but is driven by the OFI plugin, not NCCL's IB
+        ports = device.get("ports") or []
+        if not ports:
+            found.append(name)
+            continue
+        for port in ports:
+            layer = (port.get("link_layer") or "").lower()
+            state = (port.get("state") or "").upper()
+            if layer in ("infiniband", "ethernet", "") and state in ("ACTIVE", ""):
+                found.append(f"{name} ({port.get('link_layer') or '?'})")
+                break
+    return found
+
+
+@check("GD407")
+def nccl_ib_disabled(facts, rule):
+    value = value_of(facts, "NCCL_IB_DISABLE")
+    if value is None or not c_strtoll(value)[0]:
+        return []
+    devices = _rdma_devices(facts.get("host.ib_devices"))
+    if not devices:
+        return []
+    location = _location((facts.get("env_sources", {}) or {}).get("NCCL_IB_DISABLE") or {})
+    return [rule.finding(
+        f"NCCL_IB_DISABLE={value} while this host has active InfiniBand/RoCE devices ({', '.join(devices)}): NCCL "
+        "sends inter-node traffic over TCP sockets instead (the NCCL_DEBUG=INFO log shows NET/Socket, not NET/IB)",
+        location=location, evidence={"NCCL_IB_DISABLE": value, "devices": devices},
+        fix=rule.fix("Remove NCCL_IB_DISABLE; if IB was disabled to work around an error, select the right HCAs with "
+                     "NCCL_IB_HCA instead.", "unsafe", env=EnvChange(unset=("NCCL_IB_DISABLE",))))]
+
+
+# --- GD408 cuda-device-max-connections -----------------------------------------------------------------
+
+TP_FRAMEWORKS = {"megatron", "nemo", "nemo_run", "transformer_engine"}
+
+
+def tensor_parallel_evidence(facts) -> List[dict]:
+    evidence = []
+    for entry in facts.get("requests.tensor_parallel", None) or []:
+        if not isinstance(entry, dict):
+            continue
+        size = entry.get("size")
+        frameworks = set(entry.get("frameworks") or [])
+        if isinstance(size, int) and size > 1 and frameworks & TP_FRAMEWORKS:
+            evidence.append(entry)
+    env = facts.get("env", {})
+    sources = facts.get("env_sources", {}) or {}
+    for name in knowledge().get("tensor_parallel", {}).get("env", []):
+        number, whole = c_strtoll(str(env.get(name, "")))
+        if whole and number and number > 1:
+            record = sources.get(name) or {}
+            evidence.append({"source": record.get("path", "environment"), "line": record.get("line"),
+                             "what": f"{name}={env[name]}", "size": number, "frameworks": ["megatron"]})
+    return evidence
+
+
+@check("GD408")
+def cuda_device_max_connections(facts, rule):
+    facts.get("env")
+    evidence = tensor_parallel_evidence(facts)
+    if not evidence:
+        return []
+    value = value_of(facts, "CUDA_DEVICE_MAX_CONNECTIONS")
+    record = (facts.get("env_sources", {}) or {}).get("CUDA_DEVICE_MAX_CONNECTIONS") or {}
+    if value is None and record.get("unresolved") and not record.get("unset"):
+        return []  # set to something known only at run time
+    if value is not None and value.strip() == "1":
+        return []
+    first = evidence[0]
+    where = f"{first.get('source')}:{first.get('line')}" if first.get("line") else str(first.get("source"))
+    frameworks = ", ".join(sorted(set(first.get("frameworks") or []) & TP_FRAMEWORKS)) or "Megatron"
+    state = f"is {value}" if value is not None else "is not set"
+    location = _location(record) if value is not None else (
+        Location(str(first["source"]), first.get("line")) if first.get("source") else None)
+    return [rule.finding(
+        f"tensor parallelism ({first.get('what')} at {where}, {frameworks}) but CUDA_DEVICE_MAX_CONNECTIONS {state}: "
+        "Megatron-LM refuses to start (\"Using tensor model parallelism ... require setting the environment variable "
+        "CUDA_DEVICE_MAX_CONNECTIONS to 1\") and communication no longer overlaps the GEMMs",
+        location=location, evidence={"tensor_parallel": evidence[:5], "CUDA_DEVICE_MAX_CONNECTIONS": value},
+        fix=rule.fix("Set CUDA_DEVICE_MAX_CONNECTIONS=1 in the job's environment.", "safe",
+                     env=EnvChange(set={"CUDA_DEVICE_MAX_CONNECTIONS": "1"})))]
+
+
+# --- GD409 debug-env-left-on -----------------------------------------------------------------------------
+
+@check("GD409")
+def debug_env_left_on(facts, rule):
+    findings = []
+    switches = {item["name"]: item for item in knowledge().get("debug_switch", [])}
+    for setting in settings(facts):
+        item = switches.get(setting.name)
+        if item is None or setting.value is None or setting.conditional:
+            continue
+        value = setting.value.strip()
+        if "contains" in item:
+            hits = [needle for needle in item["contains"] if needle in value]
+            if not hits:
+                continue
+        elif "*" not in item.get("values", []) and value.lower() not in [v.lower() for v in item.get("values", [])]:
+            continue
+        elif "*" in item.get("values", []) and not value:
+            continue
+        findings.append(rule.finding(
+            f"{setting.name}={value}{setting.where} is a debugging switch left on: {item['why']}",
+            location=setting.location, evidence=setting.evidence(),
+            fix=rule.fix(f"Remove {setting.name} from the job's environment (set it only while debugging).",
+                         item.get("fix", "safe"), env=EnvChange(unset=(setting.name,)))))
+    return _unique(findings)
+
+
+# --- GD410 env-conflicting-values ----------------------------------------------------------------------------
+
+@check("GD410")
+def env_conflicting_values(facts, rule):
+    facts.get("env")
+    findings = []
+    for name, record in (facts.get("env_sources", {}) or {}).items():
+        history = [item for item in (record.get("also") or []) if isinstance(item, dict)] + [record]
+        by_scope: Dict[str, List[dict]] = {}
+        for item in history:
+            if item.get("conditional") or item.get("unset") or item.get("unresolved"):
+                continue
+            by_scope.setdefault(str(item.get("scope", item.get("path", ""))), []).append(item)
+        env = facts.get("env", {})
+        for scope, items in by_scope.items():
+            if len(items) < 2:
+                continue
+            values = []
+            for item in items:
+                value = item.get("value") if item is not record else env.get(name)
+                values.append(value)
+            if len({str(v) for v in values}) < 2:
+                continue
+            last, earlier = items[-1], items[:-1]
+            shown = ", ".join(f"{values[i]!r} at line {item.get('line')}" for i, item in enumerate(earlier))
+            context = f" ({last['context']})" if last.get("context") else ""
+            findings.append(rule.finding(
+                f"{name} is set twice with different values{context}: {shown}, then {values[-1]!r} at line "
+                f"{last.get('line')}, which wins", location=_location(last),
+                evidence={"variable": name, "values": [str(v) for v in values],
+                          "lines": [item.get("line") for item in items], "path": last.get("path")},
+                fix=rule.fix(f"Keep one assignment of {name} (the one at line {last.get('line')} is the one that "
+                             "counts).")))
+    return findings

@@ -1,0 +1,224 @@
+"""The variables a job will get, read from the files that set them, each with its file and line.
+
+One reader per format (`.env`, shell/sbatch scripts, Kubernetes manifests and Docker Compose files, Dockerfiles,
+NCCL's own `nccl.conf`, Python launchers with env dicts). A reader never executes anything and never raises on bad
+input: it returns the assignments it could read and the errors it met (with their line), which become GD003.
+
+What lands in the snapshot (see docs/snapshot.md):
+- `facts["env"][NAME]`: the value the job gets, only when it is a literal. A value that depends on the run
+  (`$VAR`, `$(cmd)`, `${X:-d}`, Kubernetes `valueFrom`, a Python expression) is unknown: it is NOT put in `env`
+  (a rule must never judge `$SLURM_LOCALID` as if it were the value), but kept verbatim in `env_sources`.
+- `facts["env_sources"][NAME]`: `{"path", "line", "context", "scope", "conditional", "value"?, "unresolved"?,
+  "also": [...]}` for the assignment that wins; `also` lists the other assignments of the same name (earlier ones,
+  other containers, other files) with `shadowed: true` when a later assignment in the same scope overrides them
+  for certain. GD4xx rules read every assignment (so a bad value in one container of several is still reported
+  at its line) and GD410 reports different values set twice in one scope.
+- `facts["requests"]["tensor_parallel"]`: Megatron/NeMo tensor-parallel flags found in job command lines (GD408).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, List, Optional
+
+NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+KIND = "env_file"
+
+
+@dataclass
+class Assignment:
+    """One place a file sets (or unsets) a variable."""
+
+    name: str
+    value: Optional[str]
+    path: str
+    line: Optional[int]
+    unresolved: Optional[str] = None  # why the value is not a literal; value then holds the verbatim text
+    conditional: bool = False  # inside if/case/loop/function, after && or ||, setdefault, ...
+    scope: str = ""  # assignments in different scopes are different environments (e.g. two containers)
+    context: str = ""  # for humans: "container trainer of Pod distributed-training"
+    unset: bool = False
+
+
+@dataclass
+class ReadResult:
+    assignments: List[Assignment] = field(default_factory=list)
+    errors: List[tuple] = field(default_factory=list)  # (message, line, column)
+    tensor_parallel: List[dict] = field(default_factory=list)  # requests.tensor_parallel entries
+
+    def error(self, message: str, line: Optional[int] = None, column: Optional[int] = None) -> None:
+        self.errors.append((message, line, column))
+
+
+def is_env_name(name: str) -> bool:
+    return bool(NAME_RE.match(name or ""))
+
+
+def _redacted(name: str, value):
+    from gpudoctor.snapshot import redact_value
+
+    return redact_value(name, value)
+
+
+def _record(item: Assignment) -> dict:
+    record = {"path": item.path, "line": item.line}
+    if item.context:
+        record["context"] = item.context
+    if item.scope:
+        record["scope"] = item.scope
+    if item.conditional:
+        record["conditional"] = True
+    if item.unset:
+        record["unset"] = True
+    if item.unresolved:
+        record["unresolved"] = item.unresolved
+        record["value"] = _redacted(item.name, item.value)
+    return record
+
+
+def apply(snapshot, result: ReadResult, path: str, scope_override: Optional[str] = None) -> None:
+    """Merge one file's assignments, errors and tensor-parallel evidence into the snapshot's facts."""
+    from gpudoctor.files import add_input_error
+
+    facts = snapshot.facts
+    env = facts.setdefault("env", {})
+    sources = facts.setdefault("env_sources", {})
+    for item in result.assignments:
+        if scope_override and not item.scope.startswith("k8s:"):
+            item.scope = scope_override
+        new = _record(item)
+        old = sources.get(item.name)
+        if old is not None and item.conditional and not old.get("conditional") and not old.get("unset") \
+                and old.get("scope") == new.get("scope"):
+            # `export X=a` then `if …; then export X=b; fi`: the job gets a unless the branch runs; keep a as the
+            # value and record b beside it.
+            new["shadowed"] = False
+            old.setdefault("also", []).append(new if item.unresolved or item.unset else
+                                              dict(new, value=_redacted(item.name, item.value)))
+            continue
+        if old is not None:
+            also = old.pop("also", [])
+            previous = dict(old)
+            if item.name in env and "value" not in previous:
+                previous["value"] = _redacted(item.name, env[item.name])
+            previous["shadowed"] = bool(previous.get("scope") == new.get("scope") and not item.conditional)
+            new["also"] = also + [previous]
+        sources[item.name] = new
+        if item.unset or item.unresolved or item.value is None:
+            env.pop(item.name, None)
+        else:
+            env[item.name] = item.value
+    if result.tensor_parallel:
+        facts.setdefault("requests", {}).setdefault("tensor_parallel", []).extend(result.tensor_parallel)
+    for message, line, column in result.errors:
+        add_input_error(snapshot, path, KIND, message, line, column)
+
+
+def all_assignments(sources: dict, env: dict) -> Iterable[tuple]:
+    """(name, record, value) for every assignment known: the winning one first, then the others."""
+    for name, record in sources.items():
+        if record.get("unset"):
+            value = None
+        elif record.get("unresolved"):
+            value = None
+        else:
+            value = env.get(name)
+        yield name, record, value
+        for other in record.get("also", []):
+            if other.get("unset") or other.get("unresolved"):
+                yield name, other, None
+            else:
+                yield name, other, other.get("value")
+
+
+# --- format detection and the reader registry ------------------------------------------------------------
+
+SHELL_SUFFIXES = {".sh", ".bash", ".zsh", ".ksh", ".sbatch", ".slurm", ".job", ".pbs", ".qsub", ".lsf", ".envrc"}
+SHEBANG = re.compile(r"^#!\s*\S*(?:/|env\s+)(?:ba|z|k|da)?sh\b")
+
+
+def is_dotenv(path: Path, text: str = "") -> bool:
+    name = path.name
+    return name == ".env" or name.startswith(".env.") or name.endswith(".env") or name in {"env", "envfile"}
+
+
+def is_nccl_conf(path: Path, text: str = "") -> bool:
+    return path.name in {"nccl.conf", ".nccl.conf"}
+
+
+def is_shell(path: Path, text: str) -> bool:
+    if path.suffix.lower() in SHELL_SUFFIXES or path.name == ".envrc":
+        return True
+    if path.suffix.lower() in {".py", ".yaml", ".yml", ".json", ".toml", ".md", ".txt"}:
+        return False
+    head = text.lstrip("\ufeff")[:4096]
+    return bool(SHEBANG.match(head)) or bool(re.search(r"(?m)^#SBATCH\s", head))
+
+
+def is_dockerfile(path: Path, text: str = "") -> bool:
+    name = path.name
+    lower = name.lower()
+    return (lower in {"dockerfile", "containerfile"} or lower.startswith("dockerfile.")
+            or lower.startswith("containerfile.") or lower.endswith(".dockerfile"))
+
+
+def is_yaml_manifest(path: Path, text: str) -> bool:
+    if path.suffix.lower() not in {".yaml", ".yml"}:
+        return False
+    return bool(re.search(r"(?m)^\s*(?:-\s+)?(?:apiVersion|kind|services|env|containers)\s*:", text))
+
+
+def is_python(path: Path, text: str = "") -> bool:
+    return path.suffix.lower() in {".py", ".pyw"}
+
+
+def read_env_text(path: Path, text: str, fmt: Optional[str] = None) -> ReadResult:
+    """Read the assignments of one file; `fmt` forces a format (dotenv, shell, yaml, dockerfile, python, ncclconf)."""
+    from gpudoctor.envfiles import dockerfile, dotenv, k8s, pyenv, shell
+
+    fmt = fmt or detect(path, text)
+    shown = str(path)
+    if fmt == "dotenv":
+        return dotenv.read(text, shown)
+    if fmt == "ncclconf":
+        return dotenv.read_nccl_conf(text, shown)
+    if fmt == "shell":
+        return shell.read(text, shown)
+    if fmt == "yaml":
+        return k8s.read(text, shown)
+    if fmt == "dockerfile":
+        return dockerfile.read(text, shown)
+    if fmt == "python":
+        return pyenv.read(text, shown)
+    result = ReadResult()
+    result.error("not an env file gpudoctor knows (.env, shell/sbatch script, Kubernetes or Compose YAML, "
+                 "Dockerfile, nccl.conf, Python launcher)")
+    return result
+
+
+def detect(path: Path, text: str) -> Optional[str]:
+    for fmt, test in (("ncclconf", is_nccl_conf), ("dockerfile", is_dockerfile), ("python", is_python),
+                      ("yaml", is_yaml_manifest), ("shell", is_shell), ("dotenv", is_dotenv)):
+        if test(path, text):
+            return fmt
+    if path.suffix.lower() in {".yaml", ".yml"}:
+        return None
+    # A file of NAME=value lines (what `--env-file` usually gets) is read as a .env file.
+    lines = [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("#")]
+    if lines and all(re.match(r"^(?:export\s+)?[A-Za-z_][A-Za-z0-9_]*=", line) for line in lines):
+        return "dotenv"
+    return None
+
+
+def _register() -> None:
+    from gpudoctor.files import FileReader, register
+
+    def read(path: Path, text: str, snapshot) -> None:
+        apply(snapshot, read_env_text(path, text), str(path))
+
+    register(FileReader(KIND, lambda path, text: detect(path, text) is not None, read))
+
+
+_register()

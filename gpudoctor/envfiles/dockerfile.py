@@ -1,0 +1,187 @@
+"""Dockerfiles / Containerfiles: the `ENV` of the final stage (what the container starts with).
+
+Follows the Dockerfile reference: the `# escape=` parser directive, line continuations (comment lines inside a
+continued instruction are dropped), `ENV key=value key2="v 2"` and the legacy `ENV key value`, quotes and
+backslashes, `$VAR` / `${VAR}` / `${VAR:-word}` / `${VAR:+word}` substitution from earlier ENV of the stage
+(an ARG or unknown variable leaves the value unknown), and stages: each FROM starts a new environment, inherited
+when it names an earlier stage (`FROM base AS train`). Only the last stage reaches the running container.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Dict, List, Optional, Tuple
+
+from gpudoctor.envfiles import Assignment, ReadResult, is_env_name
+
+VAR = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)(?::([-+])([^}]*))?\}|([A-Za-z_][A-Za-z0-9_]*))")
+
+
+def _instructions(text: str) -> Tuple[List[Tuple[int, str, List[int]]], str]:
+    """(first line, joined text, line of every character) per instruction, and the escape character."""
+    lines = text.lstrip("\ufeff").splitlines()
+    escape = "\\"
+    for line in lines:
+        match = re.match(r"^#\s*([a-zA-Z]+)\s*=\s*(\S+)\s*$", line)
+        if not match:
+            break
+        if match.group(1).lower() == "escape" and match.group(2) in ("\\", "`"):
+            escape = match.group(2)
+    result = []
+    current, chars, start = "", [], None
+    for number, raw in enumerate(lines, start=1):
+        line = raw.rstrip("\r")
+        stripped = line.strip()
+        if start is None:
+            if not stripped or stripped.startswith("#"):
+                continue
+            start = number
+        elif stripped.startswith("#"):
+            continue  # comment lines inside a continuation are removed by the parser
+        body = line.rstrip()
+        if body.endswith(escape) and not body.endswith(escape * 2):
+            piece = body[:-1]
+            current += piece
+            chars += [number] * len(piece)
+            continue
+        current += line
+        chars += [number] * len(line)
+        result.append((start, current, chars))
+        current, chars, start = "", [], None
+    if start is not None:
+        result.append((start, current, chars))
+    return result, escape
+
+
+def _words(text: str, chars: List[int], offset: int, escape: str) -> List[Tuple[str, int, bool]]:
+    """Shell-like words of `text[offset:]`: (unquoted text, line, had a $-reference outside single quotes)."""
+    words, i, n = [], offset, len(text)
+    while i < n:
+        while i < n and text[i] in " \t":
+            i += 1
+        if i >= n:
+            break
+        line = chars[i] if i < len(chars) else chars[-1] if chars else 1
+        out, dynamic = [], False
+        while i < n and text[i] not in " \t":
+            c = text[i]
+            if c == escape and i + 1 < n:
+                out.append(text[i + 1])
+                i += 2
+            elif c == "'":
+                end = text.find("'", i + 1)
+                end = n if end < 0 else end
+                out.append(text[i + 1:end].replace("$", "\0"))
+                i = end + 1
+            elif c == '"':
+                j = i + 1
+                while j < n and text[j] != '"':
+                    if text[j] == escape and j + 1 < n:
+                        out.append(text[j + 1])
+                        j += 2
+                        continue
+                    out.append(text[j])
+                    j += 1
+                i = j + 1
+            else:
+                out.append(c)
+                i += 1
+        words.append(("".join(out), line, False))
+    return words
+
+
+class Stage:
+    def __init__(self, parent: Optional["Stage"] = None, path: str = ""):
+        # name -> (value or None when unknown, Assignment) of the latest assignment, inherited ones included
+        self.env: Dict[str, tuple] = dict(parent.env) if parent else {}
+        self.inherited = [item for _, item in self.env.values()]
+        self.own: List[Assignment] = []
+        self.args: set = set()
+        for item in self.inherited:
+            item.scope = f"{path}#base-stage"
+
+
+def _substitute(value: str, stage: Stage) -> Tuple[str, Optional[str]]:
+    reason = None
+
+    def replace(match):
+        nonlocal reason
+        name = match.group(1) or match.group(4)
+        op, word = match.group(2), match.group(3)
+        known = stage.env.get(name)
+        if known is not None and known[0] is not None and name not in stage.args:
+            current = known[0]
+            if op == "-":
+                return current or word or ""
+            if op == "+":
+                return word or "" if current else ""
+            return current
+        if name in stage.args or known is not None:
+            reason = reason or f"depends on `{match.group(0)}` (a build argument or an unknown value)"
+            return match.group(0)
+        if op == "-":
+            return word or ""
+        if op == "+":
+            return ""
+        reason = reason or f"depends on `{match.group(0)}`, not set earlier in this Dockerfile"
+        return match.group(0)
+
+    result = VAR.sub(replace, value)
+    return result.replace("\0", "$"), reason
+
+
+def read(text: str, path: str) -> ReadResult:
+    result = ReadResult()
+    instructions, escape = _instructions(text)
+    stages: Dict[str, Stage] = {}
+    stage = Stage()
+    for line, body, chars in instructions:
+        match = re.match(r"^\s*([A-Za-z]+)(\s+|$)", body)
+        if not match:
+            result.error(f"not a Dockerfile instruction: {body.strip()[:60]!r}", line)
+            continue
+        keyword = match.group(1).upper()
+        rest_at = match.end()
+        if keyword == "FROM":
+            parts = body[rest_at:].split()
+            parts = [p for p in parts if not p.startswith("--")]
+            base = parts[0].lower() if parts else ""
+            stage = Stage(stages[base], path) if base in stages else Stage()
+            if len(parts) >= 3 and parts[1].upper() == "AS":
+                stages[parts[2].lower()] = stage
+        elif keyword == "ARG":
+            for word, _, _ in _words(body, chars, rest_at, escape):
+                stage.args.add(word.split("=", 1)[0])
+        elif keyword == "ENV":
+            words = _words(body, chars, rest_at, escape)
+            if not words:
+                result.error("ENV without a variable", line)
+                continue
+            if "=" not in words[0][0]:
+                # Legacy form: ENV key value (the value is the rest of the instruction).
+                name = words[0][0]
+                value = " ".join(word for word, _, _ in words[1:])
+                pairs = [(name, value, words[0][1])]
+                if len(words) < 2:
+                    result.error(f"ENV {name}: no value (use ENV {name}=value)", line)
+                    continue
+            else:
+                pairs = []
+                for word, word_line, _ in words:
+                    if "=" not in word:
+                        result.error(f"ENV: {word!r} is not NAME=value (mixing the two ENV forms?)", word_line)
+                        continue
+                    name, value = word.split("=", 1)
+                    pairs.append((name, value, word_line))
+            for name, raw, word_line in pairs:
+                if not is_env_name(name):
+                    result.error(f"ENV: {name!r} is not a valid variable name", word_line)
+                    continue
+                value, reason = _substitute(raw, stage)
+                item = Assignment(name, raw.replace("\0", "$") if reason else value, path, word_line, reason,
+                                  scope=path, context="Dockerfile ENV")
+                stage.env[name] = (None if reason else value, item)
+                stage.own.append(item)
+                stage.args.discard(name)
+    result.assignments.extend(stage.inherited + stage.own)
+    return result

@@ -1,0 +1,151 @@
+""".env files with python-dotenv's grammar, and NCCL's own nccl.conf.
+
+python-dotenv (src/dotenv/parser.py): optional `export `, a key (unquoted up to `=`/`#`/space, or 'single-quoted'),
+`=`, then a value that is 'single-quoted' (\\\\ and \\' decoded), "double-quoted" (escapes decoded, may span lines)
+or unquoted (up to the end of the line, ` #comment` removed, trailing space stripped). A line it cannot parse is
+skipped with a warning: here it becomes an error with its line. `${VAR}` is expanded by python-dotenv when it loads
+the file, `$VAR` by a shell that sources it: such values are unknown here (kept verbatim in env_sources).
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+
+from gpudoctor.envfiles import Assignment, ReadResult
+
+_WS_MULTI = re.compile(r"\s*")
+_EXPORT = re.compile(r"(?:export[^\S\r\n]+)?")
+_KEY_SINGLE = re.compile(r"'([^']+)'")
+_KEY_UNQUOTED = re.compile(r"([^=#\s]+)")
+_WS = re.compile(r"[^\S\r\n]*")
+_EQUAL = re.compile(r"(=[^\S\r\n]*)")
+_VALUE_SINGLE = re.compile(r"'((?:\\'|[^'])*)'")
+_VALUE_DOUBLE = re.compile(r'"((?:\\"|[^"])*)"')
+_VALUE_UNQUOTED = re.compile(r"([^\r\n]*)")
+_COMMENT = re.compile(r"(?:[^\S\r\n]*#[^\r\n]*)?")
+_EOL = re.compile(r"[^\S\r\n]*(?:\r\n|\n|\r|$)")
+_REST = re.compile(r"[^\r\n]*(?:\r\n|\n|\r)?")
+_SINGLE_ESCAPES = re.compile(r"\\[\\']")
+_DOUBLE_ESCAPES = re.compile(r"\\[\\'\"abfnrtv]")
+EXPANSION = re.compile(r"\$(?:\{[^}]*\}?|[A-Za-z_][A-Za-z0-9_]*|\(|[0-9@*#?$!-])|`")
+
+
+class _ParseError(Exception):
+    pass
+
+
+class _Reader:
+    def __init__(self, text: str):
+        self.text = text
+        self.pos = 0
+
+    def has_next(self) -> bool:
+        return self.pos < len(self.text)
+
+    def peek(self, count: int = 1) -> str:
+        return self.text[self.pos:self.pos + count]
+
+    def read(self, pattern: re.Pattern) -> tuple:
+        match = pattern.match(self.text, self.pos)
+        if match is None:
+            raise _ParseError(pattern.pattern)
+        self.pos = match.end()
+        return match.groups()
+
+    def line(self, pos: int = None) -> int:
+        pos = self.pos if pos is None else pos
+        return self.text.count("\n", 0, pos) + 1
+
+
+def _decode(pattern: re.Pattern, value: str) -> str:
+    return pattern.sub(lambda m: codecs.decode(m.group(0), "unicode-escape"), value)
+
+
+def unresolved_reason(value: str, quote: str = "") -> str:
+    """Why a value read from a file is not a literal ('' when it is)."""
+    if quote == "'":
+        return ""
+    match = EXPANSION.search(value)
+    if not match:
+        return ""
+    return f"depends on `{match.group(0)}…` expanded when the file is loaded"
+
+
+def read(text: str, path: str) -> ReadResult:
+    result = ReadResult()
+    reader = _Reader(text.lstrip("\ufeff"))
+    while reader.has_next():
+        start = reader.pos
+        try:
+            reader.read(_WS_MULTI)
+            if not reader.has_next():
+                break
+            key_pos = reader.pos
+            reader.read(_EXPORT)
+            if reader.peek() == "#":
+                reader.read(_COMMENT)
+                reader.read(_EOL)
+                continue
+            key_pos = reader.pos
+            if reader.peek() == "'":
+                (key,) = reader.read(_KEY_SINGLE)
+            else:
+                (key,) = reader.read(_KEY_UNQUOTED)
+            reader.read(_WS)
+            value, quote = None, ""
+            if reader.peek() == "=":
+                reader.read(_EQUAL)
+                char = reader.peek()
+                if char == "'":
+                    quote = "'"
+                    (raw,) = reader.read(_VALUE_SINGLE)
+                    value = _decode(_SINGLE_ESCAPES, raw)
+                elif char == '"':
+                    quote = '"'
+                    (raw,) = reader.read(_VALUE_DOUBLE)
+                    value = _decode(_DOUBLE_ESCAPES, raw)
+                elif char in ("", "\n", "\r"):
+                    value = ""
+                else:
+                    (raw,) = reader.read(_VALUE_UNQUOTED)
+                    value = re.sub(r"\s+#.*", "", raw).rstrip()
+            reader.read(_COMMENT)
+            reader.read(_EOL)
+        except _ParseError:
+            reader.pos = start
+            reader.read(_WS_MULTI)
+            line = reader.line()
+            bad = reader.text[reader.pos:].splitlines()[0] if reader.has_next() else ""
+            result.error(f"cannot parse {bad.strip()[:60]!r} (python-dotenv skips this line)", line)
+            reader.read(_REST)
+            continue
+        line = reader.line(key_pos)
+        if value is None:
+            # python-dotenv returns None for a bare KEY: load_dotenv() does not set it.
+            continue
+        if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", key):
+            result.error(f"{key!r} is not a valid environment variable name", line)
+            continue
+        reason = unresolved_reason(value, quote)
+        result.assignments.append(Assignment(key, value, path, line, unresolved=reason or None, scope=path))
+    return result
+
+
+def read_nccl_conf(text: str, path: str) -> ReadResult:
+    """NCCL's config file (src/misc/param.cc setEnvFile): NAME=value per line, lines starting with # skipped,
+    the value taken verbatim to the end of the line (no quotes, no trailing comments, no expansion)."""
+    result = ReadResult()
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.rstrip("\r")
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        name, value = line.split("=", 1)
+        if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", name):
+            result.error(f"{name!r} is not a variable name (NCCL reads everything before '=' verbatim)", number)
+            continue
+        if re.search(r"\s#", value) or value != value.strip() or (len(value) > 1 and value[0] in "\"'"):
+            result.error(f"{name}: NCCL takes the value verbatim ({value!r}): no quotes, no trailing comments "
+                         "or spaces in nccl.conf", number)
+        result.assignments.append(Assignment(name, value, path, number, scope=path, context="nccl.conf"))
+    return result

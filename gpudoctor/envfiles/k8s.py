@@ -1,0 +1,217 @@
+"""Kubernetes manifests (Pod, Deployment, Job, CronJob, PyTorchJob, MPIJob, JobSet, TrainJob, ... any object with
+container `env:` lists, multi-document) and Docker Compose files (`services.*.environment`).
+
+Parsed with PyYAML's safe composer, so every value keeps its line. Per container (its own scope):
+`env: [{name, value}]` (a missing value is ""; `$(VAR)` refers to an earlier entry of the same list and is
+resolved, `$$` escapes it), `valueFrom` (unknown value), unquoted numbers/booleans (the API server rejects
+them: reported with the line), and `bash -c` scripts in `command`/`args`, read with the shell reader
+(`export`, `mpirun -x`, ...). Megatron/NeMo tensor-parallel flags in `command`/`args` become GD408 evidence.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import List, Optional
+
+import yaml
+
+from gpudoctor.envfiles import Assignment, ReadResult, is_env_name
+
+STR_TAG = "tag:yaml.org,2002:str"
+NULL_TAG = "tag:yaml.org,2002:null"
+DEPENDENT = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+SHELLS = {"sh", "bash", "/bin/sh", "/bin/bash", "/usr/bin/bash", "/usr/bin/env", "zsh", "/bin/zsh", "dash"}
+
+
+def _scalar(node) -> Optional[str]:
+    return node.value if isinstance(node, yaml.ScalarNode) else None
+
+
+def _mapping(node) -> dict:
+    """key text -> (key node, value node) of a mapping node (later duplicate keys win, as in Kubernetes)."""
+    if not isinstance(node, yaml.MappingNode):
+        return {}
+    return {key.value: (key, value) for key, value in node.value if isinstance(key, yaml.ScalarNode)}
+
+
+def _line(node) -> int:
+    return node.start_mark.line + 1
+
+
+class ManifestReader:
+    def __init__(self, text: str, path: str):
+        self.text = text
+        self.path = path
+        self.result = ReadResult()
+
+    def read(self) -> ReadResult:
+        helm = "{{" in self.text and "}}" in self.text
+        try:
+            for index, document in enumerate(yaml.compose_all(self.text, Loader=yaml.SafeLoader)):
+                if document is not None:
+                    self.document(document, index)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+            message = f"YAML does not parse: {problem}"
+            if helm:
+                message += " (this looks like a Helm template: render it first with `helm template`)"
+            self.result.error(message, mark.line + 1 if mark else None, mark.column + 1 if mark else None)
+        except RecursionError:
+            self.result.error("YAML nested too deeply to read")
+        return self.result
+
+    def document(self, node, index: int) -> None:
+        top = _mapping(node)
+        kind = _scalar(top["kind"][1]) if "kind" in top else None
+        name = None
+        if "metadata" in top:
+            meta = _mapping(top["metadata"][1])
+            name = _scalar(meta["name"][1]) if "name" in meta else None
+        label = " ".join(part for part in (kind, name) if part) or f"document {index + 1}"
+        if kind is None and "services" in top and isinstance(top["services"][1], yaml.MappingNode):
+            self.compose(top["services"][1], index)
+            return
+        self.walk(node, f"k8s:{self.path}#{index}", label, [], 0)
+
+    def walk(self, node, scope: str, label: str, trail: List[str], depth: int) -> None:
+        if depth > 60:
+            return
+        if isinstance(node, yaml.MappingNode):
+            fields = _mapping(node)
+            has_env = "env" in fields and isinstance(fields["env"][1], yaml.SequenceNode)
+            if has_env or "image" in fields and ("command" in fields or "args" in fields):
+                self.container(node, fields, scope, label, trail)
+            for key, (_, value) in fields.items():
+                if key in ("env", "command", "args"):
+                    continue
+                self.walk(value, scope, label, trail + [key], depth + 1)
+        elif isinstance(node, yaml.SequenceNode):
+            for position, item in enumerate(node.value):
+                self.walk(item, scope, label, trail + [str(position)], depth + 1)
+
+    def container(self, node, fields: dict, scope: str, label: str, trail: List[str]) -> None:
+        name = _scalar(fields["name"][1]) if "name" in fields else None
+        role = next((part for part in reversed(trail) if part in ("Master", "Worker", "Launcher", "Chief", "PS",
+                                                                   "Evaluator", "Head")), "")
+        where = f"container {name}" if name else "env of " + ".".join(trail[-3:])
+        context = f"{where} of {label}" + (f" ({role})" if role else "")
+        container_scope = f"{scope}:{'.'.join(trail)}:{name or ''}"
+        known = {}
+        if "env" in fields and isinstance(fields["env"][1], yaml.SequenceNode):
+            for item in fields["env"][1].value:
+                self.env_entry(item, known, container_scope, context)
+        for key in ("command", "args"):
+            if key in fields and isinstance(fields[key][1], yaml.SequenceNode):
+                self.command(fields[key][1], container_scope, context)
+
+    def env_entry(self, item, known: dict, scope: str, context: str) -> None:
+        entry = _mapping(item)
+        if "name" not in entry:
+            if isinstance(item, yaml.MappingNode):
+                self.result.error("env entry without a name", _line(item))
+            return
+        name_node = entry["name"][1]
+        name = _scalar(name_node)
+        line = _line(name_node)
+        if not name or not is_env_name(name):
+            self.result.error(f"env name {name!r} is not a valid variable name", line)
+            return
+        if "valueFrom" in entry:
+            source = _mapping(entry["valueFrom"][1])
+            how = next(iter(source), "valueFrom")
+            self.result.assignments.append(Assignment(
+                name, f"<{how}>", self.path, line, f"valueFrom: {how} (known only when the pod starts)",
+                scope=scope, context=context))
+            known[name] = None
+            return
+        value_node = entry["value"][1] if "value" in entry else None
+        if value_node is None or value_node.tag == NULL_TAG:
+            value = ""
+        elif not isinstance(value_node, yaml.ScalarNode):
+            self.result.error(f"{name}: value must be a string", _line(value_node))
+            return
+        else:
+            value = value_node.value
+            if value_node.tag != STR_TAG and value_node.style is None:
+                self.result.error(f"{name}: value {value} is not a string; Kubernetes rejects the manifest "
+                                  f"(quote it: \"{value}\")", _line(value_node), value_node.start_mark.column + 1)
+        resolved, reason = self.dependent(value, known)
+        if "{{" in value:
+            reason = reason or "Helm template expression"
+        self.result.assignments.append(Assignment(name, resolved if reason is None else value, self.path, line,
+                                                  reason, scope=scope, context=context))
+        known[name] = resolved if reason is None else None
+
+    @staticmethod
+    def dependent(value: str, known: dict):
+        """Resolve `$(VAR)` references to earlier entries of the same env list, as the kubelet does."""
+        reason = None
+
+        def replace(match):
+            nonlocal reason
+            if match.group(0) == "$$":
+                return "$"
+            ref = match.group(1)
+            if ref in known and known[ref] is not None:
+                return known[ref]
+            if ref not in known:
+                return match.group(0)  # the kubelet leaves unknown references as they are
+            reason = f"refers to $({ref}), whose value is known only when the pod starts"
+            return match.group(0)
+
+        return DEPENDENT.sub(replace, value), reason
+
+    def command(self, node, scope: str, context: str) -> None:
+        from gpudoctor.envfiles import shell
+        from gpudoctor.knowledge import table
+
+        items = [child for child in node.value if isinstance(child, yaml.ScalarNode)]
+        words = [child.value for child in items]
+        tp = table("nccl_env").get("tensor_parallel", {})
+        # Tensor-parallel flags given as separate list items.
+        walker = shell.Walker(self.path, self.result, scope, context, 0, tp)
+        walker.tensor_parallel([shell.Word([("lit", w)], _line(child)) for w, child in zip(words, items)])
+        for position, child in enumerate(items[:-1]):
+            if child.value in ("-c", "-lc", "-ec", "-xc") and position >= 0:
+                script = items[position + 1]
+                offset = _line(script) - 1 + (1 if script.style in ("|", ">") else 0)
+                shell.read(script.value, self.path, scope=scope, context=context, line_offset=offset,
+                           result=self.result)
+
+    def compose(self, services, index: int) -> None:
+        for service_name, (_, service) in _mapping(services).items():
+            fields = _mapping(service)
+            if "environment" not in fields:
+                continue
+            scope = f"k8s:{self.path}#{index}:services.{service_name}"
+            context = f"service {service_name}"
+            env = fields["environment"][1]
+            if isinstance(env, yaml.MappingNode):
+                for key, value in env.value:
+                    name = _scalar(key)
+                    if value.tag == NULL_TAG:
+                        continue  # passed through from the host environment
+                    text = _scalar(value)
+                    if name and is_env_name(name) and text is not None:
+                        self.result.assignments.append(Assignment(name, text, self.path, _line(key),
+                                                                  self._compose_reason(text), scope=scope,
+                                                                  context=context))
+            elif isinstance(env, yaml.SequenceNode):
+                for item in env.value:
+                    text = _scalar(item)
+                    if text and "=" in text:
+                        name, value = text.split("=", 1)
+                        if is_env_name(name):
+                            self.result.assignments.append(Assignment(name, value, self.path, _line(item),
+                                                                      self._compose_reason(value), scope=scope,
+                                                                      context=context))
+
+    @staticmethod
+    def _compose_reason(value: str) -> Optional[str]:
+        match = re.search(r"\$\{?[A-Za-z_]", value.replace("$$", ""))
+        return f"interpolated by Compose from `{match.group(0)}…`" if match else None
+
+
+def read(text: str, path: str) -> ReadResult:
+    return ManifestReader(text, path).read()

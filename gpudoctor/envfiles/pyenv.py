@@ -1,0 +1,214 @@
+"""Python launchers: environment variables a script sets or hands to the processes it launches. Parsed with `ast`,
+never imported or run.
+
+Found: `os.environ["X"] = "v"`, `os.environ.update({...})` / `.update(X="v")`, `os.environ.setdefault("X", "v")`
+(conditional: only when unset), `os.putenv("X", "v")`, and dicts of variables given to launchers:
+`env=`/`env_vars=`/`environment=`/`extra_env=` keyword arguments (`subprocess.run(..., env={...})`,
+`run.SlurmExecutor(env_vars={...})`, Ray `runtime_env={"env_vars": {...}}`), `env_vars = {...}`-style assignments
+(any target whose name contains "env"), `executor.env_vars.update({...})` / `executor.env_vars["X"] = "v"`, and any
+dict literal whose keys are all variable names with at least one NCCL/torch/CUDA one. Each dict is its own scope
+(two executors with different values are not a conflict). A value that is not a literal (an f-string, a name, a
+call) is unknown and kept verbatim. Code inside branches and loops is marked conditional.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Optional
+
+from gpudoctor.envfiles import Assignment, ReadResult, is_env_name
+
+ENV_KEYWORDS = {"env", "env_vars", "envs", "environment", "extra_env", "env_variables", "environment_variables",
+                "extra_env_vars", "envvars"}
+HINT_PREFIXES = ("NCCL_", "TORCH_", "CUDA_", "FI_", "GLOO_", "PYTORCH_", "NVTE_", "OMP_", "DS_", "NVIDIA_", "UCX_")
+# Code in a branch may not run (conditional). Function bodies are not: launchers keep their env dicts in functions.
+BRANCHES = (ast.If, ast.For, ast.While, ast.Try, ast.AsyncFor, ast.IfExp, ast.comprehension)
+if hasattr(ast, "TryStar"):  # Python 3.11+
+    BRANCHES = BRANCHES + (ast.TryStar,)
+
+
+def _unparse(node) -> str:
+    try:
+        return ast.unparse(node)
+    except Exception:  # noqa: BLE001 - unparse of odd trees; the text is only shown
+        return "<expression>"
+
+
+class Finder(ast.NodeVisitor):
+    def __init__(self, path: str, result: ReadResult):
+        self.path = path
+        self.result = result
+        self.environ_names = set()
+        self.os_names = {"os"}
+        self.depth = 0
+        self.seen_dicts = set()
+
+    # -- helpers --------------------------------------------------------------------------------------
+    def is_environ(self, node) -> bool:
+        if isinstance(node, ast.Attribute) and node.attr == "environ":
+            return isinstance(node.value, ast.Name) and node.value.id in self.os_names
+        return isinstance(node, ast.Name) and node.id in self.environ_names
+
+    def add(self, key_node, value_node, scope: str, context: str, conditional: bool = False) -> None:
+        if not (isinstance(key_node, ast.Constant) and isinstance(key_node.value, str)):
+            return
+        name = key_node.value
+        if not is_env_name(name):
+            return
+        value, reason = self.value(value_node)
+        self.result.assignments.append(Assignment(
+            name, value, self.path, getattr(key_node, "lineno", None), reason, conditional or self.depth > 0,
+            scope, context))
+
+    @staticmethod
+    def value(node):
+        if isinstance(node, ast.Constant) and isinstance(node.value, (str, int, float, bool)):
+            return str(node.value), None
+        if isinstance(node, ast.JoinedStr) and all(isinstance(v, ast.Constant) for v in node.values):
+            return "".join(str(v.value) for v in node.values), None
+        return _unparse(node), f"Python expression `{_unparse(node)[:60]}` evaluated when the script runs"
+
+    def dict_literal(self, node: ast.Dict, context: str, conditional: bool = False) -> None:
+        if id(node) in self.seen_dicts:
+            return
+        self.seen_dicts.add(id(node))
+        scope = f"{self.path}:dict@{node.lineno}"
+        for key, value in zip(node.keys, node.values):
+            if key is None:
+                continue  # **other
+            if isinstance(key, ast.Constant) and isinstance(key.value, str) and key.value == "env_vars" \
+                    and isinstance(value, ast.Dict):
+                self.dict_literal(value, context, conditional)
+                continue
+            self.add(key, value, scope, context, conditional)
+
+    def env_container(self, node, context: str, conditional: bool = False) -> None:
+        """A value that should hold variables: a dict literal or dict(...) call."""
+        if isinstance(node, ast.Dict):
+            self.dict_literal(node, context, conditional)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict":
+            scope = f"{self.path}:dict@{node.lineno}"
+            for keyword in node.keywords:
+                if keyword.arg:
+                    key = ast.Constant(keyword.arg)
+                    key.lineno = keyword.value.lineno
+                    self.add(key, keyword.value, scope, context, conditional)
+            for arg in node.args:
+                self.env_container(arg, context, conditional)
+
+    # -- visitors -------------------------------------------------------------------------------------
+    def generic_visit(self, node) -> None:
+        branch = isinstance(node, BRANCHES)
+        self.depth += branch
+        super().generic_visit(node)
+        self.depth -= branch
+
+    def visit_Import(self, node) -> None:
+        for alias in node.names:
+            if alias.name == "os":
+                self.os_names.add(alias.asname or "os")
+        self.generic_visit(node)
+
+    def visit_ImportFrom(self, node) -> None:
+        if node.module == "os":
+            for alias in node.names:
+                if alias.name == "environ":
+                    self.environ_names.add(alias.asname or "environ")
+        self.generic_visit(node)
+
+    def visit_Assign(self, node) -> None:
+        for target in node.targets:
+            self.target(target, node.value)
+        self.generic_visit(node)
+
+    def visit_AnnAssign(self, node) -> None:
+        if node.value is not None:
+            self.target(node.target, node.value)
+        self.generic_visit(node)
+
+    def visit_AugAssign(self, node) -> None:
+        if isinstance(node.op, ast.BitOr):
+            self.target(node.target, node.value)
+        self.generic_visit(node)
+
+    def target(self, target, value) -> None:
+        if isinstance(target, ast.Subscript):
+            key = target.slice.value if isinstance(target.slice, ast.Index) else target.slice  # py3.8 Index
+            if self.is_environ(target.value):
+                self.add(key, value, f"{self.path}:os.environ", "os.environ")
+            elif self._envish(target.value):
+                self.add(key, value, f"{self.path}:{_unparse(target.value)}", _unparse(target.value))
+            elif isinstance(value, (ast.Dict, ast.Call)) and isinstance(key, ast.Constant) \
+                    and isinstance(key.value, str) and "env" in key.value.lower():
+                self.env_container(value, f"{_unparse(target)}")
+        elif self._envish(target):
+            self.env_container(value, _unparse(target))
+
+    @staticmethod
+    def _envish(node) -> bool:
+        name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+        return "env" in name.lower() and name != "environ"
+
+    def visit_Call(self, node) -> None:
+        func = node.func
+        if isinstance(func, ast.Attribute):
+            if self.is_environ(func.value) and func.attr == "update":
+                for arg in node.args:
+                    if isinstance(arg, ast.Dict):
+                        self.dict_literal(arg, "os.environ.update", False)
+                for keyword in node.keywords:
+                    if keyword.arg:
+                        key = ast.Constant(keyword.arg)
+                        key.lineno = keyword.value.lineno
+                        self.add(key, keyword.value, f"{self.path}:os.environ", "os.environ.update")
+            elif self.is_environ(func.value) and func.attr == "setdefault" and len(node.args) >= 2:
+                self.add(node.args[0], node.args[1], f"{self.path}:os.environ", "os.environ.setdefault (only "
+                         "when not already set)", conditional=True)
+            elif isinstance(func.value, ast.Name) and func.value.id in self.os_names and func.attr == "putenv" \
+                    and len(node.args) >= 2:
+                self.add(node.args[0], node.args[1], f"{self.path}:os.environ", "os.putenv")
+            elif func.attr == "update" and self._envish(func.value):
+                for arg in node.args:
+                    self.env_container(arg, f"{_unparse(func.value)}.update")
+        for keyword in node.keywords:
+            if keyword.arg in ENV_KEYWORDS:
+                self.env_container(keyword.value, f"{keyword.arg}= of {_unparse(func)[:40]}()")
+            elif keyword.arg == "runtime_env" and isinstance(keyword.value, ast.Dict):
+                self.dict_literal_runtime(keyword.value, _unparse(func)[:40])
+        self.generic_visit(node)
+
+    def dict_literal_runtime(self, node: ast.Dict, func: str) -> None:
+        for key, value in zip(node.keys, node.values):
+            if isinstance(key, ast.Constant) and key.value == "env_vars":
+                self.env_container(value, f"runtime_env of {func}()")
+
+    def visit_Dict(self, node) -> None:
+        keys = [k.value for k in node.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)]
+        if keys and len(keys) == len(node.keys) and all(is_env_name(k) and k.upper() == k for k in keys) \
+                and any(k.startswith(HINT_PREFIXES) for k in keys):
+            self.dict_literal(node, "dict of environment variables")
+        self.generic_visit(node)
+
+
+def read(text: str, path: str, report_syntax: Optional[bool] = None) -> ReadResult:
+    """Env assignments of a Python file. A syntax error is reported unless the script analyser
+    (gpudoctor.analysis), which reads the same file, is there to report it (`report_syntax=None`)."""
+    result = ReadResult()
+    try:
+        tree = ast.parse(text.lstrip("\ufeff"), filename=path)
+    except SyntaxError as exc:
+        if report_syntax is None:
+            import importlib.util
+
+            report_syntax = importlib.util.find_spec("gpudoctor.analysis") is None
+        if report_syntax:
+            result.error(f"Python syntax error: {exc.msg}", exc.lineno, exc.offset)
+        return result
+    except (ValueError, RecursionError, MemoryError) as exc:
+        result.error(f"cannot parse Python: {type(exc).__name__}")
+        return result
+    try:
+        Finder(path, result).visit(tree)
+    except RecursionError:
+        result.error("Python code nested too deeply to analyse")
+    return result

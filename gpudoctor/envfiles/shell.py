@@ -1,0 +1,589 @@
+"""Shell and batch scripts (bash, sbatch, PBS/LSF wrappers): the variables the job's processes get.
+
+Read, never run: a small tokenizer that knows bash's quoting (single, double, `$'…'`), line continuations,
+comments, here-documents (their bodies are skipped), `$(…)`, backticks and `${…}` (kept verbatim), and a command
+walker that knows what sets the environment:
+  `export NAME=value` / `declare -x` / `typeset -x`, `export NAME` of a variable assigned earlier, `set -a`,
+  `NAME=value cmd` prefixes, `env NAME=value cmd`, `unset NAME`,
+  `#SBATCH --export=ALL,NAME=value` (only in the leading comment block, as sbatch does), `srun/sbatch --export=`,
+  `mpirun -x NAME=value`, `mpiexec -genv NAME value`, `docker|podman run -e/--env`, `apptainer|singularity --env`,
+  `SINGULARITYENV_NAME=` / `APPTAINERENV_NAME=`, `enroot start --env`.
+An assignment inside if/case/loops/functions or after `&&`/`||` is marked conditional. `$VAR` is resolved from a
+literal, unconditional assignment earlier in the same script; anything else that depends on the run is unknown.
+Megatron/NeMo tensor-parallel flags on command lines become `requests.tensor_parallel` evidence (GD408).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+from gpudoctor.envfiles import Assignment, ReadResult, is_env_name
+
+OPERATORS = sorted([";;&", ";;", ";&", "&&", "||", "|&", "<<<", "<<-", "<<", ">>", "&>>", "&>", "<&", ">&", ">|",
+                    "<>", ";", "&", "|", "(", ")", "<", ">"], key=len, reverse=True)
+SEPARATORS = {";", "&", "&&", "||", "|", "|&", "(", ")", ";;", ";&", ";;&", "\n"}
+REDIRECTIONS = {"<", ">", ">>", "&>", "&>>", "<&", ">&", ">|", "<>", "<<<"}
+SLURM = {"srun", "sbatch", "salloc"}
+MPI = {"mpirun", "mpiexec", "orterun", "oshrun", "mpiexec.hydra", "prun"}
+CONTAINERS = {"docker", "podman", "nvidia-docker", "enroot", "apptainer", "singularity"}
+CONTAINER_ENV_PREFIXES = ("SINGULARITYENV_", "APPTAINERENV_")
+SIMPLE_VAR = re.compile(r"^\$(?:([A-Za-z_][A-Za-z0-9_]*)|\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?-)([^}]*))?\})$")
+
+
+@dataclass
+class Word:
+    parts: List[Tuple[str, str]] = field(default_factory=list)  # ("lit", text) | ("exp", raw text)
+    line: int = 1
+
+    @property
+    def text(self) -> str:
+        return "".join(text for _, text in self.parts)
+
+    @property
+    def dynamic(self) -> bool:
+        return any(kind == "exp" for kind, _ in self.parts)
+
+    def add(self, kind: str, text: str) -> None:
+        if kind == "lit" and self.parts and self.parts[-1][0] == "lit":
+            self.parts[-1] = ("lit", self.parts[-1][1] + text)
+        elif text:
+            self.parts.append((kind, text))
+
+    def split_assignment(self) -> Optional[Tuple[str, "Word"]]:
+        """(NAME, value word) when this word is `NAME=value` with an unquoted, literal NAME."""
+        if not self.parts or self.parts[0][0] != "lit":
+            return None
+        match = re.match(r"^([A-Za-z_][A-Za-z0-9_]*)\+?=", self.parts[0][1])
+        if not match:
+            return None
+        rest = Word([("lit", self.parts[0][1][match.end():])] + self.parts[1:], self.line)
+        rest.parts = [part for part in rest.parts if part[1]]
+        return match.group(1), rest
+
+
+@dataclass
+class Token:
+    kind: str  # word | op | newline | comment
+    line: int
+    text: str = ""
+    word: Optional[Word] = None
+
+
+class Tokenizer:
+    def __init__(self, text: str):
+        self.text = text
+        self.i = 0
+        self.line = 1
+        self.tokens: List[Token] = []
+        self.heredocs: List[Tuple[str, bool]] = []
+        self.expect_delimiter: Optional[bool] = None  # strip-tabs flag while waiting for a heredoc delimiter
+
+    def run(self) -> List[Token]:
+        text, n = self.text, len(self.text)
+        while self.i < n:
+            c = text[self.i]
+            if c == "\\" and text.startswith("\\\n", self.i):
+                self.i += 2
+                self.line += 1
+            elif c == "\\" and text.startswith("\\\r\n", self.i):
+                self.i += 3
+                self.line += 1
+            elif c in " \t\r\f\v":
+                self.i += 1
+            elif c == "\n":
+                self.tokens.append(Token("newline", self.line, "\n"))
+                self.i += 1
+                self.line += 1
+                self._heredoc_bodies()
+            elif c == "#":
+                end = text.find("\n", self.i)
+                end = n if end < 0 else end
+                self.tokens.append(Token("comment", self.line, text[self.i + 1:end]))
+                self.i = end
+            elif c in ";&|()<>":
+                op = next(op for op in OPERATORS if text.startswith(op, self.i))
+                self.tokens.append(Token("op", self.line, op))
+                self.i += len(op)
+                if op in ("<<", "<<-"):
+                    self.expect_delimiter = op == "<<-"
+            else:
+                word = self._word()
+                if self.expect_delimiter is not None:
+                    self.heredocs.append((re.sub(r"[\"'\\]", "", word.text), self.expect_delimiter))
+                    self.expect_delimiter = None
+                self.tokens.append(Token("word", word.line, word.text, word))
+        return self.tokens
+
+    def _heredoc_bodies(self) -> None:
+        while self.heredocs:
+            delimiter, strip_tabs = self.heredocs.pop(0)
+            while self.i < len(self.text):
+                end = self.text.find("\n", self.i)
+                end = len(self.text) if end < 0 else end
+                body_line = self.text[self.i:end].rstrip("\r")
+                self.i = min(end + 1, len(self.text))
+                self.line += 1
+                if (body_line.lstrip("\t") if strip_tabs else body_line) == delimiter:
+                    break
+
+    def _count(self, chunk: str) -> None:
+        self.line += chunk.count("\n")
+
+    def _word(self) -> Word:
+        text, n = self.text, len(self.text)
+        word = Word(line=self.line)
+        start = self.i
+        while self.i < n:
+            c = text[self.i]
+            if c in " \t\r\n;&|()<>":
+                break
+            if c == "\\":
+                if text.startswith("\\\n", self.i):
+                    self.i += 2
+                    self.line += 1
+                else:
+                    word.add("lit", text[self.i + 1:self.i + 2])
+                    self.i += 2
+            elif c == "'":
+                end = text.find("'", self.i + 1)
+                end = n if end < 0 else end
+                chunk = text[self.i + 1:end]
+                word.add("lit", chunk)
+                self._count(chunk)
+                self.i = end + 1
+            elif c == '"':
+                self._double_quoted(word)
+            elif c == "$" and text.startswith("$'", self.i):
+                end = self._ansi_end(self.i + 2)
+                chunk = text[self.i + 2:end]
+                try:
+                    word.add("lit", chunk.encode("latin-1", "backslashreplace").decode("unicode-escape"))
+                except UnicodeDecodeError:
+                    word.add("lit", chunk)
+                self._count(chunk)
+                self.i = end + 1
+            elif c == "$" and text.startswith('$"', self.i):
+                self.i += 1
+                self._double_quoted(word)
+            elif c == "$" or c == "`":
+                word.add("exp", self._expansion())
+            elif c == "~" and (self.i == start or word.text.endswith("=") and "=" not in word.text[:-1]):
+                word.add("exp", "~")
+                self.i += 1
+            else:
+                word.add("lit", c)
+                self.i += 1
+        return word
+
+    def _ansi_end(self, j: int) -> int:
+        while j < len(self.text) and self.text[j] != "'":
+            j += 2 if self.text[j] == "\\" else 1
+        return min(j, len(self.text))
+
+    def _double_quoted(self, word: Word) -> None:
+        text, n = self.text, len(self.text)
+        self.i += 1
+        while self.i < n and text[self.i] != '"':
+            c = text[self.i]
+            if c == "\\" and self.i + 1 < n and text[self.i + 1] in '$`"\\\n':
+                if text[self.i + 1] == "\n":
+                    self.line += 1
+                else:
+                    word.add("lit", text[self.i + 1])
+                self.i += 2
+            elif c == "$" and self.i + 1 < n and (text[self.i + 1] in "({`" or text[self.i + 1].isalnum()
+                                                  or text[self.i + 1] in "_@*#?$!-"):
+                word.add("exp", self._expansion())
+            elif c == "`":
+                word.add("exp", self._expansion())
+            else:
+                if c == "\n":
+                    self.line += 1
+                word.add("lit", c)
+                self.i += 1
+        self.i += 1
+
+    def _expansion(self) -> str:
+        """One `$…` or backtick expansion, returned verbatim; the position moves past it."""
+        text, n, start = self.text, len(self.text), self.i
+        if text[start] == "`":
+            j = start + 1
+            while j < n and text[j] != "`":
+                j += 2 if text[j] == "\\" else 1
+            end = min(j + 1, n)
+        elif text.startswith("$(", start) or text.startswith("${", start):
+            opener, closer = text[start + 1], ")" if text[start + 1] == "(" else "}"
+            depth, j, quote = 0, start + 1, ""
+            while j < n:
+                ch = text[j]
+                if quote:
+                    if ch == "\\" and quote == '"':
+                        j += 1
+                    elif ch == quote:
+                        quote = ""
+                elif ch in "'\"":
+                    quote = ch
+                elif ch == "\\":
+                    j += 1
+                elif ch == opener:
+                    depth += 1
+                elif ch == closer:
+                    depth -= 1
+                    if depth == 0:
+                        break
+                j += 1
+            end = min(j + 1, n)
+        else:
+            match = re.compile(r"\$(?:[A-Za-z_][A-Za-z0-9_]*|[0-9@*#?$!-])?").match(text, start)
+            end = match.end()
+        chunk = text[start:end]
+        self._count(chunk)
+        self.i = end
+        return chunk
+
+
+@dataclass
+class ShellVar:
+    value: str
+    line: int
+    literal: bool
+    conditional: bool
+    exported: bool = False
+    word: Optional[Word] = None
+
+
+class Walker:
+    """Goes through the commands of a script and records what reaches the environment."""
+
+    def __init__(self, path: str, result: ReadResult, scope: str, context: str = "", line_offset: int = 0,
+                 tp: Optional[dict] = None):
+        self.path = path
+        self.result = result
+        self.scope = scope
+        self.context = context
+        self.offset = line_offset
+        self.stack: List[str] = []
+        self.allexport = False
+        self.exported: Dict[str, bool] = {}
+        self.vars: Dict[str, ShellVar] = {}
+        self.seen_command = False
+        self.tp = tp or {}
+
+    # -- values ---------------------------------------------------------------------------------------
+    def resolve(self, word: Word) -> Tuple[str, Optional[str]]:
+        """The word's value, and why it is unknown (None when it is a literal)."""
+        out, reason = [], None
+        for kind, text in word.parts:
+            if kind == "lit":
+                out.append(text)
+                continue
+            match = SIMPLE_VAR.match(text)
+            var = self.vars.get(match.group(1) or match.group(2)) if match else None
+            if var is not None and var.literal and not var.conditional:
+                op, default = (match.group(3), match.group(4)) if match.group(2) else (None, None)
+                out.append(default if op == ":-" and var.value == "" else var.value)
+            else:
+                out.append(text)
+                reason = reason or (f"set by `{text}` at run time" if text != "~" else "`~` expands to $HOME")
+        return "".join(out), reason
+
+    def line(self, word_or_line) -> int:
+        return (word_or_line.line if isinstance(word_or_line, Word) else word_or_line) + self.offset
+
+    def add(self, name: str, word: Optional[Word], line: int, conditional: bool, how: str = "",
+            unset: bool = False) -> None:
+        if not is_env_name(name):
+            return
+        if unset:
+            self.result.assignments.append(Assignment(name, None, self.path, self.line(line), None, conditional,
+                                                      self.scope, self.context, unset=True))
+            return
+        value, reason = self.resolve(word) if word is not None else ("", None)
+        context = ", ".join(part for part in (self.context, how) if part)
+        self.result.assignments.append(Assignment(name, value, self.path, self.line(line), reason, conditional,
+                                                  self.scope, context))
+        for prefix in CONTAINER_ENV_PREFIXES:
+            if name.startswith(prefix) and len(name) > len(prefix):
+                self.result.assignments.append(Assignment(
+                    name[len(prefix):], value, self.path, self.line(line), reason, conditional, self.scope,
+                    ", ".join(p for p in (self.context, f"inside the container via {name}") if p)))
+
+    # -- commands -------------------------------------------------------------------------------------
+    def walk(self, tokens: List[Token]) -> None:
+        words: List[Word] = []
+        chained = False
+        i = 0
+        while i < len(tokens):
+            token = tokens[i]
+            if token.kind == "comment":
+                if not self.seen_command and not words:
+                    self.directive(token)
+            elif token.kind == "word":
+                words.append(token.word)
+            elif token.kind == "op" and (token.text in REDIRECTIONS or token.text in ("<<", "<<-")):
+                if i + 1 < len(tokens) and tokens[i + 1].kind == "word":
+                    i += 1  # the redirection's target (or heredoc delimiter) is not an argument
+            else:  # separator or newline
+                self.command(words, chained)
+                words = []
+                if token.text == "(":
+                    self.stack.append("(")
+                elif token.text == ")":
+                    if self.stack and self.stack[-1] == "(":
+                        self.stack.pop()
+                if token.text in ("&&", "||"):
+                    chained = True
+                elif token.text not in ("|", "|&"):
+                    chained = False
+            i += 1
+        self.command(words, chained)
+
+    def command(self, words: List[Word], chained: bool) -> None:
+        while words:
+            head = words[0].text if not words[0].dynamic else ""
+            if head in ("if", "while", "until"):
+                self.stack.append("if" if head == "if" else "loop")
+                words = words[1:]
+            elif head in ("then", "else", "elif", "do", "!", "time"):
+                words = words[1:]
+            elif head in ("for", "select", "case"):
+                self.stack.append("loop" if head != "case" else "case")
+                return
+            elif head == "{":
+                self.stack.append("{")
+                words = words[1:]
+            elif head in ("fi", "done", "esac", "}"):
+                want = {"fi": "if", "done": "loop", "esac": "case", "}": "{"}[head]
+                if want in self.stack:
+                    while self.stack and self.stack.pop() != want:
+                        pass
+                words = words[1:]
+            elif head == "function":
+                if any(w.text == "{" for w in words):
+                    self.stack.append("{")
+                return
+            else:
+                break
+        if not words:
+            return
+        self.seen_command = True
+        conditional = chained or bool(self.stack)
+        self.tensor_parallel(words)
+        prefix = []
+        for index, word in enumerate(words):
+            split = word.split_assignment()
+            if split is None:
+                break
+            prefix.append((split, word))
+        rest = words[len(prefix):]
+        if not rest:  # plain shell assignments
+            for (name, value), word in prefix:
+                literal_value, reason = self.resolve(value)
+                self.vars[name] = ShellVar(literal_value, word.line, reason is None, conditional,
+                                           self.exported.get(name, False), value)
+                if self.allexport or self.exported.get(name):
+                    self.add(name, value, word.line, conditional)
+            return
+        for (name, value), word in prefix:
+            self.add(name, value, word.line, conditional, f"for the command `{rest[0].text}`")
+        self.builtin(rest, conditional)
+
+    def builtin(self, words: List[Word], conditional: bool) -> None:
+        head = words[0].text
+        args = words[1:]
+        if head in ("export", "declare", "typeset", "local", "readonly"):
+            flags = "".join(w.text[1:] for w in args if w.text.startswith("-") and not w.text.startswith("--"))
+            export = head == "export" or "x" in flags
+            unexport = head == "export" and "n" in flags
+            for word in args:
+                if word.text.startswith("-"):
+                    continue
+                split = word.split_assignment()
+                name = split[0] if split else word.text
+                if not is_env_name(name):
+                    continue
+                if unexport:
+                    self.exported[name] = False
+                    self.add(name, None, word.line, conditional, unset=True)
+                    continue
+                if export:
+                    self.exported[name] = True
+                if split:
+                    literal_value, reason = self.resolve(split[1])
+                    self.vars[name] = ShellVar(literal_value, word.line, reason is None, conditional, export,
+                                               split[1])
+                    if export or self.allexport or self.exported.get(name):
+                        self.add(name, split[1], word.line, conditional or head == "local")
+                elif export and name in self.vars:
+                    var = self.vars[name]
+                    original = Word([("lit", var.value)], var.line) if var.literal or var.word is None else var.word
+                    self.add(name, original, var.line, conditional or var.conditional)
+            return
+        if head == "unset":
+            if any(w.text == "-f" for w in args):
+                return
+            for word in args:
+                if is_env_name(word.text):
+                    self.vars.pop(word.text, None)
+                    self.add(word.text, None, word.line, conditional, unset=True)
+            return
+        if head == "set":
+            for index, word in enumerate(args):
+                if word.text.startswith(("-", "+")) and not word.text.startswith(("--", "++")) and "a" in word.text:
+                    self.allexport = word.text.startswith("-")
+                if word.text in ("-o", "+o") and index + 1 < len(args) and args[index + 1].text == "allexport":
+                    self.allexport = word.text == "-o"
+            return
+        if head == "env":
+            index = 1
+            while index < len(words):
+                text = words[index].text
+                split = words[index].split_assignment()
+                if split:
+                    self.add(split[0], split[1], words[index].line, conditional, "set by `env`")
+                elif text in ("-u", "--unset") and index + 1 < len(words):
+                    index += 1
+                elif not text.startswith("-"):
+                    self.builtin(words[index:], conditional)
+                    return
+                index += 1
+            return
+        self.launcher_env(words, conditional)
+
+    def launcher_env(self, words: List[Word], conditional: bool) -> None:
+        """Environment options of launchers anywhere on the command line (srun … docker run -e …)."""
+        family = ""
+        index = 0
+        while index < len(words):
+            word = words[index]
+            text = word.text
+            base = text.rsplit("/", 1)[-1]
+            nxt = words[index + 1] if index + 1 < len(words) else None
+            if base in SLURM:
+                family = "slurm"
+            elif base in MPI:
+                family = "mpi"
+            elif base in CONTAINERS:
+                family = "container"
+            elif family == "slurm" and (text.startswith("--export=") or text == "--export" and nxt):
+                value_word = self._option_value(word, nxt, "--export")
+                if text == "--export":
+                    index += 1
+                self.slurm_export(value_word, conditional, f"`{base}`" if base else "")
+            elif family == "mpi" and text == "-x" and nxt is not None:
+                split = nxt.split_assignment()
+                if split:
+                    self.add(split[0], split[1], nxt.line, conditional, "passed by `mpirun -x`")
+                index += 1
+            elif family == "mpi" and text in ("-genv", "-env") and nxt is not None:
+                split = nxt.split_assignment()
+                if split:
+                    self.add(split[0], split[1], nxt.line, conditional, f"passed by `{text}`")
+                    index += 1
+                elif index + 2 < len(words) and is_env_name(nxt.text):
+                    self.add(nxt.text, words[index + 2], nxt.line, conditional, f"passed by `{text}`")
+                    index += 2
+            elif family == "container" and (text in ("-e", "--env") and nxt is not None
+                                            or text.startswith("--env=") or re.match(r"^-e[A-Za-z_]", text)):
+                if text in ("-e", "--env"):
+                    target, index = nxt, index + 1
+                else:
+                    cut = len("--env=") if text.startswith("--env=") else 2
+                    target = self._strip(word, cut)
+                self.container_env(target, conditional)
+            index += 1
+
+    @staticmethod
+    def _strip(word: Word, count: int) -> Word:
+        parts, remaining = [], count
+        for kind, text in word.parts:
+            if remaining and kind == "lit":
+                take = min(remaining, len(text))
+                text, remaining = text[take:], remaining - take
+            if text:
+                parts.append((kind, text))
+        return Word(parts, word.line)
+
+    def _option_value(self, word: Word, nxt: Optional[Word], option: str) -> Word:
+        if word.text == option:
+            return nxt
+        return self._strip(word, len(option) + 1)
+
+    def container_env(self, word: Word, conditional: bool) -> None:
+        for item in self._split_commas(word):
+            split = item.split_assignment()
+            if split:
+                self.add(split[0], split[1], item.line, conditional, "passed into the container")
+
+    def _split_commas(self, word: Word) -> List[Word]:
+        items, current = [], Word(line=word.line)
+        for kind, text in word.parts:
+            if kind == "exp":
+                current.add(kind, text)
+                continue
+            pieces = text.split(",")
+            for n, piece in enumerate(pieces):
+                if n:
+                    items.append(current)
+                    current = Word(line=word.line)
+                current.add("lit", piece)
+        items.append(current)
+        return [item for item in items if item.parts]
+
+    def slurm_export(self, word: Optional[Word], conditional: bool, how: str = "") -> None:
+        if word is None:
+            return
+        for item in self._split_commas(word):
+            split = item.split_assignment()
+            if split:
+                self.add(split[0], split[1], item.line, conditional, f"exported by {how} --export".replace("  ", " "))
+
+    def directive(self, token: Token) -> None:
+        """`#SBATCH --export=…` in the leading comment block."""
+        match = re.match(r"^SBATCH\s+(.*)$", token.text)
+        if not match:
+            return
+        words = [t.word for t in Tokenizer(match.group(1)).run() if t.kind == "word"]
+        for index, word in enumerate(words):
+            word.line = token.line
+            if word.text.startswith("--export=") or word.text == "--export" and index + 1 < len(words):
+                target = self._option_value(word, words[index + 1] if index + 1 < len(words) else None, "--export")
+                if target is not None:
+                    target.line = token.line
+                    self.slurm_export(target, False, "#SBATCH")
+
+    # -- tensor parallelism (GD408) --------------------------------------------------------------------
+    def tensor_parallel(self, words: List[Word]) -> None:
+        flags = set(self.tp.get("flags", []))
+        key = self.tp.get("override_key", "")
+        for index, word in enumerate(words):
+            text = word.text
+            value_word, shown, frameworks = None, "", ["megatron"]
+            if text in flags and index + 1 < len(words):
+                value_word, shown = words[index + 1], f"{text} {words[index + 1].text}"
+            elif "=" in text and text.split("=", 1)[0] in flags:
+                value_word, shown = self._strip(word, len(text.split("=", 1)[0]) + 1), text
+            elif key and re.match(r"^\+{0,2}(?:[\w.]+\.)?" + re.escape(key) + "=", text):
+                value_word, shown = self._strip(word, text.index("=") + 1), text
+                frameworks = ["nemo"]
+            if value_word is None:
+                continue
+            value, reason = self.resolve(value_word)
+            if reason is None and re.fullmatch(r"\d+", value.strip()):
+                self.result.tensor_parallel.append({
+                    "source": self.path, "line": self.line(word), "what": shown if value == value_word.text
+                    else f"{shown} (= {value})", "size": int(value), "frameworks": frameworks})
+
+
+def read(text: str, path: str, scope: Optional[str] = None, context: str = "", line_offset: int = 0,
+         result: Optional[ReadResult] = None) -> ReadResult:
+    """Read one script (or an embedded `bash -c` script, with the line of its first line minus one)."""
+    from gpudoctor.knowledge import table
+
+    result = result if result is not None else ReadResult()
+    tokens = Tokenizer(text.lstrip("\ufeff")).run()
+    walker = Walker(path, result, scope or path, context, line_offset, table("nccl_env").get("tensor_parallel", {}))
+    walker.walk(tokens)
+    return result
