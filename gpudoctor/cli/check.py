@@ -50,6 +50,21 @@ def ds_config_overlay(args: argparse.Namespace, snapshot: Snapshot) -> None:
 OVERLAYS.append(ds_config_overlay)
 
 
+def env_file_overlay(args: argparse.Namespace, snapshot: Snapshot) -> None:
+    """`--env-file FILE` (repeatable): the environment as the job will see it, this process's variables overlaid
+    with those the files set (.env, shell/sbatch script, Dockerfile, Kubernetes manifest, nccl.conf)."""
+    if getattr(args, "env_file", None):
+        from gpudoctor.envfiles import overlay
+
+        try:
+            overlay(args.env_file, snapshot)
+        except OSError as exc:
+            raise UsageError(f"cannot read env file {exc.filename or ''!r}: {exc.strerror or exc}") from None
+
+
+OVERLAYS.append(env_file_overlay)
+
+
 def add_machine_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--python", default=sys.executable, metavar="PATH",
                         help="interpreter whose torch/deepspeed to inspect (default: this one)")
@@ -65,6 +80,9 @@ def add_parser(subparsers) -> None:
                         help="also analyse this training script statically (never imported or run); repeatable")
     parser.add_argument("--ds-config", metavar="FILE",
                         help="also check this DeepSpeed config (JSON) and use it for the precision rules")
+    parser.add_argument("--env-file", action="append", default=[], metavar="FILE",
+                        help="overlay the variables this file sets (.env, sbatch/shell script, Dockerfile, K8s "
+                             "manifest) on this process's environment; repeatable")
     add_machine_options(parser)
     add_selection_options(parser)
     add_output_options(parser)
