@@ -184,6 +184,8 @@ def _redact(node: Any) -> Any:
 
 def parse(text: str) -> Parsed:
     """Read a DeepSpeed config. Never raises: problems are in `error` / `hjson_only` / `duplicates`."""
+    if not text.strip("\ufeff \t\r\n"):
+        return Parsed(error={"message": "the file is empty", "line": 1, "column": 1})
     body = text[1:] if text.startswith("\ufeff") else text
     offset = len(text) - len(body)
     blanked, first = _blank_hjson(body)
@@ -274,3 +276,19 @@ def _read(path: Path, text: str, snapshot) -> None:
 
 
 READER = register(FileReader(kind="ds_config", accepts=looks_like_ds_config, read=_read))
+
+
+def overlay(name: str, snapshot) -> None:
+    """`check --ds-config FILE`: read it as a DeepSpeed config whatever it looks like; a missing or unreadable file
+    is a usage error (exit 2), a malformed one a GD307 finding."""
+    from gpudoctor.cli.common import UsageError
+    from gpudoctor.files import read_text
+
+    path = Path(name)
+    if not path.is_file():
+        raise UsageError(f"cannot read DeepSpeed config {name!r}: no such file")
+    try:
+        text = read_text(path)
+    except OSError as exc:
+        raise UsageError(f"cannot read DeepSpeed config {name!r}: {exc.strerror or exc}") from None
+    add_to_snapshot(snapshot, name, text)

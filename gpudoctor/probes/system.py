@@ -11,7 +11,7 @@ from typing import Optional
 
 import psutil
 
-from gpudoctor.probes import Probe, ProbeContext
+from gpudoctor.probes import Probe, ProbeContext, libaio
 
 IB_ROOT = Path("/sys/class/infiniband")
 
@@ -107,6 +107,7 @@ def probe_system(ctx: ProbeContext) -> dict:
             "interfaces": _interfaces(),
             "ib_devices": ib_devices(),
             "in_container": _in_container(),
+            "libaio": libaio.find(ctx.environ),
         }
     }
 

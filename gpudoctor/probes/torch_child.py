@@ -26,9 +26,56 @@ def _distribution_version(name):
         return None
 
 
+def _deepspeed_install_info():
+    """installed_ops / torch_info / accelerator_name that DeepSpeed's setup.py wrote into
+    deepspeed/git_version_info_installed.py, read as text: the package is located, never imported."""
+    import ast
+    import importlib.util
+    import os
+    try:
+        spec = importlib.util.find_spec("deepspeed")  # a top-level name: finds, does not import
+    except (ImportError, ValueError):
+        return {}
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        path = os.path.join(folder, "git_version_info_installed.py")
+        try:
+            with open(path, "rb") as handle:
+                tree = ast.parse(handle.read(1000000))
+        except (OSError, SyntaxError, ValueError):
+            continue
+        values = {}
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                try:
+                    values[node.targets[0].id] = ast.literal_eval(node.value)
+                except ValueError:
+                    pass
+        info = {}
+        ops = values.get("installed_ops")
+        if isinstance(ops, dict):  # setup.py writes 1/0 or True/False
+            info["installed_ops"] = dict((str(k), bool(v)) for k, v in ops.items())
+        torch_info = values.get("torch_info")
+        if isinstance(torch_info, dict):
+            info["wheel_torch"] = torch_info.get("version")
+            info["wheel_cuda"] = torch_info.get("cuda_version")
+            if torch_info.get("hip_version") not in (None, "0.0"):
+                info["wheel_hip"] = torch_info.get("hip_version")
+        if isinstance(values.get("accelerator_name"), str):
+            info["accelerator"] = values["accelerator_name"]
+        return info
+    return {}
+
+
 def _deepspeed():
-    """DeepSpeed's version from package metadata (importing deepspeed costs seconds and may build ops)."""
-    return {"version": _distribution_version("deepspeed")}
+    """DeepSpeed's version from package metadata and its pre-built ops from the file its setup.py wrote
+    (importing deepspeed costs seconds and may build ops)."""
+    facts = {"version": _distribution_version("deepspeed")}
+    if facts["version"] is not None:
+        try:
+            facts.update(_deepspeed_install_info())
+        except Exception:  # noqa: BLE001 - a strange install must not cost the torch facts
+            pass
+    return facts
 
 
 def _cuda_facts(torch, facts):
