@@ -285,8 +285,8 @@ def _check_algo_proto(name: str, item: dict, value: str) -> List[Problem]:
     what = "algorithm" if name == "NCCL_ALGO" else "protocol"
     problems: List[Problem] = []
     fixed_segments: List[str] = []
-    per_function = False
     segments = [s for s in value.split(";") if s != ""]
+    per_function = ";" in value
     for index, segment in enumerate(segments):
         prefix, elements = None, segment
         if ":" in segment:
@@ -316,7 +316,8 @@ def _check_algo_proto(name: str, item: dict, value: str) -> List[Problem]:
             if raw != token:
                 problems.append(Problem(f"has spaces around {token!r}: NCCL does not trim them, so the token is "
                                         f"unknown (init fails since NCCL {strict}, ignored before)"))
-            if key in value_since:
+            floor = version(meta("nccl_floor"))
+            if key in value_since and not (floor and version(value_since[key]) <= floor):
                 problems.append(Problem(f"uses {lowered[key]}, which NCCL accepts only since {value_since[key]}",
                                         before=value_since[key]))
             if key in value_until:

@@ -86,7 +86,9 @@ class Finder(ast.NodeVisitor):
         """A value that should hold variables: a dict literal or dict(...) call."""
         if isinstance(node, ast.Dict):
             self.dict_literal(node, context, conditional)
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict":
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict" \
+                and id(node) not in self.seen_dicts:
+            self.seen_dicts.add(id(node))
             scope = f"{self.path}:dict@{node.lineno}"
             for keyword in node.keywords:
                 if keyword.arg:
@@ -170,6 +172,11 @@ class Finder(ast.NodeVisitor):
             elif func.attr == "update" and self._envish(func.value):
                 for arg in node.args:
                     self.env_container(arg, f"{_unparse(func.value)}.update")
+        if isinstance(func, ast.Name) and func.id == "dict" and node.keywords:
+            names = [k.arg for k in node.keywords]
+            if all(n and is_env_name(n) and n.upper() == n for n in names) and any(
+                    n.startswith(HINT_PREFIXES) for n in names):
+                self.env_container(node, "dict of environment variables")
         for keyword in node.keywords:
             if keyword.arg in ENV_KEYWORDS:
                 self.env_container(keyword.value, f"{keyword.arg}= of {_unparse(func)[:40]}()")

@@ -78,6 +78,7 @@ class Tokenizer:
         self.line = 1
         self.tokens: List[Token] = []
         self.heredocs: List[Tuple[str, bool]] = []
+        self.errors: List[Tuple[str, int]] = []
         self.expect_delimiter: Optional[bool] = None  # strip-tabs flag while waiting for a heredoc delimiter
 
     def run(self) -> List[Token]:
@@ -148,7 +149,10 @@ class Tokenizer:
                     self.i += 2
             elif c == "'":
                 end = text.find("'", self.i + 1)
-                end = n if end < 0 else end
+                if end < 0:
+                    self.errors.append(("unterminated ' quote: bash stops with \"unexpected EOF while looking for "
+                                        "matching\"", self.line))
+                    end = n
                 chunk = text[self.i + 1:end]
                 word.add("lit", chunk)
                 self._count(chunk)
@@ -184,6 +188,7 @@ class Tokenizer:
 
     def _double_quoted(self, word: Word) -> None:
         text, n = self.text, len(self.text)
+        start_line = self.line
         self.i += 1
         while self.i < n and text[self.i] != '"':
             c = text[self.i]
@@ -203,6 +208,9 @@ class Tokenizer:
                     self.line += 1
                 word.add("lit", c)
                 self.i += 1
+        if self.i >= n:
+            self.errors.append(('unterminated " quote: bash stops with "unexpected EOF while looking for matching"',
+                                start_line))
         self.i += 1
 
     def _expansion(self) -> str:
@@ -583,7 +591,10 @@ def read(text: str, path: str, scope: Optional[str] = None, context: str = "", l
     from gpudoctor.knowledge import table
 
     result = result if result is not None else ReadResult()
-    tokens = Tokenizer(text.lstrip("\ufeff")).run()
+    tokenizer = Tokenizer(text.lstrip("\ufeff"))
+    tokens = tokenizer.run()
+    for message, line in tokenizer.errors:
+        result.error(message, line + line_offset)
     walker = Walker(path, result, scope or path, context, line_offset, table("nccl_env").get("tensor_parallel", {}))
     walker.walk(tokens)
     return result

@@ -1,0 +1,108 @@
+"""`gpudoctor lint FILE...` end to end, as a user runs it: a real subprocess, exit codes, no tracebacks."""
+
+import json
+import os
+import subprocess
+
+import pytest
+
+from conftest import FIXTURES, ROOT, gpudoctor_cmd
+
+JOBS = FIXTURES / "jobs"
+
+
+def lint(*args, cwd=ROOT):
+    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="120")
+    env.pop("NCCL_DEBUG", None)
+    done = subprocess.run(gpudoctor_cmd() + ["lint", *map(str, args)], capture_output=True, text=True, cwd=cwd,
+                          env=env, timeout=120)
+    assert "Traceback" not in done.stderr, done.stderr
+    return done
+
+
+def test_seed_002_exports_json():
+    done = lint(JOBS / "seed002_nccl_exports.sh", "--format", "json")
+    assert done.returncode == 0, done.stderr  # warnings and info only: below the default --fail-on error
+    report = json.loads(done.stdout)
+    assert report["schema"] == "gpudoctor.report/1"
+    found = sorted((f["rule"], f["evidence"]["variable"], f["location"]["line"]) for f in report["findings"])
+    assert ("GD401", "NCCL_ALGO_ALL", 10) in found and ("GD401", "NCCL_COMM_WAIT_TIMEOUT", 47) in found
+    assert ("GD404", "NCCL_CHECKS_DISABLE", 38) in found
+    assert report["summary"]["error"] == 0 and report["summary"]["warning"] == 5
+    for finding in report["findings"]:
+        assert finding["fix"]["env"]["set"] or finding["fix"]["env"]["unset"]
+
+
+def test_fail_on_warning_exits_1():
+    assert lint(JOBS / "seed002_nccl_exports.sh", "--fail-on", "warning", "-q").returncode == 1
+    assert lint(JOBS / "seed002_nccl_pod.yaml", "--fail-on", "warning", "-q").returncode == 0  # info only
+
+
+def test_plain_output_points_at_file_and_line():
+    done = lint(JOBS / "seed002_nccl_exports.sh", "--format", "plain", "--select", "GD401")
+    assert done.returncode == 0
+    assert "seed002_nccl_exports.sh:11" in done.stdout and "NCCL_ALGO_TREE" in done.stdout
+    assert "GD404" not in done.stdout
+
+
+def test_clean_jobs_exit_0_with_nothing_to_report():
+    done = lint(JOBS / "clean_multinode.sbatch", JOBS / "clean_pytorchjob.yaml", "--format", "json")
+    assert done.returncode == 0
+    report = json.loads(done.stdout)
+    assert report["findings"] == [] and report["summary"]["unknown"] == 0
+
+
+def test_bad_input_is_reported_with_its_line_and_exit_1():
+    done = lint(JOBS / "bad_manifest.yaml", JOBS / "bad_job.sh", JOBS / "bad.env", JOBS / "Dockerfile.bad",
+                "--format", "json")
+    assert done.returncode == 1  # GD003 and GD402 are errors
+    report = json.loads(done.stdout)
+    unreadable = {(f["location"]["path"].rsplit("/", 1)[-1], f["location"]["line"])
+                  for f in report["findings"] if f["rule"] == "GD003"}
+    assert ("bad_manifest.yaml", 29) in unreadable and ("bad.env", 5) in unreadable
+
+
+def test_missing_file_is_a_usage_error():
+    done = lint("no/such/job.sbatch")
+    assert done.returncode == 2
+    assert done.stderr.startswith("gpudoctor: error:") and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_unknown_file_kind_is_reported_not_raised(tmp_path):
+    path = tmp_path / "notes.md"
+    path.write_text("# not a job file\n")
+    done = lint(path, "--format", "json")
+    assert done.returncode == 1
+    assert [f["rule"] for f in json.loads(done.stdout)["findings"]] == ["GD003"]
+
+
+@pytest.mark.parametrize("content", [b"\xff\xfe\x00garbage\x00", b"", b"export A=\"\n" * 3, b"\x00" * 100])
+def test_binary_and_empty_files_never_crash(tmp_path, content):
+    path = tmp_path / "job.sh"
+    path.write_bytes(content)
+    done = lint(path)
+    assert done.returncode in (0, 1)
+
+
+def test_lint_does_not_judge_this_host(tmp_path):
+    """NCCL_SOCKET_IFNAME naming an interface this machine lacks is the cluster's business, not lint's."""
+    path = tmp_path / "job.sbatch"
+    path.write_text("#!/bin/bash\nexport NCCL_SOCKET_IFNAME==no-such-interface0\nexport NCCL_IB_DISABLE=1\n")
+    done = lint(path, "--format", "json")
+    assert done.returncode == 0 and json.loads(done.stdout)["findings"] == []
+
+
+def test_check_env_file_end_to_end(tmp_path):
+    env_file = tmp_path / ".env"
+    env_file.write_text("NCCL_PROTO=simple2\nNCCL_DEBUG=WARN\n")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    done = subprocess.run(gpudoctor_cmd() + ["check", "--select", "GD402", "--env-file", str(env_file), "--format",
+                                             "json", "--timeout", "20"],
+                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=180)
+    assert "Traceback" not in done.stderr
+    assert done.returncode == 1
+    (finding,) = json.loads(done.stdout)["findings"]
+    assert finding["location"] == {"path": str(env_file), "line": 1, "column": None}
+    missing = subprocess.run(gpudoctor_cmd() + ["check", "--env-file", str(tmp_path / "nope.env")],
+                             capture_output=True, text=True, cwd=ROOT, env=env, timeout=60)
+    assert missing.returncode == 2 and "nope.env" in missing.stderr
