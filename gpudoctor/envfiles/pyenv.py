@@ -135,7 +135,8 @@ class Finder(ast.NodeVisitor):
 
     def target(self, target, value) -> None:
         if isinstance(target, ast.Subscript):
-            key = target.slice.value if isinstance(target.slice, ast.Index) else target.slice  # py3.8 Index
+            index = getattr(ast, "Index", None)  # Python 3.8 wrapped subscripts in ast.Index
+            key = target.slice.value if index is not None and isinstance(target.slice, index) else target.slice
             if self.is_environ(target.value):
                 self.add(key, value, f"{self.path}:os.environ", "os.environ")
             elif self._envish(target.value):
