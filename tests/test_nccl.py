@@ -351,3 +351,30 @@ def test_fixes_are_env_changes_gpudoctor_fix_can_apply():
         if finding.rule.startswith("GD4") and finding.rule != "GD410":
             assert finding.fix.env, finding.message
             assert finding.fix.applicability in (Applicability.SAFE, Applicability.UNSAFE)
+
+
+# --- never crash ---------------------------------------------------------------------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from gpudoctor.checks.nccl import knowledge  # noqa: E402
+
+NAMES = sorted(knowledge()["var"]) + ["NCCL_ALGO_ALL", "NCCL_SOCKET_IFNAM", "nccl_debug", "TORCH_NCCL_X"]
+VALUES = st.text(alphabet=st.sampled_from(list("0123456789abcxyzABCXYZ^=:;,|-_ .%~$x")), max_size=20)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.sampled_from(NAMES), VALUES, max_size=6),
+       st.sampled_from([None, "2.10.3", "2.21.5", "2.26.2", "banana"]),
+       st.sampled_from([None, "1.13.1", "2.1.0", "2.5.1+cu124", ""]))
+def test_gd4xx_never_crash_on_random_environments(env, nccl, torch):
+    facts = {"env": env, "torch": {"nccl": nccl, "version": torch},
+             "host": {"interfaces": [{"name": "eth0", "up": True, "addresses": ["10.0.0.1"]}], "ib_devices": []},
+             "nvml": {"gpus": [{"name": "NVIDIA H100", "nvlink_active_links": 18}] * 2, "driver_version": "550.1",
+                      "p2p_supported": True},
+             "requests": {"tensor_parallel": [{"source": "x.py", "line": 1, "what": "tp", "size": 2,
+                                               "frameworks": ["megatron"]}]}}
+    rules = [rule for rule in load_catalog() if rule.id.startswith("GD4")]
+    report = evaluate(Snapshot(facts=facts), rules)
+    assert not [f for f in report.findings if f.rule == "GD001"], [f.message for f in report.findings]

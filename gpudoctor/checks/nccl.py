@@ -419,6 +419,8 @@ def nccl_unknown_variable(facts, rule):
     names, prefixes = known_names()
     invented = knowledge().get("invented", {})
     env = facts.get("env")
+    if facts.get("torch.hip", None):
+        return []  # a ROCm torch uses RCCL, which reads NCCL_* names of its own that this table does not list
     findings = []
     for setting in settings(facts):
         name = setting.name
