@@ -480,3 +480,10 @@ def test_readers_never_raise_on_random_text(text):
         result = read(text, "random")
         for message, line, column in result.errors:
             assert isinstance(message, str)
+
+
+def test_windows_line_endings():
+    shell_text = "#!/bin/bash\r\n#SBATCH --export=ALL,X=1\r\nexport Y=2 \\\r\n  Z=3\r\n"
+    assert found(shell.read(shell_text, "job.sh")) == {"X": ("1", 2), "Y": ("2", 3), "Z": ("3", 4)}
+    assert found(dotenv.read("A=1\r\nB='2'\r\n", ".env")) == {"A": ("1", 1), "B": ("2", 2)}
+    assert found(dockerfile.read("FROM x\r\nENV A=1 \\\r\n    B=2\r\n", "Dockerfile")) == {"A": ("1", 2), "B": ("2", 3)}

@@ -976,10 +976,15 @@ def cuda_device_max_connections(facts, rule):
     state = f"is {value}" if value is not None else "is not set"
     location = _location(record) if value is not None else (
         Location(str(first["source"]), first.get("line")) if first.get("source") else None)
+    if "megatron" in (first.get("frameworks") or []):
+        why = ("Megatron-LM refuses to start (\"Using tensor model parallelism ... require setting the environment "
+               "variable CUDA_DEVICE_MAX_CONNECTIONS to 1\") and communication no longer overlaps the GEMMs")
+    else:
+        why = ("the tensor-parallel communication kernels no longer overlap the GEMMs (NeMo's performance recipes "
+               "set it to 1; Megatron-LM's own scripts refuse to start without it)")
     return [rule.finding(
         f"tensor parallelism ({first.get('what')} at {where}, {frameworks}) but CUDA_DEVICE_MAX_CONNECTIONS {state}: "
-        "Megatron-LM refuses to start (\"Using tensor model parallelism ... require setting the environment variable "
-        "CUDA_DEVICE_MAX_CONNECTIONS to 1\") and communication no longer overlaps the GEMMs",
+        + why,
         location=location, evidence={"tensor_parallel": evidence[:5], "CUDA_DEVICE_MAX_CONNECTIONS": value},
         fix=rule.fix("Set CUDA_DEVICE_MAX_CONNECTIONS=1 in the job's environment.", "safe",
                      env=EnvChange(set={"CUDA_DEVICE_MAX_CONNECTIONS": "1"})))]

@@ -141,8 +141,8 @@ class Tokenizer:
             if c in " \t\r\n;&|()<>":
                 break
             if c == "\\":
-                if text.startswith("\\\n", self.i):
-                    self.i += 2
+                if text.startswith("\\\n", self.i) or text.startswith("\\\r\n", self.i):
+                    self.i += 2 if text[self.i + 1] == "\n" else 3
                     self.line += 1
                 else:
                     word.add("lit", text[self.i + 1:self.i + 2])
