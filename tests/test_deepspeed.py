@@ -251,6 +251,16 @@ def test_gd306_world_sizes(config, env, gpus, expected):
     assert [str(f.severity) for f in report.findings] == expected, [f.message for f in report.findings]
 
 
+def test_gd306_takes_world_size_from_a_job_file_given_to_lint(run_cli, tmp_path):
+    (tmp_path / "job.env").write_text("WORLD_SIZE=4\n")
+    (tmp_path / "ds.json").write_text('{"train_batch_size": 64, "train_micro_batch_size_per_gpu": 4,\n'
+                                      ' "gradient_accumulation_steps": 2}')
+    code, out, _ = run_cli("lint", tmp_path / "job.env", tmp_path / "ds.json", "--format", "json", "--select", "GD3")
+    data = json.loads(out)
+    assert [(f["rule"], f["severity"], f["location"]["line"]) for f in data["findings"]] == [("GD306", "error", 1)]
+    assert "= 32" in data["findings"][0]["message"] and code == 1
+
+
 def test_gd306_is_unknown_without_a_world_size():
     facts = config_facts('{"train_batch_size": 32, "train_micro_batch_size_per_gpu": 4}', env={})
     report = rule_findings("GD306", facts)
@@ -424,6 +434,11 @@ with contextlib.redirect_stdout(io.StringIO()):
         except BaseException as exc:
             results.append(type(exc).__name__ + ": " + str(exc)[:200])
     out["configs"] = results
+    try:
+        from deepspeed.ops.op_builder import AsyncIOBuilder
+        out["aio_compatible"] = bool(AsyncIOBuilder().is_compatible())
+    except Exception as exc:
+        out["aio_compatible"] = type(exc).__name__
     paths = []
     for path in jobs["paths"]:
         try:
@@ -434,6 +449,12 @@ with contextlib.redirect_stdout(io.StringIO()):
     out["paths"] = paths
 print(json.dumps(out))
 '''
+
+
+@pytest.fixture(scope="module")
+def deepspeed_answer():
+    """The installed DeepSpeed's own answers (version, ops, model fields, removed keys, async_io), asked once."""
+    return ask_deepspeed()
 
 
 def ask_deepspeed(configs=(), paths=()):
@@ -504,8 +525,8 @@ def _nest(path, leaf):
 
 
 @real_deepspeed
-def test_the_key_table_covers_the_installed_deepspeed():
-    answer = ask_deepspeed()
+def test_the_key_table_covers_the_installed_deepspeed(deepspeed_answer):
+    answer = deepspeed_answer
     data = table("deepspeed_config")
     sections = {s["path"]: set(s["keys"]) for s in data["section"]}
     removed = {r["key"]: r["since"] for r in data["removed"]}
@@ -519,11 +540,71 @@ def test_the_key_table_covers_the_installed_deepspeed():
 
 
 @real_deepspeed
-def test_torch_probe_reports_the_real_deepspeed_install():
+def test_torch_probe_reports_the_real_deepspeed_install(deepspeed_answer):
     from gpudoctor.probes import ProbeContext
     from gpudoctor.probes.torch_probe import probe_torch
 
     facts = probe_torch(ProbeContext(timeout=120))["torch"]
-    answer = ask_deepspeed()
+    answer = deepspeed_answer
     assert facts["deepspeed"]["version"] == answer["version"]
     assert facts["deepspeed"]["installed_ops"] == answer["installed_ops"]
+
+
+@real_deepspeed
+def test_libaio_fact_agrees_with_deepspeeds_async_io_check(deepspeed_answer):
+    """DeepSpeed's AsyncIOBuilder compiles and links a test program with -laio; GD308 relies on the libaio fact
+    (dev library and header found) saying the same. (Checked by hand in both directions: with libaio-dev unpacked
+    from its .deb and CFLAGS/LDFLAGS pointing at it, both say yes.)"""
+    import os
+    import shutil
+
+    found = libaio.find(os.environ)
+    answer = deepspeed_answer
+    if not isinstance(answer["aio_compatible"], bool):
+        pytest.skip(f"AsyncIOBuilder unavailable: {answer['aio_compatible']}")
+    have_dev = bool(found["dev_library"] and found["header"])
+    if have_dev and not (shutil.which("cc") or shutil.which("gcc")):
+        pytest.skip("no C compiler: DeepSpeed's check cannot compile its test program")
+    assert answer["aio_compatible"] == have_dev, found
+
+
+# --- properties -------------------------------------------------------------------------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+KEYS = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=8).filter(
+    lambda k: not any(word in k.lower() for word in ("key", "token", "secret", "passw", "credential")))
+SCALARS = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=10)
+OBJECTS = st.dictionaries(KEYS, st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=3) |
+                                             st.dictionaries(KEYS, inner, max_size=3), max_leaves=12), max_size=5)
+
+
+def _paths(node, prefix=""):
+    if isinstance(node, dict):
+        for key, value in node.items():
+            path = f"{prefix}.{key}" if prefix else key
+            yield path
+            yield from _paths(value, path)
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from _paths(value, f"{prefix}.{index}" if prefix else str(index))
+
+
+@settings(max_examples=200, deadline=None)
+@given(OBJECTS, st.sampled_from([None, 1, 4]))
+def test_any_json_object_reads_back_with_a_line_for_every_key(obj, indent):
+    text = json.dumps(obj, indent=indent)
+    parsed = parse(text)
+    assert parsed.error is None and parsed.hjson_only is None and parsed.config == obj
+    assert set(parsed.lines) == set(_paths(obj))
+    lines = text.splitlines()
+    for path, line in parsed.lines.items():
+        assert json.dumps(path.rpartition(".")[2])[1:-1] in lines[line - 1] or "." in path
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet='{}[]",:/#*\n 0123456789abtrue\\', max_size=200))
+def test_parse_never_raises_on_json_like_noise(text):
+    parsed = parse(text)
+    assert (parsed.config is None) == (parsed.error is not None)
