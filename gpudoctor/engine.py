@@ -6,6 +6,7 @@ import time
 import traceback
 from typing import Iterable, List, Sequence
 
+from gpudoctor.analysis.suppress import finding_suppressed
 from gpudoctor.catalog import Rule, find_rule
 from gpudoctor.facts import Facts, MissingFact
 from gpudoctor.model import Finding, Report, Severity, Unknown
@@ -58,10 +59,12 @@ def evaluate(snapshot: Snapshot, rules: Sequence[Rule], started: float = 0.0) ->
     findings: List[Finding] = []
     passed: List[str] = []
     unknown: List[Unknown] = []
+    scripts = facts.get("scripts", None) or []
     for rule in rules:
         if rule.check is None:
             continue
         produced, missing = run_rule(rule, facts)
+        produced = [f for f in produced if not finding_suppressed(scripts, f)]
         if missing is not None:
             unknown.append(Unknown(rule.id, missing))
         elif produced:

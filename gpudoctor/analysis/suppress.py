@@ -9,7 +9,7 @@ from __future__ import annotations
 import io
 import re
 import tokenize
-from typing import Dict, List
+from typing import Dict, Iterable, List
 
 MARKER = re.compile(r"#\s*gpudoctor\s*:\s*ignore\b(?P<rest>.*)$", re.IGNORECASE)
 CODES = re.compile(r"^\s*\[(?P<codes>[^\]]*)\]")
@@ -56,3 +56,12 @@ def suppressed(suppressions: Dict[str, List[str]], rule_id: str, lines) -> bool:
         if ALL in codes or rule_id in codes:
             return True
     return False
+
+
+def finding_suppressed(scripts: Iterable, finding) -> bool:
+    """Is a finding that points at a line of an analysed script silenced by a comment on that line?"""
+    where = finding.location
+    if where is None or where.line is None:
+        return False
+    return any(isinstance(script, dict) and script.get("path") == where.path
+               and suppressed(script.get("suppressions") or {}, finding.rule, [where.line]) for script in scripts)

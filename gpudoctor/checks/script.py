@@ -4,8 +4,9 @@ for inline suppressions that name no rule. Without a script these rules pass sil
 from __future__ import annotations
 
 import difflib
-from typing import Iterable, Optional, Tuple
+from typing import Optional, Tuple
 
+from gpudoctor.analysis.suppress import suppressed
 from gpudoctor.checks import check
 from gpudoctor.knowledge import version
 from gpudoctor.model import Location, Severity
@@ -19,14 +20,8 @@ def _scripts(facts) -> list:
     return [s for s in facts.get("scripts", []) or [] if isinstance(s, dict)]
 
 
-def suppressed(script: dict, rule_id: str, lines: Iterable) -> bool:
-    """Is `rule_id` silenced by `# gpudoctor: ignore[...]` on one of `lines` of this script?"""
-    table = script.get("suppressions") or {}
-    for line in lines:
-        codes = table.get(str(line)) or ()
-        if "*" in codes or rule_id in codes:
-            return True
-    return False
+def _suppressed(script: dict, rule_id: str, lines: list) -> bool:
+    return suppressed(script.get("suppressions") or {}, rule_id, lines)
 
 
 def _frame_lines(path: list) -> list:
@@ -79,7 +74,7 @@ def missing_main_guard(facts, rule):
             if start.get("guarded"):
                 continue
             path = start.get("path") or []
-            if suppressed(script, rule.id, [start.get("line")] + _frame_lines(path)):
+            if _suppressed(script, rule.id, [start.get("line")] + _frame_lines(path)):
                 continue
             method = start.get("start_method") or "default"
             if method == "fork":
@@ -132,7 +127,7 @@ def missing_main_guard(facts, rule):
 def cuda_visible_devices_set_late(facts, rule):
     for script in _scripts(facts):
         for item in script.get("cuda_visible_devices_late", []) or []:
-            if suppressed(script, rule.id, [item.get("line")] + _frame_lines(item.get("path"))[:1]):
+            if _suppressed(script, rule.id, [item.get("line")] + _frame_lines(item.get("path"))[:1]):
                 continue
             where = _where(script, item)
             cuda = f"line {item.get('cuda_line')} ({item.get('cuda_what')})"
@@ -157,7 +152,7 @@ def nemo_run_single_gpu_not_direct(facts, rule):
                 continue
             if item.get("executor") not in (None, "local"):
                 continue
-            if suppressed(script, rule.id, [item.get("line")]):
+            if _suppressed(script, rule.id, [item.get("line")]):
                 continue
             where = _where(script, item)
             how = "direct=False" if item.get("direct_given") else "without direct=True"
