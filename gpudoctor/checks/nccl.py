@@ -421,6 +421,8 @@ def nccl_unknown_variable(facts, rule):
     env = facts.get("env")
     if facts.get("torch.hip", None):
         return []  # a ROCm torch uses RCCL, which reads NCCL_* names of its own that this table does not list
+    families = {prefix: sorted(n for n in names if n.startswith(prefix)) for prefix in ("TORCH_NCCL_", "NCCL_")}
+    suggestions_left = 500  # difflib is slow: a generated file with 100k unknown names must not take minutes
     findings = []
     for setting in settings(facts):
         name = setting.name
@@ -451,8 +453,9 @@ def nccl_unknown_variable(facts, rule):
                 fix=rule.fix(f"Remove {name} (nothing reads it)" + (f"; to get what it meant, set {suggestion} "
                              "explicitly" if suggestion else "") + ".", "safe", env=EnvChange(unset=(name,)))))
             continue
-        family = [n for n in names if n.startswith("TORCH_NCCL_" if name.startswith("TORCH_NCCL_") else "NCCL_")]
-        close = difflib.get_close_matches(name, family, n=1, cutoff=0.8)
+        family = families["TORCH_NCCL_" if name.startswith("TORCH_NCCL_") else "NCCL_"]
+        close = difflib.get_close_matches(name, family, n=1, cutoff=0.8) if suggestions_left > 0 else []
+        suggestions_left -= 1
         if close:
             real = close[0]
             findings.append(rule.finding(
