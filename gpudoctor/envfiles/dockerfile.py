@@ -53,8 +53,8 @@ def _instructions(text: str) -> Tuple[List[Tuple[int, str, List[int]]], str]:
     return result, escape
 
 
-def _words(text: str, chars: List[int], offset: int, escape: str) -> List[Tuple[str, int, bool]]:
-    """Shell-like words of `text[offset:]`: (unquoted text, line, had a $-reference outside single quotes)."""
+def _words(text: str, chars: List[int], offset: int, escape: str) -> List[Tuple[str, int]]:
+    """Shell-like words of `text[offset:]` as (unquoted text, line); `$` inside single quotes becomes NUL."""
     words, i, n = [], offset, len(text)
     while i < n:
         while i < n and text[i] in " \t":
@@ -62,7 +62,7 @@ def _words(text: str, chars: List[int], offset: int, escape: str) -> List[Tuple[
         if i >= n:
             break
         line = chars[i] if i < len(chars) else chars[-1] if chars else 1
-        out, dynamic = [], False
+        out = []
         while i < n and text[i] not in " \t":
             c = text[i]
             if c == escape and i + 1 < n:
@@ -86,7 +86,7 @@ def _words(text: str, chars: List[int], offset: int, escape: str) -> List[Tuple[
             else:
                 out.append(c)
                 i += 1
-        words.append(("".join(out), line, False))
+        words.append(("".join(out), line))
     return words
 
 
@@ -150,7 +150,7 @@ def read(text: str, path: str) -> ReadResult:
             if len(parts) >= 3 and parts[1].upper() == "AS":
                 stages[parts[2].lower()] = stage
         elif keyword == "ARG":
-            for word, _, _ in _words(body, chars, rest_at, escape):
+            for word, _ in _words(body, chars, rest_at, escape):
                 stage.args.add(word.split("=", 1)[0])
         elif keyword == "ENV":
             words = _words(body, chars, rest_at, escape)
@@ -160,14 +160,14 @@ def read(text: str, path: str) -> ReadResult:
             if "=" not in words[0][0]:
                 # Legacy form: ENV key value (the value is the rest of the instruction).
                 name = words[0][0]
-                value = " ".join(word for word, _, _ in words[1:])
+                value = " ".join(word for word, _ in words[1:])
                 pairs = [(name, value, words[0][1])]
                 if len(words) < 2:
                     result.error(f"ENV {name}: no value (use ENV {name}=value)", line)
                     continue
             else:
                 pairs = []
-                for word, word_line, _ in words:
+                for word, word_line in words:
                     if "=" not in word:
                         result.error(f"ENV: {word!r} is not NAME=value (mixing the two ENV forms?)", word_line)
                         continue
