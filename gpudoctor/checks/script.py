@@ -152,9 +152,7 @@ def nemo_run_single_gpu_not_direct(facts, rule):
                 continue
             if item.get("executor") not in (None, "local"):
                 continue
-            if _suppressed(script, rule.id, [item.get("line")]):
-                continue
-            where = _where(script, item)
+            where = _where(script, item)  # a `# gpudoctor: ignore` on this line is honoured by the engine
             how = "direct=False" if item.get("direct_given") else "without direct=True"
             yield rule.finding(
                 f"run.run(...) {how} for a single-device recipe ({item.get('evidence')}): NeMo-Run "
