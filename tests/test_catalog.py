@@ -88,3 +88,43 @@ def test_facts_tell_unknown_from_none():
     assert facts.get("env", {}) == {}
     with pytest.raises(MissingFact):
         facts.get("nvml.driver_version")
+
+
+class RecordingFacts:
+    """Facts that remember which fact groups a rule read."""
+
+    def __init__(self, data):
+        from gpudoctor.facts import Facts
+
+        self._facts = Facts(data)
+        self.groups = set()
+
+    def __getattr__(self, name):
+        return getattr(self._facts, name)
+
+    def get(self, path, *default):
+        self.groups.add(path.split(".")[0])
+        return self._facts.get(path, *default)
+
+    def has(self, path):
+        self.groups.add(path.split(".")[0])
+        return self._facts.has(path)
+
+    def env(self, name, default=None):
+        self.groups.add("env")
+        return self._facts.env(name, default)
+
+
+@pytest.mark.parametrize("rule", RULES, ids=lambda r: r.id)
+def test_needs_declare_every_fact_group_a_rule_reads(rule):
+    """`needs` decides which probes run: a group read but not declared would silently stay unknown."""
+    from gpudoctor.facts import MissingFact
+
+    declared = {need.split(".")[0] for need in rule.needs}
+    for example in rule.examples:
+        facts = RecordingFacts({"probes": [], **example.facts})
+        try:
+            list(rule.check(facts, rule) or ())
+        except MissingFact:
+            pass  # the groups read so far still count
+        assert facts.groups <= declared | {"probes"}, f"{rule.id} reads {facts.groups - declared} undeclared"

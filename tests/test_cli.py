@@ -94,3 +94,10 @@ def test_internal_error_is_exit_3(run_cli, mocker):
     mocker.patch("gpudoctor.cli.check.evaluate", side_effect=RuntimeError("boom"))
     code, out, err = run_cli("check", "--snapshot", T4)
     assert code == 3 and "internal error" in err and "Traceback" not in err
+
+
+def test_only_the_probes_the_selected_rules_need_run(run_cli):
+    code, out, _ = run_cli("check", "--select", "GD107", "--format", "json")
+    assert {p["name"] for p in json.loads(out)["probes"]} == {"env", "nvml", "system"}
+    code, out, _ = run_cli("check", "--select", "GD503", "--format", "json")
+    assert {p["name"] for p in json.loads(out)["probes"]} == {"system"}
