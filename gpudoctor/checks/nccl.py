@@ -13,400 +13,30 @@ torch 2.2) fire at full severity only when the version in use is known, or when 
 from __future__ import annotations
 
 import difflib
-import re
-from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Optional, Tuple
+from typing import Dict, List, Optional
 
 from gpudoctor.checks import check
+from gpudoctor.checks.nccl_settings import (
+    SCOPED_PREFIXES,
+    TRUE_WORDS,
+    Setting,
+    affected,
+    knowledge,
+    known_names,
+    location_of,
+    meta,
+    owner_floor,
+    owner_label,
+    owner_version,
+    settings,
+    spec,
+    unique_findings,
+    value_of,
+)
+from gpudoctor.checks.nccl_values import Problem, c_strtoll, value_problems
 from gpudoctor.facts import MissingFact
-from gpudoctor.knowledge import table, version
+from gpudoctor.knowledge import version
 from gpudoctor.model import EnvChange, Location, Severity
-
-SCOPED_PREFIXES = ("NCCL_", "TORCH_NCCL_")
-TRUE_WORDS = {"true", "yes", "on", "y", "enable", "enabled"}
-FALSE_WORDS = {"false", "no", "off", "n", "disable", "disabled"}
-
-
-# --- knowledge ----------------------------------------------------------------------------------------------
-
-def knowledge() -> dict:
-    return table("nccl_env")
-
-
-def spec(name: str) -> Optional[dict]:
-    return knowledge().get("var", {}).get(name)
-
-
-def known_names() -> Tuple[set, tuple]:
-    """Every name something reads, and the prefixes plugins and tools own."""
-    data = knowledge()
-    names = set(data.get("var", {})) | set(data.get("nccl_src", {}))
-    prefixes: List[str] = []
-    for plugin in data.get("plugin", {}).values():
-        names |= set(plugin.get("reads", []))
-        prefixes += plugin.get("prefixes", [])
-    names |= set(data.get("tools", {}).get("names", []))
-    prefixes += data.get("tools", {}).get("prefixes", [])
-    return names, tuple(prefixes)
-
-
-def meta(key: str) -> str:
-    return str(knowledge().get("meta", {}).get(key, ""))
-
-
-# --- the settings the job gets -----------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Setting:
-    name: str
-    value: Optional[str]  # None: not a literal (verbatim text in record["value"])
-    location: Optional[Location]
-    record: dict = field(default_factory=dict, compare=False, hash=False)
-    effective: bool = True
-
-    @property
-    def conditional(self) -> bool:
-        """Set only on some paths (an if/case branch, after && or ||, a shell function): a deliberate switch."""
-        return bool(self.record.get("conditional"))
-
-    @property
-    def where(self) -> str:
-        context = self.record.get("context")
-        return f" ({context})" if context else ""
-
-    def evidence(self, **extra) -> dict:
-        data = {"variable": self.name, "value": self.value if self.value is not None else self.record.get("value")}
-        if self.location:
-            data["path"], data["line"] = self.location.path, self.location.line
-        if self.record.get("context"):
-            data["context"] = self.record["context"]
-        data.update(extra)
-        return data
-
-
-def _location(record: dict) -> Optional[Location]:
-    if record and record.get("path"):
-        return Location(str(record["path"]), record.get("line"))
-    return None
-
-
-def settings(facts, include_shadowed: bool = False) -> List[Setting]:
-    """Every assignment of every variable: the winning ones, then the others files make (other containers,
-    other files, conditional branches); earlier assignments overridden in the same scope only on request."""
-    env = facts.get("env")
-    sources = facts.get("env_sources", {}) or {}
-    result: List[Setting] = []
-    for name, value in env.items():
-        record = sources.get(name) or {}
-        result.append(Setting(name, None if value is None else str(value), _location(record), record, True))
-    for name, record in sources.items():
-        if not isinstance(record, dict):
-            continue
-        if name not in env and not record.get("unset"):
-            result.append(Setting(name, None, _location(record), record, True))
-        for other in record.get("also", []) or []:
-            if other.get("unset") or (other.get("shadowed") and not include_shadowed):
-                continue
-            value = None if other.get("unresolved") else other.get("value")
-            result.append(Setting(name, value, _location(other), other, False))
-    return result
-
-
-def value_of(facts, name: str) -> Optional[str]:
-    """The effective literal value of one variable (None when unset or unknown)."""
-    value = facts.get("env", {}).get(name)
-    return None if value is None else str(value)
-
-
-def _unique(findings: Iterable) -> list:
-    seen, out = set(), []
-    for finding in findings:
-        key = (finding.message, finding.location)
-        if key not in seen:
-            seen.add(key)
-            out.append(finding)
-    return out
-
-
-# --- versions -------------------------------------------------------------------------------------------
-
-def nccl_in_use(facts):
-    return version(facts.get("torch.nccl", None))
-
-
-def torch_in_use(facts):
-    return version(facts.get("torch.version", None))
-
-
-def owner_version(facts, owner: str):
-    return torch_in_use(facts) if owner == "torch" else nccl_in_use(facts)
-
-
-def owner_floor(owner: str):
-    return version(meta("torch_floor") if owner == "torch" else meta("nccl_floor"))
-
-
-def owner_label(owner: str) -> str:
-    return "torch" if owner == "torch" else "NCCL"
-
-
-def affected(facts, owner: str, since: Optional[str]) -> Optional[bool]:
-    """Whether the version in use is at or after `since`: True/False when known (or when every version in use is,
-    because `since` predates the floor), None when it cannot be told."""
-    wanted = version(since)
-    if wanted is None:
-        return True
-    floor = owner_floor(owner)
-    if floor is not None and wanted <= floor:
-        return True
-    have = owner_version(facts, owner)
-    if have is None:
-        return None
-    return have >= wanted
-
-
-# --- C-like integer parsing (NCCL reads integers with strtoll(base 0)) ---------------------------------------
-
-_C_INT = re.compile(r"^[ \t\n\r\f\v]*([+-]?)(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)")
-
-
-def c_strtoll(text: str) -> Tuple[Optional[int], bool]:
-    """(value NCCL reads, whether the whole text was a number). (None, False) when no digits at all."""
-    match = _C_INT.match(text)
-    if not match:
-        return None, False
-    digits = match.group(2)
-    number = int(digits, 16) if digits[:2] in ("0x", "0X") else int(digits, 8) if digits.startswith("0") else \
-        int(digits)
-    number = -number if match.group(1) == "-" else number
-    return number, text[match.end():].strip() == ""
-
-
-# --- GD402 value grammars -----------------------------------------------------------------------------------
-
-@dataclass
-class Problem:
-    message: str
-    fixed: Optional[str] = None  # a corrected value, when one follows from the mistake
-    since: Optional[str] = None  # version-dependent: the problem exists from this NCCL release on
-    before: Optional[str] = None  # version-dependent: the problem exists in releases older than this one
-
-
-def _bool_fix(value: str) -> Optional[str]:
-    lowered = value.strip().lower()
-    return "1" if lowered in TRUE_WORDS else "0" if lowered in FALSE_WORDS else None
-
-
-def _check_int(item: dict, value: str, reader: str) -> List[Problem]:
-    number, whole = c_strtoll(value)
-    if number is None:
-        return [Problem(f"is not an integer; {reader} reads it as 0" if reader.startswith("NCCL") else
-                        f"is not an integer; {reader} ignores it", _bool_fix(value))]
-    if not whole:
-        return [Problem(f"is not a plain integer; {reader} reads only the leading number, {number} "
-                        "(no unit suffixes or decimals)", str(number))]
-    low, high = item.get("min"), item.get("max")
-    if (low is not None and number < low) or (high is not None and number > high):
-        span = f"{low}..{high}" if low is not None and high is not None else f">= {low}" if low is not None \
-            else f"<= {high}"
-        return [Problem(f"is outside the accepted range {span}")]
-    return []
-
-
-def _check_bool(item: dict, value: str) -> List[Problem]:
-    number, whole = c_strtoll(value)
-    if number is None:
-        fixed = _bool_fix(value)
-        hint = f" (write {fixed})" if fixed else ""
-        return [Problem(f"is not 0 or 1: NCCL reads integers, so {value!r} counts as 0{hint}", fixed)]
-    if not whole:
-        return [Problem(f"is not a plain integer; NCCL reads it as {number}", str(number))]
-    if number not in (0, 1):
-        return [Problem("is not one of the documented values 0 and 1")]
-    return []
-
-
-def _check_enum(item: dict, value: str) -> List[Problem]:
-    values = [str(v) for v in item.get("values", [])]
-    if values and all(v.lstrip("-").isdigit() for v in values):
-        number, whole = c_strtoll(value)
-        if number is not None and whole and str(number) in values:
-            return []
-        return [Problem(f"is not one of {', '.join(values)}")]
-    stripped = value.strip()
-    if item.get("case_sensitive"):
-        if stripped in values:
-            return [] if stripped == value else [Problem("has surrounding spaces", stripped)]
-        upper = next((v for v in values if v.lower() == stripped.lower()), None)
-        if upper:
-            return [Problem(f"is compared case-sensitively: write {upper}", upper)]
-        return [Problem(f"is not one of {', '.join(values)}")]
-    if any(v.lower() == stripped.lower() for v in values):
-        return []
-    return [Problem(f"is not one of {', '.join(values)}")]
-
-
-def _check_flags(item: dict, value: str) -> List[Problem]:
-    delimiter = item.get("delimiter", ",")
-    body = value.strip()
-    body = body[1:] if body.startswith("^") else body
-    tokens = [t.strip() for t in body.split(delimiter)]
-    valid = {str(v).lower() for v in item.get("values", [])}
-    bad = [t for t in tokens if t and t.lower() not in valid]
-    if not bad:
-        return []
-    good = [t for t in tokens if t and t.lower() in valid]
-    fixed = ("^" if value.strip().startswith("^") else "") + delimiter.join(good) if good else None
-    return [Problem(f"has unknown token{'s' if len(bad) > 1 else ''} {', '.join(repr(b) for b in bad)} "
-                    f"(valid: {', '.join(str(v) for v in item.get('values', []))})", fixed)]
-
-
-def _check_level(item: dict, value: str) -> List[Problem]:
-    values = [str(v) for v in item.get("values", [])]
-    accepted = values + [str(v) for v in item.get("undocumented_values", [])]
-    if value in accepted:
-        return []
-    if value[:1].isdigit():
-        return []  # legacy integer levels (larger values clamp to SYS)
-    match = next((v for v in accepted if v.lower() == value.strip().lower()), None)
-    if match:
-        return [Problem(f"is compared case-sensitively, so NCCL ignores it: write {match}", match)]
-    return [Problem(f"is not a path level ({', '.join(values)}); NCCL ignores it")]
-
-
-def _check_algo_proto(name: str, item: dict, value: str) -> List[Problem]:
-    """NCCL_ALGO / NCCL_PROTO as src/graph/tuning.cc parseList reads them (strict since 2.24)."""
-    strict = meta("nccl_strict_algo_proto") or "2.24"
-    functions = [f.lower() for f in knowledge().get("meta", {}).get("algo_functions", [])]
-    values = [str(v) for v in item.get("values", [])]
-    lowered = {v.lower(): v for v in values}
-    value_since = {k.lower(): v for k, v in (item.get("value_since") or {}).items()}
-    value_until = {k.lower(): v for k, v in (item.get("value_until") or {}).items()}
-    what = "algorithm" if name == "NCCL_ALGO" else "protocol"
-    problems: List[Problem] = []
-    fixed_segments: List[str] = []
-    segments = [s for s in value.split(";") if s != ""]
-    per_function = ";" in value
-    for index, segment in enumerate(segments):
-        prefix, elements = None, segment
-        if ":" in segment:
-            prefix, elements = segment.split(":", 1)
-            per_function = True
-            if prefix.strip().lower() not in functions:
-                problems.append(Problem(f"names an unknown collective {prefix.strip()!r} (valid: "
-                                        f"{', '.join(knowledge()['meta']['algo_functions'])})"))
-                continue
-        elif index > 0:
-            problems.append(Problem(f"has an entry without a `collective:` prefix after the first ({segment!r}): "
-                                    "NCCL rejects it", since=strict))
-            continue
-        negate = elements.startswith("^")
-        tokens = elements[1:].split(",") if negate else elements.split(",")
-        kept = []
-        for raw in tokens:
-            if raw == "":
-                continue
-            token = raw.strip()
-            key = token.lower()
-            if key not in lowered:
-                problems.append(Problem(f"has an unknown {what} {raw!r} (valid: {', '.join(values)}); since NCCL "
-                                        f"{strict} this makes communicator initialisation fail, before it the token "
-                                        "was silently ignored"))
-                continue
-            if raw != token:
-                problems.append(Problem(f"has spaces around {token!r}: NCCL does not trim them, so the token is "
-                                        f"unknown (init fails since NCCL {strict}, ignored before)"))
-            floor = version(meta("nccl_floor"))
-            if key in value_since and not (floor and version(value_since[key]) <= floor):
-                problems.append(Problem(f"uses {lowered[key]}, which NCCL accepts only since {value_since[key]}",
-                                        before=value_since[key]))
-            if key in value_until:
-                problems.append(Problem(f"uses {lowered[key]}, which NCCL accepts only up to {value_until[key]} "
-                                        "(renamed CollNetDirect / CollNetChain in 2.14)",
-                                        since=_next(value_until[key])))
-            kept.append(lowered[key])
-        text = ("^" if negate else "") + ",".join(kept)
-        fixed_segments.append(f"{prefix.strip()}:{text}" if prefix is not None else text)
-    if per_function:
-        problems.append(Problem(f"uses the per-collective syntax (`collective:{what}s;...`), which NCCL reads only "
-                                f"since {strict}; older NCCL ignores the whole value", before=strict))
-    fixed = ";".join(s for s in fixed_segments if not s.endswith(":") and s not in ("", "^"))
-    for problem in problems:
-        if problem.fixed is None and fixed and fixed != value and not (problem.since or problem.before):
-            problem.fixed = fixed
-    return problems
-
-
-def _next(release: str) -> str:
-    parsed = version(release)
-    return f"{parsed.major}.{parsed.minor + 1}" if parsed else release
-
-
-def _check_ifname(name: str, item: dict, value: str) -> List[Problem]:
-    problems = []
-    if re.search(r"\s", value):
-        fixed = re.sub(r"\s+", "", value)
-        problems.append(Problem("contains spaces; NCCL does not trim them, so no interface matches", fixed))
-    body = value.strip()
-    if body.startswith("=^"):
-        problems.append(Problem("starts with `=^`: the exclusion `^` must come first (`^=name`)", "^=" + body[2:]))
-    if item.get("kind") == "ifname" and 0 < len(value) <= 1:
-        problems.append(Problem("is one character long; NCCL ignores such a value and selects interfaces itself"))
-    return problems
-
-
-def _check_gloo(value: str) -> List[Problem]:
-    if re.search(r"\s", value):
-        return [Problem("contains spaces; gloo looks the names up exactly", re.sub(r"\s+", "", value))]
-    return []
-
-
-def _check_netdevs(value: str) -> List[Problem]:
-    text = value.strip().upper()
-    if text in ("AUTO", "ALL") or re.fullmatch(r"MAX:[1-9][0-9]*", text):
-        return []
-    return [Problem("is not AUTO, ALL or MAX:N")]
-
-
-def value_problems(name: str, value: str) -> List[Problem]:
-    """What is wrong with this value of a documented variable (empty: nothing)."""
-    item = spec(name)
-    if item is None or value is None or value == "":
-        return []
-    kind = item.get("kind")
-    owner = item.get("owner", "nccl")
-    if kind == "bool" and owner in ("nccl", "cuda"):
-        return _check_bool(item, value)
-    if kind == "int":
-        reader = "NCCL" if owner == "nccl" else {"torch": "PyTorch", "cuda": "CUDA", "libfabric": "libfabric"}.get(
-            owner, owner)
-        return _check_int(item, value, reader)
-    if kind == "enum":
-        return _check_enum(item, value)
-    if kind == "flags":
-        return _check_flags(item, value)
-    if kind == "level":
-        return _check_level(item, value)
-    if kind in ("algo", "proto"):
-        return _check_algo_proto(name, item, value)
-    if kind in ("ifname", "hca"):
-        return _check_ifname(name, item, value)
-    if kind == "gloo_ifname":
-        return _check_gloo(value)
-    if kind == "torch_bool":
-        if value.strip().lower() in ("1", "0", "true", "false"):
-            return []
-        return [Problem("is not 1/true or 0/false; PyTorch ignores it with a warning", _bool_fix(value))]
-    if kind == "fi_bool":
-        if value.strip().lower() in TRUE_WORDS | FALSE_WORDS | {"1", "0"}:
-            return []
-        return [Problem("is not a libfabric boolean (1/0, yes/no, true/false, on/off)")]
-    if kind == "netdevs_policy":
-        return _check_netdevs(value)
-    if kind == "path" and owner == "nccl" and value.startswith("~"):
-        return [Problem("starts with `~`, which NCCL does not expand: use an absolute path")]
-    return []
-
 
 # --- GD401 nccl-unknown-variable ---------------------------------------------------------------------------
 
@@ -469,7 +99,7 @@ def nccl_unknown_variable(facts, rule):
                 location=setting.location, evidence=setting.evidence(),
                 fix=rule.fix(f"Remove {name}, or check the documentation of the component meant to read it.",
                              "safe", env=EnvChange(unset=(name,)))))
-    return _unique(findings)
+    return unique_findings(findings)
 
 
 def _rename_fix(rule, setting: Setting, real: str, env: dict):
@@ -528,7 +158,7 @@ def nccl_invalid_value(facts, rule):
             if finding:
                 findings.append(finding)
     findings += _socket_threads(facts, rule)
-    return _unique(findings)
+    return unique_findings(findings)
 
 
 def _problem_finding(facts, rule, setting: Setting, item: dict, problem: Problem):
@@ -588,7 +218,7 @@ def _socket_threads(facts, rule) -> list:
     record = (facts.get("env_sources", {}) or {}).get("NCCL_NSOCKS_PERTHREAD") or {}
     return [rule.finding(
         f"NCCL_SOCKET_NTHREADS={threads} x NCCL_NSOCKS_PERTHREAD={socks} = {a * b}: NCCL allows at most 64 sockets "
-        "per connection", location=_location(record),
+        "per connection", location=location_of(record),
         evidence={"NCCL_SOCKET_NTHREADS": threads, "NCCL_NSOCKS_PERTHREAD": socks},
         fix=rule.fix("Lower one of them so that the product is at most 64.", "unsafe",
                      env=EnvChange(set={"NCCL_NSOCKS_PERTHREAD": str(max(1, 64 // max(a, 1)))})))]
@@ -652,7 +282,7 @@ def nccl_socket_ifname_missing(facts, rule):
     findings = []
     for name in wanted:
         value = str(env[name])
-        location = _location(sources.get(name) or {})
+        location = location_of(sources.get(name) or {})
         if name == "NCCL_SOCKET_IFNAME":
             if len(value) <= 1:
                 continue  # NCCL ignores it (GD402 says so)
@@ -715,7 +345,7 @@ def nccl_deprecated_variable(facts, rule):
                         evidence=setting.evidence(deprecated=since),
                         fix=rule.fix(f"Remove {setting.name} (default: {item.get('default', 'automatic')}).",
                                      "unsafe", env=EnvChange(unset=(setting.name,)))))
-    return _unique(findings)
+    return unique_findings(findings)
 
 
 def _deprecated(facts, rule, setting: Setting, item: dict, env: dict):
@@ -819,7 +449,7 @@ def nccl_p2p_disabled(facts, rule):
     value = value_of(facts, "NCCL_P2P_DISABLE")
     disabled = value is not None and c_strtoll(value)[0] == 1
     sources = facts.get("env_sources", {}) or {}
-    location = _location(sources.get("NCCL_P2P_DISABLE") or {})
+    location = location_of(sources.get("NCCL_P2P_DISABLE") or {})
     names = sorted({g.get("name", "?") for g in gpus})
     if _p2p_broken(gpus, driver):
         if disabled:
@@ -845,8 +475,8 @@ def nccl_p2p_disabled(facts, rule):
     else:
         raise MissingFact("nvml.p2p_supported")
     return [rule.finding(
-        f"NCCL_P2P_DISABLE={value} on {len(gpus)} x {', '.join(names)} with {how}: intra-node traffic goes through host "
-        "memory instead, a large all-reduce bandwidth loss (NCCL lists it as a debugging variable)",
+        f"NCCL_P2P_DISABLE={value} on {len(gpus)} x {', '.join(names)} with {how}: intra-node traffic goes through "
+        "host memory instead, a large all-reduce bandwidth loss (NCCL lists it as a debugging variable)",
         location=location, evidence={"gpus": names, "nvlink_active_links": links, "p2p_supported": p2p},
         fix=rule.fix("Remove NCCL_P2P_DISABLE (if it was a workaround for a hang, find the cause: ACS/IOMMU settings, "
                      "a broken driver); check the gain with `gpudoctor bench nccl`.", "unsafe",
@@ -895,7 +525,7 @@ def nccl_debug_verbose(facts, rule):
                     evidence=setting.evidence(),
                     fix=rule.fix(f"Set NCCL_DEBUG_FILE={value}{suffix} (%h = host name, %p = PID).", "safe",
                                  env=EnvChange(set={"NCCL_DEBUG_FILE": value + suffix}))))
-    return _unique(findings)
+    return unique_findings(findings)
 
 
 # --- GD407 nccl-ib-disabled -------------------------------------------------------------------------------
@@ -927,7 +557,7 @@ def nccl_ib_disabled(facts, rule):
     devices = _rdma_devices(facts.get("host.ib_devices"))
     if not devices:
         return []
-    location = _location((facts.get("env_sources", {}) or {}).get("NCCL_IB_DISABLE") or {})
+    location = location_of((facts.get("env_sources", {}) or {}).get("NCCL_IB_DISABLE") or {})
     return [rule.finding(
         f"NCCL_IB_DISABLE={value} while this host has active InfiniBand/RoCE devices ({', '.join(devices)}): NCCL "
         "sends inter-node traffic over TCP sockets instead (the NCCL_DEBUG=INFO log shows NET/Socket, not NET/IB)",
@@ -977,7 +607,7 @@ def cuda_device_max_connections(facts, rule):
     where = f"{first.get('source')}:{first.get('line')}" if first.get("line") else str(first.get("source"))
     frameworks = ", ".join(sorted(set(first.get("frameworks") or []) & TP_FRAMEWORKS)) or "Megatron"
     state = f"is {value}" if value is not None else "is not set"
-    location = _location(record) if value is not None else (
+    location = location_of(record) if value is not None else (
         Location(str(first["source"]), first.get("line")) if first.get("source") else None)
     if "megatron" in (first.get("frameworks") or []):
         why = ("Megatron-LM refuses to start (\"Using tensor model parallelism ... require setting the environment "
@@ -1017,7 +647,7 @@ def debug_env_left_on(facts, rule):
             location=setting.location, evidence=setting.evidence(),
             fix=rule.fix(f"Remove {setting.name} from the job's environment (set it only while debugging).",
                          item.get("fix", "safe"), env=EnvChange(unset=(setting.name,)))))
-    return _unique(findings)
+    return unique_findings(findings)
 
 
 # --- GD410 env-conflicting-values ----------------------------------------------------------------------------
@@ -1048,7 +678,7 @@ def env_conflicting_values(facts, rule):
             context = f" ({last['context']})" if last.get("context") else ""
             findings.append(rule.finding(
                 f"{name} is set twice with different values{context}: {shown}, then {values[-1]!r} at line "
-                f"{last.get('line')}, which wins", location=_location(last),
+                f"{last.get('line')}, which wins", location=location_of(last),
                 evidence={"variable": name, "values": [str(v) for v in values],
                           "lines": [item.get("line") for item in items], "path": last.get("path")},
                 fix=rule.fix(f"Keep one assignment of {name} (the one at line {last.get('line')} is the one that "

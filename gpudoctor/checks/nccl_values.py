@@ -1,0 +1,252 @@
+"""Value grammars of NCCL, PyTorch and libfabric variables: what GD402 finds wrong in a value."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import List, Optional, Tuple
+
+from gpudoctor.checks.nccl_settings import FALSE_WORDS, TRUE_WORDS, knowledge, meta, spec
+from gpudoctor.knowledge import version
+
+# --- C-like integer parsing (NCCL reads integers with strtoll(base 0)) ---------------------------------------
+
+_C_INT = re.compile(r"^[ \t\n\r\f\v]*([+-]?)(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)")
+
+
+def c_strtoll(text: str) -> Tuple[Optional[int], bool]:
+    """(value NCCL reads, whether the whole text was a number). (None, False) when no digits at all."""
+    match = _C_INT.match(text)
+    if not match:
+        return None, False
+    digits = match.group(2)
+    number = int(digits, 16) if digits[:2] in ("0x", "0X") else int(digits, 8) if digits.startswith("0") else \
+        int(digits)
+    number = -number if match.group(1) == "-" else number
+    return number, text[match.end():].strip() == ""
+
+
+# --- GD402 value grammars -----------------------------------------------------------------------------------
+
+@dataclass
+class Problem:
+    message: str
+    fixed: Optional[str] = None  # a corrected value, when one follows from the mistake
+    since: Optional[str] = None  # version-dependent: the problem exists from this NCCL release on
+    before: Optional[str] = None  # version-dependent: the problem exists in releases older than this one
+
+
+def _bool_fix(value: str) -> Optional[str]:
+    lowered = value.strip().lower()
+    return "1" if lowered in TRUE_WORDS else "0" if lowered in FALSE_WORDS else None
+
+
+def _check_int(item: dict, value: str, reader: str) -> List[Problem]:
+    number, whole = c_strtoll(value)
+    if number is None:
+        return [Problem(f"is not an integer; {reader} reads it as 0" if reader.startswith("NCCL") else
+                        f"is not an integer; {reader} ignores it", _bool_fix(value))]
+    if not whole:
+        return [Problem(f"is not a plain integer; {reader} reads only the leading number, {number} "
+                        "(no unit suffixes or decimals)", str(number))]
+    low, high = item.get("min"), item.get("max")
+    if (low is not None and number < low) or (high is not None and number > high):
+        span = f"{low}..{high}" if low is not None and high is not None else f">= {low}" if low is not None \
+            else f"<= {high}"
+        return [Problem(f"is outside the accepted range {span}")]
+    return []
+
+
+def _check_bool(item: dict, value: str) -> List[Problem]:
+    number, whole = c_strtoll(value)
+    if number is None:
+        fixed = _bool_fix(value)
+        hint = f" (write {fixed})" if fixed else ""
+        return [Problem(f"is not 0 or 1: NCCL reads integers, so {value!r} counts as 0{hint}", fixed)]
+    if not whole:
+        return [Problem(f"is not a plain integer; NCCL reads it as {number}", str(number))]
+    if number not in (0, 1):
+        return [Problem("is not one of the documented values 0 and 1")]
+    return []
+
+
+def _check_enum(item: dict, value: str) -> List[Problem]:
+    values = [str(v) for v in item.get("values", [])]
+    if values and all(v.lstrip("-").isdigit() for v in values):
+        number, whole = c_strtoll(value)
+        if number is not None and whole and str(number) in values:
+            return []
+        return [Problem(f"is not one of {', '.join(values)}")]
+    stripped = value.strip()
+    if item.get("case_sensitive"):
+        if stripped in values:
+            return [] if stripped == value else [Problem("has surrounding spaces", stripped)]
+        upper = next((v for v in values if v.lower() == stripped.lower()), None)
+        if upper:
+            return [Problem(f"is compared case-sensitively: write {upper}", upper)]
+        return [Problem(f"is not one of {', '.join(values)}")]
+    if any(v.lower() == stripped.lower() for v in values):
+        return []
+    return [Problem(f"is not one of {', '.join(values)}")]
+
+
+def _check_flags(item: dict, value: str) -> List[Problem]:
+    delimiter = item.get("delimiter", ",")
+    body = value.strip()
+    body = body[1:] if body.startswith("^") else body
+    tokens = [t.strip() for t in body.split(delimiter)]
+    valid = {str(v).lower() for v in item.get("values", [])}
+    bad = [t for t in tokens if t and t.lower() not in valid]
+    if not bad:
+        return []
+    good = [t for t in tokens if t and t.lower() in valid]
+    fixed = ("^" if value.strip().startswith("^") else "") + delimiter.join(good) if good else None
+    return [Problem(f"has unknown token{'s' if len(bad) > 1 else ''} {', '.join(repr(b) for b in bad)} "
+                    f"(valid: {', '.join(str(v) for v in item.get('values', []))})", fixed)]
+
+
+def _check_level(item: dict, value: str) -> List[Problem]:
+    values = [str(v) for v in item.get("values", [])]
+    accepted = values + [str(v) for v in item.get("undocumented_values", [])]
+    if value in accepted:
+        return []
+    if value[:1].isdigit():
+        return []  # legacy integer levels (larger values clamp to SYS)
+    match = next((v for v in accepted if v.lower() == value.strip().lower()), None)
+    if match:
+        return [Problem(f"is compared case-sensitively, so NCCL ignores it: write {match}", match)]
+    return [Problem(f"is not a path level ({', '.join(values)}); NCCL ignores it")]
+
+
+def _check_algo_proto(name: str, item: dict, value: str) -> List[Problem]:
+    """NCCL_ALGO / NCCL_PROTO as src/graph/tuning.cc parseList reads them (strict since 2.24)."""
+    strict = meta("nccl_strict_algo_proto") or "2.24"
+    functions = [f.lower() for f in knowledge().get("meta", {}).get("algo_functions", [])]
+    values = [str(v) for v in item.get("values", [])]
+    lowered = {v.lower(): v for v in values}
+    value_since = {k.lower(): v for k, v in (item.get("value_since") or {}).items()}
+    value_until = {k.lower(): v for k, v in (item.get("value_until") or {}).items()}
+    what = "algorithm" if name == "NCCL_ALGO" else "protocol"
+    problems: List[Problem] = []
+    fixed_segments: List[str] = []
+    segments = [s for s in value.split(";") if s != ""]
+    per_function = ";" in value
+    for index, segment in enumerate(segments):
+        prefix, elements = None, segment
+        if ":" in segment:
+            prefix, elements = segment.split(":", 1)
+            per_function = True
+            if prefix.strip().lower() not in functions:
+                problems.append(Problem(f"names an unknown collective {prefix.strip()!r} (valid: "
+                                        f"{', '.join(knowledge()['meta']['algo_functions'])})"))
+                continue
+        elif index > 0:
+            problems.append(Problem(f"has an entry without a `collective:` prefix after the first ({segment!r}): "
+                                    "NCCL rejects it", since=strict))
+            continue
+        negate = elements.startswith("^")
+        tokens = elements[1:].split(",") if negate else elements.split(",")
+        kept = []
+        for raw in tokens:
+            if raw == "":
+                continue
+            token = raw.strip()
+            key = token.lower()
+            if key not in lowered:
+                problems.append(Problem(f"has an unknown {what} {raw!r} (valid: {', '.join(values)}); since NCCL "
+                                        f"{strict} this makes communicator initialisation fail, before it the token "
+                                        "was silently ignored"))
+                continue
+            if raw != token:
+                problems.append(Problem(f"has spaces around {token!r}: NCCL does not trim them, so the token is "
+                                        f"unknown (init fails since NCCL {strict}, ignored before)"))
+            floor = version(meta("nccl_floor"))
+            if key in value_since and not (floor and version(value_since[key]) <= floor):
+                problems.append(Problem(f"uses {lowered[key]}, which NCCL accepts only since {value_since[key]}",
+                                        before=value_since[key]))
+            if key in value_until:
+                problems.append(Problem(f"uses {lowered[key]}, which NCCL accepts only up to {value_until[key]} "
+                                        "(renamed CollNetDirect / CollNetChain in 2.14)",
+                                        since=_next(value_until[key])))
+            kept.append(lowered[key])
+        text = ("^" if negate else "") + ",".join(kept)
+        fixed_segments.append(f"{prefix.strip()}:{text}" if prefix is not None else text)
+    if per_function:
+        problems.append(Problem(f"uses the per-collective syntax (`collective:{what}s;...`), which NCCL reads only "
+                                f"since {strict}; older NCCL ignores the whole value", before=strict))
+    fixed = ";".join(s for s in fixed_segments if not s.endswith(":") and s not in ("", "^"))
+    for problem in problems:
+        if problem.fixed is None and fixed and fixed != value and not (problem.since or problem.before):
+            problem.fixed = fixed
+    return problems
+
+
+def _next(release: str) -> str:
+    parsed = version(release)
+    return f"{parsed.major}.{parsed.minor + 1}" if parsed else release
+
+
+def _check_ifname(name: str, item: dict, value: str) -> List[Problem]:
+    problems = []
+    if re.search(r"\s", value):
+        fixed = re.sub(r"\s+", "", value)
+        problems.append(Problem("contains spaces; NCCL does not trim them, so no interface matches", fixed))
+    body = value.strip()
+    if body.startswith("=^"):
+        problems.append(Problem("starts with `=^`: the exclusion `^` must come first (`^=name`)", "^=" + body[2:]))
+    if item.get("kind") == "ifname" and 0 < len(value) <= 1:
+        problems.append(Problem("is one character long; NCCL ignores such a value and selects interfaces itself"))
+    return problems
+
+
+def _check_gloo(value: str) -> List[Problem]:
+    if re.search(r"\s", value):
+        return [Problem("contains spaces; gloo looks the names up exactly", re.sub(r"\s+", "", value))]
+    return []
+
+
+def _check_netdevs(value: str) -> List[Problem]:
+    text = value.strip().upper()
+    if text in ("AUTO", "ALL") or re.fullmatch(r"MAX:[1-9][0-9]*", text):
+        return []
+    return [Problem("is not AUTO, ALL or MAX:N")]
+
+
+def value_problems(name: str, value: str) -> List[Problem]:
+    """What is wrong with this value of a documented variable (empty: nothing)."""
+    item = spec(name)
+    if item is None or value is None or value == "":
+        return []
+    kind = item.get("kind")
+    owner = item.get("owner", "nccl")
+    if kind == "bool" and owner in ("nccl", "cuda"):
+        return _check_bool(item, value)
+    if kind == "int":
+        reader = "NCCL" if owner == "nccl" else {"torch": "PyTorch", "cuda": "CUDA", "libfabric": "libfabric"}.get(
+            owner, owner)
+        return _check_int(item, value, reader)
+    if kind == "enum":
+        return _check_enum(item, value)
+    if kind == "flags":
+        return _check_flags(item, value)
+    if kind == "level":
+        return _check_level(item, value)
+    if kind in ("algo", "proto"):
+        return _check_algo_proto(name, item, value)
+    if kind in ("ifname", "hca"):
+        return _check_ifname(name, item, value)
+    if kind == "gloo_ifname":
+        return _check_gloo(value)
+    if kind == "torch_bool":
+        if value.strip().lower() in ("1", "0", "true", "false"):
+            return []
+        return [Problem("is not 1/true or 0/false; PyTorch ignores it with a warning", _bool_fix(value))]
+    if kind == "fi_bool":
+        if value.strip().lower() in TRUE_WORDS | FALSE_WORDS | {"1", "0"}:
+            return []
+        return [Problem("is not a libfabric boolean (1/0, yes/no, true/false, on/off)")]
+    if kind == "netdevs_policy":
+        return _check_netdevs(value)
+    if kind == "path" and owner == "nccl" and value.startswith("~"):
+        return [Problem("starts with `~`, which NCCL does not expand: use an absolute path")]
+    return []
