@@ -117,4 +117,6 @@ def _render(report: Report, console: Console, quiet: bool) -> None:
     mark = "✓ " if not summary["error"] and not summary["warning"] else ""
     console.print(f" {mark}{escape(line)}", style=style, overflow="fold")
     if any(f.fix and f.fix.env and f.fix.applicability == Applicability.SAFE for f in report.findings):
-        console.print(" Write the safe fixes:  [cyan]gpudoctor fix --write-env .env[/]")
+        from gpudoctor.fix import fix_command
+
+        console.print(f" Write the safe fixes:  [cyan]{escape(fix_command(report))}[/]")

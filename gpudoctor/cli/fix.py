@@ -1,0 +1,117 @@
+"""`gpudoctor fix`: evaluate the rules as `check` does, then print the fixes' env changes (.env, shell, SLURM
+TaskProlog, Kubernetes env list) or merge them into a .env file (`--write-env`, see gpudoctor.fix.envmerge).
+
+Exit status: 0 when every change that was asked for is printed or written (or there is nothing to do); 1 when a
+conflict remains (a value the user set that no finding judged, or two fixes that disagree about one variable: those
+are left as they are and listed on stderr); 2 for a usage error or an unreadable or unwritable file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from gpudoctor.cli.check import add_from_option, add_machine_options, build_snapshot
+from gpudoctor.cli.common import UsageError, output_stream, selected_rules
+from gpudoctor.engine import evaluate
+from gpudoctor.fix import FORMATS, plan_fixes, render
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser("fix", help="turn findings into environment changes (.env, shell, SLURM, K8s)")
+    parser.add_argument("--snapshot", metavar="FILE", help="evaluate a recorded snapshot instead of this machine")
+    add_from_option(parser)
+    parser.add_argument("--env-file", action="append", default=[], metavar="FILE",
+                        help="overlay the variables this file sets (.env, sbatch/shell script, Dockerfile, K8s "
+                             "manifest) on this process's environment; repeatable")
+    add_machine_options(parser)
+    parser.add_argument("--select", default="", metavar="IDS", help="only these rule IDs or prefixes (GD1,GD401)")
+    parser.add_argument("--ignore", default="", metavar="IDS", help="skip these rule IDs or prefixes")
+    parser.add_argument("--format", choices=FORMATS, default="dotenv",
+                        help="how to print the changes: dotenv (default), shell (export/unset), slurm (TaskProlog "
+                             "output), k8s (a container's env: list)")
+    parser.add_argument("--unsafe", action="store_true", help="also apply the fixes marked unsafe")
+    parser.add_argument("--write-env", metavar="PATH",
+                        help="merge the changes into this .env file (created if missing): existing lines are kept, "
+                             "replaced ones commented out, new values in a gpudoctor block")
+    parser.add_argument("--dry-run", action="store_true", help="with --write-env: print the diff, write nothing")
+    parser.add_argument("--force", action="store_true",
+                        help="with --write-env: also comment out values the user set that no finding judged")
+    parser.add_argument("--output", "-o", metavar="FILE", help="write the printed changes to FILE")
+    parser.add_argument("--quiet", "-q", action="store_true", help="do not list what is left by hand")
+    parser.set_defaults(run=run)
+
+
+def _check_flags(args: argparse.Namespace) -> None:
+    if args.write_env:
+        if args.format != "dotenv":
+            raise UsageError(f"--write-env writes a .env file; --format {args.format} prints to stdout: use one")
+        if args.output:
+            raise UsageError("--write-env and --output cannot be combined")
+    else:
+        for flag, value in (("--dry-run", args.dry_run), ("--force", args.force)):
+            if value:
+                raise UsageError(f"{flag} only applies with --write-env PATH")
+
+
+def _note(text: str) -> None:
+    print(f"gpudoctor: {text}", file=sys.stderr)
+
+
+def run(args: argparse.Namespace) -> int:
+    _check_flags(args)
+    started = time.monotonic()
+    rules = selected_rules(args)
+    report = evaluate(build_snapshot(args, rules), rules, started)
+    plan = plan_fixes(report, unsafe=args.unsafe)
+    conflicts = len(plan.clashes)
+    if args.write_env:
+        conflicts += _write_env(args, plan)
+    else:
+        text = render(plan, args.format)
+        with output_stream(args) as stream:
+            stream.write(text)
+        if not plan.changes:
+            _note("no env changes to make" + (" (unsafe fixes left: --unsafe applies them)"
+                                              if any(item.why.startswith("unsafe") for item in plan.left) else ""))
+    for clash in plan.clashes:
+        _note(f"conflict: {clash}")
+    if plan.left and not args.quiet:
+        _note(f"left for you ({len(plan.left)}):")
+        for item in plan.left:
+            print(f"  {item.line()}", file=sys.stderr)
+    return 1 if conflicts else 0
+
+
+def _write_env(args: argparse.Namespace, plan) -> int:
+    from gpudoctor.fix.envmerge import MergeError, merge, read_env, unified_diff, write_atomic
+
+    path = args.write_env
+    try:
+        old = read_env(path)
+    except IsADirectoryError:
+        raise UsageError(f"cannot write {path!r}: is a directory") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read {path!r}: {exc.strerror or exc}") from None
+    try:
+        result = merge(old, plan.changes, path, force=args.force)
+    except MergeError as exc:
+        raise UsageError(f"{path}: {exc}") from None
+    for conflict in result.conflicts:
+        _note(f"conflict: {conflict.message(path)}")
+    for _change, todo in result.elsewhere if not args.quiet else ():
+        _note(f"by hand: {todo}")
+    summary = result.summary()
+    if args.dry_run:
+        sys.stdout.write(unified_diff(result.old, result.new, path))
+        print(f"{summary} Nothing written (--dry-run).")
+    elif result.new == result.old:
+        print(f"{summary} {path} is up to date." if not result.conflicts else f"{summary} Nothing written.")
+    else:
+        try:
+            write_atomic(path, result.new)
+        except OSError as exc:
+            raise UsageError(f"cannot write {path!r}: {exc.strerror or exc} (the file is unchanged)") from None
+        print(f"{summary} Wrote {path}.")
+    return len(result.conflicts)

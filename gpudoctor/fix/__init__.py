@@ -1,0 +1,233 @@
+"""Turn a Report's fixes into environment changes, and print them as a .env, shell, SLURM TaskProlog or Kubernetes
+`env:` list. `gpudoctor.fix.envmerge` merges them into an existing .env file.
+
+Only env changes are applied (DESIGN principle 5): `safe` fixes by default, `unsafe` ones on request, display-only
+ones never; what is not applied is listed (`Plan.left`) so the user knows what is left by hand.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+from gpudoctor.model import Applicability, Location, Report
+
+FORMATS = ("dotenv", "shell", "slurm", "k8s")
+# slurmstepd reads TaskProlog output with fgets() into a 4096-byte buffer, one line per command (task.c).
+SLURM_MAX_LINE = 4000
+
+
+@dataclass
+class Change:
+    """One variable to set (value) or unset (value None), and the findings that ask for it."""
+
+    name: str
+    value: Optional[str]
+    rules: List[str] = field(default_factory=list)
+    notes: List[str] = field(default_factory=list)
+    locations: List[Location] = field(default_factory=list)  # where the findings point
+    set_at: List[Location] = field(default_factory=list)  # those of them that are an assignment of this name
+
+    @property
+    def unset(self) -> bool:
+        return self.value is None
+
+    @property
+    def note(self) -> str:
+        """`GD404: Rename NCCL_ASYNC_ERROR_HANDLING to …` (one line, for a comment)."""
+        return "; ".join(f"{rule}: {note}" if note else rule for rule, note in zip(self.rules, self.notes))
+
+    def describe(self) -> str:
+        return f"unset {self.name}" if self.unset else f"{self.name}={self.value}"
+
+
+@dataclass
+class Left:
+    """A fix (or part of one) gpudoctor does not apply, with why."""
+
+    rule: str
+    why: str
+    text: str
+    location: Optional[Location] = None
+
+    def line(self) -> str:
+        where = f" {self.location}" if self.location else ""
+        return f"{self.rule}{where} ({self.why}): {one_line(self.text, 160)}"
+
+
+@dataclass
+class Plan:
+    changes: List[Change] = field(default_factory=list)
+    left: List[Left] = field(default_factory=list)
+    clashes: List[str] = field(default_factory=list)  # fixes that disagree about one variable: none applied
+
+
+def one_line(text: str, limit: int = 100) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[:limit - 1].rstrip() + "…"
+
+
+def plan_fixes(report: Report, unsafe: bool = False) -> Plan:
+    """The env changes of the report's fixes that may be applied; everything else in `left`."""
+    plan = Plan()
+    by_name: Dict[str, Change] = {}
+    disputed: Dict[str, List[str]] = {}
+    for finding in report.findings:
+        fix = finding.fix
+        if fix is None:
+            continue
+        summary = one_line(fix.summary, 300)
+        env = fix.env
+        if not env:
+            text = summary + ("" if not fix.commands else "  $ " + " ; ".join(fix.commands))
+            plan.left.append(Left(finding.rule, f"{fix.applicability.value}, not an env change", text,
+                                  finding.location))
+            continue
+        if fix.applicability == Applicability.DISPLAY_ONLY:
+            plan.left.append(Left(finding.rule, "display-only", summary, finding.location))
+            continue
+        if fix.applicability == Applicability.UNSAFE and not unsafe:
+            plan.left.append(Left(finding.rule, "unsafe: --unsafe applies it", summary, finding.location))
+            continue
+        if fix.commands:
+            plan.left.append(Left(finding.rule, "by hand", "$ " + " ; ".join(fix.commands), finding.location))
+        wanted = [(name, None) for name in env.unset if name not in env.set]
+        wanted += [(name, str(value)) for name, value in env.set.items()]
+        for name, value in wanted:
+            change = by_name.get(name)
+            if change is None:
+                change = by_name[name] = Change(name, value)
+            elif change.value != value:
+                disputed.setdefault(name, [f"{rule} wants {change.describe()}" for rule in change.rules])
+                disputed[name].append(f"{finding.rule} wants {Change(name, value).describe()}")
+                continue
+            if finding.rule not in change.rules:
+                change.rules.append(finding.rule)
+                change.notes.append(summary)
+            if finding.location and finding.location not in change.locations:
+                change.locations.append(finding.location)
+                if (finding.evidence or {}).get("variable") == name:
+                    change.set_at.append(finding.location)
+    for name, wants in disputed.items():
+        by_name.pop(name, None)
+        plan.clashes.append(f"fixes disagree about {name} ({'; '.join(wants)}): none applied")
+    plan.changes = list(by_name.values())
+    return plan
+
+
+# --- values, quoted for each format ---------------------------------------------------------------------------
+
+_PLAIN = re.compile(r"[A-Za-z0-9_./:,%^=+@-]+")
+
+
+def dotenv_value(value: str) -> str:
+    """A value python-dotenv (and gpudoctor's .env reader) reads back exactly: bare when it is plain, else in single
+    quotes, which python-dotenv never expands (`\\` and `'` escaped, the two escapes it decodes there)."""
+    if _PLAIN.fullmatch(value):
+        return value
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def shell_value(value: str) -> str:
+    return shlex.quote(value)
+
+
+def _comment(change: Change, prefix: str = "# ") -> str:
+    return prefix + one_line(change.note, 200)
+
+
+def render_dotenv(changes: List[Change]) -> str:
+    lines = []
+    for change in changes:
+        lines.append(_comment(change))
+        if change.unset:
+            lines.append(f"# unset {change.name}: a .env file cannot unset a variable; remove its line where it is "
+                         "set (gpudoctor fix --write-env comments it out)")
+        else:
+            lines.append(f"{change.name}={dotenv_value(change.value)}")
+    return "".join(line + "\n" for line in lines)
+
+
+def render_shell(changes: List[Change]) -> str:
+    lines = []
+    for change in changes:
+        lines.append(_comment(change))
+        lines.append(f"unset {change.name}" if change.unset else f"export {change.name}={shell_value(change.value)}")
+    return "".join(line + "\n" for line in lines)
+
+
+def render_slurm(changes: List[Change], left: Optional[List[Left]] = None) -> str:
+    """What a TaskProlog prints: slurmstepd reads `export NAME=value` (the value verbatim to the end of the line:
+    no quotes, no escapes) and `unset NAME`, and ignores other lines (so `#` comments are harmless)."""
+    lines = []
+    for change in changes:
+        if not change.unset and ("\n" in change.value or "\r" in change.value
+                                 or len(change.name) + len(change.value) + 8 > SLURM_MAX_LINE):
+            if left is not None:
+                left.append(Left(change.rules[0], "not expressible in a TaskProlog line", change.describe()))
+            continue
+        lines.append(_comment(change))
+        lines.append(f"unset {change.name}" if change.unset else f"export {change.name}={change.value}")
+    return "".join(line + "\n" for line in lines)
+
+
+def render_k8s(changes: List[Change]) -> str:
+    """A container's `env:` list. A pod's environment cannot unset a variable: an unset is a comment saying which
+    entry to remove. Values are JSON strings, which YAML reads as double-quoted strings (never as numbers)."""
+    lines = ["env:"]
+    entries = 0
+    for change in changes:
+        lines.append(_comment(change, "  # "))
+        if change.unset:
+            lines.append(f"  # remove the entry `- name: {change.name}` (a pod's env cannot unset a variable)")
+        else:
+            lines.append(f"  - name: {change.name}")
+            lines.append(f"    value: {json.dumps(change.value, ensure_ascii=True)}")
+            entries += 1
+    if not entries:
+        lines[0] = "env: []"
+    return "".join(line + "\n" for line in lines)
+
+
+def render(plan: Plan, fmt: str) -> str:
+    if fmt == "dotenv":
+        return render_dotenv(plan.changes)
+    if fmt == "shell":
+        return render_shell(plan.changes)
+    if fmt == "slurm":
+        return render_slurm(plan.changes, plan.left)
+    if fmt == "k8s":
+        return render_k8s(plan.changes)
+    raise ValueError(f"unknown fix format {fmt!r}")
+
+
+def fix_command(report: Report) -> str:
+    """The `gpudoctor fix` command line that finds the same safe fixes as this report (for the text report's hint):
+    the same snapshot or pasted reports, and the job files the fixes point into as --env-file."""
+    from pathlib import Path
+
+    from gpudoctor.envfiles import is_dotenv
+
+    safe = [f for f in report.findings if f.fix and f.fix.env and f.fix.applicability == Applicability.SAFE]
+    env_files: List[str] = []
+    for finding in safe:
+        path = finding.location.path if finding.location else None
+        if path and not path.endswith(".json") and path not in env_files:
+            env_files.append(path)
+    words = ["gpudoctor", "fix"]
+    source = report.source if isinstance(report.source, dict) else {}
+    paths = [str(p) for p in source.get("paths", []) or []]
+    if source.get("kind") == "snapshot" and paths:
+        words += ["--snapshot", paths[0]]
+    elif source.get("kind") == "report":
+        for path in paths:
+            if path not in env_files:
+                words += ["--from", path]
+    for path in env_files:
+        words += ["--env-file", path]
+    target = env_files[0] if len(env_files) == 1 and is_dotenv(Path(env_files[0])) else ".env"
+    words += ["--write-env", target]
+    return " ".join(shlex.quote(word) for word in words)
