@@ -98,10 +98,6 @@ def _write_env(args: argparse.Namespace, plan) -> int:
         result = merge(old, plan.changes, path, force=args.force)
     except MergeError as exc:
         raise UsageError(f"{path}: {exc}") from None
-    for conflict in result.conflicts:
-        _note(f"conflict: {conflict.message(path)}")
-    for _change, todo in result.elsewhere if not args.quiet else ():
-        _note(f"by hand: {todo}")
     summary = result.summary()
     if args.dry_run:
         sys.stdout.write(unified_diff(result.old, result.new, path))
@@ -114,4 +110,8 @@ def _write_env(args: argparse.Namespace, plan) -> int:
         except OSError as exc:
             raise UsageError(f"cannot write {path!r}: {exc.strerror or exc} (the file is unchanged)") from None
         print(f"{summary} Wrote {path}.")
+    for conflict in result.conflicts:
+        _note(f"conflict: {conflict.message(path)}")
+    for _change, todo in result.elsewhere if not args.quiet else ():
+        _note(f"by hand: {todo}")
     return len(result.conflicts)
