@@ -271,19 +271,13 @@ def test_failed_write_leaves_the_original_intact(tmp_path, monkeypatch):
     assert path.read_bytes() == ORIGINAL and [p.name for p in tmp_path.iterdir()] == [".env"]
 
 
-@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root writes into read-only folders")
-def test_read_only_folder_exit_2_original_intact(tmp_path):
-    folder = tmp_path / "ro"
-    folder.mkdir()
-    target = folder / ".env"
-    shutil.copy(FIXABLE, target)
-    folder.chmod(0o555)
-    try:
-        done = _run("--env-file", target, "--write-env", target)
-    finally:
-        folder.chmod(0o755)
-    assert done.returncode == 2 and "cannot write" in done.stderr and len(done.stderr.splitlines()) == 1
-    assert target.read_bytes() == FIXABLE.read_bytes()
+def test_unusable_target_path_is_exit_2_with_one_line(tmp_path):
+    """A target under a regular file, not a folder (root bypasses file modes, so this is the failure CI can see)."""
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    done = _run("--write-env", blocker / ".env")
+    assert done.returncode == 2 and "Not a directory" in done.stderr and len(done.stderr.splitlines()) == 1
+    assert blocker.read_text() == ""
 
 
 # --- the command -----------------------------------------------------------------------------------------------
