@@ -3,7 +3,8 @@
     python benchmarks/check_latency.py [--runs 7] [--python PATH]
 
 Peers: `python -m torch.utils.collect_env` (what users paste today) and `python -c "import torch"` (the floor:
-gpudoctor imports torch in a child process, concurrently with its other probes). Prints medians and ratios.
+gpudoctor imports torch in a child process, concurrently with its other probes); `check --quick` reads torch's
+versions from its files instead. Prints medians and ratios.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ def main() -> None:
     args = parser.parse_args()
     commands = {
         "gpudoctor check": [args.python, "-m", "gpudoctor", "check", "--format", "json"],
+        "check --quick": [args.python, "-m", "gpudoctor", "check", "--quick", "--format", "json"],
         "collect_env": [args.python, "-m", "torch.utils.collect_env"],
         "import torch": [args.python, "-c", "import torch"],
     }

@@ -115,3 +115,22 @@ def test_this_interpreter_torch_is_seen():
     facts = json.loads(result.stdout)["facts"]
     assert facts["torch"]["version"] == torch.__version__
     assert facts["torch"]["cuda"] is None and facts["torch"]["status"] == "ok"
+
+
+def test_quick_reads_torch_versions_without_importing_it(tmp_path):
+    """--quick reads torch/version.py as text: a torch whose import would hang is still answered at once."""
+    torch = pytest.importorskip("torch", reason="the CPU torch is installed by .ci/run")
+    result = subprocess.run(gpudoctor_cmd() + ["snapshot", "--quick"], capture_output=True, text=True)
+    facts = json.loads(result.stdout)["facts"]["torch"]
+    assert facts["quick"] is True and facts["version"] == torch.__version__ and facts["cuda"] == torch.version.cuda
+    assert "cuda_available" not in facts, "quick mode does not claim to know whether CUDA works"
+
+    package = tmp_path / "site" / "torch"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("import time\ntime.sleep(300)\n")
+    (package / "version.py").write_text("__version__ = '2.5.1+cu124'\ncuda = '12.4'\nhip = None\n")
+    result, data, seconds = run_check("--quick", "--timeout", "5", env=env_with(PYTHONPATH=str(tmp_path / "site")))
+    assert seconds < 5 and not findings(data, "GD002")
+    text = subprocess.run(gpudoctor_cmd() + ["check", "--quick"], capture_output=True, text=True,
+                          env=env_with(PYTHONPATH=str(tmp_path / "site"))).stdout
+    assert "torch 2.5.1+cu124 (CUDA 12.4, quick: not imported)" in text

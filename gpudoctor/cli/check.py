@@ -70,6 +70,9 @@ def add_machine_options(parser: argparse.ArgumentParser) -> None:
                         help="interpreter whose torch/deepspeed to inspect (default: this one)")
     parser.add_argument("--timeout", type=float, default=15.0, metavar="SECONDS",
                         help="time limit for each probe (default: 15)")
+    parser.add_argument("--quick", action="store_true",
+                        help="read torch's versions from its files instead of importing it (fast; whether CUDA "
+                             "works, the arch list and import errors stay unknown)")
 
 
 def add_parser(subparsers) -> None:
@@ -94,7 +97,7 @@ def live_snapshot(args: argparse.Namespace, groups) -> Snapshot:
         raise UsageError("--timeout must be positive")
     if os.sep in args.python and not os.path.exists(args.python):
         raise UsageError(f"--python {args.python!r}: no such file")
-    ctx = ProbeContext(python=args.python, timeout=args.timeout, environ=dict(os.environ))
+    ctx = ProbeContext(python=args.python, timeout=args.timeout, environ=dict(os.environ), quick=args.quick)
     facts, results = run_probes(probes_for(groups), ctx)
     return Snapshot(facts=facts, probes=results, source={"kind": "live", "paths": []})
 

@@ -24,6 +24,7 @@ class ProbeContext:
 
     python: str = sys.executable
     timeout: float = 15.0
+    quick: bool = False  # read versions from installed files instead of importing torch
     environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
 
 

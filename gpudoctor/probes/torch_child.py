@@ -26,30 +26,47 @@ def _distribution_version(name):
         return None
 
 
+def _module_literals(path):
+    """The literal top-level assignments of a Python file, read as text (never imported)."""
+    import ast
+    try:
+        with open(path, "rb") as handle:
+            tree = ast.parse(handle.read(1000000))
+    except (OSError, SyntaxError, ValueError):
+        return None
+    values = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            target, value = node.targets[0].id, node.value
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            target, value = node.target.id, node.value
+        else:
+            continue
+        try:
+            values[target] = ast.literal_eval(value)
+        except ValueError:
+            pass
+    return values
+
+
+def _package_folders(name):
+    """Where a top-level package lives, found without importing it."""
+    import importlib.util
+    try:
+        spec = importlib.util.find_spec(name)  # a top-level name: finds, does not import
+    except (ImportError, ValueError):
+        return []
+    return list(spec.submodule_search_locations or []) if spec else []
+
+
 def _deepspeed_install_info():
     """installed_ops / torch_info / accelerator_name that DeepSpeed's setup.py wrote into
     deepspeed/git_version_info_installed.py, read as text: the package is located, never imported."""
-    import ast
-    import importlib.util
     import os
-    try:
-        spec = importlib.util.find_spec("deepspeed")  # a top-level name: finds, does not import
-    except (ImportError, ValueError):
-        return {}
-    for folder in (spec.submodule_search_locations or []) if spec else []:
-        path = os.path.join(folder, "git_version_info_installed.py")
-        try:
-            with open(path, "rb") as handle:
-                tree = ast.parse(handle.read(1000000))
-        except (OSError, SyntaxError, ValueError):
+    for folder in _package_folders("deepspeed"):
+        values = _module_literals(os.path.join(folder, "git_version_info_installed.py"))
+        if values is None:
             continue
-        values = {}
-        for node in tree.body:
-            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-                try:
-                    values[node.targets[0].id] = ast.literal_eval(node.value)
-                except ValueError:
-                    pass
         info = {}
         ops = values.get("installed_ops")
         if isinstance(ops, dict):  # setup.py writes 1/0 or True/False
@@ -93,9 +110,36 @@ def _cuda_facts(torch, facts):
     facts["devices"] = devices
 
 
+def _base_facts():
+    return {"python": sys.executable, "python_version": platform.python_version(),
+            "deepspeed": _deepspeed(), "ninja": shutil.which("ninja")}
+
+
+def collect_quick():
+    """Versions only, from torch/version.py and package metadata: no `import torch`, no CUDA init.
+    Whether CUDA is usable, the arch list and import errors stay unknown."""
+    import os
+    facts = _base_facts()
+    folders = _package_folders("torch")
+    if not folders:
+        facts.update(status="missing", error="No module named 'torch'")
+        return facts
+    for folder in folders:
+        values = _module_literals(os.path.join(folder, "version.py"))
+        if values and "__version__" in values:
+            facts.update(status="ok", error=None, quick=True, version=values["__version__"],
+                         cuda=values.get("cuda"), hip=values.get("hip"))
+            for name in ("nvidia-nccl-cu13", "nvidia-nccl-cu12", "nvidia-nccl-cu11"):
+                nccl = _distribution_version(name)
+                if nccl:
+                    facts["nccl"] = nccl
+                    break
+            return facts
+    return collect()  # an unusual layout: ask torch itself
+
+
 def collect():
-    facts = {"python": sys.executable, "python_version": platform.python_version(),
-             "deepspeed": _deepspeed(), "ninja": shutil.which("ninja")}
+    facts = _base_facts()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -131,4 +175,4 @@ def collect():
 
 
 if __name__ == "__main__":
-    sys.stdout.write(json.dumps(collect()))
+    sys.stdout.write(json.dumps(collect_quick() if "--quick" in sys.argv[1:] else collect()))

@@ -13,7 +13,8 @@ CHILD = Path(__file__).with_name("torch_child.py")
 
 def probe_torch(ctx: ProbeContext) -> dict:
     try:
-        result = run_command([ctx.python, str(CHILD)], ctx.timeout, env=ctx.environ)
+        argv = [ctx.python, str(CHILD)] + (["--quick"] if ctx.quick else [])
+        result = run_command(argv, ctx.timeout, env=ctx.environ)
     except FileNotFoundError:
         raise RuntimeError(f"interpreter {ctx.python!r} not found") from None
     except PermissionError:

@@ -59,6 +59,8 @@ def python_line(facts: Facts) -> str:
         inner = [f"CUDA {major_minor(cuda)}" if cuda else (f"ROCm {hip}" if hip else "CPU-only")]
         if facts.get("torch.nccl", None):
             inner.append(f"NCCL {facts.get('torch.nccl')}")
+        if facts.get("torch.quick", False):
+            inner.append("quick: not imported")
         parts.append(f"torch {facts.get('torch.version', '?')} ({', '.join(inner)})")
     elif status == "missing":
         parts.append("torch not installed")
