@@ -192,3 +192,15 @@ def test_cut_and_huge_reports(tmp_path):
     proc = gpudoctor("check", "--from", big, "--format", "json")
     assert proc.returncode in (0, 1) and proc.stderr.count(b"\n") <= 1, proc.stderr
     assert json.loads(proc.stdout)["summary"]
+
+
+def test_a_hinted_fact_is_shown_with_its_evidence(run_cli):
+    """The torch warning 'found version 11040' is the only driver evidence: it is used, and said so."""
+    from conftest import FIXTURES
+
+    report = FIXTURES / "reports" / "collect_env_driver_warning_11040.txt"
+    code, out, _ = run_cli("check", "--from", report, "--select", "GD101")
+    assert code == 1 and "✗ GD101" in out
+    assert "inferred: nvml.cuda_driver_version = 11.4 (inferred from torch's warning: found version 11040" in out
+    code, out, _ = run_cli("check", "--from", report, "--select", "GD101", "--format", "json")
+    assert "11040" in json.loads(out)["evidence"]["nvml.cuda_driver_version"]

@@ -23,6 +23,7 @@ def to_json(report: Report) -> dict:
         "unknown": [{"rule": item.rule, "missing": item.missing} for item in report.unknown],
         "probes": [probe.to_json() for probe in report.probes],
         "conflicts": list(report.conflicts),
+        "evidence": dict(report.evidence),
         "seconds": round(report.seconds, 3),
     }
 

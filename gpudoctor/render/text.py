@@ -75,6 +75,16 @@ def render(report: Report, stream: IO, color: bool = False, quiet: bool = False,
     stream.write("\n".join(line.rstrip() for line in buffer.getvalue().split("\n")))
 
 
+def inferred_facts(report: Report) -> list:
+    """(fact path, reason) for facts a pasted report only hints at, e.g. the driver's CUDA from a torch warning."""
+    found = []
+    for path, text in sorted(report.evidence.items()):
+        start = str(text).find("(inferred")
+        if start >= 0:
+            found.append((path, str(text)[start:]))
+    return found
+
+
 def _render(report: Report, console: Console, quiet: bool) -> None:
     facts = Facts(report.facts)
     if not quiet:
@@ -90,6 +100,9 @@ def _render(report: Report, console: Console, quiet: bool) -> None:
             missing = report.source.get("missing")
             if missing:
                 console.print(f"[dim]not in the report: {escape(', '.join(missing))}[/]")
+            for path, why in inferred_facts(report):
+                console.print(f"[dim]inferred: {escape(path)} = {escape(str(facts.get(path, '?')))} {escape(why)}[/]",
+                              overflow="fold")
         console.print()
         console.print(f" [bold]Machine[/]   {escape(machine_line(facts))}", overflow="fold")
         console.print(f" [bold]Python[/]    {escape(python_line(facts))}", overflow="fold")
