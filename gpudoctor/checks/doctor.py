@@ -5,17 +5,21 @@ from __future__ import annotations
 from gpudoctor.checks import check
 from gpudoctor.model import Location
 
-PROBE_HINTS = {
+HANG_HINTS = {
     "nvml": "NVML is read in a child process; a hung call usually means a wedged driver (check `dmesg`).",
     "torch": "`import torch` ran in the job's interpreter; a hang there is often a CUDA init that never returns.",
-    "nvcc": "`nvcc --version` is run from PATH; a wrapper script that hangs or fails shows up here.",
+    "nvcc": "`nvcc --version` is run from PATH; a wrapper script that hangs shows up here.",
+}
+FAILURE_HINTS = {
+    "torch": "torch is inspected by running a small script with the job's interpreter (`--python`, Python 3.6+).",
+    "nvcc": "`nvcc --version` is run from PATH; a broken install or wrapper script shows up here.",
 }
 
 
 def _probe_findings(facts, rule, status: str):
     for probe in facts.get("probes"):
         if probe.get("status") == status:
-            hint = PROBE_HINTS.get(probe["name"], "")
+            hint = (FAILURE_HINTS if status == "failed" else HANG_HINTS).get(probe["name"], "")
             yield rule.finding(
                 f"probe {probe['name']} {'failed' if status == 'failed' else 'timed out'}: {probe.get('error')}",
                 evidence={"probe": probe["name"], "error": probe.get("error"), "seconds": probe.get("seconds")},

@@ -175,4 +175,7 @@ def collect():
 
 
 if __name__ == "__main__":
+    if sys.version_info < (3, 6):
+        sys.stderr.write("Python %d.%d: gpudoctor inspects Python 3.6 or newer\n" % sys.version_info[:2])
+        sys.exit(2)
     sys.stdout.write(json.dumps(collect_quick() if "--quick" in sys.argv[1:] else collect()))
