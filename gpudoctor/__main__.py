@@ -1,3 +1,4 @@
 from gpudoctor.cli import main
 
-raise SystemExit(main())
+if __name__ == "__main__":  # spawned bench workers re-import this module as __mp_main__
+    raise SystemExit(main())

@@ -1,0 +1,239 @@
+"""`gpudoctor bench train`: real training steps of a small GPT-style transformer (torch.nn, AdamW).
+
+FLOPs per step follow the PaLM paper's model-FLOPs accounting (Chowdhery et al. 2022, appendix B, "MFU"):
+6·N per token for the parameter matmuls (forward 2N + backward 4N) plus 12·L·H·Q·T per token for the
+attention scores and values (L layers, H heads of width Q, so H·Q = hidden, T = sequence length); the causal
+mask is not discounted. N counts every trainable parameter (the tied embedding once: it is the output projection's
+matmul). MFU = achieved TFLOP/s ÷ the GPU's dense BF16 peak from rules/gpus.toml (null on CPU or for an
+unknown GPU), the usual MFU convention whatever the precision run.
+
+Peak memory is `torch.cuda.max_memory_allocated` on a GPU (tensors only) and the process's peak resident set
+size (`resource.getrusage(...).ru_maxrss`) on CPU (everything, torch included); `peak_memory_kind` says which.
+
+A failing step (out of memory, NaN/inf loss, any exception) ends the run with an `error` entry: GD703.
+Test hook: GPUDOCTOR_BENCH_NAN_STEP=K makes step K's loss NaN (multiplies it by NaN), exercising the check.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Optional
+
+from gpudoctor.bench import BenchError
+
+SCHEMA = "gpudoctor.bench.train/1"
+PRECISIONS = ("fp32", "bf16", "fp16")
+NAN_ENV = "GPUDOCTOR_BENCH_NAN_STEP"
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    layers: int = 2
+    hidden: int = 128
+    heads: int = 4
+    seq_len: int = 128
+    micro_batch: int = 4
+    vocab: int = 1024
+    steps: int = 10
+    warmup: int = 2
+    precision: str = "fp32"
+    lr: float = 1e-3
+    device: str = "auto"  # auto | cpu | cuda
+    seed: int = 0
+
+
+def flops_per_step(params: int, config: TrainConfig) -> float:
+    """PaLM appendix B: (6·N + 12·L·hidden·T) per token, times the tokens of one step."""
+    tokens = config.micro_batch * config.seq_len
+    return tokens * (6.0 * params + 12.0 * config.layers * config.hidden * config.seq_len)
+
+
+def build_model(torch, config: TrainConfig):
+    nn = torch.nn
+    functional = torch.nn.functional
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1 = nn.LayerNorm(config.hidden)
+            self.qkv = nn.Linear(config.hidden, 3 * config.hidden)
+            self.proj = nn.Linear(config.hidden, config.hidden)
+            self.ln2 = nn.LayerNorm(config.hidden)
+            self.mlp = nn.Sequential(nn.Linear(config.hidden, 4 * config.hidden), nn.GELU(),
+                                     nn.Linear(4 * config.hidden, config.hidden))
+
+        def forward(self, x):
+            batch, seq, hidden = x.shape
+            q, k, v = self.qkv(self.ln1(x)).split(hidden, dim=2)
+            shape = (batch, seq, config.heads, hidden // config.heads)
+            q, k, v = (t.view(shape).transpose(1, 2) for t in (q, k, v))
+            att = functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.proj(att.transpose(1, 2).reshape(batch, seq, hidden))
+            return x + self.mlp(self.ln2(x))
+
+    class GPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tok = nn.Embedding(config.vocab, config.hidden)
+            self.pos = nn.Embedding(config.seq_len, config.hidden)
+            self.blocks = nn.ModuleList(Block() for _ in range(config.layers))
+            self.ln = nn.LayerNorm(config.hidden)
+            self.head = nn.Linear(config.hidden, config.vocab, bias=False)
+            self.head.weight = self.tok.weight  # tied, as in GPT-2
+            for module in self.modules():  # GPT-2's initialisation: the first loss is about ln(vocab)
+                if isinstance(module, (nn.Linear, nn.Embedding)):
+                    nn.init.normal_(module.weight, mean=0.0, std=0.02)
+                if isinstance(module, nn.Linear) and module.bias is not None:
+                    nn.init.zeros_(module.bias)
+
+        def forward(self, idx):
+            x = self.tok(idx) + self.pos(torch.arange(idx.shape[1], device=idx.device))
+            for block in self.blocks:
+                x = block(x)
+            return self.head(self.ln(x))
+
+    return GPT()
+
+
+def _validate(config: TrainConfig) -> None:
+    if config.precision not in PRECISIONS:
+        raise BenchError(f"unknown precision {config.precision!r} ({', '.join(PRECISIONS)})")
+    if config.hidden % config.heads:
+        raise BenchError(f"--hidden {config.hidden} is not divisible by --heads {config.heads}")
+    for name in ("layers", "hidden", "heads", "seq_len", "micro_batch", "vocab", "steps"):
+        if getattr(config, name) < 1:
+            raise BenchError(f"--{name.replace('_', '-')} must be at least 1")
+    if config.warmup < 0:
+        raise BenchError("--warmup must be 0 or more")
+
+
+def _device(torch, config: TrainConfig):
+    if config.device == "cpu" or (config.device == "auto" and not torch.cuda.is_available()):
+        if config.precision == "fp16":
+            raise BenchError("fp16 training needs a GPU (use fp32 or bf16 on CPU)")
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise BenchError("--device cuda but torch sees no CUDA GPU")
+    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
+    torch.cuda.set_device(device)
+    if config.precision == "bf16" and not torch.cuda.is_bf16_supported():
+        raise BenchError(f"{torch.cuda.get_device_name(device)} does not support bf16 (use fp16 or fp32)")
+    return device
+
+
+def _peak_tflops(torch, device) -> Optional[float]:
+    if device.type != "cuda":
+        return None
+    from gpudoctor.knowledge import gpu_spec
+
+    spec = gpu_spec(torch.cuda.get_device_name(device))
+    return float(spec["bf16_dense_tflops"]) if spec and spec.get("bf16_dense_tflops") else None
+
+
+def _error_kind(torch, exc: BaseException) -> str:
+    oom = getattr(torch.cuda, "OutOfMemoryError", ())
+    if (oom and isinstance(exc, oom)) or isinstance(exc, MemoryError) or "out of memory" in str(exc).lower():
+        return "oom"
+    if isinstance(exc, FloatingPointError):
+        return "nonfinite"
+    return "error"
+
+
+def _peak_memory(torch, device) -> tuple:
+    if device.type == "cuda":
+        return int(torch.cuda.max_memory_allocated(device)), "cuda_max_memory_allocated"
+    import resource
+
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024, "process_peak_rss"  # KiB on Linux
+
+
+def run(config: TrainConfig) -> dict:
+    """Run the benchmark; a failing step becomes `error` in the result, never an exception."""
+    _validate(config)
+    try:
+        import torch
+    except Exception as exc:  # noqa: BLE001
+        raise BenchError(f"the benchmarks need torch ({type(exc).__name__}: {exc}); "
+                         "install it with: pip install 'gpudoctor[bench]'") from None
+    device = _device(torch, config)
+    torch.manual_seed(config.seed)
+    model = build_model(torch, config).to(device)
+    params = sum(p.numel() for p in model.parameters() if p.requires_grad)  # tied weights counted once
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr)
+    autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(config.precision)
+    scaler = torch.amp.GradScaler(device.type) if config.precision == "fp16" else None
+    generator = torch.Generator().manual_seed(config.seed)
+    batch = torch.randint(0, config.vocab, (config.micro_batch, config.seq_len + 1), generator=generator).to(device)
+    inputs, targets = batch[:, :-1], batch[:, 1:]
+    nan_step = os.environ.get(NAN_ENV, "")
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+
+    result = {
+        "schema": SCHEMA,
+        "device": device.type,
+        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+        "world_size": 1,
+        "precision": config.precision,
+        "torch": torch.__version__,
+        "model": {"params": params, "layers": config.layers, "hidden": config.hidden, "heads": config.heads,
+                  "seq_len": config.seq_len, "micro_batch": config.micro_batch, "vocab": config.vocab},
+        "steps": config.steps,
+        "warmup": config.warmup,
+        "flops_per_step": flops_per_step(params, config),
+        "flops_formula": "tokens × (6·params + 12·layers·hidden·seq_len) (PaLM, appendix B)",
+        "error": None,
+    }
+    losses, times = [], []
+    for step in range(config.warmup + config.steps):
+        try:
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            began = time.perf_counter()
+            with torch.autocast(device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
+                logits = model(inputs)
+                loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, config.vocab),
+                                                         targets.reshape(-1))
+            if nan_step == str(step):
+                loss = loss * float("nan")
+            optimizer.zero_grad(set_to_none=True)
+            if scaler is not None:
+                scaler.scale(loss).backward()
+                scaler.step(optimizer)
+                scaler.update()
+            else:
+                loss.backward()
+                optimizer.step()
+            value = float(loss.item())  # synchronises with the device
+            if not math.isfinite(value):
+                raise FloatingPointError(f"loss is {value}")
+            elapsed = time.perf_counter() - began
+        except Exception as exc:  # noqa: BLE001 - the failure is the finding (GD703)
+            result["error"] = {"step": step, "kind": _error_kind(torch, exc), "type": type(exc).__name__,
+                               "message": str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""}
+            break
+        losses.append(value)
+        if step >= config.warmup:
+            times.append(elapsed)
+
+    peak, kind = _peak_memory(torch, device)
+    median = statistics.median(times) if times else None
+    tokens = config.micro_batch * config.seq_len
+    tflops = result["flops_per_step"] / median / 1e12 if median else None
+    peak_tflops = _peak_tflops(torch, device)
+    result.update({
+        "steps_completed": len(times),
+        "step_time_s": {"median": median, "min": min(times) if times else None, "max": max(times) if times else None},
+        "tokens_per_s": tokens / median if median else None,
+        "tflops": tflops,
+        "peak_tflops": peak_tflops,
+        "mfu": tflops / peak_tflops if tflops and peak_tflops else None,
+        "peak_memory_bytes": peak,
+        "peak_memory_kind": kind,
+        "loss": {"first": losses[0] if losses else None, "last": losses[-1] if losses else None},
+    })
+    return result

@@ -1,0 +1,80 @@
+"""GD7xx: benchmark results (`gpudoctor bench nccl` / `bench train`, or a snapshot holding their JSON).
+
+Facts: `bench.nccl` is the `gpudoctor.bench.nccl/1` document (rows, summary), `bench.train` the
+`gpudoctor.bench.train/1` document (with `error` when a step failed).
+"""
+
+from __future__ import annotations
+
+from gpudoctor.checks import check
+from gpudoctor.render.describe import size
+
+
+@check("GD701")
+def nccl_wrong_results(facts, rule):
+    result = facts.get("bench.nccl", None)  # no benchmark ran: nothing to judge (like a lint without a script)
+    if not result:
+        return
+    bad = [row for row in result.get("rows", []) if row.get("wrong")]
+    if not bad:
+        return
+    total = sum(row["wrong"] for row in bad)
+    where = ", ".join(size(row["bytes"]) for row in bad[:4]) + ("…" if len(bad) > 4 else "")
+    yield rule.finding(
+        f"{result.get('op', 'collective')} over {result.get('backend', '?')} on {result.get('world_size', '?')} ranks "
+        f"returned {total} wrong element(s) at {len(bad)} size(s) ({where}): the interconnect, a GPU or the "
+        "NCCL/driver stack corrupts data, and training would silently diverge",
+        evidence={"op": result.get("op"), "backend": result.get("backend"), "world_size": result.get("world_size"),
+                  "wrong": total, "sizes": [row["bytes"] for row in bad]},
+        fix=rule.fix("Do not train on this machine set until it passes: rerun `gpudoctor bench nccl` on subsets of "
+                     "GPUs/nodes to find the bad one, check `nvidia-smi -q -d ECC` and Xid errors in `dmesg`, try "
+                     "`NCCL_P2P_DISABLE=1` / `NCCL_IB_DISABLE=1` to isolate the transport, and update driver/NCCL."))
+
+
+@check("GD702")
+def nccl_bandwidth_low(facts, rule):
+    result = facts.get("bench.nccl", None)  # no benchmark ran: nothing to judge (like a lint without a script)
+    if not result:
+        return
+    summary = result.get("summary") or {}
+    threshold, avg = summary.get("min_busbw_gbps"), summary.get("avg_busbw_gbps")
+    if threshold is None or avg is None or avg >= threshold:
+        return
+    yield rule.finding(
+        f"{result.get('op', 'collective')} average bus bandwidth {avg:.2f} GB/s over the large sizes "
+        f"(≥ {size(summary.get('large_from_bytes'))}) on {result.get('world_size', '?')} ranks "
+        f"({result.get('backend', '?')}) is below the required {threshold:g} GB/s",
+        evidence={"avg_busbw_gbps": avg, "min_busbw_gbps": threshold, "op": result.get("op"),
+                  "backend": result.get("backend"), "world_size": result.get("world_size"),
+                  "large_from_bytes": summary.get("large_from_bytes")},
+        fix=rule.fix("Find the slow link: run with `NCCL_DEBUG=INFO` and check which transport NCCL picked (P2P/NVLink, "
+                     "SHM, IB or Socket), `nvidia-smi topo -m` for the topology, GD4xx findings for NCCL variables "
+                     "that disable transports, and compare against `all_reduce_perf` from nccl-tests."))
+
+
+@check("GD703")
+def train_step_failed(facts, rule):
+    result = facts.get("bench.train", None)
+    if not result or not result.get("error"):
+        return
+    error = result["error"]
+    model = result.get("model") or {}
+    shape = ", ".join(f"{key} {model[key]}" for key in ("params", "layers", "hidden", "seq_len", "micro_batch")
+                      if key in model)
+    yield rule.finding(
+        f"the training microbenchmark failed at step {error.get('step')} on {result.get('device', '?')} "
+        f"({result.get('precision', '?')}; {shape}): {error.get('type')}: {error.get('message')}",
+        evidence={"step": error.get("step"), "type": error.get("type"), "message": error.get("message"),
+                  "device": result.get("device"), "precision": result.get("precision"), "model": dict(model)},
+        fix=rule.fix(_train_advice(error.get("kind"))))
+
+
+def _train_advice(kind) -> str:
+    if kind == "oom":
+        return ("Out of memory: lower the micro batch or sequence length, enable activation checkpointing, use bf16, "
+                "or shard optimizer state (ZeRO/FSDP); `nvidia-smi` shows whether other processes hold memory (GD502).")
+    if kind == "nonfinite":
+        return ("The loss became NaN/inf: on fp16 use loss scaling (GradScaler) or switch to bf16, lower the learning "
+                "rate, and check the GPU with `nvidia-smi -q -d ECC`; a healthy GPU gives a finite loss here.")
+    return ("The step raised: the same error would stop the real job. Rerun `gpudoctor bench train` with smaller "
+            "sizes and the defaults to see whether it depends on the model size, precision or device.")
