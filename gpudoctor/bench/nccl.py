@@ -162,10 +162,9 @@ def _device_and_backend(torch, rank, requested: str):
     return torch.device("cpu"), backend
 
 
-def run_worker(rank, config: NcclConfig) -> dict:
-    """Run the sweep as one rank; every rank returns the same result (built from collective data)."""
+def init_rank(rank, config: NcclConfig) -> tuple:
+    """Join the process group as `rank`: (device, backend)."""
     import datetime
-    import time
     import warnings
 
     import torch
@@ -175,47 +174,68 @@ def run_worker(rank, config: NcclConfig) -> dict:
     device, backend = _device_and_backend(torch, rank, config.backend)
     dist.init_process_group(backend, init_method=rank.init_method, rank=rank.rank, world_size=rank.world_size,
                             timeout=datetime.timedelta(seconds=300))
+    return device, backend
+
+
+def sweep(device, config: NcclConfig) -> List[dict]:
+    """The rows of one op's size sweep (a process group must be initialised)."""
+    import time
+
+    import torch
+    import torch.distributed as dist
+
+    world, me = dist.get_world_size(), dist.get_rank()
+    cuda = device.type == "cuda"
+    corrupt = os.environ.get(CORRUPT_ENV, "")
+    rows = []
+    for nbytes in sweep_sizes(config.min_bytes, config.max_bytes):
+        count = element_count(config.op, nbytes, world)
+        nbytes = count * ELEMENT_BYTES
+        inp, out, expected = _buffers(torch, config.op, count, world, me, device)
+        call = _collective(dist, config.op, inp, out)
+        for _ in range(config.warmup):
+            call()
+        dist.barrier()
+        if cuda:
+            torch.cuda.synchronize(device)
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(config.iters):
+                call()
+            end.record()
+            torch.cuda.synchronize(device)
+            seconds = start.elapsed_time(end) / 1e3 / config.iters
+        else:
+            began = time.perf_counter()
+            for _ in range(config.iters):
+                call()
+            seconds = (time.perf_counter() - began) / config.iters
+        # correctness: a fresh pattern, one call, an exact comparison (the test hook corrupts one rank's input)
+        inp, out, expected = _buffers(torch, config.op, count, world, me, device)
+        if corrupt == str(me):
+            inp += 1.0
+        _collective(dist, config.op, inp, out)()
+        wrong = torch.tensor([int((out != expected).sum())], dtype=torch.int64, device=device)
+        dist.all_reduce(wrong)
+        times = torch.tensor([seconds], dtype=torch.float64, device=device)
+        gathered = [torch.zeros_like(times) for _ in range(world)]
+        dist.all_gather(gathered, times)
+        rows.append(make_row(config.op, nbytes, count, world, [float(t.item()) for t in gathered],
+                             int(wrong.item())))
+    return rows
+
+
+def run_worker(rank, config: NcclConfig) -> dict:
+    """Run the sweep as one rank; every rank returns the same result (built from collective data)."""
+    import torch
+    import torch.distributed as dist
+
+    device, backend = init_rank(rank, config)
     try:
         world = dist.get_world_size()
-        cuda = device.type == "cuda"
         hosts: list = [None] * world
         dist.all_gather_object(hosts, socket.gethostname())
-        corrupt = os.environ.get(CORRUPT_ENV, "")
-        rows = []
-        for nbytes in sweep_sizes(config.min_bytes, config.max_bytes):
-            count = element_count(config.op, nbytes, world)
-            nbytes = count * ELEMENT_BYTES
-            inp, out, expected = _buffers(torch, config.op, count, world, dist.get_rank(), device)
-            call = _collective(dist, config.op, inp, out)
-            for _ in range(config.warmup):
-                call()
-            dist.barrier()
-            if cuda:
-                torch.cuda.synchronize(device)
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                for _ in range(config.iters):
-                    call()
-                end.record()
-                torch.cuda.synchronize(device)
-                seconds = start.elapsed_time(end) / 1e3 / config.iters
-            else:
-                began = time.perf_counter()
-                for _ in range(config.iters):
-                    call()
-                seconds = (time.perf_counter() - began) / config.iters
-            # correctness: fresh pattern, one call, exact comparison
-            inp, out, expected = _buffers(torch, config.op, count, world, dist.get_rank(), device)
-            if corrupt == str(dist.get_rank()):
-                inp += 1.0
-            _collective(dist, config.op, inp, out)()
-            wrong = torch.tensor([int((out != expected).sum())], dtype=torch.int64, device=device)
-            dist.all_reduce(wrong)
-            times = torch.tensor([seconds], dtype=torch.float64, device=device)
-            gathered = [torch.zeros_like(times) for _ in range(world)]
-            dist.all_gather(gathered, times)
-            rows.append(make_row(config.op, nbytes, count, world, [float(t.item()) for t in gathered],
-                                 int(wrong.item())))
+        rows = sweep(device, config)
         nccl_version = None
         if backend == "nccl":
             version = torch.cuda.nccl.version()
@@ -230,7 +250,7 @@ def run_worker(rank, config: NcclConfig) -> dict:
             "backend": backend,
             "backend_version": nccl_version,
             "device": device.type,
-            "device_name": torch.cuda.get_device_name(device) if cuda else None,
+            "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
             "nodes": len(set(hosts)),
             "launcher": rank.launcher,
             "torch": torch.__version__,

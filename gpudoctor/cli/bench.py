@@ -92,7 +92,7 @@ def _write(args, result: dict, findings: List, plain: str) -> int:
 
 
 def _size_arg(text: str, flag: str) -> int:
-    from gpudoctor.bench.nccl import parse_size
+    from gpudoctor.bench.nccl import parse_size  # no torch import: usage errors stay fast
 
     try:
         return parse_size(text)
@@ -101,20 +101,23 @@ def _size_arg(text: str, flag: str) -> int:
 
 
 def run_nccl(args: argparse.Namespace) -> int:
-    from gpudoctor.bench import require_torch
-    from gpudoctor.bench import nccl
+    from gpudoctor.bench import nccl, require_torch
+    from gpudoctor.bench.nccl import parse_size
 
     if args.iters < 1 or args.warmup < 0:
         raise UsageError("--iters must be at least 1 and --warmup 0 or more")
     if args.nprocs is not None and args.nprocs < 1:
         raise UsageError("--nprocs must be at least 1")
+    min_bytes = _size_arg(args.min_bytes, "-b/--min-bytes")
+    max_bytes = _size_arg(args.max_bytes, "-e/--max-bytes") if args.max_bytes else None
+    if max_bytes is not None and max_bytes < min_bytes:
+        raise UsageError(f"-e/--max-bytes ({max_bytes}) is smaller than -b/--min-bytes ({min_bytes})")
     try:
         torch = require_torch()
     except BenchError as exc:
         raise UsageError(str(exc)) from None
-    default_max = "128M" if torch.cuda.is_available() and args.backend != "gloo" else "1M"
-    min_bytes = _size_arg(args.min_bytes, "-b/--min-bytes")
-    max_bytes = _size_arg(args.max_bytes or default_max, "-e/--max-bytes")
+    if max_bytes is None:
+        max_bytes = max(min_bytes, parse_size("128M" if torch.cuda.is_available() and args.backend != "gloo" else "1M"))
     if max_bytes < min_bytes:
         raise UsageError(f"-e/--max-bytes ({max_bytes}) is smaller than -b/--min-bytes ({min_bytes})")
     config = nccl.NcclConfig(op=args.op, min_bytes=min_bytes, max_bytes=max_bytes, iters=args.iters,
