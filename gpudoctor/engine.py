@@ -20,6 +20,7 @@ NON_PROBE_GROUPS = {
     "env_sources": "the env-file readers (gpudoctor.envfiles: --env-file, lint): where each variable is set",
     "scripts": "static analysis of training scripts (gpudoctor.analysis)",
     "ds_config": "the DeepSpeed config reader (gpudoctor.analysis.ds_config: --ds-config, lint)",
+    "model": "--model SIZE_OR_CONFIG and the training flags (gpudoctor.estimate: check, estimate)",
     "bench": "the benchmarks (gpudoctor.bench: bench nccl, bench train) or a snapshot holding their JSON",
 }
 _SEVERITY_ORDER = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}

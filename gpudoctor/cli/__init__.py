@@ -10,6 +10,7 @@ from typing import List, Optional
 from gpudoctor import __version__
 from gpudoctor.cli import bench as bench_cmd
 from gpudoctor.cli import check as check_cmd
+from gpudoctor.cli import estimate as estimate_cmd
 from gpudoctor.cli import fix as fix_cmd
 from gpudoctor.cli import lint as lint_cmd
 from gpudoctor.cli import rules as rules_cmd
@@ -17,6 +18,7 @@ from gpudoctor.cli import snapshot as snapshot_cmd
 from gpudoctor.cli.common import UsageError
 
 COMMANDS = [check_cmd, lint_cmd, fix_cmd, snapshot_cmd, rules_cmd, bench_cmd]
+COMMANDS.append(estimate_cmd)  # gpudoctor estimate --model …
 
 
 class _Parser(argparse.ArgumentParser):

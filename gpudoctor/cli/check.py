@@ -65,6 +65,16 @@ def env_file_overlay(args: argparse.Namespace, snapshot: Snapshot) -> None:
 OVERLAYS.append(env_file_overlay)
 
 
+def model_overlay(args: argparse.Namespace, snapshot: Snapshot) -> None:
+    """`--model SIZE_OR_CONFIG` (+ training flags): the model for the memory estimate (GD501, GD504)."""
+    from gpudoctor.cli.estimate import model_overlay as overlay
+
+    overlay(args, snapshot)
+
+
+OVERLAYS.append(model_overlay)
+
+
 def add_machine_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--python", default=sys.executable, metavar="PATH",
                         help="interpreter whose torch/deepspeed to inspect (default: this one)")
@@ -86,6 +96,9 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--env-file", action="append", default=[], metavar="FILE",
                         help="overlay the variables this file sets (.env, sbatch/shell script, Dockerfile, K8s "
                              "manifest) on this process's environment; repeatable")
+    from gpudoctor.cli.estimate import add_training_options
+
+    add_training_options(parser)
     add_machine_options(parser)
     add_selection_options(parser)
     add_output_options(parser)

@@ -1,0 +1,120 @@
+"""GD501/GD504: will the training footprint fit the GPUs and, with offload, the host? (gpudoctor.estimate)"""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+from gpudoctor.checks import check
+from gpudoctor.estimate import HEADROOM_WARNING, Estimate, from_facts, gib
+from gpudoctor.knowledge import gpu_memory_bytes
+from gpudoctor.model import Severity
+
+
+def used_gpus(facts) -> List[dict]:
+    """The NVML GPUs the job will use (CUDA_VISIBLE_DEVICES by index or UUID, else all); [] when none is known."""
+    gpus = facts.get("nvml.gpus", None) or []
+    visible = facts.env("CUDA_VISIBLE_DEVICES")
+    if visible is None or not gpus:
+        return list(gpus)
+    chosen = []
+    for entry in str(visible).split(","):
+        entry = entry.strip()
+        for gpu in gpus:
+            if (entry.isdigit() and gpu.get("index") == int(entry)) or (
+                    entry.startswith("GPU-") and str(gpu.get("uuid", "")).startswith(entry)):
+                chosen.append(gpu)
+    return chosen
+
+
+def setup_text(est: Estimate) -> str:
+    a = est.assumptions
+    offload = [f"{what} to {where}" for what, where in a["offload"].items() if where != "none"]
+    parts = [a["precision"], a["optimizer"], f"ZeRO-{a['zero_stage']}" if a["engine"] == "deepspeed" else "no ZeRO",
+             f"micro batch {a['micro_batch']}", f"seq {a['seq_len']}", f"{a['world_size']} rank(s)"]
+    if offload:
+        parts.append("offload " + ", ".join(offload))
+    if a["activation_checkpointing"]:
+        parts.append("activation checkpointing")
+    return ", ".join(parts)
+
+
+def _params_text(params: int) -> str:
+    return f"{params / 1e9:.2f}B" if params >= 1e9 else f"{params / 1e6:.0f}M"
+
+
+def _fit_advice(est: Estimate) -> str:
+    a = est.assumptions
+    steps = []
+    if a["engine"] != "deepspeed" or a["zero_stage"] < 3:
+        steps.append("shard the model states over more GPUs with DeepSpeed ZeRO-2/3 or FSDP")
+    if a["offload"]["optimizer"] == "none":
+        steps.append('offload the optimizer to the CPU ("offload_optimizer": {"device": "cpu"})')
+    if est.activations and not a["activation_checkpointing"]:
+        steps.append("turn on activation (gradient) checkpointing")
+    if est.activations and a["micro_batch"] > 1:
+        steps.append("lower the micro batch (keep the global batch with gradient accumulation)")
+    if a["precision"] == "fp32":
+        steps.append("train in bf16 mixed precision")
+    steps.append("or fine-tune with LoRA/QLoRA instead of all parameters")
+    return "To fit: " + "; ".join(steps) + ". `gpudoctor estimate --model … --zero-stage 3` shows the new figures."
+
+
+@check("GD501")
+def gpu_memory_insufficient(facts, rule):
+    if facts.get("model", None) is None:
+        return  # no --model: nothing to estimate
+    gpus = used_gpus(facts)
+    est = from_facts(facts, len(gpus))
+    if est is None or not gpus:
+        return
+    groups = {}
+    for gpu in gpus:
+        memory = gpu_memory_bytes(gpu)
+        if memory:
+            groups.setdefault((gpu.get("name") or "GPU", memory), []).append(gpu.get("index"))
+    for (name, memory), indices in groups.items():
+        headroom = memory - est.total
+        if headroom >= HEADROOM_WARNING * memory:
+            continue
+        severity: Optional[Severity] = Severity.ERROR if headroom < 0 else Severity.WARNING
+        which = "GPU " + ",".join(str(i) for i in indices if i is not None) if any(
+            i is not None for i in indices) else "the GPU"
+        verdict = (f"exceeds {which} ({name}, {gib(memory)}) by {gib(-headroom)}" if headroom < 0 else
+                   f"leaves only {gib(headroom)} ({headroom / memory:.0%}) free on {which} ({name}, {gib(memory)})")
+        caveat = "" if est.activations_known else " (give the model's config.json to count activations)"
+        yield rule.finding(
+            f"training {est.assumptions['model']} ({_params_text(est.params)} params; {setup_text(est)}) needs "
+            f"≈ {gib(est.total)} per GPU, which {verdict}: {est.terms_text()}{caveat}",
+            severity=severity,
+            evidence={"total_bytes_per_gpu": est.total, "breakdown": est.breakdown(), "gpu": name,
+                      "memory_bytes": memory, "headroom_bytes": headroom,
+                      "assumptions": {k: v for k, v in est.assumptions.items()
+                                      if k not in ("notes", "formulas", "sources")}},
+            fix=rule.fix(_fit_advice(est)))
+
+
+@check("GD504")
+def host_memory_insufficient(facts, rule):
+    if facts.get("model", None) is None:
+        return
+    est = from_facts(facts, len(used_gpus(facts)))
+    if est is None or not est.offload:
+        return
+    available = facts.get("host.ram_available_bytes")
+    total = facts.get("host.ram_total_bytes", None)
+    if available is None:
+        available = total
+    if available is None or est.host_bytes <= available:
+        return
+    a = est.assumptions
+    of_total = f" of {gib(total)}" if total else ""
+    yield rule.finding(
+        f"ZeRO-{a['zero_stage']} CPU offload of {est.assumptions['model']} ({_params_text(est.params)} params, "
+        f"{a['gpus_per_node']} GPU(s) per node) needs ≈ {gib(est.host_bytes)} host RAM (DeepSpeed's estimator, "
+        f"× {a['host_buffer_factor']} buffer) but {gib(available)} is available{of_total}: the job is killed by "
+        "the OOM killer (exit code -9) while DeepSpeed builds the CPU optimizer",
+        evidence={"host_bytes": est.host_bytes, "ram_available_bytes": available, "ram_total_bytes": total,
+                  "offload": a["offload"], "zero_stage": a["zero_stage"], "gpus_per_node": a["gpus_per_node"]},
+        fix=rule.fix("Run on a host with more RAM, fewer GPUs per node (each rank loads the model), offload only "
+                     'the optimizer (not the parameters), offload to NVMe ("device": "nvme"), or give more GPUs so '
+                     "each holds less."))

@@ -1,0 +1,448 @@
+"""Training memory per GPU, term by term (pure functions; GD501, GD504 and `gpudoctor estimate` use them).
+
+Model states (weights, gradients, optimizer states), with Ψ parameters and N data-parallel ranks:
+- Mixed precision Adam (bf16/fp16 with fp32 master weights): 2 B 16-bit weights + 2 B 16-bit gradients + 12 B
+  optimizer states (fp32 master 4 + momentum 4 + variance 4) = 16 B/param — Rajbhandari et al., "ZeRO: Memory
+  Optimizations Toward Training Trillion Parameter Models", arXiv:1910.02054, §3.1 (K = 12). fp32 Adam: 4 + 4 + 8.
+- ZeRO partitions the optimizer states over N from stage 1, the gradients from stage 2, the weights at stage 3
+  (ibid. §5, Figure 1).
+- Under DeepSpeed (a DeepSpeed config or `--zero-stage` given) mixed precision also keeps an fp32 gradient
+  partition (4Ψ/N) for the optimizer step, and ZeRO-3 holds the largest layer gathered (4 B × its params); ZeRO-3
+  keeps no persistent 16-bit gradients (they are reduce-scattered in buckets). These follow DeepSpeed's own
+  estimators `estimate_zero2_model_states_mem_needs` / `estimate_zero3_model_states_mem_needs` (0.19.8), which the
+  tests call: stage 2 GPU = 2Ψ + 18Ψ/N, stage 3 GPU = 4·largest_layer + 18Ψ/N, and their offload variants.
+- offload_optimizer (cpu) moves the optimizer states and the fp32 gradients to the host (and, per DeepSpeed's
+  estimator, the GPU keeps no gradient partition at stage 2); offload_param (cpu, stage 3) moves the 16-bit weight
+  partition too. NVMe offload moves them to disk (host buffers not modelled).
+- Host RAM (per node, DeepSpeed's estimator factors with additional_buffer_factor 1.5): every rank loads the model
+  in fp32 (4Ψ each; ZeRO-3 with zero.Init only the largest layer), and offloaded states need their bytes per node.
+
+Activations — Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models",
+arXiv:2205.05198, §4.1 eq. (1): s·b·h·(34 + 5·a·s/h) bytes per layer (16-bit activations, no tensor/sequence
+parallelism). With memory-efficient attention (FlashAttention / PyTorch SDPA, the default here) the a·s² score
+matrices are not stored and the term 5as/h drops (the paper's "selective recomputation", §5: 34·s·b·h). Full
+activation checkpointing keeps 2·s·b·h per layer plus one layer's activations while it is recomputed (§4.2). The
+output layer's fp32 logits add 4·s·b·v (§4.1). fp32 training doubles the 16-bit figures (approximation).
+
+Overhead: a fixed 1 GiB for the CUDA context (0.3-0.6 GiB with PyTorch's kernels loaded), cuBLAS workspaces, NCCL
+buffers and allocator fragmentation. Communication buckets are not modelled.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+GiB = 1024**3
+OVERHEAD_BYTES = 1 * GiB  # CUDA context + workspaces + NCCL buffers + fragmentation (see module docstring)
+HOST_BUFFER_FACTOR = 1.5  # DeepSpeed's additional_buffer_factor default
+HEADROOM_WARNING = 0.10  # GD501 warns below 10 % free
+DEFAULTS = {"precision": "bf16", "optimizer": "adamw", "micro_batch": 1, "seq_len": 2048,
+            "checkpointing": False, "attention": "flash"}
+PRECISIONS = ("fp32", "bf16", "fp16")
+OPTIMIZERS = ("adam", "adamw", "sgd")
+ATTENTIONS = ("flash", "eager")
+GATED_TYPES = {"llama", "qwen2", "qwen3", "mistral", "gemma", "gemma2", "phi3", "olmo", "olmo2", "internlm2", "yi"}
+_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([kmbt])?\s*$", re.IGNORECASE)
+_SCALE = {None: 1, "k": 10**3, "m": 10**6, "b": 10**9, "t": 10**12}
+
+
+class ModelError(ValueError):
+    """`--model` is neither a size nor a readable config.json (the CLI turns it into exit 2)."""
+
+
+# --- the model -----------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What the estimate knows of the model; shape fields are None when it was given as a size."""
+
+    source: str
+    params: int
+    kind: str = "size"  # size | config
+    layers: Optional[int] = None
+    hidden: Optional[int] = None
+    heads: Optional[int] = None
+    kv_heads: Optional[int] = None
+    intermediate: Optional[int] = None
+    vocab: Optional[int] = None
+    largest_layer_params: Optional[int] = None
+    model_type: Optional[str] = None
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "ModelSpec":
+        names = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+def parse_size(text: str) -> Optional[int]:
+    """`0.5B`, `7e9`, `1.3b`, `350M`, `494032768` → parameters; None when the text is not a size."""
+    match = _SIZE.match(str(text))
+    if not match:
+        return None
+    value = float(match.group(1)) * _SCALE[(match.group(2) or "").lower() or None]
+    if not 1 <= value <= 1e15:
+        return None
+    return int(round(value))
+
+
+def _int(config: Mapping[str, Any], *names: str) -> Optional[int]:
+    for name in names:
+        value = config.get(name)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+def count_params(config: Mapping[str, Any]) -> Tuple[int, dict]:
+    """Parameters of a decoder-only transformer from its Hugging Face config (and the shape used).
+
+    embeddings v·h (+ an untied lm_head v·h); per layer: q h·(a·d), k and v h·(kv·d) each, o (a·d)·h, biases on
+    q/k/v when `attention_bias` (Qwen2 always has them), gated MLP 3·h·i (SwiGLU: gate, up, down) or 2·h·i, two
+    norms of h; a final norm of h. Qwen2.5-0.5B gives 494,032,768.
+    """
+    if isinstance(config.get("text_config"), dict) and _int(config, "hidden_size", "n_embd") is None:
+        config = config["text_config"]
+    experts = _int(config, "num_local_experts", "num_experts", "n_routed_experts")
+    if experts and experts > 1:
+        raise ModelError(f"a mixture-of-experts config ({experts} experts) is not modelled; give the total size "
+                         "instead, e.g. --model 47B")
+    hidden = _int(config, "hidden_size", "n_embd", "d_model")
+    layers = _int(config, "num_hidden_layers", "n_layer", "num_layers")
+    heads = _int(config, "num_attention_heads", "n_head")
+    vocab = _int(config, "vocab_size")
+    missing = [name for name, value in (("hidden_size", hidden), ("num_hidden_layers", layers),
+                                        ("num_attention_heads", heads), ("vocab_size", vocab)) if value is None]
+    if missing:
+        raise ModelError(f"the config has no {', '.join(missing)} (a Hugging Face transformer config.json?)")
+    assert hidden and layers and heads and vocab
+    kv_heads = _int(config, "num_key_value_heads") or heads
+    head_dim = _int(config, "head_dim") or hidden // heads
+    intermediate = _int(config, "intermediate_size", "n_inner", "ffn_hidden_size") or 4 * hidden
+    model_type = str(config.get("model_type") or "")
+    gated = model_type in GATED_TYPES or str(config.get("hidden_act", "")).lower() in ("silu", "swiglu")
+    attention_bias = config.get("attention_bias")
+    if not isinstance(attention_bias, bool):
+        attention_bias = model_type in ("qwen2", "gpt2")
+    mlp_bias = config.get("mlp_bias") is True
+    tied = config.get("tie_word_embeddings", True) is not False  # transformers' PretrainedConfig default is True
+
+    q, kv = heads * head_dim, kv_heads * head_dim
+    attention = hidden * q + 2 * hidden * kv + q * hidden + ((q + 2 * kv) if attention_bias else 0)
+    mlp = (3 if gated else 2) * hidden * intermediate + ((2 * intermediate + hidden) if mlp_bias else 0)
+    per_layer = attention + mlp + 2 * hidden
+    embeddings = vocab * hidden * (1 if tied else 2)
+    total = embeddings + layers * per_layer + hidden
+    shape = {"layers": layers, "hidden": hidden, "heads": heads, "kv_heads": kv_heads, "intermediate": intermediate,
+             "vocab": vocab, "largest_layer_params": max(vocab * hidden, hidden * intermediate, hidden * q),
+             "model_type": model_type or None}
+    return total, shape
+
+
+def load_model(text: str) -> ModelSpec:
+    """`--model`: a size, or the path of a Hugging Face config.json (read as JSON, never executed)."""
+    params = parse_size(text)
+    if params is not None:
+        return ModelSpec(source=str(text), params=params)
+    path = Path(text)
+    if path.is_dir() and (path / "config.json").is_file():
+        path = path / "config.json"
+    if not path.is_file():
+        raise ModelError(f"--model {text!r}: neither a size (0.5B, 7e9, 1.3b) nor a config.json file")
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(10_000_000)
+        data = json.loads(raw.decode("utf-8-sig"))
+    except OSError as exc:
+        raise ModelError(f"cannot read {str(path)!r}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise ModelError(f"{str(path)!r} is not a JSON config (not UTF-8 text)") from None
+    except ValueError as exc:
+        where = f" (line {exc.lineno}, column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else ""
+        reason = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)[:100]
+        raise ModelError(f"{str(path)!r} is not JSON: {reason}{where}") from None
+    if not isinstance(data, dict):
+        raise ModelError(f"{str(path)!r} is not a config object ({{...}})")
+    total, shape = count_params(data)
+    return ModelSpec(source=str(path), params=total, kind="config", **shape)
+
+
+# --- the training setup --------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Training:
+    precision: str = "bf16"
+    optimizer: str = "adamw"
+    zero_stage: int = 0
+    offload_optimizer: str = "none"  # none | cpu | nvme
+    offload_param: str = "none"
+    micro_batch: int = 1
+    seq_len: int = 2048
+    world_size: int = 1
+    gpus_per_node: int = 1
+    checkpointing: bool = False
+    attention: str = "flash"
+    deepspeed: bool = False
+    zero_init: bool = True
+
+
+def _ds_settings(config: Mapping[str, Any]) -> Dict[str, Any]:
+    """What a DeepSpeed config says (values "auto" or malformed are left out: they fall back to defaults)."""
+    found: Dict[str, Any] = {}
+    zero = config.get("zero_optimization")
+    if isinstance(zero, bool):
+        found["zero_stage"] = 1 if zero else 0
+    elif isinstance(zero, dict):
+        stage = zero.get("stage", 0)
+        if isinstance(stage, int) and not isinstance(stage, bool) and 0 <= stage <= 3:
+            found["zero_stage"] = stage
+        for key in ("offload_optimizer", "offload_param"):
+            section = zero.get(key)
+            if isinstance(section, dict) and isinstance(section.get("device"), str):
+                device = section["device"].lower()
+                found[key] = device if device in ("cpu", "nvme") else "none"
+        if isinstance(zero.get("cpu_offload"), bool) and zero["cpu_offload"]:  # the deprecated form
+            found.setdefault("offload_optimizer", "cpu")
+    else:
+        found["zero_stage"] = 0
+    micro = config.get("train_micro_batch_size_per_gpu")
+    if isinstance(micro, int) and not isinstance(micro, bool) and micro > 0:
+        found["micro_batch"] = micro
+    for key in ("bf16", "bfloat16", "fp16"):
+        section = config.get(key)
+        if isinstance(section, dict) and section.get("enabled") is True:
+            found["precision"] = "fp16" if key == "fp16" else "bf16"
+    if "precision" not in found and all(
+            not (isinstance(config.get(k), dict) and config[k].get("enabled") in (True, "auto"))
+            for k in ("bf16", "bfloat16", "fp16")):
+        found["precision"] = "fp32"  # DeepSpeed trains in fp32 unless told otherwise
+    optimizer = config.get("optimizer")
+    if isinstance(optimizer, dict) and isinstance(optimizer.get("type"), str):
+        name = optimizer["type"].lower()
+        found["optimizer"] = "sgd" if "sgd" in name else "adamw" if "adamw" in name else "adam"
+    return found
+
+
+def resolve(flags: Mapping[str, Any], ds_config: Optional[Mapping[str, Any]], ds_path: Optional[str],
+            gpus_used: int, world_env: Optional[str]) -> Tuple[Training, Dict[str, Any]]:
+    """The training setup and where each value came from: CLI flags, then the DeepSpeed config, then defaults."""
+    ds = _ds_settings(ds_config) if isinstance(ds_config, Mapping) else {}
+    values: Dict[str, Any] = {}
+    sources: Dict[str, str] = {}
+    for key, default in (("precision", DEFAULTS["precision"]), ("optimizer", DEFAULTS["optimizer"]),
+                         ("zero_stage", 0), ("offload_optimizer", "none"), ("offload_param", "none"),
+                         ("micro_batch", DEFAULTS["micro_batch"]), ("seq_len", DEFAULTS["seq_len"]),
+                         ("checkpointing", DEFAULTS["checkpointing"]), ("attention", DEFAULTS["attention"])):
+        if flags.get(key) is not None:
+            values[key], sources[key] = flags[key], "flag"
+        elif key in ds:
+            values[key], sources[key] = ds[key], f"DeepSpeed config {ds_path or ''}".strip()
+        else:
+            values[key], sources[key] = default, "default"
+    if flags.get("world_size"):
+        world, sources["world_size"] = int(flags["world_size"]), "flag"
+    elif world_env and str(world_env).isdigit() and int(world_env) > 0:
+        world, sources["world_size"] = int(world_env), "WORLD_SIZE"
+    elif gpus_used > 0:
+        world, sources["world_size"] = gpus_used, "GPUs the job uses on this machine"
+    else:
+        world, sources["world_size"] = 1, "default"
+    per_node = min(world, gpus_used) if gpus_used > 0 else world
+    deepspeed = ds_config is not None or flags.get("zero_stage") is not None
+    training = Training(
+        precision=values["precision"], optimizer=values["optimizer"], zero_stage=int(values["zero_stage"]),
+        offload_optimizer=values["offload_optimizer"], offload_param=values["offload_param"],
+        micro_batch=int(values["micro_batch"]), seq_len=int(values["seq_len"]), world_size=world,
+        gpus_per_node=max(per_node, 1), checkpointing=bool(values["checkpointing"]), attention=values["attention"],
+        deepspeed=deepspeed)
+    return training, sources
+
+
+# --- the estimate --------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Estimate:
+    params: int
+    weights: int
+    gradients: int
+    optimizer: int
+    activations: int
+    overhead: int
+    host_bytes: int
+    offload: bool
+    assumptions: Dict[str, Any] = field(default_factory=dict)
+    activations_known: bool = True
+
+    @property
+    def total(self) -> int:
+        return self.weights + self.gradients + self.optimizer + self.activations + self.overhead
+
+    def breakdown(self) -> Dict[str, Optional[int]]:
+        """The terms in bytes; activations are None when they could not be estimated (model given as a size)."""
+        return {"weights": self.weights, "gradients": self.gradients, "optimizer": self.optimizer,
+                "activations": self.activations if self.activations_known else None, "overhead": self.overhead}
+
+    def terms_text(self) -> str:
+        """`weights 0.9 GiB + gradients 0.9 GiB + … = 10.9 GiB`."""
+        parts = " + ".join(f"{name} {gib(value) if value is not None else 'not estimated'}"
+                           for name, value in self.breakdown().items())
+        return f"{parts} = {gib(self.total)}"
+
+    def gpu_rows(self, gpus: List[Tuple[str, Optional[int]]]) -> List[dict]:
+        rows = []
+        for name, memory in gpus:
+            headroom = None if memory is None else memory - self.total
+            rows.append({"name": name, "memory_bytes": memory, "fits": None if memory is None else headroom >= 0,
+                         "headroom_bytes": headroom})
+        return rows
+
+    def to_json(self, gpus: List[Tuple[str, Optional[int]]]) -> dict:
+        return {"schema": "gpudoctor.estimate/1", "params": self.params, "total_bytes_per_gpu": self.total,
+                "breakdown": self.breakdown(), "host_bytes": self.host_bytes, "gpus": self.gpu_rows(gpus),
+                "assumptions": self.assumptions}
+
+
+def gib(num_bytes: Optional[int]) -> str:
+    return "?" if num_bytes is None else f"{num_bytes / GiB:.1f} GiB"
+
+
+def state_bytes(precision: str, optimizer: str) -> Tuple[int, int, int, int]:
+    """(weight, 16-bit-or-fp32 gradient, extra fp32 gradient under DeepSpeed, optimizer) bytes per parameter."""
+    if precision == "fp32":
+        return 4, 4, 0, (4 if optimizer == "sgd" else 8)
+    return 2, 2, 4, (8 if optimizer == "sgd" else 12)  # fp32 master 4 + momentum 4 (+ variance 4)
+
+
+def model_states(params: int, largest_layer: int, t: Training) -> Tuple[int, int, int, int]:
+    """(weights, gradients, optimizer) bytes on each GPU and the offloaded bytes per rank on the host."""
+    n = max(t.world_size, 1)
+    weight_b, grad_b, fp32_grad_b, opt_b = state_bytes(t.precision, t.optimizer)
+    if not t.deepspeed:
+        fp32_grad_b = 0  # plain DDP/AMP: the ZeRO paper's 2 + 2 + 12
+    stage = t.zero_stage if t.deepspeed else 0
+    off_opt = stage >= 1 and t.offload_optimizer in ("cpu", "nvme")
+    off_param = stage == 3 and t.offload_param in ("cpu", "nvme")
+    host = 0
+    # optimizer states (and the fp32 gradient partition they are updated from)
+    opt = opt_b * params // n if stage >= 1 else opt_b * params
+    fp32_grads = fp32_grad_b * params // n if stage >= 1 else fp32_grad_b * params
+    if off_opt:
+        if t.offload_optimizer == "cpu":
+            host += (opt_b + fp32_grad_b) * params // n
+        opt, fp32_grads = 0, 0
+    # gradients in the training precision
+    if stage == 3:
+        grads16 = 0  # reduce-scattered in buckets; the gathered layer's are in the working set below
+    elif stage == 2:
+        grads16 = 0 if off_opt else grad_b * params // n
+    else:
+        grads16 = grad_b * params
+    if stage == 3 and fp32_grad_b == 0 and not off_opt:
+        fp32_grads = grad_b * params // n  # fp32 training: the gradient partition is the fp32 one
+    # weights
+    if stage == 3:
+        partition = weight_b * params // n
+        if off_param:
+            if t.offload_param == "cpu":
+                host += partition
+            partition = 0
+        weights = partition + 2 * weight_b * largest_layer  # gathered params + grads of the largest layer
+    else:
+        weights = weight_b * params
+    return weights, grads16 + fp32_grads, opt, host
+
+
+def host_bytes(params: int, largest_layer: int, offloaded_per_rank: int, t: Training) -> int:
+    """Host RAM per node, with DeepSpeed's estimator factors (each rank loads the fp32 model; offloaded states)."""
+    g = max(t.gpus_per_node, 1)
+    offloaded = offloaded_per_rank * g
+    stage = t.zero_stage if t.deepspeed else 0
+    if stage == 3 and t.zero_init:
+        need = offloaded if offloaded else 4 * largest_layer * g
+    else:
+        need = max(4 * params * g, offloaded)
+    return int(need * HOST_BUFFER_FACTOR)
+
+
+def activation_bytes(model: ModelSpec, t: Training) -> Optional[int]:
+    """Korthikanti et al. (arXiv:2205.05198) §4.1-4.2; None when the model's shape is unknown (given as a size)."""
+    if not (model.layers and model.hidden and model.heads):
+        return None
+    s, b, h, a, layers = t.seq_len, t.micro_batch, model.hidden, model.heads, model.layers
+    per_layer = 34 * s * b * h + (5 * a * s * s * b if t.attention == "eager" else 0)
+    if t.checkpointing:
+        layer_total = 2 * s * b * h * layers + per_layer
+    else:
+        layer_total = per_layer * layers
+    if t.precision == "fp32":
+        layer_total *= 2
+    logits = 4 * s * b * (model.vocab or 0)
+    return layer_total + logits
+
+
+def estimate(model: ModelSpec, t: Training, sources: Optional[Mapping[str, str]] = None) -> Estimate:
+    largest = model.largest_layer_params or 0
+    weights, gradients, optimizer, offloaded = model_states(model.params, largest, t)
+    activations = activation_bytes(model, t)
+    notes: List[str] = []
+    if activations is None:
+        notes.append("activations not estimated: --model is a size; give the model's config.json for its shape")
+    if (t.zero_stage if t.deepspeed else 0) == 3 and not model.largest_layer_params:
+        notes.append("ZeRO-3 working set of the largest layer not counted (unknown for a size)")
+    if t.offload_param != "none" and t.zero_stage != 3:
+        notes.append("offload_param is ignored below ZeRO stage 3")
+    if "nvme" in (t.offload_optimizer, t.offload_param):
+        notes.append("NVMe offload: the states go to disk; pinned host buffers not counted")
+    if not t.deepspeed:
+        notes.append("no DeepSpeed config: plain data parallel (DDP/AMP), model states 16 B/param mixed or fp32")
+    notes.append("data parallel only: tensor/pipeline parallelism not modelled; communication buckets not counted")
+    offload = "cpu" in (t.offload_optimizer, t.offload_param if t.zero_stage == 3 else "none")
+    assumptions = {
+        "model": model.source, "params": model.params, "precision": t.precision, "optimizer": t.optimizer,
+        "engine": "deepspeed" if t.deepspeed else "plain", "zero_stage": t.zero_stage if t.deepspeed else 0,
+        "offload": {"optimizer": t.offload_optimizer, "param": t.offload_param},
+        "micro_batch": t.micro_batch, "seq_len": t.seq_len, "world_size": t.world_size,
+        "gpus_per_node": t.gpus_per_node, "activation_checkpointing": t.checkpointing, "attention": t.attention,
+        "layers": model.layers, "hidden": model.hidden, "heads": model.heads, "vocab": model.vocab,
+        "largest_layer_params": model.largest_layer_params, "overhead_bytes": OVERHEAD_BYTES,
+        "host_buffer_factor": HOST_BUFFER_FACTOR, "sources": dict(sources or {}), "notes": notes,
+        "formulas": {"model_states": "ZeRO (arXiv:1910.02054) + DeepSpeed 0.19.8 estimators",
+                     "activations": "Korthikanti et al. (arXiv:2205.05198) sbh(34 + 5as/h) per layer + 4sbv"},
+    }
+    return Estimate(params=model.params, weights=weights, gradients=gradients, optimizer=optimizer,
+                    activations=activations or 0, overhead=OVERHEAD_BYTES,
+                    host_bytes=host_bytes(model.params, largest, offloaded, t), offload=offload,
+                    assumptions=assumptions, activations_known=activations is not None)
+
+
+# --- from snapshot facts (the rules) --------------------------------------------------------------------
+
+def _first_ds_config(facts) -> Tuple[Optional[dict], Optional[str]]:
+    value = facts.get("ds_config", None)
+    items = value if isinstance(value, list) else [value] if value else []
+    for item in items:
+        if isinstance(item, dict) and isinstance(item.get("config"), dict):
+            return item["config"], str(item.get("path") or "")
+    return None, None
+
+
+def from_facts(facts, gpus_used: int) -> Optional[Estimate]:
+    """The estimate for `facts["model"]` (None without --model), with `facts["ds_config"]` and WORLD_SIZE."""
+    model = facts.get("model", None)
+    if not isinstance(model, Mapping) or not model.get("params"):
+        return None
+    spec = ModelSpec.from_json(model)
+    config, path = _first_ds_config(facts)
+    training, sources = resolve(model.get("training") or {}, config, path, gpus_used, facts.env("WORLD_SIZE"))
+    return estimate(spec, training, sources)
+
+
+def model_fact(spec: ModelSpec, flags: Mapping[str, Any]) -> dict:
+    """`facts["model"]`: the model description plus the training flags given on the command line."""
+    return {**spec.to_json(), "training": {k: v for k, v in flags.items() if v is not None}}
