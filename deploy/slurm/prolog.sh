@@ -1,0 +1,148 @@
+#!/bin/sh
+# gpudoctor as a SLURM Prolog: check the node before each job; drain it, with the finding as the reason, when the
+# node itself is broken (driver/library mismatch, uncorrectable ECC, leftover processes holding GPU memory, a tiny
+# /dev/shm ...).
+#
+#   slurm.conf:   Prolog=/etc/slurm/gpudoctor/prolog.sh
+#   config:       gpudoctor.conf next to slurm.conf (or $GPUDOCTOR_CONF, or /etc/gpudoctor/gpudoctor.conf):
+#                 shell assignments, see deploy/slurm/gpudoctor.conf.example
+#
+# Runs as root on the node, with no PATH (slurmd gives the prolog SLURM_* variables only).
+#
+# Exit status, as slurmd acts on it:
+#   0  the node is fine, or gpudoctor could not judge it: gpudoctor missing, a usage error (exit 2), a gpudoctor
+#      bug (exit 3) or the whole check past GPUDOCTOR_TIMEOUT. These are logged and the job runs: a bug in the
+#      doctor must never take a healthy cluster out of service.
+#   1  gpudoctor exited 1 (a finding at or above GPUDOCTOR_FAIL_ON): the node is drained with a reason such as
+#      "gpudoctor GD506: GPU 3 (...): uncorrectable ECC errors ... [job 42]", the job is requeued (sbatch) or
+#      cancelled (srun). GPUDOCTOR_ACTION=log only logs it and exits 0.
+# The full JSON report (gpudoctor.report/1) is kept as $GPUDOCTOR_LOG_DIR/job-$SLURM_JOB_ID.json, one line per job
+# goes to $GPUDOCTOR_LOG_DIR/prolog.log, and stderr lands in slurmd's log.
+
+PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+export PATH
+
+# --- configuration ---------------------------------------------------------------------------------------------
+conf=${GPUDOCTOR_CONF:-}
+if [ -z "$conf" ] && [ -n "${SLURM_CONF:-}" ] && [ -f "${SLURM_CONF%/*}/gpudoctor.conf" ]; then
+    conf=${SLURM_CONF%/*}/gpudoctor.conf
+fi
+[ -z "$conf" ] && conf=/etc/gpudoctor/gpudoctor.conf
+if [ -f "$conf" ]; then
+    # shellcheck disable=SC1090  # the site's config, chosen at run time
+    . "$conf"
+fi
+GPUDOCTOR=${GPUDOCTOR:-gpudoctor}                        # command, may carry words: "/opt/venv/bin/python -m gpudoctor"
+GPUDOCTOR_SELECT=${GPUDOCTOR_SELECT-GD105,GD5}           # node rules only (see README: not the job's torch or env)
+GPUDOCTOR_IGNORE=${GPUDOCTOR_IGNORE:-}
+GPUDOCTOR_FAIL_ON=${GPUDOCTOR_FAIL_ON:-error}            # error | warning | info
+GPUDOCTOR_TIMEOUT=${GPUDOCTOR_TIMEOUT:-60}               # seconds for the whole check
+GPUDOCTOR_PROBE_TIMEOUT=${GPUDOCTOR_PROBE_TIMEOUT:-15}   # seconds per probe (gpudoctor --timeout)
+GPUDOCTOR_LOG_DIR=${GPUDOCTOR_LOG_DIR:-/var/log/gpudoctor}
+GPUDOCTOR_ACTION=${GPUDOCTOR_ACTION:-drain}              # drain | log
+GPUDOCTOR_ARGS=${GPUDOCTOR_ARGS:-}                       # extra check arguments, e.g. --python /opt/venv/bin/python
+SCONTROL=${SCONTROL:-scontrol}
+
+job=${SLURM_JOB_ID:-none}
+node=${SLURMD_NODENAME:-$(hostname -s)}
+
+if ! mkdir -p "$GPUDOCTOR_LOG_DIR" 2>/dev/null || ! [ -w "$GPUDOCTOR_LOG_DIR" ]; then
+    echo "gpudoctor-prolog: cannot write $GPUDOCTOR_LOG_DIR, using /tmp" >&2
+    GPUDOCTOR_LOG_DIR=/tmp
+fi
+out=$GPUDOCTOR_LOG_DIR/job-$job.json
+err=$GPUDOCTOR_LOG_DIR/job-$job.err
+
+log() {
+    printf '%s job=%s node=%s %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$job" "$node" "$*" \
+        >>"$GPUDOCTOR_LOG_DIR/prolog.log" 2>/dev/null
+    printf 'gpudoctor-prolog: job %s: %s\n' "$job" "$*" >&2
+}
+
+# The drain reason from the JSON report (indent=2, as gpudoctor writes it): the first finding of the highest
+# severity at or above FAIL_ON, its message cut at a word boundary, then the other rules' IDs. awk only, so the
+# prolog needs no Python of its own.
+reason_from_report() {
+    awk -v fail_on="$GPUDOCTOR_FAIL_ON" -v job="$job" '
+        function rank(s) { return s == "error" ? 3 : s == "warning" ? 2 : s == "info" ? 1 : 0 }
+        function unjson(s) {
+            sub(/^[^:]*: "/, "", s); sub(/",?[ \t\r]*$/, "", s)
+            gsub(/\\"/, "\047", s); gsub(/\\n/, " ", s); gsub(/\\\\/, "\\", s)
+            return s
+        }
+        /^  "findings": \[/ { inside = 1; next }
+        inside && /^  [^ ]/ { inside = 0 }
+        !inside { next }
+        /^      "rule": "/     { rule = $0; sub(/^[^:]*: "/, "", rule); sub(/".*/, "", rule) }
+        /^      "severity": "/ { sev = $0; sub(/^[^:]*: "/, "", sev); sub(/".*/, "", sev) }
+        /^      "message": "/  {
+            if (rank(sev) >= rank(fail_on) && rank(sev) > 0) {
+                n++; ids[n] = rule; ranks[n] = rank(sev); msgs[n] = unjson($0)
+            }
+        }
+        END {
+            if (n == 0) exit 1
+            best = 1
+            for (i = 2; i <= n; i++) if (ranks[i] > ranks[best]) best = i
+            msg = msgs[best]
+            if (length(msg) > 110) {
+                msg = substr(msg, 1, 110); sub(/ [^ ]*$/, "", msg); msg = msg "..."
+            }
+            others = ""
+            for (i = 1; i <= n; i++) if (i != best && index(" " others " ", " " ids[i] " ") == 0) others = others " " ids[i]
+            text = "gpudoctor " ids[best] ": " msg " ["
+            if (others != "") text = text "also" others "; "
+            print text "job " job "]"
+        }' "$out"
+}
+
+# --- run the check ---------------------------------------------------------------------------------------------
+set -f  # GPUDOCTOR and GPUDOCTOR_ARGS are split into words on purpose, never globbed
+# shellcheck disable=SC2086
+set -- $GPUDOCTOR
+if ! command -v "$1" >/dev/null 2>&1; then
+    log "gpudoctor not found ($1): node not checked, job allowed"
+    exit 0
+fi
+rm -f "$out"
+# shellcheck disable=SC2086
+timeout -k 5 "$GPUDOCTOR_TIMEOUT" "$@" check --format json --output "$out" \
+    --select "$GPUDOCTOR_SELECT" --ignore "$GPUDOCTOR_IGNORE" --fail-on "$GPUDOCTOR_FAIL_ON" \
+    --timeout "$GPUDOCTOR_PROBE_TIMEOUT" $GPUDOCTOR_ARGS </dev/null >/dev/null 2>"$err"
+rc=$?
+set +f
+detail=$(head -c 300 "$err" 2>/dev/null | tr '\n' ' ')
+
+case $rc in
+0)
+    log "ok ($out)"
+    rm -f "$err"
+    exit 0
+    ;;
+1)
+    reason=$(reason_from_report) || reason="gpudoctor: findings at or above $GPUDOCTOR_FAIL_ON [job $job]"
+    if [ "$GPUDOCTOR_ACTION" = log ]; then
+        log "would drain: $reason ($out)"
+        exit 0
+    fi
+    if "$SCONTROL" update nodename="$node" state=drain reason="$reason"; then
+        log "drained: $reason ($out)"
+    else
+        log "scontrol failed; slurmd drains with 'Prolog error': $reason ($out)"
+    fi
+    exit 1
+    ;;
+124 | 137)
+    log "check exceeded ${GPUDOCTOR_TIMEOUT}s: node not judged, job allowed"
+    ;;
+126 | 127)
+    log "cannot run $GPUDOCTOR (exit $rc): node not checked, job allowed: $detail"
+    ;;
+2)
+    log "usage error (exit 2, check the config $conf): node not checked, job allowed: $detail"
+    ;;
+*)
+    log "gpudoctor failed (exit $rc, a gpudoctor bug): node not checked, job allowed: $detail"
+    ;;
+esac
+exit 0

@@ -1,0 +1,360 @@
+"""deploy/slurm/prolog.sh and taskprolog.sh against a REAL single-node SLURM cluster (munged + slurmctld + slurmd
+from Debian's packages, started here under a temporary directory, recipe: ../shared/slurm.md).
+
+slurm.conf points Prolog= and TaskProlog= at this checkout's scripts; the hooks' gpudoctor.conf (next to slurm.conf,
+where the scripts look for it) runs this interpreter's `-m gpudoctor`. Each test rewrites gpudoctor.conf: slurmd
+runs the prolog fresh for every job, and the prolog sources the conf each time.
+
+How the "bad node" is made, honestly: this machine has no GPU, so its live check passes. The bad-node test gives
+the prolog `GPUDOCTOR_ARGS=--snapshot fixtures/machines/k8s-pod-a100x8.json` (a recorded A100 pod with 64 MiB
+/dev/shm and uncorrectable ECC errors on GPU 3): the real gpudoctor evaluates the real rules on those facts, exits
+1, and the real prolog drains the real node through scontrol. Only the facts are recorded.
+
+Skipped (with the reason) only when the SLURM packages are missing or we are not root, and never in CI
+(CI set): .ci/run installs them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES, ROOT
+
+PROLOG = ROOT / "deploy" / "slurm" / "prolog.sh"
+TASKPROLOG = ROOT / "deploy" / "slurm" / "taskprolog.sh"
+BAD_MACHINE = FIXTURES / "machines" / "k8s-pod-a100x8.json"
+DAEMONS = ("munged", "slurmctld", "slurmd", "srun", "sinfo", "scontrol", "squeue", "scancel")
+
+
+def _missing_reason():
+    missing = [name for name in DAEMONS if shutil.which(name) is None and not Path("/usr/sbin", name).exists()]
+    if missing:
+        return ("SLURM packages not installed (missing: " + ", ".join(missing) + "); apt-get install slurmctld slurmd "
+                "slurm-client munge")
+    if os.geteuid() != 0:
+        return "the SLURM test cluster needs root (slurmd runs jobs and drains nodes as root, mknod for fake GPUs)"
+    return None
+
+
+def _which(name):
+    return shutil.which(name) or str(Path("/usr/sbin", name))
+
+
+def _free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Cluster:
+    def __init__(self, base: Path):
+        self.base = base
+        self.node = socket.gethostname().split(".")[0]
+        self.env = dict(os.environ, SLURM_CONF=str(base / "slurm.conf"))
+        self.logdir = base / "gdlog"
+        self.pids = []
+
+    def run(self, *argv, timeout=30, env=None):
+        return subprocess.run([_which(argv[0]), *argv[1:]], env=env or self.env, capture_output=True, text=True,
+                              timeout=timeout)
+
+    def state(self):
+        out = self.run("sinfo", "-h", "-N", "-n", self.node, "-o", "%N|%T|%E").stdout.strip()
+        _node, state, reason = (out.split("|", 2) + ["", ""])[:3]
+        return state, reason
+
+    def wait_state(self, wanted, seconds=15):
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            state, reason = self.state()
+            if state == wanted:
+                return reason
+            time.sleep(0.1)
+        pytest.fail(f"node {self.node} not {wanted!r} after {seconds}s: {self.state()}\n{self.logs()}")
+
+    def logs(self):
+        text = []
+        for path in [self.base / "log" / "slurmd.log", self.base / "log" / "slurmctld.log",
+                     self.logdir / "prolog.log"]:
+            if path.exists():
+                text.append(f"--- {path.name} (tail)\n" + "\n".join(path.read_text(errors="replace").splitlines()[-25:]))
+        return "\n".join(text)
+
+    def configure(self, **settings):
+        """Write the hooks' gpudoctor.conf (next to slurm.conf) with this interpreter's gpudoctor."""
+        values = {"GPUDOCTOR": f"{sys.executable} -m gpudoctor", "GPUDOCTOR_LOG_DIR": str(self.logdir),
+                  "SCONTROL": _which("scontrol"), "GPUDOCTOR_TIMEOUT": "40"}
+        values.update(settings)
+        (self.base / "gpudoctor.conf").write_text("".join(f"{key}='{value}'\n" for key, value in values.items()))
+
+    def srun(self, *argv, extra=(), timeout=60):
+        # -I: never wait for a drained node (srun would queue forever)
+        return self.run("srun", "-N1", "-I10", *extra, *argv, timeout=timeout)
+
+    def resume(self):
+        self.run("scontrol", "update", f"nodename={self.node}", "state=resume")
+        self.wait_state("idle")
+
+    def last_job(self):
+        log = (self.logdir / "prolog.log").read_text()
+        return log.splitlines()[-1]
+
+
+def _start(base: Path) -> Cluster:
+    cluster = Cluster(base)
+    for sub in ("munge", "state", "spool", "log", "run", "dev"):
+        (base / sub).mkdir(parents=True, exist_ok=True)
+    os.chmod(base, 0o755)
+    os.chmod(base / "munge", 0o711)  # munged: the socket's directory needs o+x
+    key = base / "munge" / "munge.key"
+    key.write_bytes(os.urandom(1024))
+    key.chmod(0o400)
+    subprocess.run([_which("munged"), f"--socket={base}/munge/munge.socket", f"--key-file={key}",
+                    f"--pid-file={base}/munge/munged.pid", f"--log-file={base}/munge/munged.log",
+                    f"--seed-file={base}/munge/munged.seed"], check=True, timeout=30)
+    cluster.pids.append(int((base / "munge" / "munged.pid").read_text()))
+    for index in range(2):  # fake GPUs: character devices, as gres.conf requires
+        os.mknod(base / "dev" / f"nvidia{index}", 0o600 | 0o020000, os.makedev(195, index))
+    node = cluster.node
+    cpus = min(2, os.cpu_count() or 1)
+    (base / "gres.conf").write_text(f"NodeName={node} Name=gpu File={base}/dev/nvidia[0-1]\n")
+    (base / "slurm.conf").write_text(f"""\
+ClusterName=gdtest
+SlurmctldHost={node}(127.0.0.1)
+SlurmctldPort={_free_port()}
+SlurmdPort={_free_port()}
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket={base}/munge/munge.socket
+StateSaveLocation={base}/state
+SlurmdSpoolDir={base}/spool
+SlurmctldPidFile={base}/run/slurmctld.pid
+SlurmdPidFile={base}/run/slurmd.pid
+SlurmctldLogFile={base}/log/slurmctld.log
+SlurmdLogFile={base}/log/slurmd.log
+SlurmctldDebug=info
+SlurmdDebug=debug
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+MpiDefault=none
+SchedulerType=sched/backfill
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+ReturnToService=2
+Prolog={PROLOG}
+TaskProlog={TASKPROLOG}
+PrologFlags=Alloc
+SlurmctldTimeout=30
+SlurmdTimeout=30
+InactiveLimit=0
+MinJobAge=300
+KillWait=5
+Waittime=0
+GresTypes=gpu
+NodeName={node} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory=1000 Gres=gpu:2 State=UNKNOWN
+PartitionName=debug Nodes={node} Default=YES MaxTime=INFINITE State=UP
+""")
+    cluster.configure()
+    for daemon in ("slurmctld", "slurmd"):  # both fork; their PIDs go to run/*.pid
+        subprocess.run([_which(daemon)], env=cluster.env, check=True, timeout=30)
+    for daemon in ("slurmctld", "slurmd"):
+        pidfile = base / "run" / f"{daemon}.pid"
+        deadline = time.monotonic() + 10
+        while not pidfile.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        cluster.pids.append(int(pidfile.read_text()))
+    cluster.wait_state("idle", seconds=30)
+    return cluster
+
+
+def _stop(cluster: Cluster) -> None:
+    try:
+        cluster.run("scancel", "--user=root", timeout=10)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and cluster.run("squeue", "-h", "-o", "%i", timeout=10).stdout.strip():
+            time.sleep(0.1)
+    except (subprocess.SubprocessError, OSError):
+        pass
+    for pid in cluster.pids:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + 15
+    for pid in cluster.pids:
+        while time.monotonic() < deadline:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.05)
+        else:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    reason = _missing_reason()
+    if reason:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must run the SLURM hook tests: {reason}")
+        pytest.skip(reason)
+    # not under pytest's basetemp: munged wants o+x on every directory above its socket, pytest's are 0700
+    base = Path(tempfile.mkdtemp(prefix="gpudoctor-slurm-"))
+    started = None
+    try:
+        started = _start(base)
+        yield started
+    finally:
+        if started is None:  # half started: stop whatever wrote a pid file
+            started = Cluster(base)
+            for pidfile in (base / "munge" / "munged.pid", base / "run" / "slurmctld.pid", base / "run" / "slurmd.pid"):
+                if pidfile.exists():
+                    started.pids.append(int(pidfile.read_text()))
+        _stop(started)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def node(cluster):
+    """The cluster with default hook settings, and the node idle again afterwards whatever the test did."""
+    cluster.configure()
+    if cluster.state()[0] not in ("idle", "completing"):
+        cluster.resume()
+    yield cluster
+    cluster.configure()
+    if cluster.state()[0] not in ("idle", "completing"):
+        cluster.resume()
+
+
+def test_scripts_are_shellcheck_clean():
+    if shutil.which("shellcheck") is None:
+        pytest.skip("shellcheck not installed (apt-get install shellcheck)")
+    result = subprocess.run(["shellcheck", str(PROLOG), str(TASKPROLOG)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_healthy_node_runs_the_job_and_stays_idle(node, tmp_path):
+    marker = tmp_path / "ran"
+    result = node.srun("sh", "-c", f'echo "gpus=$CUDA_VISIBLE_DEVICES" > {marker}', extra=["--gres=gpu:1"])
+    assert result.returncode == 0, result.stderr + node.logs()
+    assert marker.read_text().strip() == "gpus=0"  # the job ran, on a (fake) GPU, after the prolog
+    assert node.wait_state("idle") == "none"  # after "completing"
+    line = node.last_job()
+    assert " ok (" in line, line
+    job = line.split("job=")[1].split()[0]
+    report = json.loads((node.logdir / f"job-{job}.json").read_text())
+    assert report["schema"] == "gpudoctor.report/1"
+    assert report["source"]["kind"] == "live"
+    assert report["summary"]["error"] == 0
+    # the prolog's --select: node rules only
+    assert {item["rule"][:3] for item in report["findings"] + report["unknown"]} <= {"GD0", "GD1", "GD5"}
+
+
+def test_bad_node_is_drained_with_the_gpudoctor_reason_and_the_job_does_not_run(node, tmp_path):
+    node.configure(GPUDOCTOR_ARGS=f"--snapshot {BAD_MACHINE}")
+    marker = tmp_path / "ran"
+    result = node.srun("touch", str(marker))
+    assert result.returncode != 0
+    assert not marker.exists(), "the job ran on a node the prolog failed"
+    reason = node.wait_state("drained")
+    assert reason.startswith("gpudoctor GD503: /dev/shm is 64 MiB"), reason
+    assert "also GD506" in reason and "GD502" not in reason  # errors only (FAIL_ON=error); GD502 is a warning
+    job = reason.rsplit("job ", 1)[1].rstrip("]")
+    report = json.loads((node.logdir / f"job-{job}.json").read_text())
+    errors = sorted(item["rule"] for item in report["findings"] if item["severity"] == "error")
+    assert errors == ["GD503", "GD506"]
+    assert "drained: gpudoctor GD503" in node.last_job()
+    # while drained, nothing runs there; after resume (what an admin does once it is fixed) jobs run again
+    assert node.srun("true", extra=["-I2"]).returncode != 0
+    node.configure()
+    node.resume()
+    assert node.srun("true").returncode == 0
+
+
+def test_warning_threshold_is_configurable(node):
+    node.configure(GPUDOCTOR_ARGS=f"--snapshot {BAD_MACHINE}", GPUDOCTOR_SELECT="GD502", GPUDOCTOR_FAIL_ON="warning")
+    assert node.srun("true").returncode != 0
+    reason = node.wait_state("drained")
+    assert reason.startswith("gpudoctor GD502: GPU 0 (NVIDIA A100-SXM4-80GB) has 12 GiB held"), reason
+
+
+def test_action_log_only_logs(node, tmp_path):
+    node.configure(GPUDOCTOR_ARGS=f"--snapshot {BAD_MACHINE}", GPUDOCTOR_ACTION="log")
+    assert node.srun("true").returncode == 0
+    assert node.wait_state("idle") == "none"  # after "completing"
+    assert "would drain: gpudoctor GD503" in node.last_job()
+
+
+def _stub(tmp_path, name, body):
+    path = tmp_path / name
+    path.write_text("#!/bin/sh\n" + body + "\n")
+    path.chmod(0o755)
+    return path
+
+
+@pytest.mark.parametrize("case", ["missing", "usage-error", "doctor-bug", "timeout"])
+def test_a_gpudoctor_failure_never_drains_the_node(node, tmp_path, case):
+    """Exit 2/3, a missing gpudoctor or a hung check: logged, the node stays up and the job runs. (The exit-3 and
+    hang cases use a stub command standing in for a broken gpudoctor install: they test the prolog's policy.)"""
+    if case == "missing":
+        settings, expected = {"GPUDOCTOR": str(tmp_path / "no-such-gpudoctor")}, "gpudoctor not found"
+    elif case == "usage-error":
+        settings, expected = {"GPUDOCTOR_ARGS": f"--snapshot {tmp_path / 'missing.json'}"}, "usage error (exit 2"
+    elif case == "doctor-bug":
+        settings = {"GPUDOCTOR": str(_stub(tmp_path, "gd-bug", "echo 'gpudoctor: internal error' >&2; exit 3"))}
+        expected = "gpudoctor failed (exit 3, a gpudoctor bug)"
+    else:
+        settings = {"GPUDOCTOR": str(_stub(tmp_path, "gd-hang", "exec sleep 30")), "GPUDOCTOR_TIMEOUT": "1",
+                    "GPUDOCTOR_TASK_TIMEOUT": "1"}
+        expected = "check exceeded 1s"
+    node.configure(**settings)
+    marker = tmp_path / "ran"
+    result = node.srun("touch", str(marker))
+    assert result.returncode == 0, result.stderr + node.logs()
+    assert marker.exists()
+    assert node.wait_state("idle") == "none"  # after "completing"
+    assert expected in node.last_job()
+
+
+def test_taskprolog_exports_reach_every_task(node):
+    result = node.srun("env", extra=["-n2", "--export=ALL,NCCL_DEBUG=INFO,CUDA_LAUNCH_BLOCKING=1"])
+    assert result.returncode == 0, result.stderr + node.logs()
+    lines = result.stdout.splitlines()
+    assert lines.count("NCCL_DEBUG=WARN") == 2, result.stdout  # GD406's safe fix, in both tasks
+    assert not [line for line in lines if line.startswith("NCCL_DEBUG=INFO")]
+    assert not [line for line in lines if line.startswith("CUDA_LAUNCH_BLOCKING=")]  # GD409: unset
+    # an unsafe fix (GD402 NCCL_ALGO=Ring,Tree for an invalid token) is never applied by the hook
+    result = node.run("srun", "-N1", "-I10", "env", env=dict(node.env, NCCL_ALGO="Ring,NVLINK", NCCL_DEBUG="INFO"))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert "NCCL_ALGO=Ring,NVLINK" in lines and "NCCL_DEBUG=WARN" in lines, result.stdout
+
+
+def test_taskprolog_prints_only_protocol_lines_and_survives_a_broken_gpudoctor(node, tmp_path):
+    env = dict(node.env, NCCL_DEBUG="INFO", GPUDOCTOR_CONF=str(node.base / "gpudoctor.conf"))
+    out = subprocess.run([str(TASKPROLOG)], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0
+    assert out.stdout.splitlines() == ["export NCCL_DEBUG=WARN"]
+    node.configure(GPUDOCTOR=str(_stub(tmp_path, "gd", "echo 'export EVIL=1'; echo oops >&2; exit 3")))
+    out = subprocess.run([str(TASKPROLOG)], env=env, capture_output=True, text=True, timeout=60)
+    assert (out.returncode, out.stdout) == (0, "")
