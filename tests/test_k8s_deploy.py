@@ -61,7 +61,7 @@ def test_lint_reads_the_manifest_env(tmp_path):
                             capture_output=True, text=True, timeout=60)
     findings = json.loads(result.stdout)["findings"]
     assert findings and {f["rule"] for f in findings} == {"GD406"}  # once per container that gets the env
-    assert {f["location"]["line"] for f in findings} == {bad.read_text().splitlines().index("      value: INFO") + 1}
+    assert {f["location"]["line"] for f in findings} == {bad.read_text().splitlines().index("    - name: NCCL_DEBUG") + 1}
 
 
 def _init_command(args, path=MANIFESTS[0]):
