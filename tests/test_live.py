@@ -50,7 +50,7 @@ def test_hung_nvcc_and_nvidia_smi_are_bounded(tmp_path):
     bindir = fake_tool(tmp_path, "nvcc", "sleep 300")
     fake_tool(tmp_path, "nvidia-smi", "sleep 300")
     result, data, seconds = run_check("--timeout", "2", env=env_with(PATH=f"{bindir}:{os.environ['PATH']}"))
-    assert seconds < 15
+    assert seconds < 20  # 2 s probes, killed with their children; the margin is for a loaded CI machine
     timeouts = {f["evidence"]["probe"] for f in findings(data, "GD002")}
     assert "nvcc" in timeouts and "nvml" not in timeouts  # torch may also time out at 2 s on a loaded machine
     assert data["summary"]["passed"] > 5, "the other rules must still be evaluated"
@@ -82,7 +82,7 @@ def test_torch_whose_import_raises_is_gd108(tmp_path):
 def test_torch_whose_import_hangs_is_bounded(tmp_path):
     site = _fake_torch(tmp_path, "import time\ntime.sleep(300)\n")
     result, data, seconds = run_check("--timeout", "2", env=env_with(PYTHONPATH=site))
-    assert seconds < 15
+    assert seconds < 20  # 2 s probes, killed with their children; the margin is for a loaded CI machine
     assert [f["evidence"]["probe"] for f in findings(data, "GD002")] == ["torch"]
 
 
