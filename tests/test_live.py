@@ -129,8 +129,8 @@ def test_quick_reads_torch_versions_without_importing_it(tmp_path):
     package.mkdir(parents=True)
     (package / "__init__.py").write_text("import time\ntime.sleep(300)\n")
     (package / "version.py").write_text("__version__ = '2.5.1+cu124'\ncuda = '12.4'\nhip = None\n")
-    result, data, seconds = run_check("--quick", "--timeout", "5", env=env_with(PYTHONPATH=str(tmp_path / "site")))
-    assert seconds < 5 and not findings(data, "GD002")
+    result, data, seconds = run_check("--quick", "--timeout", "60", env=env_with(PYTHONPATH=str(tmp_path / "site")))
+    assert seconds < 30 and not findings(data, "GD002")  # importing it would hang for 60 s
     text = subprocess.run(gpudoctor_cmd() + ["check", "--quick"], capture_output=True, text=True,
                           env=env_with(PYTHONPATH=str(tmp_path / "site"))).stdout
     assert "torch 2.5.1+cu124 (CUDA 12.4, quick: not imported)" in text
