@@ -21,6 +21,10 @@ def size(num_bytes) -> str:
     return f"{num_bytes} B"
 
 
+def plural(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
 def machine_line(facts: Facts) -> str:
     """`2× NVIDIA A100-SXM4-80GB (sm_80, 80 GiB) · driver 535.104.05 (CUDA ≤ 12.2)`."""
     status = facts.get("nvml.status", None)

@@ -8,7 +8,7 @@ from gpudoctor import __version__
 from gpudoctor.facts import Facts
 from gpudoctor.knowledge import gpu_cc
 from gpudoctor.model import Report
-from gpudoctor.render.describe import machine_line, python_line, size
+from gpudoctor.render.describe import machine_line, plural, python_line, size
 from gpudoctor.snapshot import redact
 
 SEVERITY_ICON = {"error": "❌", "warning": "⚠️", "info": "ℹ️"}
@@ -51,7 +51,7 @@ def render(report: Report, stream: IO) -> None:
         f"**Machine:** {machine_line(facts)}  ",
         f"**Python:** {python_line(facts)}",
         "",
-        f"**{summary['error']} errors · {summary['warning']} warnings · {summary['info']} info** · "
+        f"**{plural(summary['error'], 'error')} · {plural(summary['warning'], 'warning')} · {summary['info']} info** · "
         f"{summary['passed']} passed · {summary['unknown']} unknown",
         "",
     ]

@@ -13,7 +13,7 @@ from rich.text import Text
 from gpudoctor import __version__
 from gpudoctor.facts import Facts
 from gpudoctor.model import Applicability, Finding, Report, Severity
-from gpudoctor.render.describe import header_items, machine_line, python_line, unknown_reasons
+from gpudoctor.render.describe import header_items, machine_line, plural, python_line, unknown_reasons
 
 MARKS = {Severity.ERROR: ("✗", "bold red"), Severity.WARNING: ("!", "bold yellow"), Severity.INFO: ("i", "bold blue")}
 FAMILY_TITLES = {
@@ -28,10 +28,6 @@ def _console(stream: IO, color: bool, width: Optional[int]) -> Console:
         width = Console().width
     return Console(file=stream, no_color=not color, force_terminal=color, highlight=False, soft_wrap=False,
                    width=width or 110, emoji=False)
-
-
-def _plural(count: int, word: str) -> str:
-    return f"{count} {word}{'' if count == 1 else 's'}"
 
 
 def _env_text(finding: Finding) -> Text:
@@ -119,7 +115,7 @@ def _render(report: Report, console: Console, quiet: bool) -> None:
         for finding in (f for f in report.findings if f.family == family):
             render_finding(console, finding, name_width)
     summary = report.summary()
-    parts = [_plural(summary["error"], "error"), _plural(summary["warning"], "warning"), f"{summary['info']} info",
+    parts = [plural(summary["error"], "error"), plural(summary["warning"], "warning"), f"{summary['info']} info",
              f"{summary['passed']} passed", f"{summary['unknown']} unknown"]
     line = " · ".join(parts)
     if report.unknown:
