@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import IO
 
-FORMATS = ("rich", "plain", "json", "markdown")
+FORMATS = ("rich", "plain", "json", "markdown", "prometheus")
 
 
 def render_report(report, fmt: str, stream: IO, quiet: bool = False) -> None:
@@ -16,6 +16,10 @@ def render_report(report, fmt: str, stream: IO, quiet: bool = False) -> None:
         from gpudoctor.render import markdown
 
         markdown.render(report, stream)
+    elif fmt == "prometheus":
+        from gpudoctor.render import prometheus
+
+        prometheus.render(report, stream)
     else:
         from gpudoctor.render import text
 
