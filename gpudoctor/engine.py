@@ -22,6 +22,7 @@ NON_PROBE_GROUPS = {
     "ds_config": "the DeepSpeed config reader (gpudoctor.analysis.ds_config: --ds-config, lint)",
     "model": "--model SIZE_OR_CONFIG and the training flags (gpudoctor.estimate: check, estimate)",
     "bench": "the benchmarks (gpudoctor.bench: bench nccl, bench train) or a snapshot holding their JSON",
+    "fleet": "gpudoctor.fleet: every node's facts and rule results (check --fleet, gpudoctor fleet)",
 }
 _SEVERITY_ORDER = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}
 

@@ -12,6 +12,7 @@ from gpudoctor.cli import bench as bench_cmd
 from gpudoctor.cli import check as check_cmd
 from gpudoctor.cli import estimate as estimate_cmd
 from gpudoctor.cli import fix as fix_cmd
+from gpudoctor.cli import fleet as fleet_cmd
 from gpudoctor.cli import lint as lint_cmd
 from gpudoctor.cli import rules as rules_cmd
 from gpudoctor.cli import snapshot as snapshot_cmd
@@ -19,6 +20,7 @@ from gpudoctor.cli.common import UsageError
 
 COMMANDS = [check_cmd, lint_cmd, fix_cmd, snapshot_cmd, rules_cmd, bench_cmd]
 COMMANDS.append(estimate_cmd)  # gpudoctor estimate --model …
+COMMANDS.append(fleet_cmd)  # gpudoctor fleet SNAPSHOT…
 
 
 class _Parser(argparse.ArgumentParser):

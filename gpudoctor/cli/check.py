@@ -88,6 +88,9 @@ def add_machine_options(parser: argparse.ArgumentParser) -> None:
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("check", help="check this machine (or a recorded one) against every rule")
     parser.add_argument("--snapshot", metavar="FILE", help="evaluate a recorded snapshot instead of this machine")
+    parser.add_argument("--fleet", action="store_true",
+                        help="under torchrun/srun: gather every rank's facts on rank 0 (torch.distributed, gloo) and "
+                             "report per node and across nodes (GD8xx); needs torch")
     add_from_option(parser)
     parser.add_argument("--script", action="append", default=[], metavar="FILE",
                         help="also analyse this training script statically (never imported or run); repeatable")
@@ -151,6 +154,10 @@ def build_snapshot(args: argparse.Namespace, rules) -> Snapshot:
 
 
 def run(args: argparse.Namespace) -> int:
+    if getattr(args, "fleet", False):
+        from gpudoctor.cli.fleet import run_check_fleet
+
+        return run_check_fleet(args)
     started = time.monotonic()
     rules = selected_rules(args)
     snapshot = build_snapshot(args, rules)

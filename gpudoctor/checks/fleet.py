@@ -1,0 +1,190 @@
+"""GD8xx: the fleet — the same job's nodes (or ranks) compared with one another.
+
+Facts: `fleet.nodes` is a list of `{"node": "host-a:0", "facts": {…that node's snapshot facts…},
+"failed_rules": ["GD503"], "passed_rules": ["GD101", …]}` (gpudoctor.fleet builds it from snapshots gathered by
+`check --fleet` or given to `gpudoctor fleet`). Outside a fleet run the group is absent and the rules pass silently.
+Each finding carries `evidence["nodes"]`: `{value: [node, …]}`, the largest group first.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Callable, Dict, List, Tuple
+
+from gpudoctor.checks import check
+
+_ABSENT = object()
+SHOWN = 4  # node names spelled out per group in a message; the evidence has them all
+UNSET = "(unset)"
+# Variables whose value differs per rank by design.
+PER_RANK = {"CUDA_VISIBLE_DEVICES"}
+ENV_PREFIXES = ("NCCL_", "TORCH_NCCL_", "CUDA_", "FI_")
+
+
+def _get(data, path: str):
+    node = data
+    for part in path.split("."):
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        else:
+            return _ABSENT
+    return node
+
+
+def _nodes(facts) -> list:
+    nodes = facts.get("fleet.nodes", None)  # not a fleet run: nothing to compare
+    return nodes if isinstance(nodes, list) and len(nodes) >= 2 else []
+
+
+def _group(nodes: list, value_of: Callable) -> Tuple[Dict[str, list], list]:
+    """({value: [node, …]} largest group first, [nodes where the value is unknown])."""
+    groups: Dict[str, list] = {}
+    unknown = []
+    for node in nodes:
+        value = value_of(node.get("facts") or {})
+        if value is _ABSENT:
+            unknown.append(node["node"])
+        else:
+            groups.setdefault(str(value), []).append(node["node"])
+    ordered = sorted(groups.items(), key=lambda item: (-len(item[1]), item[0]))
+    return dict(ordered), unknown
+
+
+def _names(nodes: list) -> str:
+    shown = ", ".join(nodes[:SHOWN])
+    return shown + (f" and {len(nodes) - SHOWN} more" if len(nodes) > SHOWN else "")
+
+
+def _spread(groups: Dict[str, list]) -> str:
+    """`550.90.07 on host-a:0, host-b:0; 535.104.05 on host-c:0`."""
+    return "; ".join(f"{value} on {_names(nodes)}" for value, nodes in groups.items())
+
+
+def _evidence(fact: str, groups: dict, unknown: list) -> dict:
+    evidence = {"fact": fact, "nodes": groups}
+    if unknown:
+        evidence["unknown"] = unknown
+    return evidence
+
+
+def _fact(path: str) -> Callable:
+    def value_of(facts):
+        value = _get(facts, path)
+        return "none" if value is None else value
+
+    return value_of
+
+
+@check("GD801")
+def fleet_driver_mismatch(facts, rule):
+    nodes = _nodes(facts)
+    groups, unknown = _group(nodes, _fact("nvml.driver_version"))
+    if len(groups) < 2:
+        return
+    majority = next(iter(groups))
+    yield rule.finding(
+        f"the NVIDIA driver differs between nodes: {_spread(groups)}. Ranks on different drivers support different "
+        "CUDA versions and NCCL features: the job fails or hangs on the odd nodes",
+        evidence=_evidence("nvml.driver_version", groups, unknown),
+        fix=rule.fix(f"Install one driver on every node (most have {majority}); until then drain the others or keep "
+                     "the job off them (`sbatch --exclude=…`, a node selector).",
+                     commands=("nvidia-smi --query-gpu=driver_version --format=csv,noheader",)))
+
+
+STACK = (
+    ("torch.version", "torch"),
+    ("torch.cuda", "torch's CUDA runtime"),
+    ("torch.cudnn", "cuDNN"),
+    ("torch.nccl", "NCCL"),
+)
+
+
+@check("GD802")
+def fleet_stack_mismatch(facts, rule):
+    nodes = _nodes(facts)
+    for path, what in STACK:
+        groups, unknown = _group(nodes, _fact(path))
+        if len(groups) < 2:
+            continue
+        yield rule.finding(
+            f"{what} differs between nodes: {_spread(groups)}. Ranks built on different stacks disagree on the "
+            "collective protocol and kernels: the job hangs at the first collective or diverges",
+            evidence=_evidence(path, groups, unknown),
+            fix=rule.fix("Run every rank in one environment: the same container image or venv on every node "
+                         f"(`python -c 'import torch; print(torch.__version__, torch.version.cuda, "
+                         "torch.backends.cudnn.version(), torch.cuda.nccl.version())'` must print the same "
+                         "everywhere)."))
+
+
+def _compared_env(name: str) -> bool:
+    return name.startswith(ENV_PREFIXES) and name not in PER_RANK
+
+
+@check("GD803")
+def fleet_env_mismatch(facts, rule):
+    nodes = _nodes(facts)
+    known = [node for node in nodes if isinstance(_get(node.get("facts") or {}, "env"), dict)]
+    names = sorted({name for node in known for name in node["facts"]["env"] if _compared_env(name)})
+    for name in names:
+        groups, unknown = _group(nodes, lambda f, name=name: (
+            _ABSENT if not isinstance(f.get("env"), dict) else f["env"].get(name, UNSET)))
+        if len(groups) < 2:
+            continue
+        yield rule.finding(
+            f"{name} differs between ranks: {_spread(groups)}. NCCL ranks that disagree on a setting pick "
+            "different transports or algorithms and hang at the first collective (or fail much later)",
+            evidence={**_evidence(f"env.{name}", groups, unknown), "variable": name},
+            fix=rule.fix(f"Set {name} once for the whole job (export it in the job script before srun/torchrun, or "
+                         "in the Pod spec of every worker), not in per-node shell profiles or images; or unset it "
+                         "everywhere."))
+
+
+def _gpus(facts):
+    """`8 × NVIDIA H100 80GB HBM3`, `4 × A + 4 × B`, `no GPU`; NVML's list, else torch's devices."""
+    gpus = _get(facts, "nvml.gpus")
+    if not isinstance(gpus, list) or (not gpus and _get(facts, "nvml.status") not in ("ok", "unavailable")):
+        gpus = _get(facts, "torch.devices")
+        if not isinstance(gpus, list) or (not gpus and _get(facts, "torch.status") != "ok"):
+            return _ABSENT
+    if not gpus:
+        return "no GPU"
+    counted = Counter(str(gpu.get("name", "GPU")) for gpu in gpus if isinstance(gpu, dict))
+    return " + ".join(f"{count} × {name}" for name, count in sorted(counted.items()))
+
+
+@check("GD804")
+def fleet_gpu_mismatch(facts, rule):
+    nodes = _nodes(facts)
+    groups, unknown = _group(nodes, _gpus)
+    if len(groups) < 2:
+        return
+    yield rule.finding(
+        f"GPUs differ between nodes: {_spread(groups)}. A missing GPU breaks the job's world size and rank layout; "
+        "mixed models make every step as slow as the slowest and can change numerics",
+        evidence=_evidence("nvml.gpus", groups, unknown),
+        fix=rule.fix("Check the odd nodes with `nvidia-smi -L` (a GPU missing from a node usually fell off the bus: "
+                     "Xid 79 in `dmesg`; drain the node) and keep the job on one GPU type "
+                     "(`--gres=gpu:h100:8`, `--constraint`, a node selector).",
+                     commands=("nvidia-smi -L",)))
+
+
+@check("GD805")
+def fleet_odd_one_out(facts, rule):
+    nodes = _nodes(facts)
+    failed: List[str] = sorted({rule_id for node in nodes for rule_id in node.get("failed_rules") or []
+                                if not rule_id.startswith("GD8")})
+    for rule_id in failed:
+        fails = [node["node"] for node in nodes if rule_id in (node.get("failed_rules") or [])]
+        passes = [node["node"] for node in nodes if rule_id in (node.get("passed_rules") or [])]
+        if not fails or not passes:
+            continue  # on every node, or the others could not tell: nothing odd
+        unknown = [node["node"] for node in nodes if node["node"] not in fails and node["node"] not in passes]
+        others = "the other node" if len(passes) == 1 else f"the {len(passes)} other nodes"
+        yield rule.finding(
+            f"{rule_id} fails on {_names(fails)} but passes on {others}: "
+            f"{'that node differs' if len(fails) == 1 else 'those nodes differ'} from the rest of the fleet "
+            "(see its own report)",
+            evidence={"rule": rule_id, "nodes": {"fails": fails, "passes": passes},
+                      **({"unknown": unknown} if unknown else {})},
+            fix=rule.fix(f"Fix {rule_id} on {_names(fails)} as its own report says, or drain "
+                         f"{'it' if len(fails) == 1 else 'them'} and run the job on the nodes that pass."))

@@ -1,0 +1,175 @@
+"""The fleet: several snapshots of one job's nodes (or ranks) judged one by one, then against each other.
+
+Each node gets its own report from the normal rules; the GD8xx rules then read a `fleet` fact group built from
+every node's facts and rule results, through the same engine. `check --fleet` gathers the snapshots of a running
+job's ranks with torch.distributed (gloo); `gpudoctor fleet` reads snapshot files.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import List, Optional, Sequence, Tuple
+
+from gpudoctor import __version__
+from gpudoctor.engine import evaluate
+from gpudoctor.model import Report, Severity
+from gpudoctor.snapshot import Snapshot, from_json
+
+SCHEMA = "gpudoctor.fleet/1"
+FLEET_PREFIX = "GD8"
+
+
+class FleetError(Exception):
+    """`check --fleet` cannot run here (no torch, no launcher): one line, exit 2."""
+
+
+@dataclass(frozen=True)
+class FleetReport:
+    nodes: tuple  # ((name, Report), …) in the order given (rank order under check --fleet)
+    cross: Report  # the GD8xx findings
+    seconds: float = 0.0
+
+    def all_findings(self) -> list:
+        return [f for _, report in self.nodes for f in report.findings] + list(self.cross.findings)
+
+    def worst(self) -> Optional[Severity]:
+        return max((f.severity for f in self.all_findings()), default=None)
+
+
+def failing(report: Report) -> List[str]:
+    """Rules that fail on a node: a warning or an error (an info finding is advice, not a failure)."""
+    return sorted({f.rule for f in report.findings if f.severity >= Severity.WARNING})
+
+
+def evaluate_fleet(nodes: Sequence[Tuple[str, Snapshot]], rules, started: float = 0.0) -> FleetReport:
+    """Every node's own report (rules outside GD8xx), then the GD8xx rules over all of them."""
+    node_rules = [rule for rule in rules if not rule.id.startswith(FLEET_PREFIX)]
+    fleet_rules = [rule for rule in rules if rule.id.startswith(FLEET_PREFIX)]
+    reports = []
+    entries = []
+    for name, snapshot in nodes:
+        report = evaluate(snapshot, node_rules)
+        reports.append((name, report))
+        entries.append({"node": name, "facts": snapshot.facts, "failed_rules": failing(report),
+                        "passed_rules": sorted(report.passed)})
+    paths = [path for _, snapshot in nodes for path in snapshot.source.get("paths", [])]
+    fleet = Snapshot(facts={"fleet": {"nodes": entries}}, source={"kind": "fleet", "paths": paths})
+    cross = evaluate(fleet, fleet_rules)
+    return FleetReport(tuple(reports), cross, (time.monotonic() - started) if started else 0.0)
+
+
+def file_node_names(snapshots: Sequence[Snapshot], paths: Sequence[str]) -> List[str]:
+    """Names for snapshot files: the recorded hostnames when every file has one and they are all different,
+    otherwise the file names (the paths as given where two files share a name)."""
+    hosts = [(snapshot.facts.get("host") or {}).get("hostname") for snapshot in snapshots]
+    if all(isinstance(h, str) and h for h in hosts) and len(set(hosts)) == len(hosts):
+        return list(hosts)
+    names = [Path(path).name for path in paths]
+    return names if len(set(names)) == len(names) else list(paths)
+
+
+def exit_code(fleet: FleetReport, fail_on: str) -> int:
+    if fail_on == "never":
+        return 0
+    worst = fleet.worst()
+    return 1 if worst is not None and worst >= Severity.parse(fail_on) else 0
+
+
+def to_json(fleet: FleetReport) -> dict:
+    """The `gpudoctor.fleet/1` document (CONTRACT.md)."""
+    nodes = []
+    for name, report in fleet.nodes:
+        host = report.facts.get("host") or {}
+        nodes.append({
+            "node": name,
+            "host": {"hostname": host.get("hostname"), "os": host.get("os")},
+            "summary": report.summary(),
+            "findings": [finding.to_json() for finding in report.findings],
+            "unknown": [{"rule": item.rule, "missing": item.missing} for item in report.unknown],
+        })
+    findings = []
+    for finding in fleet.cross.findings:
+        data = finding.to_json()
+        data["nodes"] = dict(finding.evidence.get("nodes") or {})
+        findings.append(data)
+    return {
+        "schema": SCHEMA,
+        "tool": {"name": "gpudoctor", "version": __version__},
+        "summary": fleet.cross.summary(),
+        "nodes": nodes,
+        "findings": findings,
+        "seconds": round(fleet.seconds, 3),
+    }
+
+
+# ---- check --fleet: gather the ranks' snapshots on rank 0 -------------------------------------------------------
+
+def launcher_rank():
+    """This process's Rank under torchrun/srun (gpudoctor.bench.launch), or a FleetError saying what is needed."""
+    from gpudoctor.bench import BenchError
+    from gpudoctor.bench.launch import rank_from_env
+
+    try:
+        rank = rank_from_env()
+    except BenchError as exc:
+        raise FleetError(f"check --fleet: {exc}") from None
+    if rank is None:
+        raise FleetError("check --fleet needs a launcher: run it under torchrun (`torchrun --nproc-per-node N -m "
+                         "gpudoctor check --fleet`) or srun (one task per node or per GPU); for snapshot files use "
+                         "`gpudoctor fleet SNAPSHOT...`")
+    return rank
+
+
+def import_distributed():
+    """torch.distributed, imported only on this path (torch is optional for the doctor)."""
+    try:
+        import torch.distributed as dist
+    except Exception as exc:  # noqa: BLE001 - a missing or broken torch is the user's situation, not our bug
+        raise FleetError(f"check --fleet needs torch to gather the ranks' snapshots (torch.distributed, gloo): "
+                         f"{type(exc).__name__}: {exc}") from None
+    if not dist.is_available():
+        raise FleetError("check --fleet needs torch with torch.distributed (this build has none)")
+    return dist
+
+
+def node_name(snapshot: Snapshot, rank: int) -> str:
+    host = (snapshot.facts.get("host") or {}).get("hostname") or socket.gethostname()
+    return f"{host}:{rank}"
+
+
+def gather(dist, rank, payload: dict, timeout_s: float = 600.0) -> Optional[list]:
+    """Every rank's payload, in rank order, on rank 0 (None elsewhere); gloo over the launcher's env:// rendezvous."""
+    import datetime
+
+    dist.init_process_group("gloo", init_method=rank.init_method, rank=rank.rank, world_size=rank.world_size,
+                            timeout=datetime.timedelta(seconds=timeout_s))
+    gathered = [None] * rank.world_size if rank.rank == 0 else None
+    dist.gather_object(payload, gathered, dst=0)
+    return gathered
+
+
+def share_verdict(dist, rank, code: int) -> int:
+    """Rank 0's exit code on every rank; then leave the process group."""
+    box = [code]
+    try:
+        dist.broadcast_object_list(box, src=0)
+    finally:
+        dist.destroy_process_group()
+    return int(box[0])
+
+
+def snapshots_from_payloads(payloads: list) -> List[Tuple[str, Snapshot]]:
+    nodes = []
+    for item in payloads:
+        snapshot = from_json(item["snapshot"], item["node"])
+        snapshot.source = {"kind": "live", "paths": [], "node": item["node"]}
+        nodes.append((item["node"], snapshot))
+    return nodes
+
+
+def environment_rank() -> str:
+    return os.environ.get("RANK") or os.environ.get("SLURM_PROCID") or "?"

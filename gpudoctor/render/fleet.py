@@ -1,0 +1,89 @@
+"""The fleet report as text: one line per node, then the cross-node findings (GD8xx), then the totals."""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import IO, Optional
+
+from rich.markup import escape
+from rich.text import Text
+
+from gpudoctor import __version__
+from gpudoctor.model import Severity
+from gpudoctor.render.describe import plural
+from gpudoctor.render.text import MARKS, _console, render_finding
+
+
+def render(fleet, fmt: str, stream: IO, quiet: bool = False, width: Optional[int] = None) -> None:
+    if fmt == "json":
+        from gpudoctor.fleet import to_json
+
+        json.dump(to_json(fleet), stream, indent=2, ensure_ascii=False)
+        stream.write("\n")
+        return
+    buffer = io.StringIO()
+    _render(fleet, _console(buffer, fmt == "rich", width), quiet)
+    stream.write("\n".join(line.rstrip() for line in buffer.getvalue().split("\n")))
+
+
+def _counts(summary: dict) -> str:
+    return " · ".join([plural(summary["error"], "error"), plural(summary["warning"], "warning"),
+                       f"{summary['info']} info", f"{summary['passed']} passed", f"{summary['unknown']} unknown"])
+
+
+def _node_findings(fleet, console) -> None:
+    """Each node's findings in full; one that every node has (same rule, same message) is shown once."""
+    key = lambda f: (f.rule, f.message)  # noqa: E731
+    everywhere = set.intersection(*[{key(f) for f in report.findings} for _, report in fleet.nodes]) \
+        if fleet.nodes else set()
+    sections = []
+    if everywhere:
+        first = fleet.nodes[0][1]
+        sections.append(("On every node", [f for f in first.findings if key(f) in everywhere]))
+    for name, report in fleet.nodes:
+        own = [f for f in report.findings if key(f) not in everywhere]
+        if own:
+            sections.append((f"On {name}", own))
+    for title, findings in sections:
+        console.print(f" [dim]{escape(title)}[/]")
+        width = min(28, max(len(f.name) for f in findings))
+        for finding in findings:
+            render_finding(console, finding, width)
+        console.print()
+
+
+def _render(fleet, console, quiet: bool) -> None:
+    if not quiet:
+        items = [f"gpudoctor {__version__}", f"fleet of {plural(len(fleet.nodes), 'node')}"]
+        if fleet.seconds:
+            items.append(f"{fleet.seconds:.1f} s")
+        console.print(escape(" · ".join(items)), style="bold")
+        console.print()
+    node_width = max((len(name) for name, _ in fleet.nodes), default=4)
+    for name, report in fleet.nodes:
+        worst = report.worst()
+        mark, style = MARKS[worst] if worst and worst >= Severity.WARNING else ("✓", "bold green")
+        fired = sorted({f.rule for f in report.findings})
+        line = Text.assemble((f" {mark} ", style), (name.ljust(node_width), "bold"), "  ", _counts(report.summary()))
+        if fired:
+            line.append("  " + " ".join(fired), style="dim")
+        console.print(line, overflow="fold")
+    console.print()
+    if not quiet:
+        _node_findings(fleet, console)
+    findings = fleet.cross.findings
+    if findings:
+        console.print(" [dim]Across nodes[/]")
+        name_width = min(28, max(len(f.name) for f in findings))
+        for finding in findings:
+            render_finding(console, finding, name_width)
+        console.print()
+    summary = fleet.cross.summary()
+    errors = sum(report.summary()["error"] for _, report in fleet.nodes) + summary["error"]
+    warnings = sum(report.summary()["warning"] for _, report in fleet.nodes) + summary["warning"]
+    line = (f"across nodes: {plural(summary['error'], 'error')} · {plural(summary['warning'], 'warning')} · "
+            f"{summary['passed']} passed · {summary['unknown']} unknown; "
+            f"in all: {plural(errors, 'error')} · {plural(warnings, 'warning')}")
+    style = "bold red" if errors else ("bold yellow" if warnings else "bold green")
+    console.print(f" {'✓ ' if not errors and not warnings else ''}{escape(line)}", style=style, overflow="fold")

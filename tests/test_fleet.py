@@ -1,0 +1,230 @@
+"""The fleet: recorded machines changed the way real clusters drift, judged per node and across nodes (GD8xx);
+`gpudoctor fleet` on files; a real `check --fleet` under torchrun and under a per-process env:// launch (gloo, CPU)."""
+
+import copy
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from conftest import FIXTURES, ROOT, gpudoctor_cmd
+from gpudoctor.catalog import load_catalog
+from gpudoctor.fleet import evaluate_fleet
+from gpudoctor.snapshot import from_json
+
+H100 = json.loads((FIXTURES / "machines" / "h100x8-healthy.json").read_text())
+CROSS = ("GD801", "GD802", "GD803", "GD804", "GD805")
+
+
+def machine(host, change=None):
+    data = copy.deepcopy(H100)
+    data["facts"]["host"]["hostname"] = host
+    if change:
+        change(data["facts"])
+    return data
+
+
+def fleet_of(*docs):
+    nodes = [(f"{d['facts']['host']['hostname']}:{8 * i}", from_json(d, f"n{i}.json")) for i, d in enumerate(docs)]
+    return evaluate_fleet(nodes, load_catalog())
+
+
+def cross(fleet):
+    return [(f.rule, dict(f.evidence["nodes"])) for f in fleet.cross.findings]
+
+
+def test_identical_nodes_give_no_cross_node_finding():
+    fleet = fleet_of(machine("a"), machine("b"), machine("c"))
+    assert cross(fleet) == []
+    assert sorted(fleet.cross.passed) == list(CROSS)
+    assert [name for name, _ in fleet.nodes] == ["a:0", "b:8", "c:16"]
+    assert all(report.findings == () for _, report in fleet.nodes)
+
+
+def test_one_node_on_another_driver():
+    old = machine("c", lambda f: f["nvml"].update(driver_version="535.104.05"))
+    assert cross(fleet_of(machine("a"), machine("b"), old)) == [
+        ("GD801", {"550.90.07": ["a:0", "b:8"], "535.104.05": ["c:16"]})]
+
+
+def test_one_node_with_another_torch_and_nccl():
+    def newer(facts):
+        facts["torch"].update(version="2.6.0+cu124", nccl="2.25.1")
+
+    found = cross(fleet_of(machine("a"), machine("b", newer)))
+    assert found == [("GD802", {"2.5.1+cu124": ["a:0"], "2.6.0+cu124": ["b:8"]}),
+                     ("GD802", {"2.21.5": ["a:0"], "2.25.1": ["b:8"]})]
+
+
+def test_differing_nccl_ib_hca_but_not_cuda_visible_devices():
+    def rank(hca, visible):
+        return lambda f: f["env"].update(NCCL_IB_HCA=hca, CUDA_VISIBLE_DEVICES=visible)
+
+    fleet = fleet_of(machine("a", rank("mlx5", "0")), machine("b", rank("mlx5", "1")),
+                     machine("c", rank("mlx5_0:1", "2")))
+    assert cross(fleet) == [("GD803", {"mlx5": ["a:0", "b:8"], "mlx5_0:1": ["c:16"]})]
+    assert fleet.cross.findings[0].evidence["variable"] == "NCCL_IB_HCA"
+
+
+def test_a_variable_set_on_one_node_only():
+    fleet = fleet_of(machine("a"), machine("b", lambda f: f["env"].update(FI_PROVIDER="efa")))
+    assert cross(fleet) == [("GD803", {"(unset)": ["a:0"], "efa": ["b:8"]})]
+
+
+def test_seven_gpus_against_eight():
+    seven = machine("b", lambda f: f["nvml"].update(gpus=f["nvml"]["gpus"][:7]))
+    assert cross(fleet_of(machine("a"), seven, machine("c"))) == [
+        ("GD804", {"8 × NVIDIA H100 80GB HBM3": ["a:0", "c:16"], "7 × NVIDIA H100 80GB HBM3": ["b:8"]})]
+
+
+def test_small_shm_on_one_node_is_the_odd_one_out():
+    small = machine("b", lambda f: f["host"].update(shm_bytes=64 * 1024**2))
+    fleet = fleet_of(machine("a"), small, machine("c"))
+    assert cross(fleet) == [("GD805", {"fails": ["b:8"], "passes": ["a:0", "c:16"]})]
+    assert [f.rule for f in dict(fleet.nodes)["b:8"].findings] == ["GD503"]
+    assert str(fleet.cross.findings[0].severity) == "warning"
+
+
+def test_a_rule_failing_everywhere_is_not_odd():
+    small = lambda f: f["host"].update(shm_bytes=64 * 1024**2)  # noqa: E731
+    fleet = fleet_of(machine("a", small), machine("b", small))
+    assert cross(fleet) == []
+    assert all([f.rule for f in report.findings] == ["GD503"] for _, report in fleet.nodes)
+
+
+def test_unknown_facts_are_listed_apart_never_guessed():
+    blind = machine("b")
+    del blind["facts"]["nvml"]
+    fleet = fleet_of(machine("a"), blind, machine("c", lambda f: f["nvml"].update(driver_version="535.104.05")))
+    driver = [f for f in fleet.cross.findings if f.rule == "GD801"][0]
+    assert driver.evidence["nodes"] == {"550.90.07": ["a:0"], "535.104.05": ["c:16"]}
+    assert driver.evidence["unknown"] == ["b:8"]
+
+
+def write(tmp_path, *docs):
+    paths = []
+    for i, doc in enumerate(docs):
+        path = tmp_path / f"node{i}.json"
+        path.write_text(json.dumps(doc))
+        paths.append(path)
+    return paths
+
+
+def test_fleet_command_json_schema(tmp_path, run_cli):
+    paths = write(tmp_path, machine("dgx-01"), machine("dgx-02"),
+                  machine("dgx-03", lambda f: f["env"].update(NCCL_IB_HCA="mlx5_0:1")))
+    code, out, err = run_cli("fleet", *paths, "--format", "json")
+    assert code == 1 and err == ""
+    doc = json.loads(out)
+    assert doc["schema"] == "gpudoctor.fleet/1" and doc["tool"]["name"] == "gpudoctor"
+    assert [node["node"] for node in doc["nodes"]] == ["dgx-01", "dgx-02", "dgx-03"]
+    for node in doc["nodes"]:
+        assert set(node["summary"]) == {"error", "warning", "info", "passed", "unknown"}
+        assert node["findings"] == []
+    [finding] = doc["findings"]
+    assert finding["rule"] == "GD803" and finding["name"] == "fleet-env-mismatch"
+    assert finding["severity"] == "error" and "NCCL_IB_HCA" in finding["message"]
+    assert finding["nodes"] == {"mlx5": ["dgx-01", "dgx-02"], "mlx5_0:1": ["dgx-03"]}
+    assert finding["fix"]["summary"]
+    assert doc["summary"]["error"] == 1 and doc["summary"]["passed"] == 4
+
+
+def test_fleet_command_text_and_exit_codes(tmp_path, run_cli):
+    paths = write(tmp_path, machine("dgx-01"), machine("dgx-01", lambda f: f["host"].update(shm_bytes=2**26)))
+    code, out, _ = run_cli("fleet", *paths, "--format", "plain")
+    assert code == 1  # GD503 is an error on node1; GD805 a warning
+    lines = out.splitlines()
+    assert lines[0].startswith("gpudoctor ") and "fleet of 2 nodes" in lines[0]
+    assert lines[2].startswith(" ✓ node0.json  0 errors")  # same hostname: named by file
+    assert lines[3].startswith(" ✗ node1.json  1 error") and lines[3].endswith("GD503")
+    assert any("GD805 fleet-odd-one-out" in line for line in lines)
+    assert run_cli("fleet", *paths, "--ignore", "GD503")[0] == 0
+    assert run_cli("fleet", *paths, "--select", "GD805", "--format", "json")[0] == 0  # GD503 not selected
+    code, _, _ = run_cli("fleet", *paths, "--fail-on", "never")
+    assert code == 0
+
+
+@pytest.mark.parametrize("content,why", [
+    ("not json at all", "not JSON"),
+    (json.dumps({"schema": "gpudoctor.report/1", "findings": []}), "wrong schema"),
+])
+def test_bad_input_is_one_line_exit_2(tmp_path, run_cli, content, why):
+    good = write(tmp_path, machine("a"))[0]
+    bad = tmp_path / "bad.json"
+    bad.write_text(content)
+    code, out, err = run_cli("fleet", good, bad)
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and why in err and "bad.json" in err
+    code, _, err = run_cli("fleet", good, tmp_path / "missing.json")
+    assert code == 2 and "no such file" in err
+
+
+def test_check_fleet_outside_a_launcher_says_what_is_needed(monkeypatch, run_cli):
+    for name in ("RANK", "WORLD_SIZE", "SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS"):
+        monkeypatch.delenv(name, raising=False)
+    code, out, err = run_cli("check", "--fleet")
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and "torchrun" in err and "srun" in err
+
+
+def test_check_fleet_without_torch_says_what_is_needed(tmp_path):
+    broken = tmp_path / "torch"
+    broken.mkdir()
+    (broken / "__init__.py").write_text("raise ImportError('no module named torch._C')\n")
+    env = dict(os.environ, PYTHONPATH=f"{tmp_path}{os.pathsep}{ROOT}", RANK="0", WORLD_SIZE="2",
+               MASTER_ADDR="127.0.0.1", MASTER_PORT="29999")
+    done = subprocess.run(gpudoctor_cmd() + ["check", "--fleet"], capture_output=True, text=True, env=env,
+                          timeout=60)
+    assert done.returncode == 2 and done.stdout == ""
+    assert len(done.stderr.strip().splitlines()) == 1 and "needs torch" in done.stderr
+
+
+def _clean_env(**extra):
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("RANK", "WORLD_SIZE", "LOCAL_", "MASTER_", "SLURM_", "TORCHELASTIC_"))}
+    env.update(PYTHONPATH=str(ROOT), **extra)
+    return env
+
+
+def test_real_torchrun_gathers_both_ranks_on_rank_0(tmp_path):
+    """Two real ranks under torchrun on CPU: rank 0 prints one fleet document naming both; the env is the same."""
+    pytest.importorskip("torch.distributed")
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+               "-m", "gpudoctor", "check", "--fleet", "--format", "json", "--quick"]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, env=_clean_env(), timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    doc = json.loads(done.stdout)  # exactly one JSON document: rank 1 printed nothing
+    host = socket.gethostname()
+    assert doc["schema"] == "gpudoctor.fleet/1"
+    assert [node["node"] for node in doc["nodes"]] == [f"{host}:0", f"{host}:1"]
+    assert doc["findings"] == [] and doc["summary"]["passed"] == len(CROSS)
+
+
+def _free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_real_ranks_with_different_nccl_settings(tmp_path):
+    """Two processes started as srun would (each its own env, env:// rendezvous): NCCL_IB_HCA differs -> GD803,
+    reported once by rank 0; rank 1 prints nothing and exits with rank 0's verdict."""
+    pytest.importorskip("torch.distributed")
+    port = str(_free_port())
+    procs = []
+    for rank, hca in ((0, "mlx5"), (1, "mlx5_0:1")):
+        env = _clean_env(RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
+                         MASTER_PORT=port, NCCL_IB_HCA=hca)
+        procs.append(subprocess.Popen(gpudoctor_cmd() + ["check", "--fleet", "--format", "json", "--quick"],
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                                      cwd=tmp_path))
+    outs = [proc.communicate(timeout=120) for proc in procs]
+    assert [proc.returncode for proc in procs] == [1, 1], outs[0][1][-2000:] + outs[1][1][-2000:]
+    assert outs[1][0] == ""
+    doc = json.loads(outs[0][0])
+    host = socket.gethostname()
+    assert [(f["rule"], f["nodes"]) for f in doc["findings"]] == [
+        ("GD803", {"mlx5": [f"{host}:0"], "mlx5_0:1": [f"{host}:1"]})]
