@@ -28,10 +28,30 @@ def add_selection_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ignore", default="", metavar="IDS", help="skip these rule IDs or prefixes")
     parser.add_argument("--fail-on", default="error", choices=("error", "warning", "info", "never"),
                         help="exit 1 when a finding reaches this severity (default: error)")
+    add_policy_option(parser)
+
+
+def add_policy_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--policy", metavar="FILE", help="also evaluate this site policy (TOML rules, docs/policy.md)")
+
+
+def policy_rules(args: argparse.Namespace) -> tuple:
+    """The rules of `--policy FILE` (none without it); a bad policy file is a usage error (exit 2)."""
+    if not getattr(args, "policy", None):
+        return ()
+    from gpudoctor.policy import PolicyError, load_policy
+
+    try:
+        return load_policy(args.policy)
+    except PolicyError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def selected_rules(args: argparse.Namespace, host: bool = True) -> list:
-    rules = select_rules(load_catalog(), args.select.split(","), args.ignore.split(","))
+    site = policy_rules(args)
+    # by default every rule runs: the catalog's (GD) and the policy's, by their letters (SITE) so --ignore can narrow
+    select = args.select.split(",") if args.select.strip() else ["GD"] + [rule.id.rstrip("0123456789") for rule in site]
+    rules = select_rules(load_catalog() + site, select, args.ignore.split(","))
     if not host:
         rules = [rule for rule in rules if not rule.host]
     return rules

@@ -13,7 +13,7 @@ import sys
 import time
 
 from gpudoctor.cli.check import add_from_option, add_machine_options, build_snapshot
-from gpudoctor.cli.common import UsageError, output_stream, selected_rules
+from gpudoctor.cli.common import UsageError, add_policy_option, output_stream, selected_rules
 from gpudoctor.engine import evaluate
 from gpudoctor.fix import FORMATS, plan_fixes, render
 
@@ -28,6 +28,7 @@ def add_parser(subparsers) -> None:
     add_machine_options(parser)
     parser.add_argument("--select", default="", metavar="IDS", help="only these rule IDs or prefixes (GD1,GD401)")
     parser.add_argument("--ignore", default="", metavar="IDS", help="skip these rule IDs or prefixes")
+    add_policy_option(parser)
     parser.add_argument("--format", choices=FORMATS, default="dotenv",
                         help="how to print the changes: dotenv (default), shell (export/unset), slurm (TaskProlog "
                              "output), k8s (a container's env: list)")

@@ -10,16 +10,18 @@ from rich.console import Console
 from rich.markup import escape
 
 from gpudoctor.catalog import find_rule, load_catalog
-from gpudoctor.cli.common import UsageError
+from gpudoctor.cli.common import UsageError, add_policy_option, policy_rules
 
 
 def add_parser(subparsers) -> None:
     listing = subparsers.add_parser("rules", help="list the rules")
     listing.add_argument("--format", choices=("plain", "json"), default="plain")
+    add_policy_option(listing)
     listing.set_defaults(run=run_rules)
     explain = subparsers.add_parser("explain", help="show one rule's documentation")
     explain.add_argument("rule", metavar="ID", help="rule ID, e.g. GD101")
     explain.add_argument("--format", choices=("plain", "json"), default="plain")
+    add_policy_option(explain)
     explain.set_defaults(run=run_explain)
 
 
@@ -32,7 +34,7 @@ def rule_json(rule, full: bool = False) -> dict:
 
 
 def run_rules(args: argparse.Namespace) -> int:
-    rules = load_catalog()
+    rules = load_catalog() + policy_rules(args)
     if args.format == "json":
         json.dump({"schema": "gpudoctor.rules/1", "rules": [rule_json(r) for r in rules]}, sys.stdout, indent=2,
                   ensure_ascii=False)
@@ -44,7 +46,7 @@ def run_rules(args: argparse.Namespace) -> int:
 
 
 def run_explain(args: argparse.Namespace) -> int:
-    rule = find_rule(args.rule)
+    rule = find_rule(args.rule) or next((r for r in policy_rules(args) if r.id == args.rule.strip().upper()), None)
     if rule is None:
         raise UsageError(f"no rule {args.rule!r} (see `gpudoctor rules`)")
     if args.format == "json":

@@ -42,11 +42,11 @@ def _env_text(finding: Finding) -> Text:
     return text
 
 
-def render_finding(console: Console, finding: Finding, name_width: int) -> None:
+def render_finding(console: Console, finding: Finding, name_width: int, id_width: int = 5) -> None:
     """Mark, ID, name and message on a grid (wrapped inside the message column); commands unwrapped below."""
     table = Table.grid(padding=(0, 1))
     table.add_column(width=2, justify="right")
-    table.add_column(no_wrap=True, width=5)
+    table.add_column(no_wrap=True, width=id_width)  # GD101: 5; site policy IDs may be longer
     table.add_column(no_wrap=True, width=name_width, overflow="ellipsis")
     table.add_column(ratio=1, overflow="fold")
     mark, style = MARKS[finding.severity]
@@ -60,7 +60,7 @@ def render_finding(console: Console, finding: Finding, name_width: int) -> None:
         if finding.fix.env:
             table.add_row("", "", "", _env_text(finding))
     console.print(table)
-    indent = " " * (2 + 1 + 5 + 1 + name_width + 1)
+    indent = " " * (2 + 1 + id_width + 1 + name_width + 1)
     for command in finding.fix.commands if finding.fix else ():
         console.print(Text.assemble(indent, ("     $ ", "dim"), (command, "cyan")), soft_wrap=True)
 
@@ -113,7 +113,7 @@ def _render(report: Report, console: Console, quiet: bool) -> None:
         if len(families) > 1 and not quiet:
             console.print(f" [dim]{FAMILY_TITLES.get(family, family)}[/]")
         for finding in (f for f in report.findings if f.family == family):
-            render_finding(console, finding, name_width)
+            render_finding(console, finding, name_width, max([5] + [len(f.rule) for f in report.findings]))
     summary = report.summary()
     parts = [plural(summary["error"], "error"), plural(summary["warning"], "warning"), f"{summary['info']} info",
              f"{summary['passed']} passed", f"{summary['unknown']} unknown"]
