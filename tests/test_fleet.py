@@ -9,8 +9,8 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import FIXTURES, ROOT, gpudoctor_cmd
+
 from gpudoctor.catalog import load_catalog
 from gpudoctor.fleet import evaluate_fleet
 from gpudoctor.snapshot import from_json
@@ -89,7 +89,7 @@ def test_small_shm_on_one_node_is_the_odd_one_out():
 
 
 def test_a_rule_failing_everywhere_is_not_odd():
-    small = lambda f: f["host"].update(shm_bytes=64 * 1024**2)  # noqa: E731
+    small = lambda f: f["host"].update(shm_bytes=64 * 1024**2)
     fleet = fleet_of(machine("a", small), machine("b", small))
     assert cross(fleet) == []
     assert all([f.rule for f in report.findings] == ["GD503"] for _, report in fleet.nodes)
@@ -250,7 +250,7 @@ def test_readme_fleet_example_is_real_output(tmp_path):
 
 
 def test_text_shows_a_finding_every_node_has_once(tmp_path, run_cli):
-    small = lambda f: f["host"].update(shm_bytes=2**26)  # noqa: E731
+    small = lambda f: f["host"].update(shm_bytes=2**26)
     paths = write(tmp_path, machine("a", small), machine("b", small))
     code, out, _ = run_cli("fleet", *paths, "--format", "plain")
     assert code == 1

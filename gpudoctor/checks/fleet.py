@@ -111,7 +111,7 @@ def fleet_stack_mismatch(facts, rule):
             "collective protocol and kernels: the job hangs at the first collective or diverges",
             evidence=_evidence(path, groups, unknown),
             fix=rule.fix("Run every rank in one environment: the same container image or venv on every node "
-                         f"(`python -c 'import torch; print(torch.__version__, torch.version.cuda, "
+                         "(`python -c 'import torch; print(torch.__version__, torch.version.cuda, "
                          "torch.backends.cudnn.version(), torch.cuda.nccl.version())'` must print the same "
                          "everywhere)."))
 

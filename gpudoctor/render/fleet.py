@@ -34,7 +34,7 @@ def _counts(summary: dict) -> str:
 
 def _node_findings(fleet, console) -> None:
     """Each node's findings in full; one that every node has (same rule, same message) is shown once."""
-    key = lambda f: (f.rule, f.message)  # noqa: E731
+    key = lambda f: (f.rule, f.message)
     everywhere = set.intersection(*[{key(f) for f in report.findings} for _, report in fleet.nodes]) \
         if fleet.nodes else set()
     sections = []
