@@ -50,14 +50,12 @@ def memlock_too_low(facts, rule):
                      "restart slurmd so jobs inherit it)."))
 
 
-def _used_gpus(facts) -> list:
-    """The NVML GPUs the job will use: those CUDA_VISIBLE_DEVICES names by index or UUID, else all."""
-    gpus = facts.get("nvml.gpus")
-    visible = facts.env("CUDA_VISIBLE_DEVICES")
+def visible_gpus(gpus: list, visible) -> list:
+    """The GPUs a job uses: those CUDA_VISIBLE_DEVICES names by index or UUID prefix, else all of them."""
     if not visible:
-        return gpus
+        return list(gpus)
     chosen = []
-    for entry in visible.split(","):
+    for entry in str(visible).split(","):
         entry = entry.strip()
         for gpu in gpus:
             if (entry.isdigit() and gpu.get("index") == int(entry)) or (
@@ -68,7 +66,7 @@ def _used_gpus(facts) -> list:
 
 @check("GD502")
 def gpu_memory_occupied(facts, rule):
-    for gpu in _used_gpus(facts):
+    for gpu in visible_gpus(facts.get("nvml.gpus"), facts.env("CUDA_VISIBLE_DEVICES")):
         busy = [p for p in gpu.get("processes", []) if (p.get("used_bytes") or 0) > 0]
         if not busy:
             continue

@@ -5,25 +5,15 @@ from __future__ import annotations
 from typing import List, Optional
 
 from gpudoctor.checks import check
+from gpudoctor.checks.host import visible_gpus
 from gpudoctor.estimate import HEADROOM_WARNING, Estimate, from_facts, gib
 from gpudoctor.knowledge import gpu_memory_bytes
 from gpudoctor.model import Severity
 
 
 def used_gpus(facts) -> List[dict]:
-    """The NVML GPUs the job will use (CUDA_VISIBLE_DEVICES by index or UUID, else all); [] when none is known."""
-    gpus = facts.get("nvml.gpus", None) or []
-    visible = facts.env("CUDA_VISIBLE_DEVICES")
-    if visible is None or not gpus:
-        return list(gpus)
-    chosen = []
-    for entry in str(visible).split(","):
-        entry = entry.strip()
-        for gpu in gpus:
-            if (entry.isdigit() and gpu.get("index") == int(entry)) or (
-                    entry.startswith("GPU-") and str(gpu.get("uuid", "")).startswith(entry)):
-                chosen.append(gpu)
-    return chosen
+    """The NVML GPUs the job will use; [] when none is known."""
+    return visible_gpus(facts.get("nvml.gpus", None) or [], facts.env("CUDA_VISIBLE_DEVICES"))
 
 
 def setup_text(est: Estimate) -> str:
