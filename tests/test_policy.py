@@ -410,3 +410,11 @@ def test_readme_site_policy_example_is_real_output(tmp_path):
     assert normal(block) == normal(done.stdout)
     (snippet,) = re.findall(r"```toml\n(.*?)```", readme.split("## Site policies", 1)[1].split("\n## ", 1)[0], re.S)
     assert [rule.id for rule in load_policy(str(write_policy(tmp_path, snippet)))] == ["SITE001", "SITE004"]
+
+
+def test_fix_hint_names_the_policy(run_cli):
+    """The report's `gpudoctor fix` hint must find the policy's safe fixes too."""
+    code, out, _ = run_cli("check", "--snapshot", ROOT / "fixtures/machines/k8s-pod-a100x8.json", "--policy",
+                           ROOT / "fixtures/policies/site.toml", "-q")
+    hint = " ".join(out.split("Write the safe fixes:", 1)[1].split())
+    assert "--policy" in hint and "site.toml" in hint

@@ -161,6 +161,8 @@ def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     rules = selected_rules(args)
     snapshot = build_snapshot(args, rules)
+    if getattr(args, "policy", None):
+        snapshot.source["policy"] = args.policy  # so the report's `gpudoctor fix` hint names it too
     report = evaluate(snapshot, rules, started)
     with output_stream(args) as stream:
         render_report(report, output_format(args), stream, quiet=args.quiet)

@@ -228,6 +228,8 @@ def fix_command(report: Report) -> str:
                 words += ["--from", path]
     for path in env_files:
         words += ["--env-file", path]
+    if source.get("policy"):
+        words += ["--policy", str(source["policy"])]
     target = env_files[0] if len(env_files) == 1 and is_dotenv(Path(env_files[0])) else ".env"
     words += ["--write-env", target]
     return " ".join(shlex.quote(word) for word in words)
