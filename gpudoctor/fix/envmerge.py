@@ -185,6 +185,14 @@ def _same_file(a: str, b: str) -> bool:
     return os.path.realpath(a) == os.path.realpath(b)
 
 
+def _comment_all(lines, entries, change, eol, commented) -> int:
+    """Comment out every entry the change replaces; the number of lines changed."""
+    for entry in entries:
+        commented[entry.first] = entry
+        _comment_out(lines, entry, change, eol)
+    return len(entries)
+
+
 def _comment_out(lines: List[str], entry: Entry, change: Change, eol: str) -> None:
     note = f"# gpudoctor {one_line(change.note, 120)}"
     if entry.first == entry.last:
@@ -229,10 +237,7 @@ def merge(old: str, changes: List[Change], path: str, force: bool = False) -> Me
             if others:
                 result.conflicts += [Conflict(change.name, e.first + 1, e.value, change) for e in others]
                 continue
-            for entry in covered:
-                commented[entry.first] = entry
-                _comment_out(lines, entry, change, eol)
-                result.changed += 1
+            result.changed += _comment_all(lines, covered, change, eol, commented)
             if managed.pop(change.name, None) is not None:
                 result.changed += 1
             set_elsewhere = [loc for loc in change.set_at if not _same_file(loc.path, path)]
@@ -247,10 +252,7 @@ def merge(old: str, changes: List[Change], path: str, force: bool = False) -> Me
         if clashing:
             result.conflicts += [Conflict(change.name, e.first + 1, e.value, change) for e in clashing]
             continue
-        for entry in covered:
-            commented[entry.first] = entry
-            _comment_out(lines, entry, change, eol)
-            result.changed += 1
+        result.changed += _comment_all(lines, covered, change, eol, commented)
         if others and others[-1] is mine[-1]:
             pass  # the user's own line already gives this value: nothing to add
         elif change.name in managed:
