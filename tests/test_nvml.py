@@ -1,14 +1,175 @@
-"""The NVML child's logic against a mocked pynvml (there is no NVIDIA driver here)."""
+"""The NVML probe against a simulated driver: tests/nvmlsim compiles a libnvidia-ml.so.1 from a JSON description
+of a node, and the real probe child runs on it through nvidia-ml-py and ctypes, as on a GPU node. pytest-mock is
+kept for what a library cannot express: the kernel module's /proc file and a missing nvidia-ml-py."""
 
+import json
 import os
-import types
+import subprocess
+import sys
 
 import pynvml
 import pytest
 
+import nvmlsim
+from conftest import gpudoctor_cmd
 from gpudoctor.probes import nvml_child
 
 GiB = 1024**3
+MiB = 1024**2
+
+
+@pytest.fixture(scope="module")
+def node():
+    return nvmlsim.load_node("a100x8_lost_mig")
+
+
+def h100s(count=2, **extra):
+    """A plain node of identical H100s on PCIe."""
+    gpus = [{"name": "NVIDIA H100 PCIe", "uuid": f"GPU-{i:08x}-0000-4000-8000-00000000000{i}", "cc": "9.0",
+             "pci_bus_id": f"00000000:{0x18 + i:02X}:00.0", "minor": i,
+             "memory": {"total": 80 * GiB, "reserved": 512 * MiB, "used": 0}, **extra} for i in range(count)]
+    return {"driver_version": "550.90.07", "cuda_version": 12040, "gpus": gpus}
+
+
+@pytest.fixture
+def collect(tmp_path):
+    return lambda node: nvmlsim.collect(node, tmp_path)
+
+
+# --- the 8-GPU node: one lost GPU, one MIG-partitioned GPU, a P2P matrix ------------------------------------
+
+def test_lost_gpu_node_facts_are_complete(node, collect):
+    facts = collect(node)
+    assert facts["status"] == "ok" and facts["driver_version"] == "535.183.01"
+    assert facts["cuda_driver_version"] == "12.2"
+    gpus = facts["gpus"]
+    assert [g["index"] for g in gpus] == list(range(8)) and "hidden_gpus" not in facts
+    for described, gpu in zip(node["gpus"], gpus):
+        if "handle_error" in described:
+            continue
+        assert gpu["name"] == described["name"] and gpu["uuid"] == described["uuid"]
+        assert gpu["pci_bus_id"] == described["pci_bus_id"] and gpu["minor_number"] == described["minor"]
+        assert gpu["cc"] == "8.0" and gpu["memory_total_bytes"] == 80 * GiB
+        assert gpu["memory_used_bytes"] == described["memory"]["used"], "v2 memory: reserved is not used"
+        assert gpu["memory_reserved_bytes"] == described["memory"]["reserved"]
+        assert gpu["ecc_enabled"] is True and gpu["ecc_uncorrected_volatile"] == 0
+        assert gpu["remapped_rows_pending"] is False and gpu["retired_pages_pending"] is False
+        assert gpu["nvlink_active_links"] == 12
+    assert gpus[5] == {"index": 5, "error_kind": "gpu_lost", "error": "GPU is lost"}
+    assert gpus[2]["processes"] == [{"pid": 4190001, "name": None, "used_bytes": 30 * GiB}]
+    # P2P: every pair of the healthy non-MIG GPUs; the MIG GPU has no peer; the lost GPU is not asked
+    assert gpus[0]["p2p_read_peers"] == [1, 2, 3, 4, 6] and gpus[7]["p2p_read_peers"] == []
+    assert "p2p_read_peers" not in gpus[5] and facts["p2p_supported"] is False
+
+
+def test_mig_devices_are_listed(node, collect):
+    gpu = collect(node)["gpus"][7]
+    assert gpu["mig_enabled"] is True
+    migs = gpu["mig_devices"]
+    assert [(m["slot"], m["name"].split()[-1], m["gpu_instance_id"], m["sm_count"]) for m in migs] == [
+        (0, "3g.40gb", 2, 42), (1, "2g.20gb", 3, 28), (2, "1g.10gb", 9, 14)]
+    assert [m["memory_total_bytes"] for m in migs] == [40192 * MiB, 19968 * MiB, 9856 * MiB]
+    assert [m["sm_share"] for m in migs] == [round(3 / 7, 4), round(2 / 7, 4), round(1 / 7, 4)]
+    assert migs[2]["uuid"] == "MIG-4f6b8d0c-2e4a-5c6e-8f1a-3b5d7f9a1c33"
+    assert migs[2]["processes"] == [{"pid": 4190002, "name": None, "used_bytes": None}], "MIG: no per-process memory"
+    assert migs[0]["processes"] == []
+
+
+# --- one bad GPU does not cost the others' facts ---------------------------------------------------------
+
+def test_gpu_lost_during_the_queries_keeps_what_was_read(collect):
+    node = h100s(3)
+    node["gpus"][1]["query_error"] = "gpu_lost"
+    gpus = collect(node)["gpus"]
+    assert gpus[1] == {"index": 1, "error_kind": "gpu_lost", "error": "GPU is lost"}
+    assert gpus[0]["name"] == gpus[2]["name"] == "NVIDIA H100 PCIe"
+
+
+def test_gpus_the_job_may_not_open_are_left_out(collect):
+    node = h100s(4)
+    for index in (0, 2):  # SLURM ConstrainDevices: NVML counts them, their handles say NoPermission
+        node["gpus"][index]["handle_error"] = "no_permission"
+    facts = collect(node)
+    assert facts["status"] == "ok" and [g["index"] for g in facts["gpus"]] == [1, 3]
+    assert [(g["index"], g["error_kind"]) for g in facts["hidden_gpus"]] == [(0, "no_permission"), (2, "no_permission")]
+
+
+def test_optional_tells_unsupported_from_lost_and_lets_bugs_through():
+    def raises(exc):
+        def call():
+            raise exc
+        return call
+
+    assert nvml_child._optional(pynvml, raises(pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED))) is None
+    assert nvml_child._optional(pynvml, raises(pynvml.NVMLError_FunctionNotFound())) is None
+    assert nvml_child._optional(pynvml, raises(pynvml.NVMLLibraryMismatchError("no _v3"))) is None
+    with pytest.raises(nvml_child.GpuLost):
+        nvml_child._optional(pynvml, raises(pynvml.NVMLError(pynvml.NVML_ERROR_GPU_IS_LOST)))
+    for bug in (TypeError("wrong type"), __import__("ctypes").ArgumentError("argument 3: wrong type")):
+        with pytest.raises(type(bug)):
+            nvml_child._optional(pynvml, raises(bug))
+
+
+# --- P2P, memory and processes as each driver answers them ----------------------------------------------
+
+def test_p2p_over_pcie_is_read(collect):
+    node = h100s(3)
+    node["p2p"] = {"default": "ok"}
+    facts = collect(node)
+    assert facts["p2p_supported"] is True and facts["gpus"][0]["p2p_read_peers"] == [1, 2]
+    node["p2p"] = {"default": "ok", "pairs": [[0, 2, "topology_not_supported"]]}
+    facts = collect(node)
+    assert facts["p2p_supported"] is False and facts["gpus"][0]["p2p_read_peers"] == [1]
+
+
+def test_p2p_unknown_when_the_driver_cannot_tell(collect):
+    facts = collect(h100s(2))
+    assert "p2p_supported" not in facts and "p2p_read_peers" not in facts["gpus"][0]
+
+
+def test_memory_used_without_the_driver_reserve(collect):
+    node = h100s(1)
+    node["gpus"][0]["memory"]["used"] = GiB
+    assert collect(node)["gpus"][0]["memory_used_bytes"] == GiB
+    node["missing_symbols"] = ["nvmlDeviceGetMemoryInfo_v2"]  # before R510
+    gpu = collect(node)["gpus"][0]
+    assert gpu["memory_used_bytes"] == GiB + 512 * MiB and "memory_reserved_bytes" not in gpu
+
+
+@pytest.mark.parametrize("driver, missing", [
+    ("R525", []),
+    ("R470", ["nvmlDeviceGetComputeRunningProcesses_v3"]),
+    ("R450", ["nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2"]),
+])
+def test_processes_on_every_driver(collect, driver, missing):
+    node = h100s(1, processes=[{"pid": 4190007, "used_bytes": 3 * GiB}])
+    node["missing_symbols"] = missing
+    assert collect(node)["gpus"][0]["processes"] == [{"pid": 4190007, "name": None, "used_bytes": 3 * GiB}]
+
+
+def test_simulated_old_driver_really_lacks_the_symbol(tmp_path):
+    """The version script hides the entry point: pynvml sees FUNCTION_NOT_FOUND, as on an R470 driver."""
+    node = h100s(1)
+    node["missing_symbols"] = ["nvmlDeviceGetComputeRunningProcesses_v3"]
+    code = ("import pynvml\npynvml.nvmlInit()\nh = pynvml.nvmlDeviceGetHandleByIndex(0)\n"
+            "try:\n    pynvml.nvmlDeviceGetComputeRunningProcesses(h)\n"
+            "except pynvml.NVMLLibraryMismatchError:\n    print('mismatch')\n")
+    result = subprocess.run([sys.executable, "-c", code], env=nvmlsim.node_env(node, tmp_path),
+                            capture_output=True, text=True, timeout=60)
+    assert result.stdout.strip() == "mismatch", result.stderr
+
+
+# --- NVML that does not start -----------------------------------------------------------------------------
+
+def test_init_unknown_error_is_a_fact_and_gd105(tmp_path):
+    node = dict(h100s(1), init_error="unknown")  # "Failed to initialize NVML: Unknown Error"
+    env = nvmlsim.node_env(node, tmp_path)
+    assert nvmlsim.collect(node, tmp_path)["error_kind"] == "unknown"
+    result = subprocess.run(gpudoctor_cmd() + ["check", "--select", "GD105", "--format", "json", "--quick"],
+                            env=env, capture_output=True, text=True, timeout=120)
+    findings = json.loads(result.stdout)["findings"]
+    assert [f["rule"] for f in findings] == ["GD105"], result.stderr
+    assert "Unknown Error" in findings[0]["message"] and "daemon-reload" in findings[0]["fix"]["summary"]
 
 
 class FakeNVMLError(pynvml.NVMLError):
@@ -23,76 +184,42 @@ class FakeNVMLError(pynvml.NVMLError):
 
 
 @pytest.fixture
-def nvml(mocker):
-    """pynvml with every call the child makes patched to describe two H100s, one with a pending row remap."""
-    fake = mocker.MagicMock(wraps=None)
+def failing_init(mocker):
+    """pynvml whose nvmlInit fails: the kernel module's /proc file is what these tests vary."""
+    fake = mocker.MagicMock()
     for name in dir(pynvml):
         if name.startswith("NVML_"):
             setattr(fake, name, getattr(pynvml, name))
     fake.NVMLError = pynvml.NVMLError
-    fake.nvmlSystemGetDriverVersion.return_value = "550.90.07"
-    fake.nvmlSystemGetCudaDriverVersion_v2.return_value = 12040
-    fake.nvmlDeviceGetCount.return_value = 2
-    fake.nvmlDeviceGetHandleByIndex.side_effect = lambda i: i
-    fake.nvmlDeviceGetName.side_effect = lambda h: b"NVIDIA H100 80GB HBM3"
-    fake.nvmlDeviceGetUUID.side_effect = lambda h: f"GPU-{h}"
-    fake.nvmlDeviceGetPciInfo.side_effect = lambda h: types.SimpleNamespace(busId=f"00000000:{h}:00.0")
-    fake.nvmlDeviceGetCudaComputeCapability.return_value = (9, 0)
-    fake.nvmlDeviceGetMemoryInfo.return_value = types.SimpleNamespace(total=80 * GiB, used=GiB)
-    fake.nvmlDeviceGetEccMode.return_value = (1, 1)
-    fake.nvmlDeviceGetTotalEccErrors.side_effect = lambda h, kind, counter: 3 if h == 1 else 0
-    fake.nvmlDeviceGetRetiredPagesPendingStatus.side_effect = FakeNVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
-    fake.nvmlDeviceGetRemappedRows.side_effect = lambda h: (0, 1, h == 1, False)
-    fake.nvmlDeviceGetMigMode.return_value = (0, 0)
-    fake.nvmlDeviceGetNvLinkState.side_effect = lambda h, link: (
-        1 if link < 18 else (_ for _ in ()).throw(FakeNVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)))
-    fake.nvmlDeviceGetComputeRunningProcesses.side_effect = lambda h: (
-        [types.SimpleNamespace(pid=4242, usedGpuMemory=2 * GiB)] if h == 0 else [])
-    fake.nvmlDeviceGetP2PStatus.return_value = pynvml.NVML_P2P_STATUS_OK
     return fake
 
 
-def test_collects_driver_and_gpus(nvml, tmp_path):
-    facts = nvml_child.collect(nvml, module_path=str(tmp_path / "absent"))
-    assert facts["status"] == "ok" and facts["driver_version"] == "550.90.07"
-    assert facts["cuda_driver_version"] == "12.4"
-    assert [g["name"] for g in facts["gpus"]] == ["NVIDIA H100 80GB HBM3"] * 2
-    first, second = facts["gpus"]
-    assert first["cc"] == "9.0" and first["memory_total_bytes"] == 80 * GiB
-    assert first["nvlink_active_links"] == 18 and facts["p2p_supported"] is True
-    assert first["processes"] == [{"pid": 4242, "name": None, "used_bytes": 2 * GiB}]
-    assert second["ecc_uncorrected_volatile"] == 3 and second["remapped_rows_pending"] is True
-    assert "retired_pages_pending" not in first, "an unsupported query leaves the fact unknown"
-    nvml.nvmlShutdown.assert_called_once()
-
-
-def test_driver_library_mismatch_is_a_fact(nvml, tmp_path):
+def test_driver_library_mismatch_is_a_fact(failing_init, tmp_path):
     module = tmp_path / "version"
     module.write_text("NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.129.03  Thu Oct 19 18:56:32 UTC 2023\n")
-    nvml.nvmlInit.side_effect = FakeNVMLError(pynvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH)
-    facts = nvml_child.collect(nvml, module_path=str(module))
+    failing_init.nvmlInit.side_effect = FakeNVMLError(pynvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH)
+    facts = nvml_child.collect(failing_init, module_path=str(module))
     assert facts == {"kernel_module": "535.129.03", "status": "error", "error_kind": "driver_mismatch",
                      "error": "Driver/library version mismatch"}
 
 
-def test_no_library_and_no_module_means_no_driver(nvml, tmp_path):
-    nvml.nvmlInit.side_effect = FakeNVMLError(pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)
-    facts = nvml_child.collect(nvml, module_path=str(tmp_path / "absent"))
+def test_no_library_and_no_module_means_no_driver(failing_init, tmp_path):
+    failing_init.nvmlInit.side_effect = FakeNVMLError(pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)
+    facts = nvml_child.collect(failing_init, module_path=str(tmp_path / "absent"))
     assert facts["status"] == "unavailable" and facts["gpus"] == [] and facts["driver_version"] is None
 
 
-def test_library_missing_in_a_container_with_the_module_loaded(nvml, tmp_path):
+def test_library_missing_in_a_container_with_the_module_loaded(failing_init, tmp_path):
     module = tmp_path / "version"
     module.write_text("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  570.124.06  Release Build\n")
-    nvml.nvmlInit.side_effect = FakeNVMLError(pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)
-    facts = nvml_child.collect(nvml, module_path=str(module))
+    failing_init.nvmlInit.side_effect = FakeNVMLError(pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)
+    facts = nvml_child.collect(failing_init, module_path=str(module))
     assert facts["status"] == "error" and facts["error_kind"] == "library_not_found"
     assert facts["kernel_module"] == "570.124.06"
 
 
-def test_zero_devices(nvml, tmp_path):
-    nvml.nvmlDeviceGetCount.return_value = 0
-    facts = nvml_child.collect(nvml, module_path=str(tmp_path / "absent"))
+def test_zero_devices(collect):
+    facts = collect({"gpus": []})
     assert facts["error_kind"] == "no_devices" and facts["gpus"] == []
 
 

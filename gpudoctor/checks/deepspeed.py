@@ -15,6 +15,7 @@ from numbers import Number
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from gpudoctor.checks import check
+from gpudoctor.checks.devices import job_gpus
 from gpudoctor.checks.driver_cuda import _toolkit_version_at, _torch_cuda
 from gpudoctor.facts import MissingFact
 from gpudoctor.knowledge import major_minor, table, version
@@ -393,18 +394,20 @@ def _world_size(facts) -> Tuple[Optional[int], str]:
             return int(value), f"WORLD_SIZE={value}"
         except ValueError:
             pass
-    gpus = facts.get("nvml.gpus", None)
-    if gpus is None:
-        gpus = facts.get("torch.devices", None)
-    if not gpus:
-        return None, "no WORLD_SIZE and no GPU count"
-    count, visible = len(gpus), facts.env("CUDA_VISIBLE_DEVICES")
-    if visible not in (None, ""):
-        entries = [e for e in visible.split(",") if e.strip()]
-        if entries and all(e.strip().isdigit() and int(e) < count for e in entries):
-            return len(entries), f"CUDA_VISIBLE_DEVICES={visible}"
-        return None, "CUDA_VISIBLE_DEVICES cannot be counted"
-    return count, f"{count} GPU(s) on this machine"
+    visible = facts.env("CUDA_VISIBLE_DEVICES")
+    if facts.get("nvml.gpus", None) is None:
+        devices = facts.get("torch.devices", None)  # torch ran under the job's CUDA_VISIBLE_DEVICES
+        if not devices:
+            return None, "no WORLD_SIZE and no GPU count"
+        return len(devices), f"{len(devices)} GPU(s) torch sees"
+    job = job_gpus(facts)
+    if job.basis == "none":
+        return None, f"CUDA_VISIBLE_DEVICES={visible!r} hides every GPU"
+    if not job.devices:
+        return None, "no WORLD_SIZE and no GPU count" if visible is None else "CUDA_VISIBLE_DEVICES cannot be counted"
+    where = {"uuid": "GPU(s) torch sees", "cuda_visible_devices": f"GPU(s) CUDA_VISIBLE_DEVICES={visible} selects",
+             "all": "GPU(s) on this machine"}[job.basis]
+    return len(job.devices), f"{len(job.devices)} {where}"
 
 
 def _integer(value: Any) -> Optional[int]:

@@ -7,6 +7,7 @@ import re
 from typing import Optional
 
 from gpudoctor.checks import check
+from gpudoctor.checks.devices import cuda_devices, job_gpus
 from gpudoctor.facts import MissingFact
 from gpudoctor.knowledge import (driver_max_cuda, gpu_cc, major_minor, min_driver, mvc_floor, table, version,
                                  wheel_archs)
@@ -192,7 +193,8 @@ def gpu_arch_not_in_torch(facts, rule):
     runtime = _torch_cuda(facts)
     if runtime is None:
         return
-    gpus = facts.get("nvml.gpus")
+    facts.get("nvml.gpus")  # unknown without NVML
+    gpus = job_gpus(facts).devices
     if not gpus:
         return
     archs, known_from = _arch_list(facts, runtime)
@@ -228,6 +230,11 @@ DRIVER_FIXES = {
     "library_not_found": ("The NVIDIA kernel module is loaded but libnvidia-ml is missing (a container without "
                           "the NVIDIA runtime?)", "Run the container with --gpus all (NVIDIA Container Toolkit) or "
                           "install the driver's user-space libraries"),
+    "unknown": ("NVML failed with 'Unknown Error': in a container this means it lost access to the GPU device "
+                "nodes (the host ran `systemctl daemon-reload` and systemd rewrote the container's device cgroup)",
+                "Restart the container; on the host, make the access survive daemon-reload: `sudo nvidia-ctk system "
+                "create-dev-char-symlinks --create-all` (NVIDIA's notice: "
+                "https://github.com/NVIDIA/nvidia-docker/issues/1730)"),
     "no_permission": ("No permission to open the NVIDIA device nodes",
                       "Add the user to the group owning /dev/nvidia* or fix the container's device cgroup"),
 }
@@ -311,16 +318,18 @@ def cuda_visible_devices_invalid(facts, rule):
         yield rule.finding(f"CUDA_VISIBLE_DEVICES={value!r} hides every GPU from CUDA", fix=fix_unset,
                            evidence={"CUDA_VISIBLE_DEVICES": value})
         return
-    gpus = facts.get("nvml.gpus", None) or []
-    uuids = [g["uuid"] for g in gpus if g.get("uuid")]
+    nvml_gpus = facts.get("nvml.gpus", None) or []
+    gpus = cuda_devices(nvml_gpus)  # what CUDA numbers: the GPUs this job may open, MIG devices for MIG GPUs
+    uuids = [g["uuid"] for g in nvml_gpus if g.get("uuid")] + [
+        m["uuid"] for g in nvml_gpus for m in g.get("mig_devices", []) if m.get("uuid")]
     for position, entry in enumerate(value.split(",")):
         problem = None
         if not _DEVICE.match(entry):
             problem = f"entry {entry!r} is malformed (spaces and names are not allowed)"
         elif entry.isdigit() and gpus and int(entry) >= len(gpus):
-            problem = f"index {entry} does not exist: this machine has {len(gpus)} GPU(s), 0–{len(gpus) - 1}"
-        elif entry.startswith("GPU-") and uuids and not any(u.startswith(entry) for u in uuids):
-            problem = f"{entry} matches no GPU UUID on this machine"
+            problem = f"index {entry} does not exist: CUDA sees {len(gpus)} device(s) here, 0–{len(gpus) - 1}"
+        elif entry.startswith(("GPU-", "MIG-")) and "/" not in entry and uuids and not any(u.startswith(entry) for u in uuids):
+            problem = f"{entry} matches no GPU or MIG device UUID on this machine"
         if problem:
             dropped = "" if position == len(value.split(",")) - 1 else "; CUDA ignores it and every entry after it"
             yield rule.finding(f"CUDA_VISIBLE_DEVICES={value!r}: {problem}{dropped}",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gpudoctor.checks import check
+from gpudoctor.checks.devices import job_gpus
 from gpudoctor.render.describe import size
 
 MiB = 1024**2
@@ -50,23 +51,11 @@ def memlock_too_low(facts, rule):
                      "restart slurmd so jobs inherit it)."))
 
 
-def visible_gpus(gpus: list, visible) -> list:
-    """The GPUs a job uses: those CUDA_VISIBLE_DEVICES names by index or UUID prefix, else all of them."""
-    if not visible:
-        return list(gpus)
-    chosen = []
-    for entry in str(visible).split(","):
-        entry = entry.strip()
-        for gpu in gpus:
-            if (entry.isdigit() and gpu.get("index") == int(entry)) or (
-                    entry.startswith("GPU-") and str(gpu.get("uuid", "")).startswith(entry)):
-                chosen.append(gpu)
-    return chosen
-
-
 @check("GD502")
 def gpu_memory_occupied(facts, rule):
-    for gpu in visible_gpus(facts.get("nvml.gpus"), facts.env("CUDA_VISIBLE_DEVICES")):
+    facts.get("nvml.gpus")  # unknown without NVML
+    job = job_gpus(facts)
+    for gpu in job.devices:
         busy = [p for p in gpu.get("processes", []) if (p.get("used_bytes") or 0) > 0]
         if not busy:
             continue
@@ -75,14 +64,16 @@ def gpu_memory_occupied(facts, rule):
                         for p in busy[:3])
         yield rule.finding(
             f"GPU {gpu.get('index')} ({gpu.get('name')}) has {size(held)} held by other processes ({who}): the job "
-            "gets less memory and shares the GPU's compute",
-            evidence={"gpu": gpu.get("index"), "held_bytes": held,
+            f"gets less memory and shares the GPU's compute{job.note()}",
+            evidence={"gpu": gpu.get("index"), "uuid": gpu.get("uuid"), "held_bytes": held, "mapping": job.basis,
                       "processes": [{"pid": p.get("pid"), "name": p.get("name")} for p in busy]},
             fix=rule.fix("Stop the leftover processes (`nvidia-smi --query-compute-apps=pid,name,used_memory "
                          "--format=csv`, then kill them), or pick free GPUs with CUDA_VISIBLE_DEVICES."))
 
 
 def _health_problems(gpu: dict) -> list:
+    if gpu.get("error_kind") == "gpu_lost":
+        return [f"NVML: {gpu.get('error') or 'GPU is lost'} (fallen off the bus: look for Xid 79 in `dmesg`)"]
     problems = []
     if gpu.get("ecc_uncorrected_volatile"):
         problems.append(f"uncorrectable ECC errors since the last reset: {gpu['ecc_uncorrected_volatile']}")
@@ -95,19 +86,27 @@ def _health_problems(gpu: dict) -> list:
     return problems
 
 
+def _health_fix(gpu: dict) -> str:
+    if gpu.get("error_kind") == "gpu_lost":
+        return ("Drain the node and reboot it (NVML: 'Reboot the system to recover this GPU'); a GPU that falls off "
+                "the bus again needs replacing (RMA).")
+    if gpu.get("remapped_rows_failure"):
+        return "Drain the node and have the GPU replaced (RMA)."
+    return ("Drain the node, reset the GPU (`nvidia-smi -r -i INDEX` with no process on it, or reboot), then run "
+            "`nvidia-smi -q -d ECC,PAGE_RETIREMENT,ROW_REMAPPER` again.")
+
+
 @check("GD506")
 def gpu_unhealthy(facts, rule):
     gpus = facts.get("nvml.gpus")
     for gpu in gpus:
         problems = _health_problems(gpu)
         if problems:
-            failure = gpu.get("remapped_rows_failure")
+            what = ", ".join(str(v) for v in (gpu.get("name"), gpu.get("uuid")) if v) or "no name or UUID"
             yield rule.finding(
-                f"GPU {gpu.get('index')} ({gpu.get('name')}, {gpu.get('uuid', 'no UUID')}): {'; '.join(problems)}",
+                f"GPU {gpu.get('index')} ({what}): {'; '.join(problems)}",
                 evidence={"gpu": gpu.get("index"), "uuid": gpu.get("uuid"), "problems": problems},
-                fix=rule.fix("Drain the node and have the GPU replaced (RMA)." if failure else
-                             "Drain the node, reset the GPU (`nvidia-smi -r -i INDEX` with no process on it, or "
-                             "reboot), then run `nvidia-smi -q -d ECC,PAGE_RETIREMENT,ROW_REMAPPER` again."))
+                fix=rule.fix(_health_fix(gpu)))
     expected = facts.env("SLURM_GPUS_ON_NODE")
     if expected and expected.isdigit() and int(expected) > len(gpus):
         yield rule.finding(

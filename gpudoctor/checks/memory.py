@@ -5,15 +5,15 @@ from __future__ import annotations
 from typing import List, Optional
 
 from gpudoctor.checks import check
-from gpudoctor.checks.host import visible_gpus
+from gpudoctor.checks.devices import job_gpus
 from gpudoctor.estimate import HEADROOM_WARNING, Estimate, from_facts, gib
 from gpudoctor.knowledge import gpu_memory_bytes
 from gpudoctor.model import Severity
 
 
 def used_gpus(facts) -> List[dict]:
-    """The NVML GPUs the job will use; [] when none is known."""
-    return visible_gpus(facts.get("nvml.gpus", None) or [], facts.env("CUDA_VISIBLE_DEVICES"))
+    """The NVML GPUs (or MIG devices) the job will use; [] when none is known."""
+    return job_gpus(facts).devices
 
 
 def setup_text(est: Estimate) -> str:
@@ -53,7 +53,8 @@ def _fit_advice(est: Estimate) -> str:
 def gpu_memory_insufficient(facts, rule):
     if facts.get("model", None) is None:
         return  # no --model: nothing to estimate
-    gpus = used_gpus(facts)
+    job = job_gpus(facts)
+    gpus = job.devices
     est = from_facts(facts, len(gpus))
     if est is None or not gpus:
         return
@@ -74,10 +75,10 @@ def gpu_memory_insufficient(facts, rule):
         caveat = "" if est.activations_known else " (give the model's config.json to count activations)"
         yield rule.finding(
             f"training {est.assumptions['model']} ({_params_text(est.params)} params; {setup_text(est)}) needs "
-            f"≈ {gib(est.total)} per GPU, which {verdict}: {est.terms_text()}{caveat}",
+            f"≈ {gib(est.total)} per GPU, which {verdict}: {est.terms_text()}{caveat}{job.note()}",
             severity=severity,
             evidence={"total_bytes_per_gpu": est.total, "breakdown": est.breakdown(), "gpu": name,
-                      "memory_bytes": memory, "headroom_bytes": headroom,
+                      "memory_bytes": memory, "headroom_bytes": headroom, "mapping": job.basis,
                       "assumptions": {k: v for k, v in est.assumptions.items()
                                       if k not in ("notes", "formulas", "sources")}},
             fix=rule.fix(_fit_advice(est)))

@@ -16,6 +16,7 @@ import difflib
 from typing import Dict, List, Optional
 
 from gpudoctor.checks import check
+from gpudoctor.checks.devices import job_gpus
 from gpudoctor.checks.nccl_settings import (
     SCOPED_PREFIXES,
     TRUE_WORDS,
@@ -440,10 +441,19 @@ def _p2p_broken(gpus: list, driver: Optional[str]) -> bool:
     return have is None or fixed is None or have < fixed
 
 
+def _p2p_between(facts, gpus: list):
+    """Whether every pair of the job's GPUs can read over P2P (per-GPU peers, else NVML's all-GPU answer)."""
+    if not all("p2p_read_peers" in g for g in gpus):
+        return facts.get("nvml.p2p_supported", None)
+    indices = {g.get("index") for g in gpus}
+    return all(indices - {g.get("index")} <= set(g["p2p_read_peers"]) for g in gpus)
+
+
 @check("GD405")
 def nccl_p2p_disabled(facts, rule):
-    gpus = facts.get("nvml.gpus")
-    if not gpus or len(gpus) < 2:
+    facts.get("nvml.gpus")  # unknown without NVML
+    gpus = job_gpus(facts).devices
+    if len(gpus) < 2:
         return []
     driver = facts.get("nvml.driver_version", None)
     value = value_of(facts, "NCCL_P2P_DISABLE")
@@ -465,7 +475,7 @@ def nccl_p2p_disabled(facts, rule):
     if not disabled:
         return []
     links = [int(g.get("nvlink_active_links") or 0) for g in gpus if "nvlink_active_links" in g]
-    p2p = facts.get("nvml.p2p_supported", None)
+    p2p = _p2p_between(facts, gpus)
     if any(links):
         how = f"NVLink ({max(links)} active links per GPU)"
     elif p2p is True:

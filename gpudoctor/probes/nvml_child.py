@@ -1,8 +1,14 @@
 """Read the NVIDIA driver and GPUs through NVML. Runs in a child process (a wedged driver can hang NVML calls)
-and prints one JSON object. Standalone: imports nothing from gpudoctor."""
+and prints one JSON object. Standalone: imports nothing from gpudoctor.
+
+Every query goes through `_optional`: an NVML error leaves that one fact unknown, except a lost GPU
+(NVML_ERROR_GPU_IS_LOST), which ends the GPU's queries and is recorded on it. A GPU the process may not open
+(NVML_ERROR_NO_PERMISSION, e.g. SLURM's ConstrainDevices) is listed apart, in `hidden_gpus`, and counts nowhere.
+"""
 
 from __future__ import annotations
 
+import ctypes
 import json
 import re
 import sys
@@ -12,8 +18,17 @@ ERROR_KINDS = {
     "NVML_ERROR_DRIVER_NOT_LOADED": "driver_not_loaded",
     "NVML_ERROR_LIB_RM_VERSION_MISMATCH": "driver_mismatch",
     "NVML_ERROR_NO_PERMISSION": "no_permission",
+    "NVML_ERROR_GPU_IS_LOST": "gpu_lost",
+    "NVML_ERROR_UNKNOWN": "unknown",
 }
-MiB = 1024 * 1024
+P2P_STATUS = {0: "ok", 1: "chipset_not_supported", 2: "gpu_not_supported", 3: "topology_not_supported",
+              4: "disabled_by_regkey", 5: "not_supported", 6: "unknown"}
+PROCESS_QUERIES = ("nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2")
+NOT_AVAILABLE = (1 << 64) - 1  # NVML_VALUE_NOT_AVAILABLE for unsigned long long (MIG, WDDM)
+
+
+class GpuLost(Exception):
+    """The GPU stopped answering (NVML_ERROR_GPU_IS_LOST: fallen off the bus, Xid 79)."""
 
 
 def kernel_module_version(path: str = "/proc/driver/nvidia/version"):
@@ -39,11 +54,16 @@ def _error_kind(nvml, exc) -> str:
     return "other"
 
 
-def _optional(call, *args):
-    """The value of an NVML call, or None when the GPU or driver does not support it."""
+def _optional(nvml, call, *args):
+    """The value of an NVML call; None when the driver or GPU cannot answer it (not supported, an entry point
+    this driver lacks, …). Raises GpuLost for a lost GPU; anything but an NVML error propagates (a bug)."""
     try:
         return call(*args)
-    except Exception:  # noqa: BLE001 - NVMLError_NotSupported and friends: the fact stays unknown
+    except nvml.NVMLError as exc:
+        if getattr(exc, "value", None) == nvml.NVML_ERROR_GPU_IS_LOST:
+            raise GpuLost(str(exc)) from None
+        return None
+    except getattr(nvml, "NVMLLibraryMismatchError", ()):  # an unversioned call on a driver without that version
         return None
 
 
@@ -55,70 +75,207 @@ def _process_name(pid: int):
         return None
 
 
-def _gpu(nvml, index: int) -> dict:
-    handle = nvml.nvmlDeviceGetHandleByIndex(index)
-    gpu = {"index": index, "name": _text(nvml.nvmlDeviceGetName(handle))}
-    for key, call in (("uuid", nvml.nvmlDeviceGetUUID), ("pci_bus_id", lambda h: nvml.nvmlDeviceGetPciInfo(h).busId)):
-        value = _optional(call, handle)
-        if value is not None:
-            gpu[key] = _text(value)
-    cc = _optional(nvml.nvmlDeviceGetCudaComputeCapability, handle)
-    if cc:
-        gpu["cc"] = f"{cc[0]}.{cc[1]}"
-    memory = _optional(nvml.nvmlDeviceGetMemoryInfo, handle)
+def _processes_v1(nvml, handle):
+    """nvmlDeviceGetComputeRunningProcesses (v1 struct: pid, usedGpuMemory) through ctypes: pynvml wraps only
+    _v2/_v3, which drivers before R470 lack."""
+
+    class ProcessInfoV1(ctypes.Structure):
+        _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong)]
+
+    function = nvml._nvmlGetFunctionPointer("nvmlDeviceGetComputeRunningProcesses")
+    count = ctypes.c_uint(0)
+    status = function(handle, ctypes.byref(count), None)
+    if status == nvml.NVML_SUCCESS:
+        return []
+    if status != nvml.NVML_ERROR_INSUFFICIENT_SIZE:
+        raise nvml.NVMLError(status)
+    count.value = count.value * 2 + 5  # room for processes started in between
+    infos = (ProcessInfoV1 * count.value)()
+    nvml._nvmlCheckReturn(function(handle, ctypes.byref(count), infos))
+    return list(infos[:count.value])
+
+
+def _running_processes(nvml, handle):
+    """Compute processes on a GPU or MIG device: _v3 (R510+), else _v2 (R470), else v1."""
+    for name in PROCESS_QUERIES:
+        query = getattr(nvml, name, None)
+        if query is None:  # an nvidia-ml-py older than the entry point
+            continue
+        try:
+            return query(handle)
+        except nvml.NVMLError as exc:
+            if getattr(exc, "value", None) != nvml.NVML_ERROR_FUNCTION_NOT_FOUND:
+                raise
+    return _processes_v1(nvml, handle)
+
+
+def _process_facts(nvml, handle):
+    processes = _optional(nvml, _running_processes, nvml, handle)
+    if processes is None:
+        return None
+    facts = []
+    for process in processes:
+        used = process.usedGpuMemory
+        facts.append({"pid": int(process.pid), "name": _process_name(int(process.pid)),
+                      "used_bytes": None if used is None or used == NOT_AVAILABLE else int(used)})
+    return facts
+
+
+def _memory(nvml, handle, device: dict) -> None:
+    """Total and used memory: the v2 struct (R510+) keeps the driver's reserved memory out of `used`."""
+    memory = None
+    if hasattr(nvml, "nvmlMemory_v2"):
+        memory = _optional(nvml, nvml.nvmlDeviceGetMemoryInfo, handle, nvml.nvmlMemory_v2)
     if memory is not None:
-        gpu["memory_total_bytes"] = int(memory.total)
-        gpu["memory_used_bytes"] = int(memory.used)
-    ecc = _optional(nvml.nvmlDeviceGetEccMode, handle)
+        device["memory_reserved_bytes"] = int(memory.reserved)
+    else:
+        memory = _optional(nvml, nvml.nvmlDeviceGetMemoryInfo, handle)
+    if memory is not None:
+        device["memory_total_bytes"] = int(memory.total)
+        device["memory_used_bytes"] = int(memory.used)
+
+
+def _identity(nvml, handle, device: dict) -> None:
+    for key, call in (("name", nvml.nvmlDeviceGetName), ("uuid", nvml.nvmlDeviceGetUUID)):
+        value = _optional(nvml, call, handle)
+        if value is not None:
+            device[key] = _text(value)
+
+
+def _health(nvml, handle, gpu: dict) -> None:
+    ecc = _optional(nvml, nvml.nvmlDeviceGetEccMode, handle)
     if ecc is not None:
         gpu["ecc_enabled"] = bool(ecc[0])
         if ecc[0]:
             for key, counter in (("ecc_uncorrected_volatile", nvml.NVML_VOLATILE_ECC),
                                  ("ecc_uncorrected_aggregate", nvml.NVML_AGGREGATE_ECC)):
-                value = _optional(nvml.nvmlDeviceGetTotalEccErrors, handle,
+                value = _optional(nvml, nvml.nvmlDeviceGetTotalEccErrors, handle,
                                   nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, counter)
                 if value is not None:
                     gpu[key] = int(value)
-    pending = _optional(nvml.nvmlDeviceGetRetiredPagesPendingStatus, handle)
+    pending = _optional(nvml, nvml.nvmlDeviceGetRetiredPagesPendingStatus, handle)
     if pending is not None:
         gpu["retired_pages_pending"] = bool(pending)
-    remap = _optional(nvml.nvmlDeviceGetRemappedRows, handle)
+    remap = _optional(nvml, nvml.nvmlDeviceGetRemappedRows, handle)
     if remap is not None:
         gpu["remapped_rows_pending"] = bool(remap[2])
         gpu["remapped_rows_failure"] = bool(remap[3])
-    mig = _optional(nvml.nvmlDeviceGetMigMode, handle)
+
+
+def _mig_devices(nvml, handle, gpu: dict) -> list:
+    """The GPU's MIG devices: UUID, memory, SMs and their share of the GPU's compute slices, processes."""
+    slots = _optional(nvml, nvml.nvmlDeviceGetMaxMigDeviceCount, handle) or 0
+    devices = []
+    for slot in range(slots):
+        mig = _optional(nvml, nvml.nvmlDeviceGetMigDeviceHandleByIndex, handle, slot)
+        if mig is None:
+            continue  # an empty slot
+        device = {"slot": slot}
+        _identity(nvml, mig, device)
+        for key, call in (("gpu_instance_id", nvml.nvmlDeviceGetGpuInstanceId),
+                          ("compute_instance_id", nvml.nvmlDeviceGetComputeInstanceId)):
+            value = _optional(nvml, call, mig)
+            if value is not None:
+                device[key] = int(value)
+        _memory(nvml, mig, device)
+        attributes = _optional(nvml, nvml.nvmlDeviceGetAttributes, mig)
+        if attributes is not None:
+            device["sm_count"] = int(attributes.multiprocessorCount)
+            device["sm_share"] = round(attributes.computeInstanceSliceCount / slots, 4)
+        processes = _process_facts(nvml, mig)
+        if processes is not None:
+            device["processes"] = processes
+        devices.append(device)
+    return devices
+
+
+def _gpu(nvml, handle, gpu: dict) -> None:
+    """Fill `gpu` with the GPU's facts (as far as it gets before a GpuLost)."""
+    _identity(nvml, handle, gpu)
+    pci = _optional(nvml, nvml.nvmlDeviceGetPciInfo, handle)
+    if pci is not None:
+        gpu["pci_bus_id"] = _text(pci.busId)
+    minor = _optional(nvml, nvml.nvmlDeviceGetMinorNumber, handle)
+    if minor is not None:
+        gpu["minor_number"] = int(minor)
+    cc = _optional(nvml, nvml.nvmlDeviceGetCudaComputeCapability, handle)
+    if cc:
+        gpu["cc"] = f"{cc[0]}.{cc[1]}"
+    _memory(nvml, handle, gpu)
+    _health(nvml, handle, gpu)
+    mig = _optional(nvml, nvml.nvmlDeviceGetMigMode, handle)
     if mig is not None:
         gpu["mig_enabled"] = bool(mig[0])
+        if mig[0]:
+            gpu["mig_devices"] = _mig_devices(nvml, handle, gpu)
     links = 0
     for link in range(getattr(nvml, "NVML_NVLINK_MAX_LINKS", 18)):
-        state = _optional(nvml.nvmlDeviceGetNvLinkState, handle, link)
+        state = _optional(nvml, nvml.nvmlDeviceGetNvLinkState, handle, link)
         if state is None:
             break
         links += 1 if state else 0
     gpu["nvlink_active_links"] = links
-    processes = _optional(nvml.nvmlDeviceGetComputeRunningProcesses, handle)
+    processes = _process_facts(nvml, handle)
     if processes is not None:
-        gpu["processes"] = [
-            {"pid": int(p.pid), "name": _process_name(int(p.pid)),
-             "used_bytes": int(p.usedGpuMemory) if p.usedGpuMemory is not None else None}
-            for p in processes
-        ]
-    return gpu
+        gpu["processes"] = processes
 
 
-def _p2p_supported(nvml, count: int):
-    """True when every GPU pair reports P2P read support, None when NVML cannot tell."""
-    if count < 2 or not hasattr(nvml, "nvmlDeviceGetP2PStatus"):
-        return None
-    handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
-    for i in range(count):
-        for j in range(i + 1, count):
-            status = _optional(nvml.nvmlDeviceGetP2PStatus, handles[i], handles[j], nvml.NVML_P2P_CAPS_INDEX_READ)
-            if status is None:
-                return None
-            if status != nvml.NVML_P2P_STATUS_OK:
-                return False
-    return True
+def _p2p_read(nvml, handles: dict) -> dict:
+    """P2P read status between every pair of GPUs (NVML index → {peer index: status}); a pair NVML cannot
+    judge is left out. nvidia-ml-py defines NVML_P2P_CAPS_INDEX_READ as the tuple (0,)."""
+    index = nvml.NVML_P2P_CAPS_INDEX_READ
+    index = index[0] if isinstance(index, tuple) else index
+    matrix = {i: {} for i in handles}
+    for i in handles:
+        for j in handles:
+            if j <= i:
+                continue
+            try:
+                status = _optional(nvml, nvml.nvmlDeviceGetP2PStatus, handles[i], handles[j], index)
+            except GpuLost:
+                continue
+            if status is not None:
+                matrix[i][j] = matrix[j][i] = P2P_STATUS.get(status, "unknown")
+    return matrix
+
+
+def _p2p_facts(nvml, handles: dict, gpus: dict, facts: dict) -> None:
+    """Per GPU, the peers it can read from over P2P; `p2p_supported`: whether every pair can (None: unknown)."""
+    if len(handles) < 2:
+        return
+    matrix = _p2p_read(nvml, handles)
+    for i, peers in matrix.items():
+        if len(peers) == len(handles) - 1:  # every pair answered
+            gpus[i]["p2p_read_peers"] = sorted(j for j, status in peers.items() if status == "ok")
+    answered = [status for peers in matrix.values() for status in peers.values()]
+    if len(answered) == len(handles) * (len(handles) - 1):
+        facts["p2p_supported"] = all(status == "ok" for status in answered)
+
+
+def _gpus(nvml, count: int, facts: dict) -> None:
+    """Every GPU NVML counts: usable ones (lost ones with their error) in `gpus`, forbidden ones apart."""
+    gpus, hidden, handles = {}, [], {}
+    for index in range(count):
+        try:
+            handle = nvml.nvmlDeviceGetHandleByIndex(index)
+        except nvml.NVMLError as exc:
+            kind = _error_kind(nvml, exc)
+            entry = {"index": index, "error_kind": kind, "error": str(exc)}
+            if kind == "no_permission":
+                hidden.append(entry)
+            else:
+                gpus[index] = entry
+            continue
+        gpu = gpus[index] = {"index": index}
+        try:
+            _gpu(nvml, handle, gpu)
+            handles[index] = handle
+        except GpuLost as exc:
+            gpu.update(error_kind="gpu_lost", error=str(exc))
+    facts["gpus"] = list(gpus.values())
+    if hidden:
+        facts["hidden_gpus"] = hidden
+    _p2p_facts(nvml, handles, gpus, facts)
 
 
 def collect(nvml=None, module_path: str = "/proc/driver/nvidia/version") -> dict:
@@ -142,18 +299,20 @@ def collect(nvml=None, module_path: str = "/proc/driver/nvidia/version") -> dict
     try:
         facts["status"], facts["error_kind"], facts["error"] = "ok", None, None
         facts["driver_version"] = _text(nvml.nvmlSystemGetDriverVersion())
-        cuda = _optional(getattr(nvml, "nvmlSystemGetCudaDriverVersion_v2", nvml.nvmlSystemGetCudaDriverVersion))
+        cuda = _optional(nvml, getattr(nvml, "nvmlSystemGetCudaDriverVersion_v2",
+                                       nvml.nvmlSystemGetCudaDriverVersion))
         if cuda:
             facts["cuda_driver_version"] = f"{cuda // 1000}.{(cuda % 1000) // 10}"
-        count = nvml.nvmlDeviceGetCount()
+        try:
+            count = nvml.nvmlDeviceGetCount()
+        except nvml.NVMLError as exc:
+            facts.update(status="error", error_kind=_error_kind(nvml, exc), error=str(exc), gpus=[])
+            return facts
         if count == 0:
             facts.update(status="error", error_kind="no_devices", error="No devices were found")
-        facts["gpus"] = [_gpu(nvml, index) for index in range(count)]
-        p2p = _p2p_supported(nvml, count)
-        if p2p is not None:
-            facts["p2p_supported"] = p2p
+        _gpus(nvml, count, facts)
     finally:
-        _optional(nvml.nvmlShutdown)
+        _optional(nvml, nvml.nvmlShutdown)
     return facts
 
 

@@ -105,8 +105,12 @@ def _cuda_facts(torch, facts):
     devices = []
     for index in range(facts["device_count"]):
         props = torch.cuda.get_device_properties(index)
-        devices.append({"name": props.name, "cc": "%d.%d" % (props.major, props.minor),
-                        "memory_total_bytes": int(props.total_memory)})
+        device = {"name": props.name, "cc": "%d.%d" % (props.major, props.minor),
+                  "memory_total_bytes": int(props.total_memory)}
+        uuid = getattr(props, "uuid", None)  # torch >= 2.0: maps this CUDA ordinal onto NVML's GPU or MIG device
+        if uuid is not None:
+            device["uuid"] = str(uuid)
+        devices.append(device)
     facts["devices"] = devices
 
 

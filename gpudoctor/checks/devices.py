@@ -1,0 +1,128 @@
+"""Which GPUs a job uses: CUDA's devices mapped onto NVML's.
+
+NVML numbers GPUs by PCI bus; CUDA numbers the devices it can open (SLURM's cgroups hide the others), fastest
+first unless CUDA_DEVICE_ORDER=PCI_BUS_ID, and a GPU in MIG mode appears as its MIG devices. The mapping is exact
+when the torch probe recorded each CUDA device's UUID; otherwise it is read from CUDA_VISIBLE_DEVICES and said to
+be assumed where CUDA's order is a guess.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import List, Optional
+
+HIDES_ALL = ("", "-1")
+_LEGACY_MIG = re.compile(r"^MIG-(GPU-[0-9a-fA-F-]+)/(\d+)/(\d+)$")  # R450's MIG-GPU-<uuid>/<gi>/<ci>
+
+
+@dataclass(frozen=True)
+class JobGpus:
+    """The devices a job's CUDA sees, as NVML fact dicts (GPUs, or MIG devices with `parent_index`)."""
+
+    devices: List[dict]
+    basis: str  # "uuid" (CUDA's own UUIDs), "cuda_visible_devices", "all", "none"
+    assumption: Optional[str] = None  # why the CUDA↔NVML mapping is only assumed, when it is
+
+    def note(self) -> str:
+        """' (…assumed…)' to append to a message about these devices, '' when the mapping is known."""
+        return f" ({self.assumption})" if self.assumption else ""
+
+
+def _key(uuid) -> str:
+    """A UUID as hex digits only: NVML writes GPU-…/MIG-…, torch the bare UUID."""
+    return re.sub(r"^(GPU|MIG)-", "", str(uuid or "")).replace("-", "").lower()
+
+
+def _mig_device(gpu: dict, mig: dict) -> dict:
+    device = dict(mig, parent_index=gpu.get("index"), parent_uuid=gpu.get("uuid"), mig=True)
+    device.setdefault("index", gpu.get("index"))
+    if gpu.get("cc"):
+        device.setdefault("cc", gpu["cc"])
+    return device
+
+
+def _all_devices(gpus: list) -> list:
+    """Every GPU and every MIG device NVML listed."""
+    return list(gpus) + [_mig_device(g, m) for g in gpus for m in g.get("mig_devices", [])]
+
+
+def cuda_devices(gpus: list) -> list:
+    """What CUDA enumerates with no CUDA_VISIBLE_DEVICES, in NVML (PCI) order: each GPU that answers, or its MIG
+    devices when it is in MIG mode. `gpus` holds only the GPUs this process may open."""
+    devices = []
+    for gpu in gpus:
+        if gpu.get("error_kind"):
+            continue  # lost: CUDA cannot open it
+        if gpu.get("mig_enabled") and gpu.get("mig_devices"):
+            devices += [_mig_device(gpu, mig) for mig in gpu["mig_devices"]]
+        else:
+            devices.append(gpu)
+    return devices
+
+
+def _by_uuid(gpus: list, wanted: str) -> Optional[dict]:
+    """The GPU or MIG device whose UUID `wanted` names (CUDA accepts a unique prefix)."""
+    legacy = _LEGACY_MIG.match(wanted)
+    if legacy:
+        parent, instance = legacy.group(1).lower(), (int(legacy.group(2)), int(legacy.group(3)))
+        matches = [_mig_device(g, m) for g in gpus for m in g.get("mig_devices", [])
+                   if str(g.get("uuid", "")).lower() == parent
+                   and (m.get("gpu_instance_id"), m.get("compute_instance_id")) == instance]
+    else:
+        matches = [d for d in _all_devices(gpus) if str(d.get("uuid", "")).lower().startswith(wanted.lower())]
+    return matches[0] if len(matches) == 1 else None
+
+
+def _order_assumption(facts, devices: list) -> Optional[str]:
+    if (facts.env("CUDA_DEVICE_ORDER") or "").upper() == "PCI_BUS_ID":
+        return None
+    names = {d.get("name") for d in devices}
+    if len(names) > 1:
+        return ("CUDA indices mapped onto NVML's PCI order, but CUDA numbers mixed GPUs fastest first: set "
+                "CUDA_DEVICE_ORDER=PCI_BUS_ID or give UUIDs")
+    return "CUDA indices assumed to follow NVML's PCI order (identical GPUs)"
+
+
+def _from_visible(facts, visible: str, gpus: list) -> JobGpus:
+    enumerated = cuda_devices(gpus)
+    chosen, assumption = [], None
+    for entry in visible.split(","):
+        entry = entry.strip()
+        if entry.isdigit():
+            device = enumerated[int(entry)] if int(entry) < len(enumerated) else None
+            assumption = assumption or _order_assumption(facts, enumerated)
+        else:
+            device = _by_uuid(gpus, entry) if entry.startswith(("GPU-", "MIG-")) else None
+        if device is None:
+            break  # CUDA ignores an invalid entry and every one after it (GD107 reports it)
+        chosen.append(device)
+    return JobGpus(chosen, "cuda_visible_devices", assumption)
+
+
+def _from_torch(facts, gpus: list) -> Optional[JobGpus]:
+    """The NVML devices whose UUIDs torch's CUDA devices carry, in CUDA order; None when torch did not say."""
+    if facts.get("torch.status", None) != "ok":
+        return None
+    torch_devices = facts.get("torch.devices", None) or []
+    if not torch_devices or not all(d.get("uuid") for d in torch_devices):
+        return None
+    by_key = {_key(d.get("uuid")): d for d in _all_devices(gpus) if d.get("uuid")}
+    chosen = [by_key.get(_key(d["uuid"])) for d in torch_devices]
+    if None in chosen:
+        return None  # torch sees a device NVML does not: fall back to the environment
+    return JobGpus(chosen, "uuid")
+
+
+def job_gpus(facts) -> JobGpus:
+    """The NVML devices the job's CUDA will use, and how they were matched."""
+    gpus = facts.get("nvml.gpus", None) or []
+    visible = facts.env("CUDA_VISIBLE_DEVICES")
+    if visible is not None and visible.strip() in HIDES_ALL:
+        return JobGpus([], "none")
+    matched = _from_torch(facts, gpus)
+    if matched is not None:
+        return matched
+    if visible is not None:
+        return _from_visible(facts, visible, gpus)
+    return JobGpus(cuda_devices(gpus), "all")

@@ -1,0 +1,141 @@
+"""Which GPUs the rules judge, on facts the real NVML probe read from a simulated driver (tests/nvmlsim):
+CUDA's devices are mapped onto NVML's by UUID where torch recorded them, else from CUDA_VISIBLE_DEVICES, with the
+hidden GPUs of a SLURM cgroup left out and a MIG-partitioned GPU seen as its MIG devices."""
+
+import pytest
+
+import nvmlsim
+from gpudoctor.catalog import find_rule
+from gpudoctor.checks.devices import job_gpus
+from gpudoctor.engine import evaluate
+from gpudoctor.facts import Facts
+from gpudoctor.snapshot import Snapshot
+
+GiB = 1024**3
+MIG_1G = "MIG-4f6b8d0c-2e4a-5c6e-8f1a-3b5d7f9a1c33"
+MODEL_1B = {"source": "1B", "params": 1_000_000_000, "kind": "size", "training": {"precision": "bf16"}}
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory):
+    """The nvml facts of a DGX A100 whose GPU 5 fell off the bus and whose GPU 7 is split into MIG devices."""
+    return nvmlsim.collect(nvmlsim.load_node("a100x8_lost_mig"), tmp_path_factory.mktemp("node"))
+
+
+@pytest.fixture(scope="module")
+def pcie(tmp_path_factory):
+    """Four H100 PCIe: P2P between GPUs 0 and 1 only (two PCIe switches, ACS blocks the rest)."""
+    gpus = [{"name": "NVIDIA H100 PCIe", "uuid": f"GPU-0000000{i}-1111-4222-8333-44444444444{i}", "cc": "9.0",
+             "memory": {"total": 80 * GiB, "reserved": 0, "used": 0}} for i in range(4)]
+    pairs = [[0, 1, "ok"], [2, 3, "ok"]]
+    node = {"gpus": gpus, "p2p": {"default": "topology_not_supported", "pairs": pairs}}
+    return nvmlsim.collect(node, tmp_path_factory.mktemp("pcie"))
+
+
+def run(rule_id, nvml, env=None, **groups):
+    report = evaluate(Snapshot(facts={"nvml": nvml, "env": env or {}, **groups}), [find_rule(rule_id)])
+    return list(report.findings)
+
+
+def gpu_of(finding):
+    return finding.evidence.get("gpu")
+
+
+# --- GD506: every GPU on the node, the lost one included ------------------------------------------------
+
+def test_gd506_reports_the_lost_gpu(node):
+    findings = run("GD506", node, {"SLURM_GPUS_ON_NODE": "8"})
+    assert [gpu_of(f) for f in findings] == [5]
+    assert "GPU is lost" in findings[0].message and "reboot" in findings[0].fix.summary.lower()
+
+
+def test_gd506_passes_a_node_without_a_bad_gpu(node):
+    healthy = dict(node, gpus=[g for g in node["gpus"] if g["index"] != 5])
+    assert run("GD506", healthy) == []
+
+
+# --- GD502: the job's devices only --------------------------------------------------------------------
+
+def test_gd502_judges_the_visible_gpus(node):
+    assert [gpu_of(f) for f in run("GD502", node)] == [2]
+    assert [gpu_of(f) for f in run("GD502", node, {"CUDA_VISIBLE_DEVICES": "2"})] == [2]
+    assert run("GD502", node, {"CUDA_VISIBLE_DEVICES": "3,4"}) == []
+
+
+def test_empty_cuda_visible_devices_means_no_gpu(node):
+    assert run("GD502", node, {"CUDA_VISIBLE_DEVICES": ""}) == []
+    assert job_gpus(Facts({"nvml": node, "env": {"CUDA_VISIBLE_DEVICES": ""}})).devices == []
+
+
+def test_gd502_follows_torch_uuids_over_renumbered_indices(node):
+    """SLURM gave the job NVML GPU 2 and renumbered it CUDA device 0: torch's UUID says which one it is."""
+    torch = {"status": "ok", "devices": [{"name": "NVIDIA A100-SXM4-80GB", "uuid": node["gpus"][2]["uuid"][4:]}]}
+    findings = run("GD502", node, {"CUDA_VISIBLE_DEVICES": "0"}, torch=torch)
+    assert [gpu_of(f) for f in findings] == [2] and findings[0].evidence["mapping"] == "uuid"
+    assert "assumed" not in findings[0].message
+
+
+def test_hidden_gpus_are_not_numbered(tmp_path):
+    """ConstrainDevices: NVML counts four GPUs, the job may open 2 and 3, which CUDA calls 0 and 1."""
+    gpus = [{"name": "NVIDIA H100 80GB HBM3", "uuid": f"GPU-{i}{i}{i}{i}{i}{i}{i}{i}-0000-4000-8000-000000000000",
+             "handle_error": "no_permission" if i < 2 else None,
+             "processes": [{"pid": 4190003, "used_bytes": GiB}] if i == 3 else []} for i in range(4)]
+    facts = nvmlsim.collect({"gpus": gpus}, tmp_path)
+    assert [gpu_of(f) for f in run("GD502", facts, {"CUDA_VISIBLE_DEVICES": "1"})] == [3]
+    assert run("GD502", facts, {"CUDA_VISIBLE_DEVICES": "0"}) == []
+    assert run("GD506", facts, {"SLURM_GPUS_ON_NODE": "2"}) == [], "hidden GPUs are not missing GPUs"
+
+
+def test_index_mapping_on_mixed_gpus_is_said_to_be_assumed(tmp_path):
+    gpus = [{"name": name, "uuid": f"GPU-{i}{i}{i}{i}{i}{i}{i}{i}-0000-4000-8000-000000000000",
+             "processes": [{"pid": 4190004, "used_bytes": GiB}]} for i, name in enumerate(["Tesla T4", "NVIDIA L4"])]
+    facts = nvmlsim.collect({"gpus": gpus}, tmp_path)
+    message = run("GD502", facts, {"CUDA_VISIBLE_DEVICES": "1"})[0].message
+    assert "CUDA_DEVICE_ORDER=PCI_BUS_ID" in message
+    exact = run("GD502", facts, {"CUDA_VISIBLE_DEVICES": "1", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"})[0]
+    assert gpu_of(exact) == 1 and "assumed" not in exact.message and "PCI_BUS_ID" not in exact.message
+
+
+# --- MIG: GD501 and GD502 judge the MIG device, not its parent ------------------------------------------
+
+def test_gd501_judges_the_mig_device_memory(node):
+    findings = run("GD501", node, {"CUDA_VISIBLE_DEVICES": MIG_1G}, model=MODEL_1B)
+    assert len(findings) == 1
+    assert findings[0].evidence["memory_bytes"] == 9856 * 1024**2 and "1g.10gb" in findings[0].evidence["gpu"]
+    assert run("GD501", node, {"CUDA_VISIBLE_DEVICES": "0"}, model=MODEL_1B) == [], "80 GB holds 1B"
+
+
+def test_mig_devices_are_what_cuda_numbers(node):
+    """CUDA numbers the six GPUs that answer (0-4, 6), then GPU 7's three MIG devices."""
+    job = job_gpus(Facts({"nvml": node, "env": {"CUDA_VISIBLE_DEVICES": "5,6"}}))
+    assert [d.get("mig", False) for d in job.devices] == [False, True] and job.devices[0]["index"] == 6
+    assert job.devices[1]["name"].endswith("3g.40gb") and job.devices[1]["parent_index"] == 7
+    legacy = f"MIG-{node['gpus'][7]['uuid']}/9/0"  # R450's MIG device names
+    assert job_gpus(Facts({"nvml": node, "env": {"CUDA_VISIBLE_DEVICES": legacy}})).devices[0]["uuid"] == MIG_1G
+
+
+# --- GD405: P2P between the job's GPUs ------------------------------------------------------------------
+
+def test_gd405_judges_p2p_between_the_visible_gpus(pcie):
+    disabled = {"NCCL_P2P_DISABLE": "1"}
+    findings = run("GD405", pcie, dict(disabled, CUDA_VISIBLE_DEVICES="0,1", CUDA_DEVICE_ORDER="PCI_BUS_ID"))
+    assert len(findings) == 1 and "PCIe peer-to-peer" in findings[0].message
+    assert run("GD405", pcie, disabled) == [], "GPUs 0 and 2 cannot do P2P: disabling it costs nothing"
+    assert run("GD405", pcie, dict(disabled, CUDA_VISIBLE_DEVICES="1,2", CUDA_DEVICE_ORDER="PCI_BUS_ID")) == []
+
+
+# --- GD104 and GD107: the visible GPUs and what CUDA numbers ---------------------------------------------
+
+def test_gd104_skips_gpus_the_job_does_not_see(tmp_path):
+    gpus = [{"name": "Tesla V100-SXM2-32GB", "uuid": "GPU-11111111-0000-4000-8000-000000000000", "cc": "7.0"},
+            {"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-22222222-0000-4000-8000-000000000000", "cc": "9.0"}]
+    facts = nvmlsim.collect({"gpus": gpus}, tmp_path)
+    torch = {"status": "ok", "version": "2.8.0+cu128", "cuda": "12.8", "arch_list": ["sm_80", "sm_90"]}
+    assert [f.evidence["cc"] for f in run("GD104", facts, torch=torch)] == ["7.0"]
+    assert run("GD104", facts, {"CUDA_VISIBLE_DEVICES": "GPU-22222222"}, torch=torch) == []
+
+
+def test_gd107_counts_the_devices_cuda_numbers(node):
+    assert run("GD107", node, {"CUDA_VISIBLE_DEVICES": "8"}) == [], "7 GPUs + 3 MIG devices: index 8 exists"
+    assert "does not exist" in run("GD107", node, {"CUDA_VISIBLE_DEVICES": "9"})[0].message
+    assert run("GD107", node, {"CUDA_VISIBLE_DEVICES": MIG_1G}) == []
