@@ -45,14 +45,16 @@ MAX_DEPTH = 16  # nesting of all/any/not
 KNOWN_KEYS: Dict[str, Tuple[str, ...]] = {
     "host": ("hostname", "os", "distro", "arch", "python", "cpu_count", "ram_total_bytes", "ram_available_bytes",
              "shm_bytes", "ulimit_memlock", "ulimit_nofile", "interfaces", "ib_devices", "in_container", "libaio"),
-    "nvml": ("status", "error_kind", "error", "kernel_module", "driver_version", "cuda_driver_version", "gpus"),
+    "nvml": ("status", "error_kind", "error", "kernel_module", "driver_version", "cuda_driver_version", "gpus",
+             "hidden_gpus", "p2p_supported"),
     "nvcc": ("path", "version", "build", "cuda_home", "cuda_path", "toolkits"),
     "torch": ("status", "error", "python", "python_version", "version", "cuda", "hip", "cudnn", "nccl",
               "cuda_available", "device_count", "arch_list", "devices", "warnings", "deepspeed", "ninja"),
 }
-GPU_KEYS = ("index", "name", "uuid", "pci_bus_id", "cc", "memory_total_bytes", "memory_used_bytes", "ecc_enabled",
-            "ecc_uncorrected_volatile", "ecc_uncorrected_aggregate", "retired_pages_pending",
-            "remapped_rows_pending", "remapped_rows_failure", "mig_enabled", "nvlink_active_links", "processes")
+GPU_KEYS = ("index", "name", "uuid", "pci_bus_id", "minor_number", "cc", "memory_total_bytes", "memory_used_bytes",
+            "memory_reserved_bytes", "ecc_enabled", "ecc_uncorrected_volatile", "ecc_uncorrected_aggregate",
+            "retired_pages_pending", "remapped_rows_pending", "remapped_rows_failure", "mig_enabled", "mig_devices",
+            "nvlink_active_links", "p2p_read_peers", "processes", "error_kind", "error")
 # Groups `gpudoctor lint` can fill from job files alone: a rule reading only these runs there too.
 FILE_GROUPS = {"env_sources", "requests", "scripts", "ds_config", "inputs", "model"}
 RULE_KEYS = {"id", "name", "severity", "summary", "message", "require", "forbid", "fix", "docs", "host"}

@@ -26,6 +26,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 HERE = Path(__file__).resolve().parent
 SOURCE = HERE / "fake_nvml.c"
 NODES = HERE / "nodes"
@@ -37,14 +39,14 @@ P2P = {"ok": 0, "chipset_not_supported": 1, "gpu_not_supported": 2, "topology_no
 _built: dict = {}
 
 
-class CompilerMissing(RuntimeError):
-    pass
-
-
 def compiler() -> str:
+    """The system C compiler; without one the simulator tests skip (fail under CI, which installs gcc)."""
     found = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
     if not found:
-        raise CompilerMissing("no C compiler (cc) to build the simulated libnvidia-ml.so.1")
+        message = "no C compiler (cc) to build the simulated libnvidia-ml.so.1 (apt-get install gcc)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
     return found
 
 
