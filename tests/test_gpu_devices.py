@@ -2,9 +2,16 @@
 CUDA's devices are mapped onto NVML's by UUID where torch recorded them, else from CUDA_VISIBLE_DEVICES, with the
 hidden GPUs of a SLURM cgroup left out and a MIG-partitioned GPU seen as its MIG devices."""
 
+import json
+import os
+import re
+import shutil
+import subprocess
+
 import pytest
 
 import nvmlsim
+from conftest import ROOT, gpudoctor_cmd
 from gpudoctor.catalog import find_rule
 from gpudoctor.checks.devices import job_gpus
 from gpudoctor.engine import evaluate
@@ -139,3 +146,26 @@ def test_gd107_counts_the_devices_cuda_numbers(node):
     assert run("GD107", node, {"CUDA_VISIBLE_DEVICES": "8"}) == [], "7 GPUs + 3 MIG devices: index 8 exists"
     assert "does not exist" in run("GD107", node, {"CUDA_VISIBLE_DEVICES": "9"})[0].message
     assert run("GD107", node, {"CUDA_VISIBLE_DEVICES": MIG_1G}) == []
+
+
+# --- the recorded node and its documentation ------------------------------------------------------------
+
+LOST_GPU_FIXTURE = ROOT / "fixtures" / "machines" / "a100x8-lost-gpu.json"
+
+
+def test_lost_gpu_fixture_is_what_the_probe_records(node):
+    """fixtures/machines/a100x8-lost-gpu.json holds the probe's facts on the simulated node (kernel module aside)."""
+    recorded = json.loads(LOST_GPU_FIXTURE.read_text())["facts"]["nvml"]
+    assert dict(recorded, kernel_module=None) == node
+
+
+def test_docs_gpu_example_is_real_output(tmp_path):
+    command = "gpudoctor check --snapshot a100x8-lost-gpu.json --select GD5"
+    shutil.copy(LOST_GPU_FIXTURE, tmp_path / "a100x8-lost-gpu.json")
+    done = subprocess.run(gpudoctor_cmd() + command.split()[1:] + ["--no-color"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=60,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="110"))
+    documented = (ROOT / "docs" / "gpu.md").read_text().split(f"$ {command}\n", 1)[1].split("```", 1)[0]
+    normal = [re.sub(r"\d+ passed", "N passed", re.sub(r"\d+\.\d s\n", "T s\n", text)).rstrip()
+              for text in (documented, done.stdout)]
+    assert normal[0] == normal[1]

@@ -38,8 +38,13 @@ def machine_line(facts: Facts) -> str:
     gpus = facts.get("nvml.gpus", None)
     counted = Counter()
     for gpu in gpus or []:
+        if gpu.get("error_kind"):
+            counted["GPU lost" if gpu["error_kind"] == "gpu_lost" else f"GPU failing ({gpu['error_kind']})"] += 1
+            continue
         cc = gpu_cc(gpu)
-        detail = ", ".join(x for x in (f"sm_{cc.replace('.', '')}" if cc else "", size(gpu_memory_bytes(gpu))) if x)
+        detail = ", ".join(x for x in (f"sm_{cc.replace('.', '')}" if cc else "", size(gpu_memory_bytes(gpu)),
+                                       plural(len(gpu.get("mig_devices", [])), "MIG device") if gpu.get(
+                                           "mig_enabled") else "") if x)
         counted[f"{gpu.get('name', 'GPU')} ({detail})"] += 1
     parts.extend(f"{count}× {name}" for name, count in counted.items())
     if gpus is None:
