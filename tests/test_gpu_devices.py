@@ -142,6 +142,15 @@ def test_gd104_skips_gpus_the_job_does_not_see(tmp_path):
     assert run("GD104", facts, {"CUDA_VISIBLE_DEVICES": "GPU-22222222"}, torch=torch) == []
 
 
+def test_gd201_judges_bf16_on_the_visible_gpus(tmp_path):
+    gpus = [{"name": "Tesla V100-SXM2-32GB", "uuid": "GPU-11111111-0000-4000-8000-000000000000", "cc": "7.0"},
+            {"name": "NVIDIA A100-SXM4-80GB", "uuid": "GPU-22222222-0000-4000-8000-000000000000", "cc": "8.0"}]
+    facts = nvmlsim.collect({"gpus": gpus}, tmp_path)
+    requests = {"bf16": [{"source": "train.py", "line": 40, "what": "TrainingArguments(bf16=True)"}]}
+    assert [f.evidence["gpus"] for f in run("GD201", facts, requests=requests)] == ["Tesla V100-SXM2-32GB (sm_70)"]
+    assert run("GD201", facts, {"CUDA_VISIBLE_DEVICES": "GPU-22222222"}, requests=requests) == []
+
+
 def test_gd107_counts_the_devices_cuda_numbers(node):
     assert run("GD107", node, {"CUDA_VISIBLE_DEVICES": "8"}) == [], "7 GPUs + 3 MIG devices: index 8 exists"
     assert "does not exist" in run("GD107", node, {"CUDA_VISIBLE_DEVICES": "9"})[0].message

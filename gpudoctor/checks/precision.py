@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gpudoctor.checks import check
+from gpudoctor.checks.devices import job_gpus
 from gpudoctor.facts import MissingFact
 from gpudoctor.knowledge import gpu_cc, version
 from gpudoctor.model import Severity
@@ -11,10 +12,8 @@ ENV_REQUESTS = ("ACCELERATE_MIXED_PRECISION",)
 
 
 def _gpus_with_cc(facts) -> list:
-    """[(gpu, cc)] of the machine's GPUs; unknown when a GPU's compute capability cannot be found."""
-    gpus = facts.get("nvml.gpus", None)
-    if gpus is None:
-        gpus = facts.get("torch.devices", None)
+    """[(gpu, cc)] of the GPUs the job uses; unknown when a GPU's compute capability cannot be found."""
+    gpus = job_gpus(facts).devices if facts.get("nvml.gpus", None) is not None else facts.get("torch.devices", None)
     if gpus is None:
         if facts.get("nvml.status", None) == "unavailable":
             return []
