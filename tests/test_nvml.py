@@ -2,6 +2,7 @@
 of a node, and the real probe child runs on it through nvidia-ml-py and ctypes, as on a GPU node. pytest-mock is
 kept for what a library cannot express: the kernel module's /proc file and a missing nvidia-ml-py."""
 
+import ctypes
 import json
 import os
 import subprocess
@@ -105,7 +106,7 @@ def test_optional_tells_unsupported_from_lost_and_lets_bugs_through():
     assert nvml_child._optional(pynvml, raises(pynvml.NVMLLibraryMismatchError("no _v3"))) is None
     with pytest.raises(nvml_child.GpuLost):
         nvml_child._optional(pynvml, raises(pynvml.NVMLError(pynvml.NVML_ERROR_GPU_IS_LOST)))
-    for bug in (TypeError("wrong type"), __import__("ctypes").ArgumentError("argument 3: wrong type")):
+    for bug in (TypeError("wrong type"), ctypes.ArgumentError("argument 3: wrong type")):
         with pytest.raises(type(bug)):
             nvml_child._optional(pynvml, raises(bug))
 
@@ -145,6 +146,14 @@ def test_processes_on_every_driver(collect, driver, missing):
     node = h100s(1, processes=[{"pid": 4190007, "used_bytes": 3 * GiB}])
     node["missing_symbols"] = missing
     assert collect(node)["gpus"][0]["processes"] == [{"pid": 4190007, "name": None, "used_bytes": 3 * GiB}]
+
+
+@pytest.mark.parametrize("struct", ["nvmlPciInfo_t", "c_nvmlMemory_t", "c_nvmlMemory_v2_t", "c_nvmlProcessInfo_v2_t",
+                                    "c_nvmlDeviceAttributes"])
+def test_simulator_structs_have_pynvml_layout(tmp_path, struct):
+    library = ctypes.CDLL(str(nvmlsim.build(tmp_path) / "libnvidia-ml.so.1"))
+    library.fake_nvml_struct_size.restype = ctypes.c_ulong
+    assert library.fake_nvml_struct_size(struct.encode()) == ctypes.sizeof(getattr(pynvml, struct))
 
 
 def test_simulated_old_driver_really_lacks_the_symbol(tmp_path):

@@ -61,6 +61,13 @@ def cuda_devices(gpus: list) -> list:
     return devices
 
 
+def device_by_uuid(gpus: list, uuid) -> Optional[dict]:
+    """The NVML GPU or MIG device (with its parent's index) whose UUID is `uuid`, written as NVML does (GPU-…,
+    MIG-…) or as torch does (bare); None when no device has it. For bench: a CUDA device's MIG facts."""
+    key = _key(uuid)
+    return next((d for d in _all_devices(gpus) if key and _key(d.get("uuid")) == key), None)
+
+
 def _by_uuid(gpus: list, wanted: str) -> Optional[dict]:
     """The GPU or MIG device whose UUID `wanted` names (CUDA accepts a unique prefix)."""
     legacy = _LEGACY_MIG.match(wanted)
@@ -107,8 +114,7 @@ def _from_torch(facts, gpus: list) -> Optional[JobGpus]:
     torch_devices = facts.get("torch.devices", None) or []
     if not torch_devices or not all(d.get("uuid") for d in torch_devices):
         return None
-    by_key = {_key(d.get("uuid")): d for d in _all_devices(gpus) if d.get("uuid")}
-    chosen = [by_key.get(_key(d["uuid"])) for d in torch_devices]
+    chosen = [device_by_uuid(gpus, d["uuid"]) for d in torch_devices]
     if None in chosen:
         return None  # torch sees a device NVML does not: fall back to the environment
     return JobGpus(chosen, "uuid")

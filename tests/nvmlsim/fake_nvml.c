@@ -407,3 +407,13 @@ int nvmlDeviceGetAttributes_v2(device_t *d, attributes_t *attributes) {
     attributes->memorySizeMB = d->mem_total >> 20;
     return SUCCESS;
 }
+
+/* sizeof of each struct this file shares with pynvml, for the layout test (tests/test_nvml.py). */
+unsigned long fake_nvml_struct_size(const char *name) {
+    if (!strcmp(name, "nvmlPciInfo_t")) return sizeof(pci_info_t);
+    if (!strcmp(name, "c_nvmlMemory_t")) return sizeof(memory_v1_t);
+    if (!strcmp(name, "c_nvmlMemory_v2_t")) return sizeof(memory_v2_t);
+    if (!strcmp(name, "c_nvmlProcessInfo_v2_t")) return sizeof(process_v2_t);
+    if (!strcmp(name, "c_nvmlDeviceAttributes")) return sizeof(attributes_t);
+    return 0;
+}
