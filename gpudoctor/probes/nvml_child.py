@@ -96,7 +96,7 @@ def _processes_v1(nvml, handle):
 
 
 def _running_processes(nvml, handle):
-    """Compute processes on a GPU or MIG device: _v3 (R510+), else _v2 (R470), else v1."""
+    """Compute processes on a GPU or MIG device: _v3, else _v2, else v1 (drivers before R510 lack _v3)."""
     for name in PROCESS_QUERIES:
         query = getattr(nvml, name, None)
         if query is None:  # an nvidia-ml-py older than the entry point
