@@ -56,6 +56,16 @@ def test_gd506_reports_the_lost_gpu(node):
     assert "GPU is lost" in findings[0].message and "reboot" in findings[0].fix.summary.lower()
 
 
+def test_live_check_on_the_simulated_node_drains_it(tmp_path):
+    """`gpudoctor check` end to end, its NVML probe loading the simulated driver as on the node."""
+    env = nvmlsim.node_env(nvmlsim.load_node("a100x8_lost_mig"), tmp_path)
+    done = subprocess.run(gpudoctor_cmd() + ["check", "--quick", "--select", "GD506,GD001", "--format", "json"],
+                          env=env, capture_output=True, text=True, timeout=120)
+    report = json.loads(done.stdout)
+    assert [(f["rule"], f["evidence"]["gpu"]) for f in report["findings"]] == [("GD506", 5)], done.stderr
+    assert done.returncode == 1
+
+
 def test_gd506_passes_a_node_without_a_bad_gpu(node):
     healthy = dict(node, gpus=[g for g in node["gpus"] if g["index"] != 5])
     assert run("GD506", healthy) == []
