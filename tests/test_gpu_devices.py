@@ -92,6 +92,20 @@ def test_gd502_follows_torch_uuids_over_renumbered_indices(node):
     assert "assumed" not in findings[0].message
 
 
+def test_torch_probe_records_each_device_uuid(mocker):
+    """torch's device properties carry the CUDA device's UUID (a CPU build cannot show it: a stand-in torch)."""
+    from gpudoctor.probes import torch_child
+
+    props = mocker.Mock(major=8, minor=0, total_memory=80 * GiB, uuid="5f9e0d23-c4a1-4b76-8e05-9d3f2a1b6c03")
+    props.name = "NVIDIA A100-SXM4-80GB"
+    torch = mocker.Mock()
+    torch.cuda.is_available.return_value, torch.cuda.device_count.return_value = True, 1
+    torch.cuda.get_device_properties.return_value = props
+    facts = {}
+    torch_child._cuda_facts(torch, facts)
+    assert facts["devices"][0]["uuid"] == "5f9e0d23-c4a1-4b76-8e05-9d3f2a1b6c03"
+
+
 def test_hidden_gpus_are_not_numbered(tmp_path):
     """ConstrainDevices: NVML counts four GPUs, the job may open 2 and 3, which CUDA calls 0 and 1."""
     gpus = [{"name": "NVIDIA H100 80GB HBM3", "uuid": f"GPU-{i}{i}{i}{i}{i}{i}{i}{i}-0000-4000-8000-000000000000",

@@ -194,7 +194,8 @@ def gpu_arch_not_in_torch(facts, rule):
     if runtime is None:
         return
     facts.get("nvml.gpus")  # unknown without NVML
-    gpus = job_gpus(facts).devices
+    job = job_gpus(facts)
+    gpus = job.devices
     if not gpus:
         return
     archs, known_from = _arch_list(facts, runtime)
@@ -211,7 +212,8 @@ def gpu_arch_not_in_torch(facts, rule):
                   else "a torch built for a newer CUDA (cu128 or later for Blackwell)")
         yield rule.finding(
             f"{gpu.get('name', 'GPU')} is {sm}, but torch {facts.get('torch.version')} ships kernels for "
-            f"{' '.join(archs) or 'no GPU arch'}: 'no kernel image is available for execution on the device'",
+            f"{' '.join(archs) or 'no GPU arch'}: 'no kernel image is available for execution on the device'"
+            f"{job.note()}",
             evidence={"gpu": gpu.get("name"), "cc": cc, "arch_list": archs, "arch_list_from": known_from},
             fix=rule.fix(f"Install {advice}, or build torch with TORCH_CUDA_ARCH_LIST={cc}."),
         )

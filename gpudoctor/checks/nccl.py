@@ -452,7 +452,8 @@ def _p2p_between(facts, gpus: list):
 @check("GD405")
 def nccl_p2p_disabled(facts, rule):
     facts.get("nvml.gpus")  # unknown without NVML
-    gpus = job_gpus(facts).devices
+    job = job_gpus(facts)
+    gpus = job.devices
     if len(gpus) < 2:
         return []
     driver = facts.get("nvml.driver_version", None)
@@ -486,7 +487,7 @@ def nccl_p2p_disabled(facts, rule):
         raise MissingFact("nvml.p2p_supported")
     return [rule.finding(
         f"NCCL_P2P_DISABLE={value} on {len(gpus)} x {', '.join(names)} with {how}: intra-node traffic goes through "
-        "host memory instead, a large all-reduce bandwidth loss (NCCL lists it as a debugging variable)",
+        f"host memory instead, a large all-reduce bandwidth loss (NCCL lists it as a debugging variable){job.note()}",
         location=location, evidence={"gpus": names, "nvlink_active_links": links, "p2p_supported": p2p},
         fix=rule.fix("Remove NCCL_P2P_DISABLE (if it was a workaround for a hang, find the cause: ACS/IOMMU settings, "
                      "a broken driver); check the gain with `gpudoctor bench nccl`.", "unsafe",
