@@ -136,6 +136,12 @@ def test_gd501_judges_the_mig_device_memory(node):
     assert run("GD501", node, {"CUDA_VISIBLE_DEVICES": "0"}, model=MODEL_1B) == [], "80 GB holds 1B"
 
 
+def test_kubernetes_mig_selection(node):
+    """NVIDIA_VISIBLE_DEVICES=MIG-… (the device plugin's choice) with no CUDA_VISIBLE_DEVICES: that MIG device."""
+    findings = run("GD501", node, {"NVIDIA_VISIBLE_DEVICES": MIG_1G}, model=MODEL_1B)
+    assert [f.evidence["memory_bytes"] for f in findings] == [9856 * 1024**2]
+
+
 def test_mig_devices_are_what_cuda_numbers(node):
     """CUDA numbers the six GPUs that answer (0-4, 6), then GPU 7's three MIG devices."""
     job = job_gpus(Facts({"nvml": node, "env": {"CUDA_VISIBLE_DEVICES": "5,6"}}))

@@ -21,7 +21,7 @@ class JobGpus:
     """The devices a job's CUDA sees, as NVML fact dicts (GPUs, or MIG devices with `parent_index`)."""
 
     devices: List[dict]
-    basis: str  # "uuid" (CUDA's own UUIDs), "cuda_visible_devices", "all", "none"
+    basis: str  # "uuid" (CUDA's own UUIDs), "cuda_visible_devices", "nvidia_visible_devices", "all", "none"
     assumption: Optional[str] = None  # why the CUDA↔NVML mapping is only assumed, when it is
 
     def note(self) -> str:
@@ -131,4 +131,9 @@ def job_gpus(facts) -> JobGpus:
         return matched
     if visible is not None:
         return _from_visible(facts, visible, gpus)
+    runtime = [e.strip() for e in (facts.env("NVIDIA_VISIBLE_DEVICES") or "").split(",") if e.strip()]
+    if runtime and all(e.startswith(("GPU-", "MIG-")) for e in runtime):
+        chosen = _from_visible(facts, ",".join(runtime), gpus).devices
+        if len(chosen) == len(runtime):  # the container runtime's selection (Kubernetes' device plugin)
+            return JobGpus(chosen, "nvidia_visible_devices")
     return JobGpus(cuda_devices(gpus), "all")
