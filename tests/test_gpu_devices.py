@@ -74,7 +74,7 @@ def test_gd506_passes_a_node_without_a_bad_gpu(node):
 # --- GD502: the job's devices only --------------------------------------------------------------------
 
 def test_gd502_judges_the_visible_gpus(node):
-    assert [gpu_of(f) for f in run("GD502", node)] == [2]
+    assert [gpu_of(f) for f in run("GD502", node)] == [2, 7], "GPU 2 and the MIG 1g.10gb device on GPU 7"
     assert [gpu_of(f) for f in run("GD502", node, {"CUDA_VISIBLE_DEVICES": "2"})] == [2]
     assert run("GD502", node, {"CUDA_VISIBLE_DEVICES": "3,4"}) == []
 
@@ -134,6 +134,13 @@ def test_gd501_judges_the_mig_device_memory(node):
     assert len(findings) == 1
     assert findings[0].evidence["memory_bytes"] == 9856 * 1024**2 and "1g.10gb" in findings[0].evidence["gpu"]
     assert run("GD501", node, {"CUDA_VISIBLE_DEVICES": "0"}, model=MODEL_1B) == [], "80 GB holds 1B"
+
+
+def test_gd502_on_a_mig_device_counts_its_used_memory(node):
+    """NVML gives no per-process memory in MIG mode: the MIG device's used memory is what its process holds."""
+    findings = run("GD502", node, {"CUDA_VISIBLE_DEVICES": MIG_1G})
+    assert [f.evidence["held_bytes"] for f in findings] == [6 * GiB] and "1g.10gb" in findings[0].message
+    assert run("GD502", node, {"CUDA_VISIBLE_DEVICES": "MIG-0e5c7a9d"}) == [], "the 3g.40gb device is free"
 
 
 def test_kubernetes_mig_selection(node):

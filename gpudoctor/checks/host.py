@@ -51,16 +51,29 @@ def memlock_too_low(facts, rule):
                      "restart slurmd so jobs inherit it)."))
 
 
+def _occupants(device: dict):
+    """(processes holding memory on a GPU or MIG device, bytes they hold). In MIG mode NVML gives no per-process
+    memory: then the device's used memory is what its processes hold."""
+    processes = device.get("processes", [])
+    busy = [p for p in processes if (p.get("used_bytes") or 0) > 0]
+    if busy:
+        return busy, sum(p["used_bytes"] for p in busy)
+    unmeasured = [p for p in processes if p.get("used_bytes") is None]
+    if unmeasured and device.get("mig") and (device.get("memory_used_bytes") or 0) > 0:
+        return unmeasured, device["memory_used_bytes"]
+    return [], 0
+
+
 @check("GD502")
 def gpu_memory_occupied(facts, rule):
     facts.get("nvml.gpus")  # unknown without NVML
     job = job_gpus(facts)
     for gpu in job.devices:
-        busy = [p for p in gpu.get("processes", []) if (p.get("used_bytes") or 0) > 0]
+        busy, held = _occupants(gpu)
         if not busy:
             continue
-        held = sum(p["used_bytes"] for p in busy)
         who = ", ".join(f"pid {p.get('pid')} {p.get('name') or ''} {size(p['used_bytes'])}".replace("  ", " ")
+                        if p.get("used_bytes") else f"pid {p.get('pid')} {p.get('name') or ''}".strip()
                         for p in busy[:3])
         yield rule.finding(
             f"GPU {gpu.get('index')} ({gpu.get('name')}) has {size(held)} held by other processes ({who}): the job "
