@@ -152,6 +152,21 @@ def find_rule(rule_id: str) -> Optional[Rule]:
     return next((rule for rule in load_catalog() if rule.id == wanted), None)
 
 
+def unmatched_code(codes: Iterable[str], rule_ids: Iterable[str]) -> Optional[str]:
+    """Why the first of `codes` (rule IDs or prefixes, as --select/--ignore take them) that matches no rule is
+    wrong, naming the closest real IDs; None when every code matches a rule."""
+    import difflib
+
+    rule_ids = sorted(set(rule_ids))
+    for code in (c.strip() for c in codes if c.strip()):
+        if any(rule_id.startswith(code.upper()) for rule_id in rule_ids):
+            continue
+        close = difflib.get_close_matches(code.upper(), rule_ids, n=3, cutoff=0.6)
+        hint = f"did you mean {', '.join(close)}?" if close else "`gpudoctor rules` lists them"
+        return f"{code!r} matches no rule ({hint})"
+    return None
+
+
 def select_rules(rules: Iterable[Rule], select: Iterable[str] = (), ignore: Iterable[str] = ()) -> list:
     """Prefix selection, most specific prefix wins (flake8's decision engine); on a tie, ignore wins."""
     select = [code.strip().upper() for code in select if code.strip()] or ["GD"]

@@ -65,9 +65,17 @@ def _install_command(cuda: Optional[str]) -> tuple:
     return (f"pip install --force-reinstall torch --index-url https://download.pytorch.org/whl/{wheel_tag(cuda)}",)
 
 
+def _require_torch(facts) -> None:
+    """A torch that is not installed or does not import has no build to judge: the rule is unknown (GD110/GD108
+    say why), never passed."""
+    if facts.get("torch.status", "ok") in ("missing", "broken"):
+        raise MissingFact("torch.cuda")
+
+
 def _torch_cuda(facts) -> Optional[str]:
-    """torch's CUDA runtime (major.minor); None for CPU and ROCm builds or when torch is not installed."""
-    if facts.get("torch.status", "ok") != "ok" or facts.get("torch.hip", None):
+    """torch's CUDA runtime (major.minor); None for CPU and ROCm builds. Unknown when torch is missing or broken."""
+    _require_torch(facts)
+    if facts.get("torch.hip", None):
         return None
     return major_minor(facts.get("torch.cuda"))
 
@@ -136,6 +144,7 @@ def nvcc_torch_mismatch(facts, rule):
 
 @check("GD103")
 def torch_cpu_only(facts, rule):
+    _require_torch(facts)
     if facts.get("torch.status") != "ok" or facts.get("torch.cuda") is not None or facts.get("torch.hip", None):
         return
     gpus = facts.get("nvml.gpus", None)
@@ -244,20 +253,25 @@ DRIVER_FIXES = {
 
 @check("GD105")
 def driver_unusable(facts, rule):
-    status = facts.get("nvml.status")
+    """The node's part: NVML, the driver, its kernel module and device nodes (no torch needed)."""
     kind = facts.get("nvml.error_kind", None)
-    if status == "error" and kind in DRIVER_FIXES:
-        what, how = DRIVER_FIXES[kind]
-        yield rule.finding(
-            f"{what}: {facts.get('nvml.error', None) or kind}",
-            evidence={"error_kind": kind, "error": facts.get("nvml.error", None),
-                      "kernel_module": facts.get("nvml.kernel_module", None)},
-            fix=rule.fix(how, commands=(RELOAD_MODULES,) if kind == "driver_mismatch" else ()))
+    if facts.get("nvml.status") != "error" or kind not in DRIVER_FIXES:
         return
+    what, how = DRIVER_FIXES[kind]
+    yield rule.finding(
+        f"{what}: {facts.get('nvml.error', None) or kind}",
+        evidence={"error_kind": kind, "error": facts.get("nvml.error", None),
+                  "kernel_module": facts.get("nvml.kernel_module", None)},
+        fix=rule.fix(how, commands=(RELOAD_MODULES,) if kind == "driver_mismatch" else ()))
+
+
+@check("GD109")
+def torch_cuda_unavailable(facts, rule):
+    """The job's part: the node is usable, yet the job's torch cannot reach CUDA."""
     runtime = _torch_cuda(facts)
-    if status != "ok" or runtime is None or facts.get("torch.cuda_available", True) is not False:
+    if facts.get("nvml.status") != "ok" or runtime is None or facts.get("torch.cuda_available") is not False:
         return
-    if not facts.get("nvml.gpus", None) or facts.env("CUDA_VISIBLE_DEVICES") is not None:
+    if not facts.get("nvml.gpus") or facts.env("CUDA_VISIBLE_DEVICES") is not None:
         return  # nothing to use, or GD107 judges the device selection
     if not driver_supports(facts.get("nvml.driver_version", None), driver_cuda(facts), runtime):
         return  # GD101 explains it
@@ -337,6 +351,18 @@ def cuda_visible_devices_invalid(facts, rule):
             yield rule.finding(f"CUDA_VISIBLE_DEVICES={value!r}: {problem}{dropped}",
                                evidence={"CUDA_VISIBLE_DEVICES": value, "gpus": len(gpus)}, fix=fix_unset)
             return
+
+
+@check("GD110")
+def torch_not_installed(facts, rule):
+    if facts.get("torch.status") != "missing":
+        return
+    python = facts.get("torch.python", None) or "the job's interpreter"
+    yield rule.finding(
+        f"torch is not installed in {python}: the rules about the torch build could not run (unknown, not passed)",
+        evidence={"python": python, "error": facts.get("torch.error", None)},
+        fix=rule.fix("Point --python at the interpreter the job runs (its venv's or conda env's bin/python), or "
+                     "install torch there."))
 
 
 @check("GD108")

@@ -7,7 +7,7 @@ import io
 import sys
 from contextlib import contextmanager
 
-from gpudoctor.catalog import load_catalog, select_rules
+from gpudoctor.catalog import load_catalog, select_rules, unmatched_code
 from gpudoctor.model import Severity
 from gpudoctor.render import FORMATS
 
@@ -49,9 +49,14 @@ def policy_rules(args: argparse.Namespace) -> tuple:
 
 def selected_rules(args: argparse.Namespace, host: bool = True) -> list:
     site = policy_rules(args)
+    known = load_catalog() + site
+    for flag, value in (("--select", args.select), ("--ignore", args.ignore)):
+        problem = unmatched_code(value.split(","), [rule.id for rule in known])
+        if problem:
+            raise UsageError(f"{flag}: {problem}")
     # by default every rule runs: the catalog's (GD) and the policy's, by their letters (SITE) so --ignore can narrow
     select = args.select.split(",") if args.select.strip() else ["GD"] + [rule.id.rstrip("0123456789") for rule in site]
-    rules = select_rules(load_catalog() + site, select, args.ignore.split(","))
+    rules = select_rules(known, select, args.ignore.split(","))
     if not host:
         rules = [rule for rule in rules if not rule.host]
     return rules

@@ -122,8 +122,11 @@ def _render(report: Report, console: Console, quiet: bool) -> None:
         line += f" ({unknown_reasons(facts, report.unknown)})"
     if report.findings:
         console.print()
-    style = "bold red" if summary["error"] else ("bold yellow" if summary["warning"] else "bold green")
-    mark = "✓ " if not summary["error"] and not summary["warning"] else ""
+    judged = bool(summary["passed"] or report.findings)
+    if not judged:
+        line += " · no rule could be evaluated"
+    style = "bold red" if summary["error"] else ("bold yellow" if summary["warning"] or not judged else "bold green")
+    mark = "✓ " if judged and not summary["error"] and not summary["warning"] else ""
     console.print(f" {mark}{escape(line)}", style=style, overflow="fold")
     if any(f.fix and f.fix.env and f.fix.applicability == Applicability.SAFE for f in report.findings):
         from gpudoctor.fix import fix_command
