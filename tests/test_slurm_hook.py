@@ -34,6 +34,7 @@ from conftest import FIXTURES, ROOT
 PROLOG = ROOT / "deploy" / "slurm" / "prolog.sh"
 TASKPROLOG = ROOT / "deploy" / "slurm" / "taskprolog.sh"
 BAD_MACHINE = FIXTURES / "machines" / "k8s-pod-a100x8.json"
+POLICY = FIXTURES / "policies" / "site.toml"
 DAEMONS = ("munged", "slurmctld", "slurmd", "srun", "sinfo", "scontrol", "squeue", "scancel")
 
 
@@ -266,8 +267,9 @@ def test_healthy_node_runs_the_job_and_stays_idle(node, tmp_path):
     assert report["schema"] == "gpudoctor.report/1"
     assert report["source"]["kind"] == "live"
     assert report["summary"]["error"] == 0
-    # the prolog's --select: node rules only
+    # the prolog's --select: node rules only, and none of them needs the job's torch (the slow probe)
     assert {item["rule"][:3] for item in report["findings"] + report["unknown"]} <= {"GD0", "GD1", "GD5"}
+    assert "torch" not in {probe["name"] for probe in report["probes"]}
 
 
 def test_bad_node_is_drained_with_the_gpudoctor_reason_and_the_job_does_not_run(node, tmp_path):
@@ -289,6 +291,24 @@ def test_bad_node_is_drained_with_the_gpudoctor_reason_and_the_job_does_not_run(
     node.configure()
     node.resume()
     assert node.srun("true").returncode == 0
+
+
+def test_a_site_policy_runs_in_the_prolog(node):
+    """GPUDOCTOR_POLICY: the policy's rules run beside GPUDOCTOR_SELECT's and drain with their own reason."""
+    node.configure(GPUDOCTOR_ARGS=f"--snapshot {BAD_MACHINE}", GPUDOCTOR_SELECT="GD105", GPUDOCTOR_POLICY=str(POLICY))
+    assert node.srun("true").returncode != 0
+    reason = node.wait_state("drained")
+    assert reason.startswith("gpudoctor SITE001: driver 535.161.08 is older than the site minimum 550"), reason
+    assert "also SITE004" in reason
+
+
+def test_a_typo_in_the_selection_never_passes_the_node_silently(node):
+    """GPUDOCTOR_SELECT=GD5O6 (a letter O) matches no rule: a usage error, logged with the closest IDs, never an
+    empty check that passes every node."""
+    node.configure(GPUDOCTOR_ARGS=f"--snapshot {BAD_MACHINE}", GPUDOCTOR_SELECT="GD5O6")
+    assert node.srun("true").returncode == 0
+    line = node.last_job()
+    assert "usage error (exit 2" in line and "did you mean GD506" in line, line
 
 
 def test_warning_threshold_is_configurable(node):
@@ -358,3 +378,22 @@ def test_taskprolog_prints_only_protocol_lines_and_survives_a_broken_gpudoctor(n
     node.configure(GPUDOCTOR=str(_stub(tmp_path, "gd", "echo 'export EVIL=1'; echo oops >&2; exit 3")))
     out = subprocess.run([str(TASKPROLOG)], env=env, capture_output=True, text=True, timeout=60)
     assert (out.returncode, out.stdout) == (0, "")
+
+
+def test_taskprolog_never_imports_the_jobs_torch(tmp_path):
+    """The TaskProlog runs once per task: torch's and NCCL's versions come from package metadata (--quick). A torch
+    whose import would leave a mark (and take 30 s) is read, never imported."""
+    package = tmp_path / "site" / "torch"
+    package.mkdir(parents=True)
+    marker = tmp_path / "imported"
+    (package / "__init__.py").write_text(f"open({str(marker)!r}, 'w').close()\nimport time\ntime.sleep(30)\n")
+    (package / "version.py").write_text("__version__ = '2.5.1+cu124'\ncuda = '12.4'\nhip = None\n")
+    conf = tmp_path / "gpudoctor.conf"
+    conf.write_text(f"GPUDOCTOR='{sys.executable} -m gpudoctor'\n")
+    path = os.pathsep.join([str(tmp_path / "site"), str(ROOT), os.environ.get("PYTHONPATH", "")])
+    env = dict(os.environ, NCCL_DEBUG="INFO", GPUDOCTOR_CONF=str(conf), PYTHONPATH=path)
+    started = time.monotonic()
+    out = subprocess.run([str(TASKPROLOG)], env=env, capture_output=True, text=True, timeout=60)
+    assert (out.returncode, out.stdout.splitlines()) == (0, ["export NCCL_DEBUG=WARN"])
+    assert not marker.exists(), "the TaskProlog imported torch"
+    assert time.monotonic() - started < 25

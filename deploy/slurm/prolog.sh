@@ -40,6 +40,7 @@ GPUDOCTOR_TIMEOUT=${GPUDOCTOR_TIMEOUT:-60}               # seconds for the whole
 GPUDOCTOR_PROBE_TIMEOUT=${GPUDOCTOR_PROBE_TIMEOUT:-15}   # seconds per probe (gpudoctor --timeout)
 GPUDOCTOR_LOG_DIR=${GPUDOCTOR_LOG_DIR:-/var/log/gpudoctor}
 GPUDOCTOR_ACTION=${GPUDOCTOR_ACTION:-drain}              # drain | log
+GPUDOCTOR_POLICY=${GPUDOCTOR_POLICY:-}                   # a site policy (TOML): its rules run with GPUDOCTOR_SELECT's
 GPUDOCTOR_ARGS=${GPUDOCTOR_ARGS:-}                       # extra check arguments, e.g. --python /opt/venv/bin/python
 SCONTROL=${SCONTROL:-scontrol}
 
@@ -96,18 +97,37 @@ reason_from_report() {
         }' "$out"
 }
 
+# The rule IDs a site policy defines (`id = "SITE001"` lines), comma-separated: --select is an allowlist, so the
+# policy's rules run only when they are named there.
+policy_ids() {
+    awk '/^[ \t]*id[ \t]*=/ { sub(/^[^=]*=[ \t]*["\047]/, ""); sub(/["\047].*/, ""); ids = ids (ids ? "," : "") $0 }
+         END { print ids }' "$1"
+}
+
 # --- run the check ---------------------------------------------------------------------------------------------
+select=$GPUDOCTOR_SELECT
+if [ -n "$GPUDOCTOR_POLICY" ]; then
+    ids=$(policy_ids "$GPUDOCTOR_POLICY" 2>/dev/null)
+    if [ -z "$ids" ]; then
+        log "policy $GPUDOCTOR_POLICY: unreadable or no rule ids: node not checked, job allowed"
+        exit 0
+    fi
+    select=${select:+$select,}$ids
+    set -- --policy "$GPUDOCTOR_POLICY"
+else
+    set --
+fi
 set -f  # GPUDOCTOR and GPUDOCTOR_ARGS are split into words on purpose, never globbed
 # shellcheck disable=SC2086
-set -- $GPUDOCTOR
+set -- $GPUDOCTOR check "$@"
 if ! command -v "$1" >/dev/null 2>&1; then
     log "gpudoctor not found ($1): node not checked, job allowed"
     exit 0
 fi
 rm -f "$out"
 # shellcheck disable=SC2086
-timeout -k 5 "$GPUDOCTOR_TIMEOUT" "$@" check --format json --output "$out" \
-    --select "$GPUDOCTOR_SELECT" --ignore "$GPUDOCTOR_IGNORE" --fail-on "$GPUDOCTOR_FAIL_ON" \
+timeout -k 5 "$GPUDOCTOR_TIMEOUT" "$@" --format json --output "$out" \
+    --select "$select" --ignore "$GPUDOCTOR_IGNORE" --fail-on "$GPUDOCTOR_FAIL_ON" \
     --timeout "$GPUDOCTOR_PROBE_TIMEOUT" $GPUDOCTOR_ARGS </dev/null >/dev/null 2>"$err"
 rc=$?
 set +f

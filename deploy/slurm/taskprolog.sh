@@ -31,7 +31,8 @@ set -f
 set -- $GPUDOCTOR
 command -v "$1" >/dev/null 2>&1 || exit 0
 # shellcheck disable=SC2086
-fixes=$(timeout -k 5 "$GPUDOCTOR_TASK_TIMEOUT" "$@" fix --format slurm --quiet \
+# --quick: torch's and NCCL's versions from package metadata, never `import torch` (seconds, once per task)
+fixes=$(timeout -k 5 "$GPUDOCTOR_TASK_TIMEOUT" "$@" fix --format slurm --quiet --quick \
     --select "$GPUDOCTOR_TASK_SELECT" $GPUDOCTOR_TASK_ARGS </dev/null 2>/dev/null)
 # 0: done; 1: a conflict was left alone (the other changes still stand); anything else: print nothing
 case $? in 0 | 1) ;; *) exit 0 ;; esac
