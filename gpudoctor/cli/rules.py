@@ -6,9 +6,6 @@ import argparse
 import json
 import sys
 
-from rich.console import Console
-from rich.markup import escape
-
 from gpudoctor.catalog import find_rule, load_catalog
 from gpudoctor.cli.common import UsageError, add_policy_option, policy_rules
 
@@ -53,6 +50,9 @@ def run_explain(args: argparse.Namespace) -> int:
         json.dump(rule_json(rule, full=True), sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write("\n")
         return 0
+    from rich.console import Console  # only here: every other command starts without rich
+    from rich.markup import escape
+
     console = Console(highlight=False, emoji=False)
     console.print(f"[bold]{rule.id} {rule.name}[/] ({rule.severity}, {rule.family})")
     console.print(escape(rule.summary))

@@ -11,7 +11,8 @@ import traceback
 import warnings
 
 
-def _distribution_version(name):
+def _metadata_version(name):
+    """A distribution's version through importlib.metadata (importing it costs ~0.1 s: the slow path)."""
     try:
         from importlib import metadata
     except ImportError:  # Python < 3.8
@@ -24,6 +25,36 @@ def _distribution_version(name):
         return metadata.version(name)
     except metadata.PackageNotFoundError:
         return None
+
+
+def _distribution_version(name):
+    """A distribution's version from its `<name>-<version>.dist-info` folder on sys.path, found as importlib.metadata
+    finds it (the first sys.path entry that has it wins) but without importing importlib.metadata. Anything unusual
+    (a versionless .egg-info, a zip on sys.path) takes the slow path."""
+    import os
+    import re
+    normal = re.sub(r"[-_.]+", "_", name).lower()
+    for entry in sys.path:
+        folder = entry or "."
+        if not os.path.isdir(folder):
+            if os.path.isfile(folder):  # a zip or an egg: let importlib.metadata look inside
+                return _metadata_version(name)
+            continue
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            continue
+        for item in names:
+            stem, dot, kind = item.rpartition(".")
+            if kind not in ("dist-info", "egg-info"):
+                continue
+            dist, _, version = stem.partition("-")
+            if re.sub(r"[-_.]+", "_", dist).lower() != normal:
+                continue
+            if kind == "dist-info" and version:
+                return version
+            return _metadata_version(name)
+    return None
 
 
 def _module_literals(path):

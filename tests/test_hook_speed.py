@@ -1,0 +1,37 @@
+"""What keeps the pre-job hooks fast, checked for being right: package versions read from the dist-info folders
+(as importlib.metadata finds them, without importing it), and the node check never starting the torch probe."""
+
+import importlib.util
+import json
+import subprocess
+from importlib import metadata
+
+from conftest import ROOT, gpudoctor_cmd
+
+
+def _torch_child():
+    spec = importlib.util.spec_from_file_location("torch_child", ROOT / "gpudoctor" / "probes" / "torch_child.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_versions_from_dist_info_folders_match_importlib_metadata():
+    child = _torch_child()
+    names = {dist.metadata["Name"] for dist in metadata.distributions() if dist.metadata["Name"]}
+    assert len(names) > 20
+    for name in sorted(names) + ["no-such-distribution", "nvidia-nccl-cu13"]:
+        try:
+            expected = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            expected = None
+        assert child._distribution_version(name) == expected, name
+
+
+def test_the_prolog_selection_needs_no_torch():
+    """GD105 and the GD5xx rules judge the node: the Prolog's check starts no torch probe."""
+    result = subprocess.run(gpudoctor_cmd() + ["check", "--select", "GD105,GD5", "--format", "json"],
+                            capture_output=True, text=True, timeout=60, cwd=ROOT)
+    report = json.loads(result.stdout)
+    assert result.returncode == 0, result.stderr
+    assert {probe["name"] for probe in report["probes"]} == {"nvml", "env", "system"}
