@@ -85,4 +85,5 @@ def evaluate(snapshot: Snapshot, rules: Sequence[Rule], started: float = 0.0) ->
         seconds=(time.monotonic() - started) if started else 0.0,
         evidence=dict(snapshot.evidence),
         conflicts=tuple(snapshot.conflicts),
+        rule_names={rule.id: rule.name for rule in rules},
     )

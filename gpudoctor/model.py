@@ -143,6 +143,7 @@ class Report:
     seconds: float = 0.0
     evidence: Mapping[str, Any] = field(default_factory=dict)
     conflicts: tuple = ()
+    rule_names: Mapping[str, str] = field(default_factory=dict)  # every evaluated rule's name, by ID
 
     def count(self, severity: Severity) -> int:
         return sum(1 for f in self.findings if f.severity == severity)

@@ -14,6 +14,26 @@ T4 = FIXTURES / "machines" / "t4-cu121.json"
 ALLOWED_LABELS = {"severity", "status", "rule", "name", "probe", "version", "hostname", "source"}
 
 
+RULE_STATES = {"passed", "unknown", "info", "warning", "error"}
+SEVERITY_RANK = {"info": 1, "warning": 2, "error": 3}
+
+
+def rule_states(parsed):
+    """{rule: (name, current state)} from the gpudoctor_rule_status state set, checking its shape: every state
+    present once per rule, exactly one of them 1."""
+    seen = {}
+    for labels, value in samples(parsed["gpudoctor_rule_status"]):
+        assert set(labels) == {"rule", "name", "status"} and value in (0, 1)
+        seen.setdefault((labels["rule"], labels["name"]), {})[labels["status"]] = value
+    assert len({rule for rule, _ in seen}) == len(seen), "one name per rule"
+    current = {}
+    for (rule, name), values in seen.items():
+        assert set(values) == RULE_STATES, rule
+        (state,) = [state for state, value in values.items() if value == 1]
+        current[rule] = (name, state)
+    return current
+
+
 def families(text):
     return {family.name: family for family in text_string_to_metric_families(text)}
 
@@ -40,20 +60,25 @@ def test_parses_and_matches_the_json_report(run_cli, machine):
     findings = {labels["severity"]: value for labels, value in samples(parsed["gpudoctor_findings"])}
     assert findings == {sev: report["summary"][sev] for sev in ("error", "warning", "info")}
 
-    status = samples(parsed["gpudoctor_rule_status"])
-    assert all(value == 1 for _, value in status)
-    rules = [labels["rule"] for labels, _ in status]
-    assert len(rules) == len(set(rules)), "one series per rule"
-    by_status = {labels["rule"]: labels["status"] for labels, _ in status}
+    states = rule_states(parsed)  # one current state per rule
+    by_status = {rule: state for rule, (_, state) in states.items()}
     assert sum(1 for s in by_status.values() if s == "passed") == report["summary"]["passed"]
     assert sum(1 for s in by_status.values() if s == "unknown") == report["summary"]["unknown"]
-    assert {f["rule"] for f in report["findings"]} == {r for r, s in by_status.items() if s == "fired"}
-    for finding in report["findings"]:
-        labels = next(labels for labels, _ in status if labels["rule"] == finding["rule"])
-        assert labels["name"] == finding["name"]
+    fired = {f["rule"] for f in report["findings"]}
+    assert fired == {r for r, s in by_status.items() if s in ("info", "warning", "error")}
+    for rule in fired:
+        worst = max((f for f in report["findings"] if f["rule"] == rule), key=lambda f: SEVERITY_RANK[f["severity"]])
+        assert by_status[rule] == worst["severity"] and states[rule][0] == worst["name"]
+    assert all(name for name, _ in states.values()), "every rule series carries its name, fired or not"
 
     probes = {labels["probe"]: value for labels, value in samples(parsed["gpudoctor_probe_ok"])}
     assert probes == {p["name"]: (1 if p["status"] == "ok" else 0) for p in report["probes"]}
+    probe_states = {}
+    for labels, value in samples(parsed["gpudoctor_probe_status"]):
+        probe_states.setdefault(labels["probe"], {})[labels["status"]] = value
+    for probe in report["probes"]:
+        assert set(probe_states[probe["name"]]) == {"ok", "failed", "timeout", "skipped"}
+        assert {state for state, value in probe_states[probe["name"]].items() if value == 1} == {probe["status"]}
     seconds = {labels["probe"]: value for labels, value in samples(parsed["gpudoctor_probe_seconds"])}
     assert seconds == pytest.approx({p["name"]: p["seconds"] for p in report["probes"]})
 
@@ -113,3 +138,21 @@ def test_select_limits_the_rule_series(run_cli):
     _, text, _ = run_cli("check", "--snapshot", T4, "--format", "prometheus", "--select", "GD2")
     rules = {labels["rule"] for labels, _ in samples(families(text)["gpudoctor_rule_status"])}
     assert rules and all(rule.startswith("GD2") for rule in rules)
+
+
+def test_a_state_change_keeps_every_series_identity(run_cli):
+    """A healthy node that turns bad changes values, never the set of series: a rule's series stays the same one
+    (node_exporter's state-set convention), so Prometheus sees the change instead of one series ending and another
+    starting. Site policy rules carry their names whether they fire or pass."""
+    def series(machine):
+        _, text, _ = run_cli("check", "--snapshot", FIXTURES / "machines" / machine, "--format", "prometheus",
+                             "--select", "GD5,SITE", "--policy", FIXTURES / "policies" / "site.toml")
+        parsed = families(text)
+        keys = {tuple(sorted(labels.items())) for labels, _ in samples(parsed["gpudoctor_rule_status"])}
+        return keys, rule_states(parsed)
+
+    healthy, healthy_states = series("h100x8-healthy.json")
+    bad, bad_states = series("k8s-pod-a100x8.json")
+    assert healthy == bad
+    assert healthy_states["GD506"][1] == "passed" and bad_states["GD506"][1] == "error"
+    assert healthy_states["SITE004"] == ("site-gpus-idle", "passed") and bad_states["SITE004"][1] == "error"

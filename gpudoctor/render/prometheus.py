@@ -2,10 +2,12 @@
 
     gpudoctor check --format prometheus --output /var/lib/node_exporter/textfile/gpudoctor.prom
 
-Every series is a gauge. Labels carry only bounded, non-secret values: rule IDs and names, severities,
-statuses, probe names, the tool version, the hostname and the source kind. Finding messages, evidence,
-environment values and file paths never become labels (unbounded cardinality, and they may hold secrets).
-No sample carries a timestamp: the textfile collector rejects them.
+Every series is a gauge. Rule and probe outcomes follow node_exporter's state-set convention (as in
+`node_systemd_unit_state`): every state is present, 1 for the current one and 0 for the others, so a series keeps its
+identity when the state changes and `changes()`/alerts work on it. Labels carry only bounded, non-secret values:
+rule IDs and names, severities, states, probe names, the tool version, the hostname and the source kind. Finding
+messages, evidence, environment values and file paths never become labels (unbounded cardinality, and they may hold
+secrets). No sample carries a timestamp: the textfile collector rejects them.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from gpudoctor.model import Report, Severity
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 SEVERITIES = ("error", "warning", "info")
-RULE_STATUSES = ("fired", "passed", "unknown")
+RULE_STATES = ("passed", "unknown", "info", "warning", "error")  # a fired rule's state is its worst severity
+PROBE_STATES = ("ok", "failed", "timeout", "skipped")
 
 Labels = tuple[tuple[str, str], ...]
 Sample = tuple[Labels, float]
@@ -69,43 +72,29 @@ def _family(name: str, help_text: str, samples: Iterable[Sample]) -> list[str]:
     return lines
 
 
-def _rule_meta(rule_id: str) -> tuple[str, str]:
-    """(name, default severity) of a catalog rule; empty strings for a rule the catalog lacks."""
-    try:
-        from gpudoctor.catalog import find_rule
-
-        rule = find_rule(rule_id)
-    except Exception:  # noqa: BLE001 - a broken catalog must not break the metrics
-        rule = None
-    if rule is None:
-        return "", ""
-    return rule.name, str(rule.severity)
-
-
-def rule_statuses(report: Report) -> list[tuple[str, str, str, str]]:
-    """(rule, name, severity, status) once per rule: fired wins over passed and unknown."""
-    rows: dict[str, tuple[str, str, str, str]] = {}
+def rule_states(report: Report) -> list[tuple[str, str, str]]:
+    """(rule, name, state) once per evaluated rule: its worst finding's severity, else passed or unknown."""
+    states: dict[str, str] = {rule: "passed" for rule in report.passed}
+    states.update((item.rule, "unknown") for item in report.unknown)
     worst: dict[str, Severity] = {}
     for finding in report.findings:
         if finding.rule not in worst or finding.severity > worst[finding.rule]:
             worst[finding.rule] = finding.severity
-            rows[finding.rule] = (finding.rule, finding.name, str(finding.severity), "fired")
-    for rule_id in report.passed:
-        if rule_id not in rows:
-            name, severity = _rule_meta(rule_id)
-            rows[rule_id] = (rule_id, name, severity, "passed")
-    for item in report.unknown:
-        if item.rule not in rows:
-            name, severity = _rule_meta(item.rule)
-            rows[item.rule] = (item.rule, name, severity, "unknown")
-    return [rows[key] for key in sorted(rows)]
+            states[finding.rule] = str(finding.severity)
+    names = {finding.rule: finding.name for finding in report.findings}
+    names.update(report.rule_names)
+    return [(rule, names.get(rule, ""), states[rule]) for rule in sorted(states)]
+
+
+def _state_set(state: str, states: tuple, **labels: object) -> list[Sample]:
+    return [(_labels(**labels, status=candidate), 1 if candidate == state else 0) for candidate in states]
 
 
 def to_text(report: Report, now: float | None = None) -> str:
     summary = report.summary()
     host = report.facts.get("host") or {}
     worst = report.worst()
-    statuses = rule_statuses(report)
+    states = rule_states(report)
     lines: list[str] = []
     lines += _family("gpudoctor_info", "gpudoctor version and the host it checked (always 1).", [
         (_labels(version=__version__, hostname=host.get("hostname") or "",
@@ -117,20 +106,24 @@ def to_text(report: Report, now: float | None = None) -> str:
     lines += _family("gpudoctor_findings", "Findings by severity.",
                      [(_labels(severity=sev), summary[sev]) for sev in SEVERITIES])
     lines += _family("gpudoctor_rules", "Rules evaluated, by outcome (fired counts rules, not findings).",
-                     [(_labels(status="fired"), sum(1 for row in statuses if row[3] == "fired")),
+                     [(_labels(status="fired"), sum(1 for row in states if row[2] in SEVERITIES)),
                       (_labels(status="passed"), summary["passed"]),
                       (_labels(status="unknown"), summary["unknown"])])
     lines += _family("gpudoctor_worst_severity", "Worst finding severity: 0 none, 1 info, 2 warning, 3 error.",
                      [((), int(worst) if worst is not None else 0)])
     lines += _family("gpudoctor_rule_status",
-                     "One series per evaluated rule; status is fired, passed or unknown (value always 1).",
-                     [(_labels(rule=rule, name=name, severity=severity, status=status), 1)
-                      for rule, name, severity, status in statuses])
+                     "State set per evaluated rule: status is passed, unknown, or the worst severity it fired at "
+                     "(info, warning, error); 1 for the current state, 0 for the others.",
+                     [sample for rule, name, state in states
+                      for sample in _state_set(state, RULE_STATES, rule=rule, name=name)])
     lines += _family("gpudoctor_probe_seconds", "Seconds each probe took.",
                      [(_labels(probe=probe.name), round(probe.seconds, 3)) for probe in report.probes])
-    lines += _family("gpudoctor_probe_ok", "1 when the probe succeeded; status is ok, failed, timeout or skipped.",
-                     [(_labels(probe=probe.name, status=probe.status), 1 if probe.status == "ok" else 0)
-                      for probe in report.probes])
+    lines += _family("gpudoctor_probe_ok", "1 when the probe succeeded, else 0.",
+                     [(_labels(probe=probe.name), 1 if probe.status == "ok" else 0) for probe in report.probes])
+    lines += _family("gpudoctor_probe_status",
+                     "State set per probe: status is ok, failed, timeout or skipped; 1 for the current state.",
+                     [sample for probe in report.probes
+                      for sample in _state_set(probe.status, PROBE_STATES, probe=probe.name)])
     return "\n".join(lines) + "\n"
 
 
