@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -84,3 +85,102 @@ def test_the_init_command_fails_the_pod_on_a_bad_node(machine, code, errors):
     report = json.loads(result.stdout)
     assert report["schema"] == "gpudoctor.report/1"
     assert sorted(f["rule"] for f in report["findings"] if f["severity"] == "error") == errors
+
+
+# --- what the manifests do, checked without a cluster --------------------------------------------------------------
+
+NODE_CHECK = K8S / "node-check.yaml"
+
+
+def _as_pods(path: Path):
+    """Every Pod a manifest makes, as the API server would receive it: a Pod as written; a PyTorchJob replica's
+    template with the pod restartPolicy training-operator sets (ExitCode becomes Never, pkg/core/pod.go)."""
+    for doc in yaml.safe_load_all(path.read_text()):
+        if doc["kind"] == "PyTorchJob":
+            for kind, replica in doc["spec"]["pytorchReplicaSpecs"].items():
+                template = replica["template"]
+                policy = replica.get("restartPolicy", "Never")
+                spec = dict(template["spec"], restartPolicy="Never" if policy == "ExitCode" else policy)
+                yield {"apiVersion": "v1", "kind": "Pod", "spec": spec,
+                       "metadata": dict(template.get("metadata") or {}, name=f"{doc['metadata']['name']}-{kind}")}
+        else:
+            yield doc
+
+
+@pytest.mark.parametrize("path", MANIFESTS + [NODE_CHECK], ids=lambda p: p.name)
+def test_manifests_are_valid_kubernetes_objects(path):
+    """Strict schema validation against the Kubernetes API (kubernetes-validate): unknown fields, wrong types and
+    missing required fields are errors. A PyTorchJob (a CRD the schemas lack) is checked through its pod templates."""
+    kubernetes_validate = pytest.importorskip("kubernetes_validate", reason="pip install -e '.[test]'")
+    version = kubernetes_validate.utils.latest_version()
+    documents = list(_as_pods(path))
+    assert documents
+    for document in documents:
+        kubernetes_validate.validate(document, version, strict=True)  # raises on any schema error
+
+
+def test_the_validator_is_not_blind():
+    kubernetes_validate = pytest.importorskip("kubernetes_validate", reason="pip install -e '.[test]'")
+    (pod,) = _as_pods(K8S / "pod.yaml")
+    pod["spec"]["initContainers"][0]["restartPolicy"] = "Sometimes"
+    pod["spec"]["containers"][0]["resource"] = {}  # a typo for resources
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(pod, kubernetes_validate.utils.latest_version(), strict=True)
+
+
+def test_a_failed_check_fails_the_pytorchjob_instead_of_looping_on_the_node():
+    """restartPolicy ExitCode: the operator gives the pods restartPolicy Never (a failed init container fails the
+    pod) and treats the exit code of a trainer that never ran as permanent, so the job fails at once. OnFailure would
+    keep the pod in Init:CrashLoopBackOff on the bad node while the other replicas wait at the rendezvous."""
+    (job,) = yaml.safe_load_all((K8S / "pytorchjob.yaml").read_text())
+    for replica in job["spec"]["pytorchReplicaSpecs"].values():
+        assert replica["restartPolicy"] == "ExitCode"
+        assert "restartPolicy" not in replica["template"]["spec"]  # the operator overwrites it anyway
+    for pod in _as_pods(K8S / "pytorchjob.yaml"):
+        assert pod["spec"]["restartPolicy"] == "Never"
+
+
+def _node_check_script():
+    (daemonset,) = [d for d in yaml.safe_load_all(NODE_CHECK.read_text()) if d["kind"] == "DaemonSet"]
+    (container,) = daemonset["spec"]["template"]["spec"]["containers"]
+    assert container["command"][:2] == ["/bin/sh", "-c"]
+    env = {item["name"]: item["value"] for item in container["env"] if "value" in item}
+    return container["command"][2], env
+
+
+def test_node_check_script_is_shellcheck_clean(tmp_path):
+    if shutil.which("shellcheck") is None:
+        pytest.skip("shellcheck not installed (apt-get install shellcheck)")
+    script, _ = _node_check_script()
+    path = tmp_path / "node-check.sh"
+    path.write_text(script)
+    result = subprocess.run(["shellcheck", "-s", "sh", str(path)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("case", ["bad", "healthy", "usage-error"])
+def test_node_check_taints_a_bad_node_only(tmp_path, case):
+    """The DaemonSet's own script, run once (GPUDOCTOR_INTERVAL=0) on recorded machines with a stand-in kubectl that
+    records its arguments: exit 1 labels, annotates and taints the node with the worst rule; exit 0 labels it ok;
+    a usage error (exit 2) leaves the node alone, as the SLURM Prolog does."""
+    script, env = _node_check_script()
+    calls = tmp_path / "kubectl.calls"
+    kubectl = tmp_path / "kubectl"
+    kubectl.write_text(f'#!/bin/sh\nprintf "%s|" "$@" >> {calls}\necho >> {calls}\n')
+    kubectl.chmod(0o755)
+    machine = {"bad": FIXTURES / "machines" / "k8s-pod-a100x8.json", "healthy": FIXTURES / "machines" /
+               "h100x8-healthy.json", "usage-error": tmp_path / "missing.json"}[case]
+    env.update(GPUDOCTOR=" ".join(gpudoctor_cmd()), GPUDOCTOR_ARGS=f"--snapshot {machine}", GPUDOCTOR_INTERVAL="0",
+               NODE_NAME="gpu-node-7", KUBECTL=str(kubectl), TMPDIR=str(tmp_path))
+    result = subprocess.run(["/bin/sh", "-c", script], env=dict(os.environ, **env), capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    lines = calls.read_text().splitlines() if calls.exists() else []
+    if case == "bad":
+        assert lines[0] == "label|node|gpu-node-7|gpudoctor.io/health=bad|--overwrite|"
+        assert lines[1].startswith("annotate|node|gpu-node-7|gpudoctor.io/reason=GD506: GPU 3 (NVIDIA A100")
+        assert lines[2] == "taint|node|gpu-node-7|gpudoctor.io/unhealthy=GD506:NoSchedule|--overwrite|"
+    elif case == "healthy":
+        assert lines == ["label|node|gpu-node-7|gpudoctor.io/health=ok|--overwrite|"]
+    else:
+        assert lines == [] and "node not judged" in result.stderr
