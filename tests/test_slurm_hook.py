@@ -311,6 +311,19 @@ def test_a_typo_in_the_selection_never_passes_the_node_silently(node):
     assert "usage error (exit 2" in line and "did you mean GD506" in line, line
 
 
+def test_a_check_that_evaluated_no_rule_is_not_logged_as_ok(node, tmp_path):
+    """A node whose NVML facts are unknown: GD506 cannot run. The job is allowed, and the log says the node was not
+    judged instead of "ok"."""
+    snapshot = json.loads(BAD_MACHINE.read_text())
+    del snapshot["facts"]["nvml"]
+    path = tmp_path / "no-nvml.json"
+    path.write_text(json.dumps(snapshot))
+    node.configure(GPUDOCTOR_ARGS=f"--snapshot {path}", GPUDOCTOR_SELECT="GD506")
+    assert node.srun("true").returncode == 0
+    line = node.last_job()
+    assert "no rule could be evaluated" in line and " ok (" not in line, line
+
+
 def test_warning_threshold_is_configurable(node):
     node.configure(GPUDOCTOR_ARGS=f"--snapshot {BAD_MACHINE}", GPUDOCTOR_SELECT="GD502", GPUDOCTOR_FAIL_ON="warning")
     assert node.srun("true").returncode != 0
