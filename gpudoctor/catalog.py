@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from dataclasses import dataclass, field
@@ -161,7 +162,11 @@ def unmatched_code(codes: Iterable[str], rule_ids: Iterable[str]) -> Optional[st
     for code in (c.strip() for c in codes if c.strip()):
         if any(rule_id.startswith(code.upper()) for rule_id in rule_ids):
             continue
-        close = difflib.get_close_matches(code.upper(), rule_ids, n=3, cutoff=0.6)
+        wanted = code.upper()
+        scored = [(difflib.SequenceMatcher(None, wanted, rule_id).ratio(),
+                   len(os.path.commonprefix([wanted, rule_id])), rule_id) for rule_id in rule_ids]
+        close = [rule_id for ratio, _, rule_id in sorted(scored, key=lambda item: (-item[0], -item[1]))
+                 if ratio >= 0.6][:3]
         hint = f"did you mean {', '.join(close)}?" if close else "`gpudoctor rules` lists them"
         return f"{code!r} matches no rule ({hint})"
     return None
