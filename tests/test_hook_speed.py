@@ -6,7 +6,7 @@ import json
 import subprocess
 from importlib import metadata
 
-from conftest import ROOT, gpudoctor_cmd
+from conftest import FIXTURES, ROOT, gpudoctor_cmd
 
 
 def _torch_child():
@@ -35,3 +35,20 @@ def test_the_prolog_selection_needs_no_torch():
     report = json.loads(result.stdout)
     assert result.returncode == 0, result.stderr
     assert {probe["name"] for probe in report["probes"]} == {"nvml", "env", "system"}
+
+
+def test_nvml_initialisation_is_reported_as_its_own_figure(run_cli, tmp_path):
+    """Without persistence mode the driver initialises every GPU when NVML starts: the report says how long that
+    took apart from gpudoctor's own time, so a site can tell the two apart."""
+    snapshot = json.loads((FIXTURES / "machines" / "h100x8-healthy.json").read_text())
+    snapshot["facts"]["nvml"]["init_seconds"] = 4.2
+    path = tmp_path / "slow-init.json"
+    path.write_text(json.dumps(snapshot))
+    _, out, _ = run_cli("check", "--snapshot", path, "--select", "GD506", "--format", "json")
+    assert json.loads(out)["timings"] == {"nvml_init_seconds": 4.2}
+    _, text, _ = run_cli("check", "--snapshot", path, "--select", "GD506", "--format", "prometheus")
+    assert "\ngpudoctor_nvml_init_seconds 4.2\n" in text
+    del snapshot["facts"]["nvml"]["init_seconds"]  # a recording without it: nothing is claimed
+    path.write_text(json.dumps(snapshot))
+    _, out, _ = run_cli("check", "--snapshot", path, "--select", "GD506", "--format", "json")
+    assert json.loads(out)["timings"] == {}

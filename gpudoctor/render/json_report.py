@@ -25,7 +25,14 @@ def to_json(report: Report) -> dict:
         "conflicts": list(report.conflicts),
         "evidence": dict(report.evidence),
         "seconds": round(report.seconds, 3),
+        "timings": timings(report),
     }
+
+
+def timings(report: Report) -> dict:
+    """Figures that are the node's, not gpudoctor's: NVML initialisation (seconds without persistence mode)."""
+    nvml = report.facts.get("nvml") or {}
+    return {"nvml_init_seconds": nvml["init_seconds"]} if isinstance(nvml.get("init_seconds"), (int, float)) else {}
 
 
 def render(report: Report, stream: IO) -> None:

@@ -116,6 +116,10 @@ def to_text(report: Report, now: float | None = None) -> str:
                      "(info, warning, error); 1 for the current state, 0 for the others.",
                      [sample for rule, name, state in states
                       for sample in _state_set(state, RULE_STATES, rule=rule, name=name)])
+    nvml_init = (report.facts.get("nvml") or {}).get("init_seconds")
+    if isinstance(nvml_init, (int, float)):
+        lines += _family("gpudoctor_nvml_init_seconds", "Seconds NVML took to initialise (the driver's time, not "
+                         "gpudoctor's: long without persistence mode).", [((), nvml_init)])
     lines += _family("gpudoctor_probe_seconds", "Seconds each probe took.",
                      [(_labels(probe=probe.name), round(probe.seconds, 3)) for probe in report.probes])
     lines += _family("gpudoctor_probe_ok", "1 when the probe succeeded, else 0.",
