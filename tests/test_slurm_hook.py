@@ -93,8 +93,10 @@ class Cluster:
         return "\n".join(text)
 
     def configure(self, **settings):
-        """Write the hooks' gpudoctor.conf (next to slurm.conf) with this interpreter's gpudoctor."""
-        values = {"GPUDOCTOR": f"{sys.executable} -m gpudoctor", "GPUDOCTOR_LOG_DIR": str(self.logdir),
+        """Write the hooks' gpudoctor.conf (next to slurm.conf) with this interpreter's gpudoctor, from this
+        checkout (slurmd gives its hooks no PYTHONPATH: an installed gpudoctor elsewhere would answer instead)."""
+        values = {"GPUDOCTOR": f"env PYTHONPATH={ROOT} {sys.executable} -m gpudoctor",
+                  "GPUDOCTOR_LOG_DIR": str(self.logdir),
                   "SCONTROL": _which("scontrol"), "GPUDOCTOR_TIMEOUT": "40"}
         values.update(settings)
         (self.base / "gpudoctor.conf").write_text("".join(f"{key}='{value}'\n" for key, value in values.items()))
