@@ -215,3 +215,35 @@ def test_docs_gpu_example_is_real_output(tmp_path):
     normal = [re.sub(r"\d+ passed", "N passed", re.sub(r"\d+\.\d s\n", "T s\n", text)).rstrip()
               for text in (documented, done.stdout)]
     assert normal[0] == normal[1]
+
+
+# --- a SLURM Prolog: the job's GPUs by SLURM's global IDs (minor numbers) ------------------------------------
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory):
+    """A shared node: four GPUs whose minor numbers are not their NVML indices (minor 3 sits at index 0), another
+    job's process holding 20 GiB on the GPU with minor number 2."""
+    gpus = [{"name": "NVIDIA A100-SXM4-80GB", "uuid": f"GPU-5ba7ed00-0000-4000-8000-00000000000{i}", "cc": "8.0",
+             "minor": minor, "memory": {"total": 80 * GiB, "reserved": 0, "used": 0},
+             "processes": [{"pid": 4242, "used_bytes": 20 * GiB}] if minor == 2 else []}
+            for i, minor in enumerate((3, 2, 1, 0))]
+    return nvmlsim.collect({"gpus": gpus}, tmp_path_factory.mktemp("shared"))
+
+
+@pytest.mark.parametrize("variable", ["SLURM_JOB_GPUS", "SLURM_STEP_GPUS"])
+def test_gd502_in_a_prolog_judges_the_jobs_gpus_by_minor_number(shared, variable):
+    """SLURM_JOB_GPUS=2 is /dev/nvidia2, the busy GPU (NVML index 1): GD502 fires for it. SLURM_JOB_GPUS=0,1 is the
+    job on the other GPUs (NVML indices 3 and 2): another job's process is not this job's problem. Read as CUDA
+    indices (what CUDA_VISIBLE_DEVICES would mean) the IDs would name the wrong GPUs."""
+    (finding,) = run("GD502", shared, {variable: "2", "CUDA_VISIBLE_DEVICES": "2"})
+    assert gpu_of(finding) == 1 and finding.evidence["mapping"] == "slurm_gpus"
+    assert run("GD502", shared, {variable: "0,1", "CUDA_VISIBLE_DEVICES": "0,1"}) == []
+    assert [d["index"] for d in job_gpus(Facts({"nvml": shared, "env": {variable: "0,1"}})).devices] == [3, 2]
+
+
+def test_slurm_ids_that_match_no_gpu_fall_back(shared):
+    assert job_gpus(Facts({"nvml": shared, "env": {"SLURM_JOB_GPUS": "7"}})).basis == "all"
+
+
+def test_nvml_init_time_is_its_own_figure(shared):
+    assert isinstance(shared["init_seconds"], float) and 0 <= shared["init_seconds"] < 30

@@ -407,7 +407,7 @@ def _world_size(facts) -> Tuple[Optional[int], str]:
         return None, "no WORLD_SIZE and no GPU count" if visible is None else "CUDA_VISIBLE_DEVICES cannot be counted"
     where = {"uuid": "GPU(s) torch sees", "cuda_visible_devices": f"GPU(s) CUDA_VISIBLE_DEVICES={visible} selects",
              "nvidia_visible_devices": "GPU(s) NVIDIA_VISIBLE_DEVICES selects",
-             "all": "GPU(s) on this machine"}[job.basis]
+             "slurm_gpus": "GPU(s) SLURM gave the job", "all": "GPU(s) on this machine"}[job.basis]
     return len(job.devices), f"{len(job.devices)} {where}"
 
 

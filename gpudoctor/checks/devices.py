@@ -21,7 +21,8 @@ class JobGpus:
     """The devices a job's CUDA sees, as NVML fact dicts (GPUs, or MIG devices with `parent_index`)."""
 
     devices: List[dict]
-    basis: str  # "uuid" (CUDA's own UUIDs), "cuda_visible_devices", "nvidia_visible_devices", "all", "none"
+    basis: str  # "uuid" (CUDA's own UUIDs), "slurm_gpus" (by minor number), "cuda_visible_devices",
+    #             "nvidia_visible_devices", "all", "none"
     assumption: Optional[str] = None  # why the CUDA↔NVML mapping is only assumed, when it is
 
     def note(self) -> str:
@@ -120,6 +121,20 @@ def _from_torch(facts, gpus: list) -> Optional[JobGpus]:
     return JobGpus(chosen, "uuid")
 
 
+def _from_slurm(facts, gpus: list) -> Optional[JobGpus]:
+    """The GPUs SLURM gave the job or step, by the global IDs in SLURM_STEP_GPUS / SLURM_JOB_GPUS: the minor numbers
+    of the /dev/nvidiaN files gres.conf lists. A Prolog has these (and no CUDA_VISIBLE_DEVICES that CUDA would read
+    as indices); None when unset or when an ID matches no GPU's minor number."""
+    ids = facts.env("SLURM_STEP_GPUS") or facts.env("SLURM_JOB_GPUS")
+    if not ids:
+        return None
+    by_minor = {gpu["minor_number"]: gpu for gpu in gpus if gpu.get("minor_number") is not None}
+    entries = [entry.strip() for entry in ids.split(",")]
+    if not all(entry.isdigit() and int(entry) in by_minor for entry in entries):
+        return None
+    return JobGpus(cuda_devices([by_minor[int(entry)] for entry in entries]), "slurm_gpus")
+
+
 def job_gpus(facts) -> JobGpus:
     """The NVML devices the job's CUDA will use, and how they were matched."""
     gpus = facts.get("nvml.gpus", None) or []
@@ -127,6 +142,9 @@ def job_gpus(facts) -> JobGpus:
     if visible is not None and visible.strip() in HIDES_ALL:
         return JobGpus([], "none")
     matched = _from_torch(facts, gpus)
+    if matched is not None:
+        return matched
+    matched = _from_slurm(facts, gpus)
     if matched is not None:
         return matched
     if visible is not None:

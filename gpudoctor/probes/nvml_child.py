@@ -12,6 +12,7 @@ import ctypes
 import json
 import re
 import sys
+import time
 
 ERROR_KINDS = {
     "NVML_ERROR_LIBRARY_NOT_FOUND": "library_not_found",
@@ -287,15 +288,19 @@ def collect(nvml=None, module_path: str = "/proc/driver/nvidia/version") -> dict
         except ImportError as exc:
             facts.update(status="error", error_kind="other", error=f"nvidia-ml-py is not installed: {exc}")
             return facts
+    started = time.monotonic()
     try:
         nvml.nvmlInit()
     except nvml.NVMLError as exc:
+        facts["init_seconds"] = round(time.monotonic() - started, 3)
         kind = _error_kind(nvml, exc)
         absent = kind == "library_not_found" and facts["kernel_module"] is None
         facts.update(status="unavailable" if absent else "error", error_kind=kind, error=str(exc))
         if absent:
             facts.update(driver_version=None, cuda_driver_version=None, gpus=[])
         return facts
+    # without persistence mode the driver initialises every GPU here: seconds that are the node's, not gpudoctor's
+    facts["init_seconds"] = round(time.monotonic() - started, 3)
     try:
         facts["status"], facts["error_kind"], facts["error"] = "ok", None, None
         facts["driver_version"] = _text(nvml.nvmlSystemGetDriverVersion())
