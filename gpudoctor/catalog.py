@@ -69,6 +69,7 @@ class Rule:
     docs: Mapping[str, Any]
     examples: tuple = ()
     check: Optional[Callable] = field(default=None, compare=False, repr=False)
+    optional: tuple = ()  # fact paths read when present; unlike `needs`, they never start a probe
 
     def finding(
         self,
@@ -127,6 +128,7 @@ def _rule_from_toml(data: dict, check: Optional[Callable]) -> Rule:
         family=data.get("family") or FAMILIES.get(data["id"][:3], "other"),
         summary=data["summary"],
         needs=tuple(data.get("needs", [])),
+        optional=tuple(data.get("optional", [])),
         host=bool(data.get("host", True)),
         fix_applicability=data.get("fix_applicability", "display-only"),
         docs=data.get("docs", {}),

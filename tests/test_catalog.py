@@ -120,7 +120,7 @@ def test_needs_declare_every_fact_group_a_rule_reads(rule):
     """`needs` decides which probes run: a group read but not declared would silently stay unknown."""
     from gpudoctor.facts import MissingFact
 
-    declared = {need.split(".")[0] for need in rule.needs}
+    declared = {need.split(".")[0] for need in rule.needs + rule.optional}
     for example in rule.examples:
         facts = RecordingFacts({"probes": [], **example.facts})
         try:

@@ -26,7 +26,7 @@ def rule_json(rule, full: bool = False) -> dict:
     data = {"id": rule.id, "name": rule.name, "severity": str(rule.severity), "family": rule.family,
             "summary": rule.summary, "fix_applicability": rule.fix_applicability}
     if full:
-        data.update(needs=list(rule.needs), host=rule.host, docs=dict(rule.docs))
+        data.update(needs=list(rule.needs), optional=list(rule.optional), host=rule.host, docs=dict(rule.docs))
     return data
 
 
