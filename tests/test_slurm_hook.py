@@ -412,3 +412,28 @@ def test_taskprolog_never_imports_the_jobs_torch(tmp_path):
     assert (out.returncode, out.stdout.splitlines()) == (0, ["export NCCL_DEBUG=WARN"])
     assert not marker.exists(), "the TaskProlog imported torch"
     assert time.monotonic() - started < 25
+
+
+def test_gd502_in_the_prolog_judges_the_gpus_slurm_gives_the_job(node, tmp_path):
+    """A shared node simulated down to its NVML library (tests/nvmlsim): /dev/nvidia1 (NVML index 0) holds another
+    job's 20 GiB, /dev/nvidia0 (NVML index 1) is free. slurmd gives the first job GPU 0 (SLURM_JOB_GPUS=0, and
+    CUDA_VISIBLE_DEVICES=0 in the Prolog): it runs, since the busy GPU is not its own (read as a CUDA index, 0 would
+    name the busy one). A job that gets both GPUs is refused with GD502."""
+    import nvmlsim
+
+    gpus = [{"name": "NVIDIA A100-SXM4-80GB", "uuid": f"GPU-5ba7ed00-0000-4000-8000-00000000000{minor}", "cc": "8.0",
+             "minor": minor, "memory": {"total": 80 << 30, "reserved": 0, "used": 0},
+             "processes": [{"pid": 4242, "used_bytes": 20 << 30}] if minor == 1 else []} for minor in (1, 0)]
+    env = nvmlsim.node_env({"gpus": gpus}, tmp_path, base={})
+    command = (f"env PYTHONPATH={ROOT} LD_LIBRARY_PATH={env['LD_LIBRARY_PATH']} "
+               f"FAKE_NVML_SPEC={env['FAKE_NVML_SPEC']} {sys.executable} -m gpudoctor")
+    node.configure(GPUDOCTOR=command, GPUDOCTOR_SELECT="GD502", GPUDOCTOR_FAIL_ON="warning")
+    result = node.srun("true", extra=["--gres=gpu:1"])
+    assert result.returncode == 0, result.stderr + node.logs()
+    line = node.last_job()
+    assert " ok (" in line, line
+    report = json.loads((node.logdir / f"job-{line.split('job=')[1].split()[0]}.json").read_text())
+    assert report["summary"]["passed"] == 1 and {p["name"]: p["status"] for p in report["probes"]}["nvml"] == "ok"
+    assert node.srun("true", extra=["--gres=gpu:2"]).returncode != 0
+    reason = node.wait_state("drained")
+    assert reason.startswith("gpudoctor GD502: GPU 0 (NVIDIA A100-SXM4-80GB) has 20 GiB held"), reason
