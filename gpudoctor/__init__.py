@@ -1,3 +1,17 @@
-"""gpudoctor: find what will break or slow a GPU training job before it runs."""
+"""gpudoctor: find what will break or slow a GPU training job before it runs.
+
+The library's three calls (see docs/library.md): `collect(Request(...))` → Snapshot, `evaluate(snapshot)` →
+Report, `format_report(report, fmt)` → text. They are imported on first use, so the command line stays fast.
+"""
 
 __version__ = "0.1.0"
+
+_API = ("Request", "collect", "evaluate", "format_report")
+
+
+def __getattr__(name):
+    if name in _API:
+        from gpudoctor import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'gpudoctor' has no attribute {name!r}")

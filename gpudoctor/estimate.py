@@ -36,6 +36,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
+from gpudoctor.errors import InputError
+
 GiB = 1024**3
 OVERHEAD_BYTES = 1 * GiB  # CUDA context + workspaces + NCCL buffers + fragmentation (see module docstring)
 HOST_BUFFER_FACTOR = 1.5  # DeepSpeed's additional_buffer_factor default
@@ -50,7 +52,7 @@ _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([kmbt])?\s*$", re
 _SCALE = {None: 1, "k": 10**3, "m": 10**6, "b": 10**9, "t": 10**12}
 
 
-class ModelError(ValueError):
+class ModelError(InputError, ValueError):
     """`--model` is neither a size nor a readable config.json (the CLI turns it into exit 2)."""
 
 

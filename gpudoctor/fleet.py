@@ -16,6 +16,7 @@ from typing import List, Optional, Sequence, Tuple
 
 from gpudoctor import __version__
 from gpudoctor.engine import evaluate
+from gpudoctor.errors import InputError
 from gpudoctor.model import Report, Severity
 from gpudoctor.snapshot import Snapshot, from_json
 
@@ -23,7 +24,7 @@ SCHEMA = "gpudoctor.fleet/1"
 FLEET_PREFIX = "GD8"
 
 
-class FleetError(Exception):
+class FleetError(InputError):
     """`check --fleet` cannot run here (no torch, no launcher): one line, exit 2."""
 
 

@@ -22,6 +22,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 from packaging.version import InvalidVersion, Version
 
 from gpudoctor.catalog import Rule
+from gpudoctor.errors import InputError
 from gpudoctor.facts import MissingFact
 from gpudoctor.model import Applicability, EnvChange, Severity
 
@@ -67,7 +68,7 @@ _LEN = re.compile(r"^len\((.+)\)$")
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([^{}]*)\}")
 
 
-class PolicyError(Exception):
+class PolicyError(InputError):
     """A policy file that cannot be used: one line naming the file and the rule."""
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping
 
 from gpudoctor import __version__
+from gpudoctor.errors import InputError
 from gpudoctor.model import ProbeResult
 
 SCHEMA = "gpudoctor.snapshot/1"
@@ -22,7 +23,7 @@ URL_CREDENTIALS = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<cred>[^
 REDACTED = "<redacted>"
 
 
-class SnapshotError(ValueError):
+class SnapshotError(InputError, ValueError):
     """A snapshot file that cannot be used; the CLI prints it in one line and exits 2."""
 
 

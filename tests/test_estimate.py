@@ -284,7 +284,7 @@ def test_estimate_with_a_deepspeed_config_and_plain_output(run_cli):
 
 
 def test_estimate_without_gpus(run_cli, monkeypatch):
-    import gpudoctor.cli.estimate as cli
+    import gpudoctor.fit as cli
 
     monkeypatch.setattr(cli, "local_gpus", lambda: [])
     code, out, _ = run_cli("estimate", "--model", "0.5B", "--format", "json")

@@ -16,7 +16,7 @@ from gpudoctor.cli import fleet as fleet_cmd
 from gpudoctor.cli import lint as lint_cmd
 from gpudoctor.cli import rules as rules_cmd
 from gpudoctor.cli import snapshot as snapshot_cmd
-from gpudoctor.cli.common import UsageError
+from gpudoctor.errors import InputError
 
 COMMANDS = [check_cmd, lint_cmd, fix_cmd, snapshot_cmd, rules_cmd, bench_cmd]
 COMMANDS.append(estimate_cmd)  # gpudoctor estimate --model …
@@ -27,7 +27,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse, but usage errors exit 2 with one line and no usage dump."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise UsageError(message)
+        raise InputError(message)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -50,7 +50,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             parser.print_help()
             return 2
         return args.run(args)
-    except UsageError as exc:
+    except InputError as exc:
         print(f"gpudoctor: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

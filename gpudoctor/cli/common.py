@@ -8,12 +8,13 @@ import sys
 from contextlib import contextmanager
 
 from gpudoctor.catalog import load_catalog, select_rules, unmatched_code
+from gpudoctor.errors import InputError
 from gpudoctor.model import Severity
 from gpudoctor.render import FORMATS
 
 
-class UsageError(Exception):
-    """Bad flags or unreadable input: one line on stderr, exit 2."""
+class UsageError(InputError):
+    """Bad flags: one line on stderr, exit 2 (as for any InputError)."""
 
 
 def add_output_options(parser: argparse.ArgumentParser, formats=FORMATS) -> None:
@@ -39,12 +40,9 @@ def policy_rules(args: argparse.Namespace) -> tuple:
     """The rules of `--policy FILE` (none without it); a bad policy file is a usage error (exit 2)."""
     if not getattr(args, "policy", None):
         return ()
-    from gpudoctor.policy import PolicyError, load_policy
+    from gpudoctor.policy import load_policy
 
-    try:
-        return load_policy(args.policy)
-    except PolicyError as exc:
-        raise UsageError(str(exc)) from None
+    return load_policy(args.policy)
 
 
 def selected_rules(args: argparse.Namespace, host: bool = True) -> list:
@@ -84,6 +82,26 @@ def output_stream(args: argparse.Namespace):
         write_atomic(args.output, buffer.getvalue())
     except OSError as exc:
         raise UsageError(f"cannot write {args.output!r}: {exc.strerror or exc}") from None
+
+
+FLEET_FORMATS = ("rich", "plain", "json")
+
+
+def fleet_format(args: argparse.Namespace) -> str:
+    fmt = output_format(args)
+    if fmt not in FLEET_FORMATS:
+        raise UsageError(f"the fleet report has no --format {fmt}: use rich, plain or json")
+    return fmt
+
+
+def render_fleet(args: argparse.Namespace, fleet, fmt: str) -> int:
+    """Print a fleet report (gpudoctor fleet, check --fleet) and return its exit status."""
+    from gpudoctor.fleet import exit_code as fleet_exit_code
+    from gpudoctor.render.fleet import render
+
+    with output_stream(args) as stream:
+        render(fleet, fmt, stream, quiet=args.quiet)
+    return fleet_exit_code(fleet, args.fail_on)
 
 
 def exit_code(report, fail_on: str) -> int:

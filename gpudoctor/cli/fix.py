@@ -12,19 +12,18 @@ import argparse
 import sys
 import time
 
-from gpudoctor.cli.check import add_from_option, add_machine_options, build_snapshot
 from gpudoctor.cli.common import UsageError, add_policy_option, output_stream, selected_rules
+from gpudoctor.cli.options import add_env_file_option, add_from_option, add_machine_options, gather_request
 from gpudoctor.engine import evaluate
 from gpudoctor.fix import FORMATS, plan_fixes, render
+from gpudoctor.gather import gather, groups_for
 
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("fix", help="turn findings into environment changes (.env, shell, SLURM, K8s)")
     parser.add_argument("--snapshot", metavar="FILE", help="evaluate a recorded snapshot instead of this machine")
     add_from_option(parser)
-    parser.add_argument("--env-file", action="append", default=[], metavar="FILE",
-                        help="overlay the variables this file sets (.env, sbatch/shell script, Dockerfile, K8s "
-                             "manifest) on this process's environment; repeatable")
+    add_env_file_option(parser)
     add_machine_options(parser)
     parser.add_argument("--select", default="", metavar="IDS", help="only these rule IDs or prefixes (GD1,GD401)")
     parser.add_argument("--ignore", default="", metavar="IDS", help="skip these rule IDs or prefixes")
@@ -64,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     _check_flags(args)
     started = time.monotonic()
     rules = selected_rules(args)
-    report = evaluate(build_snapshot(args, rules), rules, started)
+    report = evaluate(gather(gather_request(args, groups_for(rules))), rules, started)
     plan = plan_fixes(report, unsafe=args.unsafe)
     conflicts = len(plan.clashes)
     if args.write_env:

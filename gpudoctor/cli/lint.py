@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 
-from gpudoctor.cli.common import (UsageError, add_output_options, add_selection_options, exit_code, output_format,
-                                  output_stream, selected_rules)
+from gpudoctor.cli.common import (add_output_options, add_selection_options, exit_code, output_format, output_stream,
+                                  selected_rules)
 from gpudoctor.engine import evaluate
-from gpudoctor.files import read_file
+from gpudoctor.gather import Request, gather
 from gpudoctor.render import render_report
-from gpudoctor.snapshot import Snapshot
 
 
 def add_parser(subparsers) -> None:
@@ -25,15 +23,7 @@ def add_parser(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
-    snapshot = Snapshot(facts={"env": {}}, source={"kind": "files", "paths": list(args.files)})
-    for name in args.files:
-        path = Path(name)
-        if not path.is_file():
-            raise UsageError(f"cannot read {name!r}: no such file")
-        try:
-            read_file(path, snapshot)
-        except OSError as exc:
-            raise UsageError(f"cannot read {name!r}: {exc.strerror or exc}") from None
+    snapshot = gather(Request(files=tuple(args.files)))
     report = evaluate(snapshot, selected_rules(args, host=False), started)
     with output_stream(args) as stream:
         render_report(report, output_format(args), stream, quiet=True)

@@ -5,10 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 
-from gpudoctor.catalog import load_catalog
-from gpudoctor.cli.check import OVERLAYS, add_from_option, add_machine_options, live_snapshot, report_snapshot
 from gpudoctor.cli.common import output_stream
-from gpudoctor.engine import needed_groups
+from gpudoctor.cli.options import add_from_option, add_machine_options, gather_request
+from gpudoctor.gather import catalog_groups, gather
 
 
 def add_parser(subparsers) -> None:
@@ -20,12 +19,7 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.from_reports:
-        snapshot = report_snapshot(args.from_reports)
-    else:
-        snapshot = live_snapshot(args, needed_groups(load_catalog()) | {"host", "env"})
-    for overlay in OVERLAYS:
-        overlay(args, snapshot)
+    snapshot = gather(gather_request(args, catalog_groups() | {"env"}))
     with output_stream(args) as stream:
         json.dump(snapshot.to_json(), stream, indent=2, ensure_ascii=False)
         stream.write("\n")

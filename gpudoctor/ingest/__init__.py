@@ -18,6 +18,8 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from gpudoctor.errors import InputError
+
 from . import collect_env, ds_report, nvcc, nvidia_smi, pip_show
 from ._common import Builder, wheel_tag_info
 from .detect import detect
@@ -44,7 +46,7 @@ NOTABLE_FACTS = (
 )
 
 
-class ReportError(ValueError):
+class ReportError(InputError, ValueError):
     """Nothing in the text could be recognised as a report gpudoctor reads."""
 
 

@@ -1,0 +1,71 @@
+"""Will the model fit: the training-memory estimate against named GPUs or this machine's (`gpudoctor estimate`)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+from gpudoctor.errors import InputError
+from gpudoctor.estimate import GiB, Estimate, from_facts, load_model, model_fact
+
+_MEMORY = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(GB|GiB|G)\s*$", re.IGNORECASE)
+
+
+def named_gpu(name: str) -> dict:
+    """`--gpu`: a GPU name looked up in rules/gpus.toml, or a memory size (`24GB`)."""
+    from gpudoctor.knowledge import gpu_spec
+
+    size = _MEMORY.match(name)
+    if size:
+        return {"name": name.strip(), "memory_total_bytes": int(float(size.group(1)) * GiB)}
+    spec = gpu_spec(name)
+    if spec is None or not spec.get("memory_gib"):
+        why = "its memory is not in rules/gpus.toml" if spec else "not in rules/gpus.toml"
+        raise InputError(f"--gpu {name!r}: {why}; give the memory instead, e.g. --gpu 24GB")
+    return {"name": spec["name"], "memory_total_bytes": int(float(spec["memory_gib"]) * GiB)}
+
+
+def local_gpus() -> List[dict]:
+    """This machine's GPUs through the NVML probe ([] without a driver); CUDA_VISIBLE_DEVICES applies."""
+    import os
+
+    from gpudoctor.checks.memory import used_gpus
+    from gpudoctor.facts import Facts
+    from gpudoctor.gather import Request, gather
+
+    nvml = gather(Request(groups=frozenset({"nvml"}), timeout=10.0)).facts.get("nvml") or {}
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    return used_gpus(Facts({"nvml": nvml, "env": {} if visible is None else {"CUDA_VISIBLE_DEVICES": visible}}))
+
+
+def ds_config_fact(name: str) -> dict:
+    """The DeepSpeed config as a fact; InputError when it cannot be read or is not a DeepSpeed config."""
+    from gpudoctor.analysis.ds_config import parse, read_config, to_fact
+
+    parsed = parse(read_config(name))
+    if parsed.config is None:
+        error = parsed.error or {}
+        line = f" (line {error['line']})" if error.get("line") else ""
+        raise InputError(f"{name!r} is not a DeepSpeed config: {error.get('message', 'unreadable')}{line}")
+    return to_fact(name, parsed)
+
+
+def fit(model: str, training: Mapping[str, Any], ds_config: Optional[str] = None,
+        gpu: Optional[str] = None) -> Tuple[Estimate, List[Tuple[str, Optional[int]]]]:
+    """The estimate for `model` with the training settings (and DeepSpeed config), and the GPUs to compare it with:
+    the one named by `gpu`, else this machine's."""
+    from gpudoctor.facts import Facts
+    from gpudoctor.knowledge import gpu_memory_bytes
+
+    facts: Dict[str, Any] = {"model": model_fact(load_model(model), training), "env": {}}
+    if ds_config:
+        facts["ds_config"] = ds_config_fact(ds_config)
+    if gpu:
+        gpus, local = [named_gpu(gpu)], 0
+    else:
+        gpus = local_gpus()
+        local = len(gpus)
+    est = from_facts(Facts(facts), local)
+    assert est is not None
+    est.assumptions["gpus_from"] = "--gpu" if gpu else ("NVML (this machine)" if gpus else "none: no GPU found")
+    return est, [(str(g.get("name") or "GPU"), gpu_memory_bytes(g)) for g in gpus]

@@ -1,0 +1,150 @@
+"""Gathering: one typed request in, one Snapshot out. Every command (and the library) gathers facts here.
+
+The facts come from one base — this machine's live probes, a recorded snapshot, or pasted reports — and then the
+files the request names are read on top: training scripts, a DeepSpeed config, env files, a model description.
+Input that cannot be used raises gpudoctor.errors.InputError (the CLI's exit 2).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, FrozenSet, List, Mapping, Optional, Sequence
+
+from gpudoctor.errors import InputError
+from gpudoctor.snapshot import Snapshot
+
+
+@dataclass(frozen=True)
+class Request:
+    """What to gather. The base is a recorded snapshot, pasted reports, or job files alone (`files`: nothing is
+    probed); without any of them, this machine is probed for `groups` (None: every group the rule catalog reads)."""
+
+    snapshot: Optional[str] = None  # a recorded snapshot file (`gpudoctor snapshot -o FILE`)
+    reports: Sequence[str] = ()  # pasted reports: collect_env, ds_report, nvidia-smi, nvcc, pip show ('-': stdin)
+    files: Sequence[str] = ()  # job files (lint): read by every reader that knows them; nothing is probed
+    groups: Optional[FrozenSet[str]] = None  # the fact groups the live probes gather
+    python: str = sys.executable  # the job's interpreter, whose torch/deepspeed the probes inspect
+    timeout: float = 15.0  # seconds per probe
+    quick: bool = False  # read torch's versions from its files instead of importing it
+    environ: Optional[Mapping[str, str]] = None  # the environment the probes see (None: this process's)
+    scripts: Sequence[str] = ()  # training scripts, analysed statically (never run)
+    ds_config: Optional[str] = None  # a DeepSpeed config (JSON)
+    env_files: Sequence[str] = ()  # .env, shell/sbatch, Dockerfile, Kubernetes manifest: overlaid on the env
+    model: Optional[str] = None  # a model size (7B) or a Hugging Face config.json, for the memory estimate
+    training: Mapping[str, Any] = field(default_factory=dict)  # training settings for the estimate (None: unset)
+
+
+def gather(request: Request) -> Snapshot:
+    """The snapshot the request describes: the base facts, then every file the request names read on top."""
+    if request.snapshot and request.reports:
+        raise InputError("--snapshot and --from cannot be combined")
+    if request.files:
+        snapshot = files_snapshot(request.files)
+    elif request.snapshot:
+        from gpudoctor.snapshot import load
+
+        snapshot = load(request.snapshot)
+    elif request.reports:
+        snapshot = reports_snapshot(request.reports)
+    else:
+        snapshot = live_snapshot(request)
+    for overlay in OVERLAYS:
+        overlay(request, snapshot)
+    return snapshot
+
+
+def catalog_groups() -> FrozenSet[str]:
+    """Every fact group the rule catalog reads, plus `host` (the report's header)."""
+    from gpudoctor.catalog import load_catalog
+
+    return groups_for(load_catalog())
+
+
+def groups_for(rules) -> FrozenSet[str]:
+    """The fact groups the live probes must gather for these rules, plus `host` (the report's header)."""
+    from gpudoctor.engine import needed_groups
+
+    return frozenset(needed_groups(rules) | {"host"})
+
+
+def live_snapshot(request: Request) -> Snapshot:
+    """This machine, probed for the request's fact groups (each probe bounded by the request's timeout)."""
+    from gpudoctor.probes import ProbeContext, probes_for, run_probes
+
+    if request.timeout <= 0:
+        raise InputError("--timeout must be positive")
+    if os.sep in request.python and not os.path.exists(request.python):
+        raise InputError(f"--python {request.python!r}: no such file")
+    environ = dict(os.environ if request.environ is None else request.environ)
+    ctx = ProbeContext(python=request.python, timeout=request.timeout, environ=environ, quick=request.quick)
+    groups = catalog_groups() if request.groups is None else request.groups
+    facts, results = run_probes(probes_for(groups), ctx)
+    return Snapshot(facts=facts, probes=results, source={"kind": "live", "paths": []})
+
+
+def reports_snapshot(paths: Sequence[str]) -> Snapshot:
+    """The facts the pasted reports carry (gpudoctor.ingest); InputError when none is readable."""
+    from gpudoctor.ingest.source import snapshot_from_reports
+
+    return snapshot_from_reports(list(paths))
+
+
+def files_snapshot(names: Sequence[str]) -> Snapshot:
+    """Job files alone (env files, job scripts, manifests, Dockerfiles, training scripts, DeepSpeed configs)."""
+    snapshot = Snapshot(facts={"env": {}}, source={"kind": "files", "paths": list(names)})
+    for name in names:
+        _read(name, snapshot, None, "")
+    return snapshot
+
+
+def _read(name: str, snapshot: Snapshot, kind: Optional[str], what: str) -> None:
+    """Add one file's facts with the readers that know it; InputError when it cannot be read."""
+    from gpudoctor.files import read_file
+
+    path = Path(name)
+    if not path.is_file():
+        raise InputError(f"cannot read {what}{name!r}: no such file")
+    try:
+        read_file(path, snapshot, kind=kind)
+    except OSError as exc:
+        raise InputError(f"cannot read {what}{name!r}: {exc.strerror or exc}") from None
+
+
+def _scripts(request: Request, snapshot: Snapshot) -> None:
+    """Training scripts: their facts (process starts, precision requests …) join the machine's."""
+    for name in request.scripts:
+        _read(name, snapshot, "script", "script ")
+
+
+def _ds_config(request: Request, snapshot: Snapshot) -> None:
+    """A DeepSpeed config's facts (GD3xx, and its bf16/fp16 for GD201) join the machine's."""
+    if request.ds_config:
+        from gpudoctor.analysis.ds_config import overlay
+
+        overlay(request.ds_config, snapshot)
+
+
+def _env_files(request: Request, snapshot: Snapshot) -> None:
+    """The environment as the job will see it: the snapshot's variables overlaid with those the files set."""
+    if request.env_files:
+        from gpudoctor.envfiles import overlay
+
+        try:
+            overlay(list(request.env_files), snapshot)
+        except OSError as exc:
+            raise InputError(f"cannot read env file {exc.filename or ''!r}: {exc.strerror or exc}") from None
+
+
+def _model(request: Request, snapshot: Snapshot) -> None:
+    """The model and the training settings join the facts (the memory rules GD501, GD504 read them)."""
+    if request.model:
+        from gpudoctor.estimate import load_model, model_fact
+
+        snapshot.facts["model"] = model_fact(load_model(request.model), request.training)
+
+
+# The readers of the files a request names, in the order they apply.
+OVERLAYS: List[Callable[[Request, Snapshot], None]] = [_scripts, _ds_config, _env_files, _model]

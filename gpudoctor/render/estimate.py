@@ -1,0 +1,79 @@
+"""The memory estimate (`gpudoctor estimate`) as a plain table or a rich one."""
+
+from __future__ import annotations
+
+from typing import List
+
+from gpudoctor.estimate import Estimate, gib
+
+DESCRIPTIONS = {
+    "weights": "parameters in the training precision (ZeRO-3: a 1/N partition + the largest layer gathered)",
+    "gradients": "gradients (ZeRO-2/3: partitioned; DeepSpeed adds an fp32 partition)",
+    "optimizer": "Adam: fp32 master + momentum + variance (ZeRO-1+: partitioned; offload: on the host)",
+    "activations": "Korthikanti et al.: sbh(34 + 5as/h) per layer + 4sbv logits",
+    "overhead": "CUDA context, workspaces, NCCL buffers, fragmentation",
+}
+
+
+def _assumption_lines(est: Estimate) -> List[str]:
+    a, sources = est.assumptions, est.assumptions.get("sources", {})
+    keys = ("precision", "optimizer", "zero_stage", "micro_batch", "seq_len", "world_size")
+    parts = [f"{k}={a[k]} ({sources.get(k, 'default')})" for k in keys]
+    offload = a["offload"]
+    parts.append(f"offload=optimizer:{offload['optimizer']},param:{offload['param']} "
+                 f"({sources.get('offload_optimizer', 'default')})")
+    parts.append(f"activation_checkpointing={a['activation_checkpointing']} "
+                 f"({sources.get('checkpointing', 'default')})")
+    parts.append(f"attention={a['attention']} ({sources.get('attention', 'default')})")
+    return ["assumptions: " + ", ".join(parts)] + [f"note: {note}" for note in a.get("notes", [])]
+
+
+def render_plain(est: Estimate, gpus, stream) -> None:
+    a = est.assumptions
+    stream.write(f"model {a['model']}: {est.params:,} parameters\n")
+    for name, value in est.breakdown().items():
+        shown = gib(value) if value is not None else "not estimated"
+        stream.write(f"  {name:<12} {shown:>14}   {DESCRIPTIONS[name]}\n")
+    stream.write(f"  {'total':<12} {gib(est.total):>14}   per GPU\n")
+    stream.write(f"  {'host RAM':<12} {gib(est.host_bytes):>14}   per node (DeepSpeed's estimator, × 1.5)\n")
+    if not gpus:
+        stream.write("GPUs: none found (give --gpu NAME)\n")
+    for row in est.gpu_rows(gpus):
+        stream.write(_gpu_line(row) + "\n")
+    for line in _assumption_lines(est):
+        stream.write(line + "\n")
+
+
+def _gpu_line(row: dict) -> str:
+    if row["memory_bytes"] is None:
+        return f"{row['name']}: memory unknown"
+    if not row["fits"]:
+        return f"{row['name']} ({gib(row['memory_bytes'])}): does NOT fit, {gib(-row['headroom_bytes'])} short"
+    share = row["headroom_bytes"] / row["memory_bytes"]
+    verdict = "fits" if share >= 0.10 else "fits, with under 10 % headroom"
+    return f"{row['name']} ({gib(row['memory_bytes'])}): {verdict}, {gib(row['headroom_bytes'])} free ({share:.0%})"
+
+
+def render_rich(est: Estimate, gpus) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    console = Console(highlight=False, emoji=False)
+    table = Table(title=f"{escape(str(est.assumptions['model']))}: {est.params:,} parameters", title_justify="left")
+    table.add_column("term")
+    table.add_column("per GPU", justify="right")
+    table.add_column("what")
+    for name, value in est.breakdown().items():
+        table.add_row(name, gib(value) if value is not None else "not estimated", escape(DESCRIPTIONS[name]))
+    table.add_row("[bold]total[/]", f"[bold]{gib(est.total)}[/]", "per GPU")
+    table.add_row("host RAM", gib(est.host_bytes), "per node (DeepSpeed's estimator, × 1.5)")
+    console.print(table)
+    if not gpus:
+        console.print("GPUs: none found (give --gpu NAME)")
+    for row in est.gpu_rows(gpus):
+        colour = "green" if row["fits"] and row["headroom_bytes"] >= 0.1 * row["memory_bytes"] else (
+            "yellow" if row["fits"] else "red")
+        console.print(f"[{colour}]{escape(_gpu_line(row))}[/]")
+    for line in _assumption_lines(est):
+        console.print(escape(line), style="dim")

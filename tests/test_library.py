@@ -1,0 +1,64 @@
+"""gpudoctor as a library: collect → evaluate → format_report, without argparse, agreeing with the CLI."""
+
+import json
+
+import pytest
+
+import gpudoctor
+from conftest import FIXTURES
+from gpudoctor.errors import InputError
+
+T4 = FIXTURES / "machines" / "t4-cu121.json"
+BAD_ENV = FIXTURES / "jobs" / "bad.env"
+
+
+def cli_rules(run_cli, *argv):
+    code, out, _ = run_cli(*argv, "--format", "json")
+    return code, sorted(f["rule"] for f in json.loads(out)["findings"])
+
+
+def test_recorded_snapshot_gives_the_same_findings_as_check(run_cli):
+    report = gpudoctor.evaluate(gpudoctor.collect(gpudoctor.Request(snapshot=str(T4))))
+    _, expected = cli_rules(run_cli, "check", "--snapshot", T4)
+    assert expected and sorted(f.rule for f in report.findings) == expected
+    data = json.loads(gpudoctor.format_report(report, "json"))
+    assert sorted(f["rule"] for f in data["findings"]) == expected
+
+
+def test_job_files_give_the_same_findings_as_lint(run_cli):
+    snapshot = gpudoctor.collect(gpudoctor.Request(files=(str(BAD_ENV),)))
+    report = gpudoctor.evaluate(snapshot)
+    _, expected = cli_rules(run_cli, "lint", BAD_ENV)
+    assert "GD402" in expected and sorted(f.rule for f in report.findings) == expected
+    assert "GD402" in gpudoctor.format_report(report, "plain")
+
+
+def test_select_narrows_the_rules():
+    snapshot = gpudoctor.collect(gpudoctor.Request(files=(str(BAD_ENV),)))
+    report = gpudoctor.evaluate(snapshot, select=["GD410"])
+    assert {f.rule for f in report.findings} == {"GD410"} and not report.passed
+
+
+def test_overlays_apply_on_a_recorded_snapshot():
+    snapshot = gpudoctor.collect(gpudoctor.Request(snapshot=str(T4), env_files=(str(BAD_ENV),), model="0.5B"))
+    assert snapshot.facts["model"]["params"] == 500_000_000
+    assert str(BAD_ENV) in snapshot.source["paths"]
+
+
+@pytest.mark.parametrize("request_, message", [
+    (dict(snapshot="no/such.json"), "no such file"),
+    (dict(files=("no/such.env",)), "no such file"),
+    (dict(snapshot="a.json", reports=("b.txt",)), "cannot be combined"),
+    (dict(snapshot=str(T4), scripts=("no/such.py",)), "cannot read script"),
+    (dict(snapshot=str(T4), ds_config="no/such.json"), "cannot read DeepSpeed config"),
+    (dict(snapshot=str(T4), model="banana"), "neither a size"),
+    (dict(timeout=0), "--timeout must be positive"),
+])
+def test_unusable_input_is_one_input_error(request_, message):
+    with pytest.raises(InputError, match=message):
+        gpudoctor.collect(gpudoctor.Request(**request_))
+
+
+def test_unknown_attribute_is_an_attribute_error():
+    with pytest.raises(AttributeError):
+        gpudoctor.no_such_call  # noqa: B018
