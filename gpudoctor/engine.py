@@ -12,18 +12,6 @@ from gpudoctor.facts import Facts, MissingFact
 from gpudoctor.model import Finding, Report, Severity, Unknown
 from gpudoctor.snapshot import Snapshot
 
-# Fact groups that come from somewhere other than a live probe (the meta-test checks every rule's needs).
-NON_PROBE_GROUPS = {
-    "probes": "the engine: how each probe went",
-    "inputs": "the readers of files given on the command line",
-    "requests": "static analysis of scripts and DeepSpeed configs",
-    "env_sources": "the env-file readers (gpudoctor.envfiles: --env-file, lint): where each variable is set",
-    "scripts": "static analysis of training scripts (gpudoctor.analysis)",
-    "ds_config": "the DeepSpeed config reader (gpudoctor.analysis.ds_config: --ds-config, lint)",
-    "model": "--model SIZE_OR_CONFIG and the training flags (gpudoctor.estimate: check, estimate)",
-    "bench": "the benchmarks (gpudoctor.bench: bench nccl, bench train) or a snapshot holding their JSON",
-    "fleet": "gpudoctor.fleet: every node's facts and rule results (check --fleet, gpudoctor fleet)",
-}
 _SEVERITY_ORDER = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}
 
 

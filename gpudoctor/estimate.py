@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from gpudoctor.errors import InputError
+from gpudoctor.units import GiB, gib
 
-GiB = 1024**3
 OVERHEAD_BYTES = 1 * GiB  # CUDA context + workspaces + NCCL buffers + fragmentation (see module docstring)
 HOST_BUFFER_FACTOR = 1.5  # DeepSpeed's additional_buffer_factor default
 HEADROOM_WARNING = 0.10  # GD501 warns below 10 % free
@@ -308,10 +308,6 @@ class Estimate:
         return {"schema": "gpudoctor.estimate/1", "params": self.params, "total_bytes_per_gpu": self.total,
                 "breakdown": self.breakdown(), "host_bytes": self.host_bytes, "gpus": self.gpu_rows(gpus),
                 "assumptions": self.assumptions}
-
-
-def gib(num_bytes: Optional[int]) -> str:
-    return "?" if num_bytes is None else f"{num_bytes / GiB:.1f} GiB"
 
 
 def state_bytes(precision: str, optimizer: str) -> Tuple[int, int, int, int]:

@@ -6,7 +6,8 @@ import re
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from gpudoctor.errors import InputError
-from gpudoctor.estimate import GiB, Estimate, from_facts, load_model, model_fact
+from gpudoctor.estimate import Estimate, from_facts, load_model, model_fact
+from gpudoctor.units import GiB
 
 _MEMORY = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(GB|GiB|G)\s*$", re.IGNORECASE)
 

@@ -9,6 +9,7 @@ from typing import Optional
 from packaging.version import InvalidVersion, Version
 
 from gpudoctor.catalog import load_toml, rules_dir
+from gpudoctor.units import GiB
 
 
 def version(text) -> Optional[Version]:
@@ -103,7 +104,7 @@ def gpu_memory_bytes(gpu: dict) -> Optional[int]:
     if gpu.get("memory_total_bytes"):
         return int(gpu["memory_total_bytes"])
     spec = gpu_spec(gpu.get("name", ""))
-    return int(float(spec["memory_gib"]) * 1024**3) if spec and spec.get("memory_gib") else None
+    return int(float(spec["memory_gib"]) * GiB) if spec and spec.get("memory_gib") else None
 
 
 # --- torch wheels --------------------------------------------------------------------------------------

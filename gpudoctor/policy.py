@@ -21,6 +21,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from packaging.version import InvalidVersion, Version
 
+from gpudoctor import schema
 from gpudoctor.catalog import Rule
 from gpudoctor.errors import InputError
 from gpudoctor.facts import MissingFact
@@ -41,23 +42,6 @@ MAX_PATTERN = 200  # characters of a `matches` regular expression
 MAX_SUBJECT = 4096  # characters of a fact value `matches` looks at
 MAX_DEPTH = 16  # nesting of all/any/not
 
-# Keys documented in docs/snapshot.md for the probe groups (tests/test_policy.py checks this table against it).
-# Deeper keys and the groups other tools fill (requests, scripts, ds_config, …) are not checked.
-KNOWN_KEYS: Dict[str, Tuple[str, ...]] = {
-    "host": ("hostname", "os", "distro", "arch", "python", "cpu_count", "ram_total_bytes", "ram_available_bytes",
-             "shm_bytes", "ulimit_memlock", "ulimit_nofile", "interfaces", "ib_devices", "in_container", "libaio"),
-    "nvml": ("status", "error_kind", "error", "kernel_module", "driver_version", "cuda_driver_version", "gpus",
-             "hidden_gpus", "p2p_supported"),
-    "nvcc": ("path", "version", "build", "cuda_home", "cuda_path", "toolkits"),
-    "torch": ("status", "error", "python", "python_version", "version", "cuda", "hip", "cudnn", "nccl",
-              "cuda_available", "device_count", "arch_list", "devices", "warnings", "deepspeed", "ninja"),
-}
-GPU_KEYS = ("index", "name", "uuid", "pci_bus_id", "minor_number", "cc", "memory_total_bytes", "memory_used_bytes",
-            "memory_reserved_bytes", "ecc_enabled", "ecc_uncorrected_volatile", "ecc_uncorrected_aggregate",
-            "retired_pages_pending", "remapped_rows_pending", "remapped_rows_failure", "mig_enabled", "mig_devices",
-            "nvlink_active_links", "p2p_read_peers", "processes", "error_kind", "error")
-# Groups `gpudoctor lint` can fill from job files alone: a rule reading only these runs there too.
-FILE_GROUPS = {"env_sources", "requests", "scripts", "ds_config", "inputs", "model"}
 RULE_KEYS = {"id", "name", "severity", "summary", "message", "require", "forbid", "fix", "docs", "host"}
 FIX_KEYS = {"summary", "applicability", "env", "commands", "docs"}
 DOCS_KEYS = {"what", "why", "fix", "references"}
@@ -81,12 +65,8 @@ class NotComparable(MissingFact):
 
 
 def known_groups() -> set:
-    """Fact groups something provides: the probes' `provides` and the engine's NON_PROBE_GROUPS."""
-    from gpudoctor.engine import NON_PROBE_GROUPS
-    from gpudoctor.probes import all_probes
-
-    groups = {path.split(".")[0] for probe in all_probes().values() for path in probe.provides}
-    return groups | set(NON_PROBE_GROUPS)
+    """Fact groups something provides (the fact schema, rules/facts.toml)."""
+    return set(schema.groups())
 
 
 # ---------------------------------------------------------------------------------------------------- fact paths
@@ -120,6 +100,9 @@ class FactExpr:
         if group not in groups:
             raise _Invalid(f"fact path {self.path!r}: no probe or reader provides the group {group!r} "
                            f"(known: {', '.join(sorted(groups))})")
+        error = schema.path_error(names)
+        if error:
+            raise _Invalid(f"fact path {self.path!r}: {error}")
         if group == "env" and len(names) > 1:
             from gpudoctor.probes.env import wanted
 
@@ -128,11 +111,6 @@ class FactExpr:
             if not wanted(names[1]):
                 raise _Invalid(f"fact path {self.path!r}: the env probe does not record {names[1]} "
                                "(see PREFIXES in gpudoctor/probes/env.py)")
-        if group in KNOWN_KEYS and len(names) > 1:
-            if names[1] not in KNOWN_KEYS[group]:
-                raise _Invalid(f"fact path {self.path!r}: {group} has no key {names[1]!r} (see docs/snapshot.md)")
-            if group == "nvml" and names[1] == "gpus" and len(names) > 2 and names[2] not in GPU_KEYS:
-                raise _Invalid(f"fact path {self.path!r}: a GPU has no key {names[2]!r} (see docs/snapshot.md)")
 
     def resolve(self, data: Mapping[str, Any]) -> Any:
         """The value (a list of values when the path has `[*]`; a count for len()). Raises MissingFact if absent."""
@@ -518,7 +496,7 @@ def compile_rule(table: Any, groups: set, source: str = "") -> Rule:
     needs = tuple(dict.fromkeys(expr.need for expr in exprs))
     host = table.get("host")
     if host is None:
-        host = not {need.split(".")[0] for need in needs} <= FILE_GROUPS
+        host = not {need.split(".")[0] for need in needs} <= schema.lint_groups()
     elif not isinstance(host, bool):
         raise _Invalid("host must be true or false")
 

@@ -3,6 +3,8 @@
 import ast
 from pathlib import Path
 
+import pytest
+
 from conftest import ROOT
 
 PACKAGE = ROOT / "gpudoctor"
@@ -55,3 +57,22 @@ def test_no_command_module_imports_another():
     shared = [f"{name} imports {target}" for name in CLI_SHARED - {"gpudoctor.cli"} for target in MODULES[name]
               if target in commands]
     assert shared == []
+
+
+LAYERS = [  # (importing package, packages it must never import)
+    ("gpudoctor.checks", ("gpudoctor.render", "gpudoctor.cli", "gpudoctor.probes")),
+    ("gpudoctor.probes", ("gpudoctor.checks",)),
+    ("gpudoctor.render", ("gpudoctor.probes",)),
+    ("gpudoctor.fix", ("gpudoctor.probes",)),
+]
+
+
+def inside(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+@pytest.mark.parametrize("package,forbidden", LAYERS, ids=[layer[0] for layer in LAYERS])
+def test_import_layers(package, forbidden):
+    offenders = [f"{name} imports {target}" for name, targets in MODULES.items() if inside(name, package)
+                 for target in targets if any(inside(target, banned) for banned in forbidden)]
+    assert offenders == []

@@ -10,8 +10,9 @@ import json
 import pytest
 
 from conftest import FIXTURES
-from gpudoctor.estimate import (GiB, OVERHEAD_BYTES, ModelError, ModelSpec, Training, activation_bytes, count_params,
+from gpudoctor.estimate import (OVERHEAD_BYTES, ModelError, ModelSpec, Training, activation_bytes, count_params,
                                 estimate, load_model, parse_size, resolve)
+from gpudoctor.units import GiB
 
 QWEN = FIXTURES / "models" / "qwen2.5-0.5b.config.json"
 LLAMA7B = FIXTURES / "models" / "llama-2-7b.config.json"

@@ -7,7 +7,7 @@ Facts: `bench.nccl` is the `gpudoctor.bench.nccl/1` document (rows, summary), `b
 from __future__ import annotations
 
 from gpudoctor.checks import check
-from gpudoctor.render.describe import size
+from gpudoctor.units import size
 
 
 @check("GD701")

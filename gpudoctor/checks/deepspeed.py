@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import difflib
 import json
-import os
+import posixpath
 from numbers import Number
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from gpudoctor.checks import check
 from gpudoctor.checks.devices import job_gpus
-from gpudoctor.checks.driver_cuda import _toolkit_version_at, _torch_cuda
+from gpudoctor.checks.driver_cuda import _toolkit_version_at, _torch_cuda, resolved
 from gpudoctor.facts import MissingFact
 from gpudoctor.knowledge import major_minor, table, version
 from gpudoctor.model import EnvChange, Location, Severity
@@ -119,23 +119,28 @@ def ds_toolkit(facts) -> Tuple[Optional[str], Optional[str], str]:
         at_home = _toolkit_version_at(facts, home)
         if at_home:
             return home, at_home, f"{home}/bin/nvcc"
-        if nvcc_path and os.path.realpath(os.path.dirname(os.path.dirname(nvcc_path))) == os.path.realpath(home):
+        if nvcc_path and resolved(facts, _toolkit_root(nvcc_path)) == resolved(facts, home):
             if nvcc_version is None:
                 raise MissingFact("nvcc.version")
             return home, nvcc_version, nvcc_path
-        known = [t for t in facts.get("nvcc.toolkits", []) if os.path.realpath(t.get("path", "")) ==
-                 os.path.realpath(home)]
+        known = [t for t in facts.get("nvcc.toolkits", []) if resolved(facts, t.get("path") or "") ==
+                 resolved(facts, home)]
         if known or not facts.has("nvcc.toolkits"):
             raise MissingFact("nvcc.toolkits.version")
         return home, None, f"{home}/bin/nvcc"
     if nvcc_path:
         if nvcc_version is None:
             raise MissingFact("nvcc.version")
-        return os.path.dirname(os.path.dirname(nvcc_path)), nvcc_version, nvcc_path
+        return _toolkit_root(nvcc_path), nvcc_version, nvcc_path
     for toolkit in facts.get("nvcc.toolkits", []):
-        if os.path.realpath(toolkit.get("path", "")) == os.path.realpath("/usr/local/cuda") and toolkit.get("version"):
+        if resolved(facts, toolkit.get("path") or "") == resolved(facts, "/usr/local/cuda") and toolkit.get("version"):
             return "/usr/local/cuda", major_minor(toolkit["version"]), "/usr/local/cuda/bin/nvcc"
     return None, None, "no CUDA_HOME and no nvcc on PATH"
+
+
+def _toolkit_root(nvcc_path: str) -> str:
+    """`/usr/local/cuda-12.4` for `/usr/local/cuda-12.4/bin/nvcc`."""
+    return posixpath.dirname(posixpath.dirname(nvcc_path))
 
 
 def ds_rejects(nvcc: str, torch_cuda: str) -> bool:

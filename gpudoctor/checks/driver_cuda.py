@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import os
+import posixpath
 import re
 from typing import Optional
 
@@ -284,10 +284,15 @@ def torch_cuda_unavailable(facts, rule):
                      "permissions and that the container runs with --gpus all."))
 
 
+def resolved(facts, path: str) -> str:
+    """The directory with symlinks resolved as the nvcc probe recorded it (`nvcc.realpaths`), else as written."""
+    return posixpath.normpath((facts.get("nvcc.realpaths", None) or {}).get(path) or path)
+
+
 def _toolkit_version_at(facts, root: str) -> Optional[str]:
-    real = os.path.realpath(root)
+    real = resolved(facts, root)
     for toolkit in facts.get("nvcc.toolkits", []):
-        if os.path.realpath(toolkit.get("path", "")) == real:
+        if resolved(facts, toolkit.get("path") or "") == real:
             return major_minor(toolkit.get("version"))
     return None
 

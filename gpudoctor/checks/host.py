@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from gpudoctor.checks import check
 from gpudoctor.checks.devices import job_gpus
-from gpudoctor.render.describe import size
+from gpudoctor.units import GiB, MiB, size
 
-MiB = 1024**2
-GiB = 1024**3
 SHM_MINIMUM = 1 * GiB  # Docker's 64 MiB default and 512 MiB pods fail DataLoader workers and NCCL's SHM transport
 
 

@@ -6,7 +6,8 @@ from typing import List, Optional
 
 from gpudoctor.checks import check
 from gpudoctor.checks.devices import job_gpus
-from gpudoctor.estimate import HEADROOM_WARNING, Estimate, from_facts, gib
+from gpudoctor.estimate import HEADROOM_WARNING, Estimate, from_facts
+from gpudoctor.units import gib
 from gpudoctor.knowledge import gpu_memory_bytes
 from gpudoctor.model import Severity
 

@@ -13,7 +13,7 @@ from typing import List, Optional
 
 from gpudoctor.bench import BenchError
 from gpudoctor.cli.common import UsageError, output_stream
-from gpudoctor.render.describe import size
+from gpudoctor.units import size
 
 NCCL_RULES = ("GD701", "GD702")
 TRAIN_RULES = ("GD703",)

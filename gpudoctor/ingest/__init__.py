@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from gpudoctor.errors import InputError
+from gpudoctor.schema import notable_facts
 
 from . import collect_env, ds_report, nvcc, nvidia_smi, pip_show
 from ._common import Builder, wheel_tag_info
@@ -34,16 +35,8 @@ STRICT = False
 KINDS = ("collect_env", "ds_report", "nvidia_smi", "nvidia_smi_q", "nvidia_smi_xml", "nvidia_smi_error", "nvcc",
          "pip_show", "torch_warning", "mixed")
 
-# Facts most rules need; a report that lacks them says so in `missing`.
-NOTABLE_FACTS = (
-    "nvml.driver_version",
-    "nvml.cuda_driver_version",
-    "nvml.gpus",
-    "torch.version",
-    "torch.cuda",
-    "torch.arch_list",
-    "nvcc.version",
-)
+# Facts most rules need (the schema's `notable` keys); a report that lacks them says so in `missing`.
+NOTABLE_FACTS = notable_facts()
 
 
 class ReportError(InputError, ValueError):

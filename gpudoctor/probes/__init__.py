@@ -30,8 +30,7 @@ class ProbeContext:
 
 @dataclass(frozen=True)
 class Probe:
-    name: str
-    provides: Tuple[str, ...]  # fact paths (groups or group.key) this probe fills
+    name: str  # the schema's groups name the probe that gathers them (rules/facts.toml)
     run: Callable[[ProbeContext], dict]
 
 
@@ -44,9 +43,11 @@ def all_probes() -> Dict[str, Probe]:
 
 
 def probes_for(groups: Iterable[str]) -> List[Probe]:
-    """The probes that provide any of the given fact groups."""
-    wanted = set(groups)
-    return [p for p in all_probes().values() if any(path.split(".")[0] in wanted for path in p.provides)]
+    """The probes that gather any of the given fact groups (each group's `probe` in the fact schema)."""
+    from gpudoctor.schema import probe_of
+
+    wanted = {probe_of(group) for group in groups}
+    return [probe for name, probe in all_probes().items() if name in wanted]
 
 
 def run_probes(probes: Iterable[Probe], ctx: ProbeContext) -> Tuple[dict, List[ProbeResult]]:

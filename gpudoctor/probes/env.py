@@ -20,4 +20,4 @@ def probe_env(ctx: ProbeContext) -> dict:
     return {"env": {name: value for name, value in sorted(ctx.environ.items()) if wanted(name)}}
 
 
-PROBE = Probe("env", ("env",), probe_env)
+PROBE = Probe("env", probe_env)

@@ -16,6 +16,7 @@ from gpudoctor.probes.command import run_command
 RELEASE = re.compile(r"release (\d+)\.(\d+)")
 BUILD = re.compile(r"^Build (\S+)", re.MULTILINE)
 TOOLKIT_GLOB = "/usr/local/cuda*"
+DEFAULT_TOOLKIT = "/usr/local/cuda"  # where torch.utils.cpp_extension looks last
 
 
 def parse_nvcc_version(text: str) -> dict:
@@ -63,7 +64,17 @@ def probe_nvcc(ctx: ProbeContext) -> dict:
         if home and os.path.isdir(home):
             roots.add(os.path.realpath(home))
     facts["toolkits"] = [{"path": root, "version": _toolkit_version(Path(root), ctx.timeout)} for root in sorted(roots)]
+    facts["realpaths"] = _realpaths(facts)
     return {"nvcc": facts}
 
 
-PROBE = Probe("nvcc", ("nvcc",), probe_nvcc)
+def _realpaths(facts: dict) -> dict:
+    """The directories the rules compare (CUDA_HOME, CUDA_PATH, the nvcc's toolkit root, /usr/local/cuda) with their
+    symlinks resolved on this machine, so that the rules never look at the filesystem themselves."""
+    paths = [facts["cuda_home"], facts["cuda_path"], DEFAULT_TOOLKIT]
+    if facts["path"]:
+        paths.append(os.path.dirname(os.path.dirname(facts["path"])))
+    return {path: os.path.realpath(path) for path in paths if path}
+
+
+PROBE = Probe("nvcc", probe_nvcc)

@@ -19,4 +19,4 @@ def probe_nvml(ctx: ProbeContext) -> dict:
     return {"nvml": json.loads(result.stdout)}
 
 
-PROBE = Probe("nvml", ("nvml",), probe_nvml)
+PROBE = Probe("nvml", probe_nvml)

@@ -112,4 +112,4 @@ def probe_system(ctx: ProbeContext) -> dict:
     }
 
 
-PROBE = Probe("system", ("host",), probe_system)
+PROBE = Probe("system", probe_system)

@@ -7,19 +7,7 @@ from typing import List, Tuple
 
 from gpudoctor.facts import Facts
 from gpudoctor.knowledge import gpu_cc, gpu_memory_bytes, major_minor
-
-GiB = 1024**3
-
-
-def size(num_bytes) -> str:
-    """`48 GiB`, `64 MiB`, `64 KiB`."""
-    if num_bytes is None:
-        return "?"
-    for unit, scale in (("GiB", GiB), ("MiB", 1024**2), ("KiB", 1024)):
-        if num_bytes >= scale:
-            return f"{num_bytes / scale:.0f} {unit}"
-    return f"{num_bytes} B"
-
+from gpudoctor.units import size
 
 def plural(count: int, word: str) -> str:
     return f"{count} {word}{'' if count == 1 else 's'}"

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import List
 
-from gpudoctor.estimate import Estimate, gib
+from gpudoctor.estimate import Estimate
+from gpudoctor.units import gib
 
 DESCRIPTIONS = {
     "weights": "parameters in the training precision (ZeRO-3: a 1/N partition + the largest layer gathered)",

@@ -8,7 +8,8 @@ from gpudoctor import __version__
 from gpudoctor.facts import Facts
 from gpudoctor.knowledge import gpu_cc
 from gpudoctor.model import Report
-from gpudoctor.render.describe import machine_line, plural, python_line, size
+from gpudoctor.render.describe import machine_line, plural, python_line
+from gpudoctor.units import size
 from gpudoctor.snapshot import redact
 
 SEVERITY_ICON = {"error": "❌", "warning": "⚠️", "info": "ℹ️"}

@@ -1,0 +1,178 @@
+"""The fact schema (rules/facts.toml): every group and key a snapshot's facts may hold, said once.
+
+Probes and readers write only these keys, rules and site policies read only these, the engine picks live probes
+by each group's `probe`, and docs/snapshot.md is generated from it: `python -m gpudoctor.schema > docs/snapshot.md`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
+
+SHAPES = ("object", "map", "list", "object_or_list")
+
+
+@dataclass(frozen=True)
+class Key:
+    name: str
+    type: str
+    doc: str = ""
+    unit: str = ""
+    notable: bool = False  # most rules need it: a pasted report that lacks it says so
+
+
+@dataclass(frozen=True)
+class Group:
+    name: str
+    source: str  # who provides it, in words
+    shape: str  # object (fixed keys), map (any name), list (entries with fixed keys), object_or_list
+    probe: Optional[str] = None  # the live probe that gathers it
+    lint: bool = False  # `gpudoctor lint` can fill it from job files alone
+    doc: str = ""
+    keys: Dict[str, Key] = field(default_factory=dict)
+    fields: Dict[str, Dict[str, Key]] = field(default_factory=dict)  # keys of a key's objects (nvml.gpus[])
+
+
+def _keys(table: Mapping[str, Any]) -> Dict[str, Key]:
+    return {name: Key(name, spec["type"], spec.get("doc", ""), spec.get("unit", ""), spec.get("notable", False))
+            for name, spec in table.items()}
+
+
+@lru_cache(maxsize=1)
+def groups() -> Dict[str, Group]:
+    """Every fact group by name, in the schema's order."""
+    from gpudoctor.catalog import load_toml, rules_dir
+
+    data = load_toml(rules_dir() / "facts.toml")
+    return {name: Group(name, table["from"], table["shape"], table.get("probe"), table.get("lint", False),
+                        table.get("doc", "").strip(), _keys(table.get("keys", {})),
+                        {key: _keys(spec) for key, spec in table.get("fields", {}).items()})
+            for name, table in data.items()}
+
+
+def probe_of(group: str) -> Optional[str]:
+    """The live probe that gathers the group (None: no probe does)."""
+    known = groups().get(group)
+    return known.probe if known else None
+
+
+def lint_groups() -> frozenset:
+    """Groups job files alone fill completely: a site-policy rule reading only these runs under `lint` too."""
+    return frozenset(name for name, group in groups().items() if group.lint)
+
+
+def notable_facts() -> Tuple[str, ...]:
+    """The facts most rules need (`group.key`), in the schema's order."""
+    return tuple(f"{group.name}.{key.name}" for group in groups().values() for key in group.keys.values()
+                 if key.notable)
+
+
+def path_error(names: List[str]) -> Optional[str]:
+    """Why the fact path (its key names, `["nvml", "gpus", "cc"]`) is not in the schema; None when it is."""
+    group = groups().get(names[0])
+    if group is None:
+        return f"no probe or reader provides the group {names[0]!r} (known: {', '.join(sorted(groups()))})"
+    if group.shape == "map" or not group.keys or len(names) < 2:
+        return None
+    if names[1] not in group.keys:
+        return f"{group.name} has no key {names[1]!r} (see docs/snapshot.md)"
+    fields = group.fields.get(names[1])
+    if fields and len(names) > 2 and names[2] not in fields:
+        return f"{group.name}.{names[1]} has no key {names[2]!r} (see docs/snapshot.md)"
+    return None
+
+
+def undeclared(facts: Mapping[str, Any]) -> List[str]:
+    """The paths in `facts` that the schema does not declare (empty when every group and key is known)."""
+    return sorted(set(_undeclared(facts)))
+
+
+def _undeclared(facts: Mapping[str, Any]) -> Iterator[str]:
+    for name, value in facts.items():
+        group = groups().get(name)
+        if group is None:
+            yield name
+        elif group.shape != "map" and group.keys:
+            for entry in _entries(value, group.shape):
+                yield from _entry_undeclared(name, entry, group.keys, group.fields)
+
+
+def _entries(value: Any, shape: str) -> list:
+    if isinstance(value, list) and shape in ("list", "object_or_list"):
+        return [entry for entry in value if isinstance(entry, Mapping)]
+    return [value] if isinstance(value, Mapping) else []
+
+
+def _entry_undeclared(prefix: str, entry: Mapping[str, Any], keys: Dict[str, Key],
+                      fields: Dict[str, Dict[str, Key]]) -> Iterator[str]:
+    for key, value in entry.items():
+        if key not in keys:
+            yield f"{prefix}.{key}"
+        elif key in fields:
+            for item in _entries(value, "object_or_list"):
+                yield from (f"{prefix}.{key}.{sub}" for sub in item if sub not in fields[key])
+
+
+# ------------------------------------------------------------------------------------------ docs/snapshot.md
+
+INTRO = """# Snapshot schema `gpudoctor.snapshot/1`
+
+<!-- Generated from rules/facts.toml by `python -m gpudoctor.schema > docs/snapshot.md`: edit those, not this. -->
+
+A snapshot is the set of facts gpudoctor knows about one machine (and the files given to it).
+Probes (live machine), ingest parsers (pasted reports), the static analysers (scripts, DeepSpeed configs,
+env files) and `gpudoctor snapshot -o FILE` all produce it; the rules read nothing else.
+
+```json
+{
+  "schema": "gpudoctor.snapshot/1",
+  "tool": {"name": "gpudoctor", "version": "0.1.0"},
+  "created": "2026-11-22T02:00:00Z",
+  "source": {"kind": "live|report|snapshot", "paths": []},
+  "facts": { "host": {}, "nvml": {}, "nvcc": {}, "torch": {}, "env": {}, "requests": {}, "inputs": [] },
+  "probes": [{"name": "nvml", "status": "ok|failed|timeout|skipped", "seconds": 0.02, "error": null}],
+  "evidence": {"nvml.driver_version": "collect_env line 14: 'Nvidia driver version: 418.67'"},
+  "conflicts": [{"fact": "torch.version", "values": ["2.1.0", "2.2.0"], "sources": ["a.txt", "b.txt"]}]
+}
+```
+
+## Known, unknown and none
+- A key that is **absent** is *unknown*: a rule that needs it is counted as unknown, never fired.
+- A key that is present with `null` is *known to be absent*: `torch.cuda: null` is a CPU-only torch build,
+  `nvml.driver_version: null` with `nvml.status: "unavailable"` is a machine without an NVIDIA driver.
+- A whole group (e.g. `nvcc`) absent means that source was not looked at (probe not run, report did not carry it).
+
+Versions are strings exactly as the tool printed them (`"535.104.05"`, `"12.4"`, `"2.5.1+cu124"`); compare with
+`packaging.version`, never as floats. Sizes are integers in bytes. Compute capability is a string `"8.9"`.
+
+## Fact groups
+"""
+
+
+def _table(keys: Dict[str, Key]) -> List[str]:
+    rows = ["| key | type | meaning |", "| --- | --- | --- |"]
+    for key in keys.values():
+        kind = f"{key.type}, {key.unit}" if key.unit else key.type
+        rows.append(f"| {key.name} | {kind} |" + (f" {key.doc} |" if key.doc else " |"))
+    return rows
+
+
+def markdown() -> str:
+    """docs/snapshot.md, generated from the schema."""
+    lines = [INTRO.rstrip("\n")]
+    for group in groups().values():
+        lines += ["", f"### `{group.name}` ({group.source})"]
+        if group.doc:
+            lines.append(group.doc)
+        if group.keys:
+            lines += [""] + _table(group.keys)
+        for key, fields in group.fields.items():
+            lines += ["", f"Keys of `{group.name}.{key}`:", ""] + _table(fields)
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.stdout.write(markdown())

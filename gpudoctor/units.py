@@ -1,0 +1,26 @@
+"""Byte units, said once: the constants and how sizes are written."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+KiB = 1024
+MiB = 1024**2
+GiB = 1024**3
+TiB = 1024**4
+PiB = 1024**5
+
+
+def size(num_bytes: Optional[int]) -> str:
+    """`48 GiB`, `64 MiB`, `64 KiB`, `512 B` (whole units; `?` when unknown)."""
+    if num_bytes is None:
+        return "?"
+    for unit, scale in (("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
+        if num_bytes >= scale:
+            return f"{num_bytes / scale:.0f} {unit}"
+    return f"{num_bytes} B"
+
+
+def gib(num_bytes: Optional[int]) -> str:
+    """`79.2 GiB` (one decimal; `?` when unknown)."""
+    return "?" if num_bytes is None else f"{num_bytes / GiB:.1f} GiB"

@@ -1,0 +1,168 @@
+"""The fact schema (rules/facts.toml) is the one definition of the facts: the docs are generated from it, rules
+and probes agree with it, and everything that writes facts writes only keys it declares."""
+
+import ast
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES, ROOT, SHARED
+from gpudoctor import schema
+from gpudoctor.catalog import load_catalog
+from gpudoctor.gather import Request, gather
+from gpudoctor.ingest import ReportError, parse_report
+from gpudoctor.probes import ProbeContext, all_probes, run_probes
+
+CHECKS = ROOT / "gpudoctor" / "checks"
+IO_MODULES = {"os", "pathlib", "subprocess", "shutil", "socket", "glob", "io", "tempfile", "urllib", "requests",
+              "ctypes", "multiprocessing", "threading"}
+IO_CALLS = {"open", "exec", "eval", "compile", "__import__", "input"}
+
+
+def test_docs_snapshot_md_is_generated_from_the_schema():
+    text = (ROOT / "docs" / "snapshot.md").read_text(encoding="utf-8")
+    assert text == schema.markdown(), "docs/snapshot.md is stale: python -m gpudoctor.schema > docs/snapshot.md"
+
+
+def test_every_group_is_well_formed():
+    for group in schema.groups().values():
+        assert group.shape in schema.SHAPES, group.name
+        assert group.source, group.name
+        assert group.shape == "map" or group.keys, f"{group.name}: declare its keys"
+        for key in group.fields:
+            assert key in group.keys, f"{group.name}.fields.{key}: not a key of the group"
+
+
+def test_probes_and_schema_name_each_other():
+    named = {group.probe for group in schema.groups().values() if group.probe}
+    assert named == set(all_probes()), "every probe gathers a group of the schema, and only probes that exist"
+
+
+def test_every_rule_reads_only_declared_facts():
+    for rule in load_catalog():
+        for need in rule.needs:
+            assert schema.path_error(need.split(".")) is None, f"{rule.id} needs {need}: {schema.path_error(need.split('.'))}"
+
+
+def test_undeclared_finds_unknown_groups_keys_and_fields():
+    assert schema.undeclared({"host": {"hostname": "a"}, "env": {"ANYTHING": "1"}}) == []
+    facts = {"nope": {}, "host": {"hostnam": "a"}, "nvml": {"gpus": [{"name": "T4", "colour": "red"}]},
+             "inputs": [{"path": "x", "kind": "file", "error": "e", "why": 1}]}
+    assert schema.undeclared(facts) == ["host.hostnam", "inputs.why", "nope", "nvml.gpus.colour"]
+
+
+def test_live_probes_write_only_declared_keys():
+    facts, results = run_probes(all_probes().values(), ProbeContext(timeout=60.0))
+    assert {result.name for result in results if result.status == "ok"} >= {"env", "system", "nvcc", "torch"}
+    assert schema.undeclared(facts) == []
+    quick, _ = run_probes([all_probes()["torch"]], ProbeContext(timeout=60.0, quick=True))
+    assert quick["torch"].get("quick") is True and schema.undeclared(quick) == []
+
+
+@pytest.mark.parametrize("path", sorted((FIXTURES / "machines").glob("*.json")), ids=lambda p: p.name)
+def test_recorded_snapshots_hold_only_declared_keys(path):
+    assert schema.undeclared(json.loads(path.read_text())["facts"]) == []
+
+
+def report_files():
+    files = sorted((FIXTURES / "reports").iterdir())
+    if SHARED.is_dir():
+        files += sorted((SHARED / "corpus").glob("*.txt")) + sorted((SHARED / "corpus" / "formats").glob("*"))
+    return [path for path in files if path.is_file()]
+
+
+def test_report_readers_write_only_declared_keys():
+    read = 0
+    for path in report_files():
+        try:
+            report = parse_report(path.read_bytes().decode("utf-8", "replace"), str(path))
+        except ReportError:
+            continue
+        read += 1
+        assert schema.undeclared(report.facts) == [], path.name
+    assert read >= 30
+
+
+def test_file_readers_write_only_declared_keys():
+    names = [str(path) for folder in ("jobs", "scripts", "ds_configs") for path in sorted((FIXTURES / folder).iterdir())
+             if path.is_file()]
+    snapshot = gather(Request(files=tuple(names)))
+    assert {"env", "env_sources", "scripts", "ds_config", "requests", "inputs"} <= set(snapshot.facts)
+    assert schema.undeclared(snapshot.facts) == []
+    model = gather(Request(snapshot=str(FIXTURES / "machines" / "t4-cu121.json"),
+                           model=str(FIXTURES / "models" / "qwen2.5-0.5b.config.json"), training={"micro_batch": 2}))
+    assert schema.undeclared(model.facts) == []
+
+
+def test_policy_validates_fact_paths_against_the_schema():
+    from gpudoctor.policy import compile_rule, known_groups
+
+    table = {"id": "SITE001", "name": "x", "severity": "warning", "message": "m", "require": {"fact": "nvml.gpus[*].colour", "op": "eq", "value": 1}}
+    with pytest.raises(Exception, match="nvml.gpus has no key 'colour'"):
+        compile_rule(table, known_groups())
+    table["require"] = {"fact": "model.paramz", "op": "gt", "value": 1}
+    with pytest.raises(Exception, match="model has no key 'paramz'"):
+        compile_rule(table, known_groups())
+
+
+# ---------------------------------------------------------------------------------------- rules are pure
+
+def io_uses(path: Path) -> list:
+    uses = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            uses += [alias.name for alias in node.names if alias.name.split(".")[0] in IO_MODULES]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            if (node.module or "").split(".")[0] in IO_MODULES:
+                uses.append(node.module)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in IO_CALLS:
+            uses.append(f"{node.func.id}()")
+    return uses
+
+
+def test_rules_perform_no_io():
+    """A rule is a pure function of the snapshot: what it needs, a probe records."""
+    offenders = {path.name: io_uses(path) for path in sorted(CHECKS.glob("*.py")) if io_uses(path)}
+    assert offenders == {}
+
+
+def test_the_io_scan_sees_io(tmp_path):
+    sample = tmp_path / "sample.py"
+    sample.write_text("import os.path\nfrom pathlib import Path\nimport subprocess\ndef f():\n    return open('x')\n")
+    assert io_uses(sample) == ["os.path", "pathlib", "subprocess", "open()"]
+
+
+def gd106(nvcc_facts):
+    from gpudoctor.catalog import find_rule
+    from gpudoctor.engine import evaluate
+    from gpudoctor.snapshot import Snapshot
+
+    report = evaluate(Snapshot(facts={"nvcc": nvcc_facts, "env": {}}), [find_rule("GD106")])
+    return [f.rule for f in report.findings]
+
+
+def test_a_rule_resolves_symlinks_from_the_snapshot_not_from_this_machine(tmp_path):
+    """CUDA_HOME is a symlink to the 11.8 toolkit while nvcc on PATH is 12.4 (GD106). The verdict comes from the
+    realpaths the probe recorded; this machine's filesystem (where the same path may point anywhere) plays no part."""
+    target = tmp_path / "cuda-11.8"
+    target.mkdir()
+    link = tmp_path / "cuda"
+    link.symlink_to(target)
+    facts = {"path": "/opt/cuda-12.4/bin/nvcc", "version": "12.4", "cuda_home": str(link), "cuda_path": None,
+             "toolkits": [{"path": str(target), "version": "11.8"}]}
+    assert gd106({**facts, "realpaths": {str(link): str(target)}}) == ["GD106"]
+    # recorded elsewhere, without the link: compared as written, whatever this machine's filesystem says
+    assert gd106(facts) == []
+
+
+def test_the_nvcc_probe_records_realpaths(tmp_path):
+    from gpudoctor.probes.nvcc import probe_nvcc
+
+    target = tmp_path / "cuda-11.8"
+    target.mkdir()
+    link = tmp_path / "cuda"
+    link.symlink_to(target)
+    facts = probe_nvcc(ProbeContext(timeout=10.0, environ={"CUDA_HOME": str(link), "PATH": ""}))["nvcc"]
+    assert facts["realpaths"][str(link)] == str(target)
+    assert str(target) in [toolkit["path"] for toolkit in facts["toolkits"]]
