@@ -1,4 +1,5 @@
-"""Readers for the files users hand to gpudoctor (`lint FILE...`, `check --env-file/--script`).
+"""The user's files: reading them (`lint FILE...`, `check --env-file/--script`) and the one path by which
+gpudoctor writes a file (`--output`, `fix --write-env`).
 
 A reader turns one file into facts on a snapshot (env variables with their lines, script analysis,
 DeepSpeed config). Unreadable files become `inputs` entries (GD003), never exceptions.
@@ -6,10 +7,14 @@ DeepSpeed config). Unreadable files become `inputs` entries (GD003), never excep
 
 from __future__ import annotations
 
+import os
+import stat
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, List, Optional
 
+from gpudoctor.errors import InputError
 from gpudoctor.snapshot import Snapshot
 
 MAX_BYTES = 20 * 1024 * 1024
@@ -45,11 +50,22 @@ def read_text(path: Path) -> str:
     return path.read_bytes().decode("utf-8", "replace")
 
 
-def read_file(path: Path, snapshot: Snapshot, kind: Optional[str] = None) -> None:
+def read_input(name: str, what: str) -> str:
+    """The text of a file the user named (`what`: "script", "DeepSpeed config" …), or InputError in one line."""
+    path = Path(name)
+    if not path.is_file():
+        raise InputError(f"cannot read {what}{' ' if what else ''}{name!r}: no such file")
+    try:
+        return read_text(path)
+    except OSError as exc:
+        raise InputError(f"cannot read {what}{' ' if what else ''}{name!r}: {exc.strerror or exc}") from None
+
+
+def read_file(path: Path, snapshot: Snapshot, kind: Optional[str] = None, text: Optional[str] = None) -> None:
     """Add one file's facts to the snapshot with every reader that accepts it (or only the ones named `kind`):
-    a Python file is both a training script and, for launchers, a source of env-var dicts."""
+    a Python file is both a training script and, for launchers, a source of env-var dicts. `text`: already read."""
     _load_readers()
-    text = read_text(path)
+    text = read_text(path) if text is None else text
     matched = False
     for reader in READERS:
         if (kind is None or reader.kind == kind) and reader.accepts(path, text):
@@ -69,3 +85,28 @@ def _load_readers() -> None:
         except ModuleNotFoundError as exc:
             if exc.name != module:
                 raise
+
+
+def write_atomic(path: str, text: str) -> None:
+    """Write via a temporary file in the same folder, fsync, then rename over the target (through a symlink to the
+    file it points at). The file keeps its permission bits; a new file gets 0666 less the umask."""
+    target = os.path.realpath(path)
+    folder = os.path.dirname(target) or "."
+    try:
+        mode = stat.S_IMODE(os.stat(target).st_mode)
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".gpudoctor", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(text.encode("utf-8", errors="surrogateescape"))
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

@@ -73,13 +73,6 @@ def file_node_names(snapshots: Sequence[Snapshot], paths: Sequence[str]) -> List
     return names if len(set(names)) == len(names) else list(paths)
 
 
-def exit_code(fleet: FleetReport, fail_on: str) -> int:
-    if fail_on == "never":
-        return 0
-    worst = fleet.worst()
-    return 1 if worst is not None and worst >= Severity.parse(fail_on) else 0
-
-
 def to_json(fleet: FleetReport) -> dict:
     """The `gpudoctor.fleet/1` document (CONTRACT.md)."""
     nodes = []

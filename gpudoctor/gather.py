@@ -102,21 +102,15 @@ def files_snapshot(names: Sequence[str]) -> Snapshot:
 
 def _read(name: str, snapshot: Snapshot, kind: Optional[str], what: str) -> None:
     """Add one file's facts with the readers that know it; InputError when it cannot be read."""
-    from gpudoctor.files import read_file
+    from gpudoctor.files import read_file, read_input
 
-    path = Path(name)
-    if not path.is_file():
-        raise InputError(f"cannot read {what}{name!r}: no such file")
-    try:
-        read_file(path, snapshot, kind=kind)
-    except OSError as exc:
-        raise InputError(f"cannot read {what}{name!r}: {exc.strerror or exc}") from None
+    read_file(Path(name), snapshot, kind=kind, text=read_input(name, what))
 
 
 def _scripts(request: Request, snapshot: Snapshot) -> None:
     """Training scripts: their facts (process starts, precision requests …) join the machine's."""
     for name in request.scripts:
-        _read(name, snapshot, "script", "script ")
+        _read(name, snapshot, "script", "script")
 
 
 def _ds_config(request: Request, snapshot: Snapshot) -> None:
@@ -132,10 +126,7 @@ def _env_files(request: Request, snapshot: Snapshot) -> None:
     if request.env_files:
         from gpudoctor.envfiles import overlay
 
-        try:
-            overlay(list(request.env_files), snapshot)
-        except OSError as exc:
-            raise InputError(f"cannot read env file {exc.filename or ''!r}: {exc.strerror or exc}") from None
+        overlay(list(request.env_files), snapshot)
 
 
 def _model(request: Request, snapshot: Snapshot) -> None:

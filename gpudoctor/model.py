@@ -25,6 +25,13 @@ class Severity(enum.IntEnum):
         return self.name.lower()
 
 
+def exit_code(worst: Optional[Severity], fail_on: str) -> int:
+    """`--fail-on`: 1 when the worst finding reaches `fail_on` (error, warning, info), else 0; `never`: always 0."""
+    if fail_on == "never":
+        return 0
+    return 1 if worst is not None and worst >= Severity.parse(fail_on) else 0
+
+
 class Applicability(str, enum.Enum):
     """Whether a fix may be applied automatically (ruff's model)."""
 

@@ -5,9 +5,7 @@ from __future__ import annotations
 import copy
 import datetime
 import json
-import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Mapping
@@ -123,17 +121,3 @@ def loads(text: str, path: str = "<snapshot>") -> Snapshot:
     except ValueError as exc:
         raise SnapshotError(f"cannot read snapshot {path!r}: not JSON ({exc})") from None
     return from_json(data, path)
-
-
-def write_atomic(path: str, text: str) -> None:
-    """Write a file via a temporary file in the same folder and a rename."""
-    target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=str(target.parent or "."))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, target)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise

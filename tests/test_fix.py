@@ -13,7 +13,8 @@ import yaml
 from conftest import FIXTURES, ROOT, gpudoctor_cmd
 from gpudoctor.envfiles import dotenv as dotenv_reader
 from gpudoctor.fix import (Change, Plan, fix_command, plan_fixes, render, render_dotenv, render_k8s, render_shell)
-from gpudoctor.fix.envmerge import BEGIN, END, MergeError, merge, read_env, scan, split_lines, unified_diff, write_atomic
+from gpudoctor.files import write_atomic
+from gpudoctor.fix.envmerge import BEGIN, END, MergeError, merge, read_env, scan, split_lines, unified_diff
 from gpudoctor.model import Applicability, EnvChange, Finding, Fix, Location, Report, Severity
 
 MACHINE = FIXTURES / "machines" / "rtx6000ada-nvcc115-cu124.json"  # torch 2.5: NCCL_ASYNC_ERROR_HANDLING is renamed

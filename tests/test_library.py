@@ -62,3 +62,13 @@ def test_unusable_input_is_one_input_error(request_, message):
 def test_unknown_attribute_is_an_attribute_error():
     with pytest.raises(AttributeError):
         gpudoctor.no_such_call  # noqa: B018
+
+
+@pytest.mark.parametrize("worst,fail_on,code", [
+    (None, "info", 0), ("info", "info", 1), ("info", "warning", 0), ("warning", "warning", 1),
+    ("warning", "error", 0), ("error", "error", 1), ("error", "never", 0),
+])
+def test_one_exit_code_for_reports_and_fleets(worst, fail_on, code):
+    from gpudoctor.model import Severity, exit_code
+
+    assert exit_code(Severity.parse(worst) if worst else None, fail_on) == code

@@ -281,18 +281,6 @@ READER = register(FileReader(kind="ds_config", accepts=looks_like_ds_config, rea
 def overlay(name: str, snapshot) -> None:
     """`check --ds-config FILE`: read it as a DeepSpeed config whatever it looks like; a missing or unreadable file
     is a usage error (exit 2), a malformed one a GD307 finding."""
-    add_to_snapshot(snapshot, name, read_config(name))
+    from gpudoctor.files import read_input
 
-
-def read_config(name: str) -> str:
-    """The text of the DeepSpeed config file `name`; InputError (exit 2) when it is missing or unreadable."""
-    from gpudoctor.errors import InputError
-    from gpudoctor.files import read_text
-
-    path = Path(name)
-    if not path.is_file():
-        raise InputError(f"cannot read DeepSpeed config {name!r}: no such file")
-    try:
-        return read_text(path)
-    except OSError as exc:
-        raise InputError(f"cannot read DeepSpeed config {name!r}: {exc.strerror or exc}") from None
+    add_to_snapshot(snapshot, name, read_input(name, "DeepSpeed config"))

@@ -7,13 +7,14 @@ import os
 import sys
 import time
 
-from gpudoctor.cli.common import (UsageError, add_output_options, add_selection_options, exit_code, fleet_format,
-                                  output_format, output_stream, render_fleet, selected_rules)
+from gpudoctor.cli.common import (UsageError, add_output_options, add_selection_options, fleet_format, output_format,
+                                  output_stream, render_fleet, selected_rules)
 from gpudoctor.cli.options import (add_env_file_option, add_from_option, add_machine_options, add_training_options,
                                    gather_request)
 from gpudoctor.engine import evaluate
 from gpudoctor.errors import InputError
 from gpudoctor.gather import gather, groups_for
+from gpudoctor.model import exit_code
 from gpudoctor.render import render_report
 
 
@@ -47,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     report = evaluate(snapshot, rules, started)
     with output_stream(args) as stream:
         render_report(report, output_format(args), stream, quiet=args.quiet)
-    return exit_code(report, args.fail_on)
+    return exit_code(report.worst(), args.fail_on)
 
 
 def run_fleet(args: argparse.Namespace) -> int:

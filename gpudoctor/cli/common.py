@@ -9,7 +9,7 @@ from contextlib import contextmanager
 
 from gpudoctor.catalog import load_catalog, select_rules, unmatched_code
 from gpudoctor.errors import InputError
-from gpudoctor.model import Severity
+from gpudoctor.model import exit_code
 from gpudoctor.render import FORMATS
 
 
@@ -74,7 +74,7 @@ def output_stream(args: argparse.Namespace):
     if not args.output:
         yield sys.stdout
         return
-    from gpudoctor.snapshot import write_atomic
+    from gpudoctor.files import write_atomic
 
     buffer = io.StringIO()
     yield buffer
@@ -96,16 +96,8 @@ def fleet_format(args: argparse.Namespace) -> str:
 
 def render_fleet(args: argparse.Namespace, fleet, fmt: str) -> int:
     """Print a fleet report (gpudoctor fleet, check --fleet) and return its exit status."""
-    from gpudoctor.fleet import exit_code as fleet_exit_code
     from gpudoctor.render.fleet import render
 
     with output_stream(args) as stream:
         render(fleet, fmt, stream, quiet=args.quiet)
-    return fleet_exit_code(fleet, args.fail_on)
-
-
-def exit_code(report, fail_on: str) -> int:
-    if fail_on == "never":
-        return 0
-    worst = report.worst()
-    return 1 if worst is not None and worst >= Severity.parse(fail_on) else 0
+    return exit_code(fleet.worst(), args.fail_on)

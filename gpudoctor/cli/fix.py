@@ -85,7 +85,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _write_env(args: argparse.Namespace, plan) -> int:
-    from gpudoctor.fix.envmerge import MergeError, merge, read_env, unified_diff, write_atomic
+    from gpudoctor.files import write_atomic
+    from gpudoctor.fix.envmerge import MergeError, merge, read_env, unified_diff
 
     path = args.write_env
     try:

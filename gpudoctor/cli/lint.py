@@ -6,10 +6,10 @@ from __future__ import annotations
 import argparse
 import time
 
-from gpudoctor.cli.common import (add_output_options, add_selection_options, exit_code, output_format, output_stream,
-                                  selected_rules)
+from gpudoctor.cli.common import add_output_options, add_selection_options, output_format, output_stream, selected_rules
 from gpudoctor.engine import evaluate
 from gpudoctor.gather import Request, gather
+from gpudoctor.model import exit_code
 from gpudoctor.render import render_report
 
 
@@ -27,4 +27,4 @@ def run(args: argparse.Namespace) -> int:
     report = evaluate(snapshot, selected_rules(args, host=False), started)
     with output_stream(args) as stream:
         render_report(report, output_format(args), stream, quiet=True)
-    return exit_code(report, args.fail_on)
+    return exit_code(report.worst(), args.fail_on)

@@ -227,19 +227,15 @@ _register()
 def overlay(paths, snapshot) -> None:
     """`check --env-file FILE` (repeatable): the files' variables override the environment the snapshot has
     (this process's, or a recorded machine's), in the order given. Files given together form one environment, so
-    a variable they set to different values is a conflict (GD410). Raises OSError for a file that cannot be read."""
+    a variable they set to different values is a conflict (GD410). Raises InputError for a file that cannot be read."""
+    from gpudoctor.files import read_input
+
     for name in paths:
         path = Path(name)
-        text = _read(path)
+        text = read_input(str(name), "env file")
         fmt = detect(path, text) or ("yaml" if path.suffix.lower() in (".yaml", ".yml") else "dotenv")
         apply(snapshot, read_env_text(path, text, fmt), str(path), scope_override="--env-file")
     sources = snapshot.source.setdefault("paths", []) if isinstance(snapshot.source, dict) else []
     sources.extend(str(p) for p in paths if str(p) not in sources)
 
 
-def _read(path: Path) -> str:
-    from gpudoctor.files import read_text
-
-    if not path.is_file():
-        raise FileNotFoundError(2, "no such file", str(path))
-    return read_text(path)

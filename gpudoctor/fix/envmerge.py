@@ -28,8 +28,6 @@ import bisect
 import difflib
 import os
 import re
-import stat
-import tempfile
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
@@ -303,28 +301,3 @@ def read_env(path: str) -> str:
     except FileNotFoundError:
         return ""
     return data.decode("utf-8", errors="surrogateescape")
-
-
-def write_atomic(path: str, text: str) -> None:
-    """Write via a temporary file in the same folder, fsync, then rename over the target (through a symlink to the
-    file it points at). The file keeps its permission bits; a new file gets 0666 less the umask."""
-    target = os.path.realpath(path)
-    folder = os.path.dirname(target) or "."
-    try:
-        mode = stat.S_IMODE(os.stat(target).st_mode)
-    except FileNotFoundError:
-        umask = os.umask(0)
-        os.umask(umask)
-        mode = 0o666 & ~umask
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".gpudoctor", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(text.encode("utf-8", errors="surrogateescape"))
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, target)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
