@@ -25,12 +25,17 @@ def version(text) -> Optional[Version]:
         return None
 
 
+_MAJOR_MINOR = re.compile(r"\s*v?(\d+)(?:\.(\d+))?")
+
+
 def major_minor(text) -> Optional[str]:
-    """'12.4' from '12.4.131' or '12.4'; None if unparsable."""
-    parsed = version(text)
-    if parsed is None:
+    """'12.4' from '12.4.131', 'v12.4' or '12.04'; '12' from '12' (a minor nobody stated is never made up);
+    None when the text does not start with a version."""
+    match = _MAJOR_MINOR.match(str(text)) if text is not None else None
+    if not match:
         return None
-    return f"{parsed.major}.{parsed.minor}"
+    major, minor = int(match.group(1)), match.group(2)
+    return f"{major}.{int(minor)}" if minor is not None else str(major)
 
 
 @lru_cache(maxsize=None)

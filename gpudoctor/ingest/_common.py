@@ -11,8 +11,6 @@ MAX_EVIDENCE_CHARS = 160
 # Values that collect_env, nvidia-smi and ds_report print when they could not find something.
 NOT_COLLECTED = {"could not collect", "n/a", "unknown", "", "not available", "[not supported]", "not supported"}
 
-_MAJOR_MINOR = re.compile(r"v?(\d{1,3})\.(\d{1,3})")
-_MAJOR_ONLY = re.compile(r"v?(\d{1,3})$")
 _VERSION = re.compile(r"\d+(?:\.\d+)+")
 _CU_TAG = re.compile(r"\+cu(\d{2,3})(?![0-9])")
 _CPU_TAG = re.compile(r"\+cpu(?![a-z0-9])")
@@ -23,20 +21,6 @@ _BINARY_UNITS = {
     "b": 1,
     "kib": 1024, "mib": 1024 ** 2, "gib": 1024 ** 3, "tib": 1024 ** 4, "pib": 1024 ** 5,
 }
-
-
-def major_minor(value: Optional[str]) -> Optional[str]:
-    """'10.1.243' -> '10.1', '12.4.99' -> '12.4', '12' -> '12'; None when it is not a version."""
-    if not value:
-        return None
-    s = value.strip()
-    m = _MAJOR_MINOR.match(s)
-    if m:
-        return "%d.%d" % (int(m.group(1)), int(m.group(2)))
-    m = _MAJOR_ONLY.match(s)
-    if m:
-        return str(int(m.group(1)))
-    return None
 
 
 def first_version(value: Optional[str]) -> Optional[str]:

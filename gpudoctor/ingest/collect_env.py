@@ -20,7 +20,9 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List, Optional, Tuple
 
-from ._common import Builder, first_version, is_not_collected, major_minor
+from gpudoctor.knowledge import major_minor
+
+from ._common import Builder, first_version, is_not_collected
 from .normalize import Lines
 
 # (lower-case key as printed, field, may appear without a colon in hand-edited pastes)

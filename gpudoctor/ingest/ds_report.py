@@ -19,7 +19,9 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, Optional
 
-from ._common import Builder, first_version, major_minor
+from gpudoctor.knowledge import major_minor
+
+from ._common import Builder, first_version
 from .normalize import Lines
 
 _OP_ROW = re.compile(r"([A-Za-z0-9_]{1,60})[ \t]*\.{1,80}[ \t]*\[(YES|NO|OKAY|FAIL)\][ \t]*\.{0,80}[ \t]*"

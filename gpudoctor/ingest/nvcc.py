@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import re
 
-from ._common import Builder, major_minor
+from gpudoctor.knowledge import major_minor
+
+from ._common import Builder
 from .normalize import Lines
 
 _RELEASE = re.compile(r"Cuda compilation tools,[ \t]*release[ \t]+(\d{1,3}\.\d{1,3})(?:,[ \t]*V(\d[\w.]{0,30}))?")

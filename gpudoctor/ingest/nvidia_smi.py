@@ -19,7 +19,9 @@ import re
 import xml.etree.ElementTree as ET
 from typing import Any, Dict, List, Optional, Tuple
 
-from ._common import Builder, first_version, major_minor, mib_to_bytes, to_int, yes_no
+from gpudoctor.knowledge import major_minor
+
+from ._common import Builder, first_version, mib_to_bytes, to_int, yes_no
 from .normalize import Lines
 
 # ------------------------------------------------------------------------------------------------
