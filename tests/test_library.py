@@ -72,3 +72,16 @@ def test_one_exit_code_for_reports_and_fleets(worst, fail_on, code):
     from gpudoctor.model import Severity, exit_code
 
     assert exit_code(Severity.parse(worst) if worst else None, fail_on) == code
+
+
+def test_docs_library_example_runs(monkeypatch, capsys):
+    """The example in docs/library.md runs as written, from the repository root, and prints the findings."""
+    import re
+
+    from conftest import ROOT
+
+    monkeypatch.chdir(ROOT)
+    (example,) = re.findall(r"```python\n(.*?)```", (ROOT / "docs" / "library.md").read_text(), re.S)
+    exec(compile(example, "docs/library.md", "exec"), {})
+    out = capsys.readouterr().out
+    assert "GD402" in out and "2 errors" in out
