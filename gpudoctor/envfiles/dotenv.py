@@ -20,8 +20,8 @@ _KEY_SINGLE = re.compile(r"'([^']+)'")
 _KEY_UNQUOTED = re.compile(r"([^=#\s]+)")
 _WS = re.compile(r"[^\S\r\n]*")
 _EQUAL = re.compile(r"(=[^\S\r\n]*)")
-_VALUE_SINGLE = re.compile(r"'((?:\\'|[^'])*)'")
-_VALUE_DOUBLE = re.compile(r'"((?:\\"|[^"])*)"')
+_VALUE_SINGLE = re.compile(r"'((?:\\.|[^'\\])*)'", re.DOTALL)
+_VALUE_DOUBLE = re.compile(r'"((?:\\.|[^"\\])*)"', re.DOTALL)
 _VALUE_UNQUOTED = re.compile(r"([^\r\n]*)")
 _COMMENT = re.compile(r"(?:[^\S\r\n]*#[^\r\n]*)?")
 _EOL = re.compile(r"[^\S\r\n]*(?:\r\n|\n|\r|$)")
@@ -95,9 +95,11 @@ def read(text: str, path: str) -> ReadResult:
             reader.read(_WS)
             value, quote = None, ""
             if reader.peek() == "=":
-                reader.read(_EQUAL)
+                (equal,) = reader.read(_EQUAL)
                 char = reader.peek()
-                if char == "'":
+                if len(equal) > 1 and char == "#":  # `KEY= # comment`: empty (python-dotenv 1.2)
+                    value = ""
+                elif char == "'":
                     quote = "'"
                     (raw,) = reader.read(_VALUE_SINGLE)
                     value = _decode(_SINGLE_ESCAPES, raw)
@@ -113,16 +115,18 @@ def read(text: str, path: str) -> ReadResult:
             reader.read(_COMMENT)
             reader.read(_EOL)
         except _ParseError:
-            reader.pos = start
+            failed_at, reader.pos = reader.pos, start
             reader.read(_WS_MULTI)
             line = reader.line()
             bad = reader.text[reader.pos:].splitlines()[0] if reader.has_next() else ""
             result.error(f"cannot parse {bad.strip()[:60]!r} (python-dotenv skips this line)", line)
+            reader.pos = failed_at  # as python-dotenv: skip the rest of the line where parsing stopped
             reader.read(_REST)
             continue
         line = reader.line(key_pos)
         if value is None:
-            # python-dotenv returns None for a bare KEY: load_dotenv() does not set it.
+            # python-dotenv returns None for a bare KEY, replacing any earlier value: load_dotenv() does not set it.
+            result.assignments = [item for item in result.assignments if item.name != key]
             continue
         if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", key):
             result.error(f"{key!r} is not a valid environment variable name", line)
