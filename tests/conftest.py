@@ -21,5 +21,28 @@ def run_cli(capsys):
     return run
 
 
+@pytest.fixture
+def parser_bugs_fail(monkeypatch):
+    """A report parser that raises is a bug: gpudoctor turns it into a warning (the other parts still count), the
+    tests that use this fixture fail on it."""
+    from gpudoctor import ingest
+
+    bugs = []
+
+    def watched(parser):
+        def parse(lines, name):
+            try:
+                return parser(lines, name)
+            except Exception as exc:
+                bugs.append(f"{parser.__module__}: {type(exc).__name__}: {exc}")
+                raise
+        return parse
+
+    for kind, parser in list(ingest._PARSERS.items()):
+        monkeypatch.setitem(ingest._PARSERS, kind, watched(parser))
+    yield
+    assert not bugs, bugs
+
+
 def gpudoctor_cmd():
     return [sys.executable, "-m", "gpudoctor"]

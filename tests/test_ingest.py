@@ -9,7 +9,6 @@ from typing import Any, Dict
 
 import pytest
 
-import gpudoctor.ingest as ingest
 from gpudoctor.ingest import ParsedReport, ReportError, merge_reports, parse_report
 from gpudoctor.ingest.normalize import clean_text, normalize
 
@@ -24,9 +23,7 @@ GiB = 1024 ** 3
 needs_shared = pytest.mark.skipif(not CORPUS.is_dir(), reason="../shared/corpus is not beside the checkout")
 
 
-@pytest.fixture(autouse=True)
-def strict(monkeypatch):
-    monkeypatch.setattr(ingest, "STRICT", True)
+pytestmark = pytest.mark.usefixtures("parser_bugs_fail")
 
 
 def read(path: Path) -> ParsedReport:

