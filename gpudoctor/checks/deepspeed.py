@@ -429,79 +429,101 @@ def _divisors(n: int) -> List[int]:
 
 @check("GD306")
 def ds_batch_size_inconsistent(facts, rule):
-    names = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
     unknown_world = False
     for item, config in parsed_configs(facts):
-        raw = {name: config[name] for name in names if config.get(name) is not None}
+        raw = {name: config[name] for name in BATCH_SETTINGS if config.get(name) is not None}
         if any(v == AUTO for v in raw.values()):
             continue  # the HF integration computes them (GD309)
-        evidence: Dict[str, Any] = {n: raw.get(n) for n in names}
-        odd = [n for n in names if n in raw and (_integer(raw[n]) is None or _integer(raw[n]) <= 0)]
-        if odd:
-            name, value = odd[0], raw[odd[0]]
-            problem = ("a string: DeepSpeed compares it with integers and raises TypeError" if isinstance(value, str)
-                       else "not a positive integer: DeepSpeed asserts every batch setting is > 0 and multiplies them")
-            yield rule.finding(f"{name} is {json_text(value)}, {problem}", evidence=evidence,
-                               location=where(item, name),
-                               fix=rule.fix(f'Write "{name}": <positive integer> (or "auto" under the HF Trainer).'))
-            continue
-        train = _integer(raw.get("train_batch_size"))
-        if train is None:
-            continue  # DeepSpeed derives it from micro × accumulation × world size: always consistent
-        micro = _integer(raw.get("train_micro_batch_size_per_gpu"))
-        gas = _integer(raw.get("gradient_accumulation_steps"))
-        exact = micro is not None and gas is not None  # otherwise DeepSpeed derives the missing factor by //
-        unit = (micro or 1) * (gas or 1)
-        given = " × ".join(f"{n} {v}" for n, v in (("train_micro_batch_size_per_gpu", micro),
-                                                    ("gradient_accumulation_steps", gas)) if v is not None)
-        location = where(item, "train_batch_size")
-        if train % unit:
-            yield rule.finding(
-                f"train_batch_size {train} is not a multiple of {given} = {unit}: no number of GPUs makes "
-                "train_batch_size == micro × accumulation × world size, which DeepSpeed asserts",
-                evidence=evidence, location=location,
-                fix=rule.fix(f"Set train_batch_size to {unit} × (data-parallel GPUs), or leave it out and let "
-                             "DeepSpeed compute it."))
-            continue
-        world, source = _world_size(facts)
-        evidence.update(world_size=world, world_size_from=source)
-        if world is None or world <= 0:
+        evidence: Dict[str, Any] = {n: raw.get(n) for n in BATCH_SETTINGS}
+        found = _invalid_batch_setting(rule, item, raw, evidence) or _batch_not_a_product(facts, rule, item, raw,
+                                                                                          evidence)
+        if found is UNKNOWN_WORLD:
             unknown_world = True
-            continue
-        per_rank = train // unit  # = the data-parallel size when exact, a multiple of it otherwise
-
-        def fits(dp: int) -> bool:
-            return per_rank == dp if exact else per_rank % dp == 0
-
-        from_env = source.startswith("WORLD_SIZE")
-        if fits(world) or (not from_env and exact and per_rank % world == 0):
-            continue  # (with a GPU count, per_rank = k × GPUs is k nodes of this machine)
-        # with all three given the data-parallel size is pinned down; a smaller one that fits means model parallelism
-        smaller = [d for d in _divisors(world) if 1 < d < world and fits(d)] if exact else []
-        if exact:
-            wrong = f"train_batch_size {train} ≠ {given} × world size {world} ({source}) = {unit * world}"
-            target = unit * world
-        else:
-            missing = "gradient_accumulation_steps" if micro is not None else "train_micro_batch_size_per_gpu"
-            wrong = (f"train_batch_size {train} is not divisible by {given + ' × ' if given else ''}world size "
-                     f"{world} ({source}): DeepSpeed derives {missing} by integer division and the product no longer "
-                     "equals train_batch_size")
-            target = unit * world * max(per_rank // world, 1)
-        if smaller:
-            severity = Severity.WARNING
-            tail = (f"; it holds only with a data-parallel size of {smaller[-1]} (tensor/pipeline/sequence "
-                    f"parallelism of {world // smaller[-1]}), which DeepSpeed uses instead of the world size")
-        else:
-            severity = Severity.ERROR if from_env else Severity.WARNING
-            tail = "" if from_env else " (assuming one process per GPU)"
-        yield rule.finding(
-            f"{wrong}{tail}: DeepSpeed asserts \"train_batch_size is not equal to micro_batch_per_gpu * "
-            "gradient_acc_step * world_size\"",
-            evidence=evidence, location=location, severity=severity,
-            fix=rule.fix(f"Set train_batch_size to {target} for {world} processes, or leave it out and let DeepSpeed "
-                         "compute it from the other two."))
+        elif found is not None:
+            yield found
     if unknown_world:
         raise MissingFact("env.WORLD_SIZE")
+
+
+BATCH_SETTINGS = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
+UNKNOWN_WORLD = object()  # the batch settings can only be judged with the world size, which is not known
+
+
+def _invalid_batch_setting(rule, item, raw: dict, evidence: dict):
+    """A batch setting that is not a positive integer (DeepSpeed raises TypeError or asserts)."""
+    odd = [n for n in BATCH_SETTINGS if n in raw and (_integer(raw[n]) is None or _integer(raw[n]) <= 0)]
+    if not odd:
+        return None
+    name, value = odd[0], raw[odd[0]]
+    problem = ("a string: DeepSpeed compares it with integers and raises TypeError" if isinstance(value, str)
+               else "not a positive integer: DeepSpeed asserts every batch setting is > 0 and multiplies them")
+    return rule.finding(f"{name} is {json_text(value)}, {problem}", evidence=evidence, location=where(item, name),
+                        fix=rule.fix(f'Write "{name}": <positive integer> (or "auto" under the HF Trainer).'))
+
+
+def _batch_not_a_product(facts, rule, item, raw: dict, evidence: dict):
+    """train_batch_size that is not micro × accumulation × the data-parallel size: a finding, None, or
+    UNKNOWN_WORLD."""
+    train = _integer(raw.get("train_batch_size"))
+    if train is None:
+        return None  # DeepSpeed derives it from micro × accumulation × world size: always consistent
+    micro = _integer(raw.get("train_micro_batch_size_per_gpu"))
+    gas = _integer(raw.get("gradient_accumulation_steps"))
+    unit = (micro or 1) * (gas or 1)
+    given = " × ".join(f"{n} {v}" for n, v in (("train_micro_batch_size_per_gpu", micro),
+                                                ("gradient_accumulation_steps", gas)) if v is not None)
+    location = where(item, "train_batch_size")
+    if train % unit:
+        return rule.finding(
+            f"train_batch_size {train} is not a multiple of {given} = {unit}: no number of GPUs makes "
+            "train_batch_size == micro × accumulation × world size, which DeepSpeed asserts",
+            evidence=evidence, location=location,
+            fix=rule.fix(f"Set train_batch_size to {unit} × (data-parallel GPUs), or leave it out and let "
+                         "DeepSpeed compute it."))
+    world, source = _world_size(facts)
+    evidence.update(world_size=world, world_size_from=source)
+    if world is None or world <= 0:
+        return UNKNOWN_WORLD
+    return _batch_world_mismatch(rule, location, evidence, train, micro, gas, given, world, source)
+
+
+def _batch_world_mismatch(rule, location, evidence: dict, train: int, micro, gas, given: str, world: int,
+                          source: str):
+    """train_batch_size against micro × accumulation × `world` (from WORLD_SIZE, or the GPU count)."""
+    exact = micro is not None and gas is not None  # otherwise DeepSpeed derives the missing factor by //
+    unit = (micro or 1) * (gas or 1)
+    per_rank = train // unit  # = the data-parallel size when exact, a multiple of it otherwise
+
+    def fits(dp: int) -> bool:
+        return per_rank == dp if exact else per_rank % dp == 0
+
+    from_env = source.startswith("WORLD_SIZE")
+    if fits(world) or (not from_env and exact and per_rank % world == 0):
+        return None  # (with a GPU count, per_rank = k × GPUs is k nodes of this machine)
+    # with all three given the data-parallel size is pinned down; a smaller one that fits means model parallelism
+    smaller = [d for d in _divisors(world) if 1 < d < world and fits(d)] if exact else []
+    if exact:
+        wrong = f"train_batch_size {train} ≠ {given} × world size {world} ({source}) = {unit * world}"
+        target = unit * world
+    else:
+        missing = "gradient_accumulation_steps" if micro is not None else "train_micro_batch_size_per_gpu"
+        wrong = (f"train_batch_size {train} is not divisible by {given + ' × ' if given else ''}world size "
+                 f"{world} ({source}): DeepSpeed derives {missing} by integer division and the product no longer "
+                 "equals train_batch_size")
+        target = unit * world * max(per_rank // world, 1)
+    if smaller:
+        severity = Severity.WARNING
+        tail = (f"; it holds only with a data-parallel size of {smaller[-1]} (tensor/pipeline/sequence "
+                f"parallelism of {world // smaller[-1]}), which DeepSpeed uses instead of the world size")
+    else:
+        severity = Severity.ERROR if from_env else Severity.WARNING
+        tail = "" if from_env else " (assuming one process per GPU)"
+    return rule.finding(
+        f"{wrong}{tail}: DeepSpeed asserts \"train_batch_size is not equal to micro_batch_per_gpu * "
+        "gradient_acc_step * world_size\"",
+        evidence=evidence, location=location, severity=severity,
+        fix=rule.fix(f"Set train_batch_size to {target} for {world} processes, or leave it out and let DeepSpeed "
+                     "compute it from the other two."))
 
 
 def json_text(value: Any) -> str:
