@@ -18,7 +18,7 @@ What each line means (from torch/utils/collect_env.py):
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from gpudoctor.knowledge import major_minor
 
@@ -188,14 +188,24 @@ def parse(lines: Lines, name: str) -> Builder:
     return b
 
 
+Lookup = Callable[[str], Tuple[Optional[str], Optional[int]]]  # a field's (value, line index), (None, None) when the report lacks it
+
+
 def _interpret(b: Builder, values: Dict[str, Tuple[str, int]], gpu_lines: List[Tuple[int, str]],
                cudnn_lines: List[Tuple[int, str]], libs: List[Tuple[int, str, str]]) -> None:
     def val(field: str) -> Tuple[Optional[str], Optional[int]]:
-        if field in values:
-            return values[field]
-        return None, None
+        return values.get(field, (None, None))
 
-    # --- torch ---------------------------------------------------------------------------------
+    hip_build = _torch(b, val)
+    _host(b, val)
+    _toolkit(b, val)
+    _driver_and_gpus(b, val, gpu_lines, hip_build)
+    _cudnn(b, val, cudnn_lines)
+    _libraries(b, libs)
+
+
+def _torch(b: Builder, val: Lookup) -> bool:
+    """torch's version, build (CUDA, ROCm), whether CUDA works, the Python version; True for a ROCm build."""
     tv, ti = val("torch_version")
     torch_available: Optional[bool] = None
     if tv is not None:
@@ -243,8 +253,11 @@ def _interpret(b: Builder, values: Dict[str, Tuple[str, int]], gpu_lines: List[T
         m = re.match(r"\d+(?:\.\d+){0,2}", pv.strip())
         if m:
             b.set("torch.python_version", m.group(0), pi)
+    return hip_build
 
-    # --- host ----------------------------------------------------------------------------------
+
+def _host(b: Builder, val: Lookup) -> None:
+    """The OS and architecture."""
     ov, oi = val("os")
     if ov and not is_not_collected(ov):
         b.set("host.os", ov.strip(), oi)
@@ -252,14 +265,19 @@ def _interpret(b: Builder, values: Dict[str, Tuple[str, int]], gpu_lines: List[T
         if m:
             b.set("host.arch", m.group(1), oi)
 
-    # --- system toolkit (nvcc on PATH) -----------------------------------------------------------
+
+def _toolkit(b: Builder, val: Lookup) -> None:
+    """collect_env's 'CUDA runtime version' is the nvcc on PATH."""
     rv, ri = val("cuda_runtime")
     if rv:
         mm = major_minor(rv.strip()) if first_version(rv) else None
         if mm:
             b.set("nvcc.version", mm, ri, "collect_env 'CUDA runtime version' is the nvcc on PATH")
 
-    # --- driver and GPUs -------------------------------------------------------------------------
+
+def _driver_and_gpus(b: Builder, val: Lookup, gpu_lines: List[Tuple[int, str]],
+                     hip_build: bool) -> None:
+    """The driver version and the GPUs (nvidia-smi -L lines, or torch's name for device 0)."""
     dv, di = val("driver")
     gv, gi = val("gpus")
     no_cuda = (dv or "").strip().lower() == "no cuda"
@@ -273,8 +291,6 @@ def _interpret(b: Builder, values: Dict[str, Tuple[str, int]], gpu_lines: List[T
                 b.set("nvml.driver_version", ver, di)
                 b.set("nvml.status", "ok", di)
 
-    gpus: List[Dict[str, Any]] = []
-    gpu_idx: Optional[int] = None
     if gv is not None:
         g = gv.strip()
         if g.lower() == "no cuda":
@@ -291,6 +307,18 @@ def _interpret(b: Builder, values: Dict[str, Tuple[str, int]], gpu_lines: List[T
                 if m and hip_build:
                     dev = {"name": m.group(1), "gcn_arch": m.group(2)}
                 b.set("torch.devices", [dev], gi, "device name as torch reports it")
+    gpus, gpu_idx = _gpu_entries(gpu_lines)
+    if gpus:
+        b.set("nvml.gpus", gpus, gpu_idx)
+        if not b.has("nvml.status"):
+            b.set("nvml.status", "ok", gpu_idx)
+
+
+def _gpu_entries(gpu_lines: List[Tuple[int, str]]) -> Tuple[List[Dict[str, Any]], Optional[int]]:
+    """The `GPU 0: NAME (UUID: …)` lines as GPU entries (a MIG line marks the GPU before it), and the first one's
+    line."""
+    gpus: List[Dict[str, Any]] = []
+    gpu_idx: Optional[int] = None
     for idx, s in gpu_lines:
         m = _GPU_LINE.match(s)
         if m:
@@ -310,12 +338,11 @@ def _interpret(b: Builder, values: Dict[str, Tuple[str, int]], gpu_lines: List[T
                 gpu_idx = idx
         elif gpus:
             gpus[-1]["mig_enabled"] = True
-    if gpus:
-        b.set("nvml.gpus", gpus, gpu_idx)
-        if not b.has("nvml.status"):
-            b.set("nvml.status", "ok", gpu_idx)
+    return gpus, gpu_idx
 
-    # --- cuDNN -----------------------------------------------------------------------------------
+
+def _cudnn(b: Builder, val: Lookup, cudnn_lines: List[Tuple[int, str]]) -> None:
+    """The system cuDNN: a version, or the one libcudnn.so version collect_env found."""
     nv, ni = val("cudnn")
     if nv is not None:
         n = nv.strip()
@@ -330,9 +357,6 @@ def _interpret(b: Builder, values: Dict[str, Tuple[str, int]], gpu_lines: List[T
                     cite = idx if cite is None else cite
             if len(found) == 1:
                 b.set("torch.cudnn", found.pop(), cite, "system cuDNN found by collect_env")
-
-    # --- libraries -------------------------------------------------------------------------------
-    _libraries(b, libs)
 
 
 def _libraries(b: Builder, libs: List[Tuple[int, str, str]]) -> None:
