@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from gpudoctor.knowledge import major_minor
 
@@ -478,28 +478,54 @@ def _sum_uncorrectable(node: Optional[_Node]) -> Optional[int]:
     return total if seen else None
 
 
+def _uuid(text: Optional[str]) -> Optional[str]:
+    return text if text and text.startswith("GPU-") else None
+
+
+def _text(text: Optional[str]) -> Optional[str]:
+    return text
+
+
+# The fields `nvidia-smi -q` and `nvidia-smi -q -x` both carry, said once:
+# (fact key, path in the -q text (lower-case keys), path in the -q -x XML, conversion of the text).
+GPU_FIELDS: Tuple[Tuple[str, Tuple[str, ...], str, Callable[[Optional[str]], Any]], ...] = (
+    ("uuid", ("gpu uuid",), "uuid", _uuid),
+    ("pci_bus_id", ("pci", "bus id"), "pci/pci_bus_id", _text),
+    ("memory_total_bytes", ("fb memory usage", "total"), "fb_memory_usage/total", mib_to_bytes),
+    ("memory_used_bytes", ("fb memory usage", "used"), "fb_memory_usage/used", mib_to_bytes),
+    ("ecc_enabled", ("ecc mode", "current"), "ecc_mode/current_ecc", yes_no),
+    ("remapped_rows_pending", ("remapped rows", "pending"), "remapped_rows/remapped_row_pending", yes_no),
+    ("remapped_rows_failure", ("remapped rows", "remapping failure occurred"), "remapped_rows/remapped_row_failure",
+     yes_no),
+    ("mig_enabled", ("mig mode", "current"), "mig_mode/current_mig", yes_no),
+)
+MIG_FIELDS: Tuple[Tuple[str, Tuple[str, ...], str, Callable[[Optional[str]], Any]], ...] = (
+    ("index", ("index",), "index", to_int),
+    ("gpu_instance_id", ("gpu instance id",), "gpu_instance_id", to_int),
+    ("compute_instance_id", ("compute instance id",), "compute_instance_id", to_int),
+    ("memory_total_bytes", ("fb memory usage", "total"), "fb_memory_usage/total", mib_to_bytes),
+    ("memory_used_bytes", ("fb memory usage", "used"), "fb_memory_usage/used", mib_to_bytes),
+)
+
+
+def _fields(table, read: Callable[[Tuple[str, ...], str], Optional[str]]) -> Dict[str, Any]:
+    """The table's facts that the report carries; `read(q_path, xml_path)` gives a field's text or None."""
+    facts = {}
+    for key, q_path, xml_path, convert in table:
+        value = convert(read(q_path, xml_path))
+        if value is not None:
+            facts[key] = value
+    return facts
+
+
 def _gpu_from_q(node: _Node, index: int) -> Optional[Dict[str, Any]]:
     name = node.val("product name")
     if not name:
         return None
-    gpu: Dict[str, Any] = {"index": index, "name": name}
-    uuid = node.val("gpu uuid")
-    if uuid and uuid.startswith("GPU-"):
-        gpu["uuid"] = uuid
-    bus = node.val("pci", "bus id")
+    gpu: Dict[str, Any] = {"index": index, "name": name, **_fields(GPU_FIELDS, lambda q, _: node.val(*q))}
     m = _BUS_KEY.match(node.key.upper())
-    gpu["pci_bus_id"] = bus or (m.group(1) if m else None)
-    if gpu["pci_bus_id"] is None:
-        del gpu["pci_bus_id"]
-    total = mib_to_bytes(node.val("fb memory usage", "total"))
-    used = mib_to_bytes(node.val("fb memory usage", "used"))
-    if total is not None:
-        gpu["memory_total_bytes"] = total
-    if used is not None:
-        gpu["memory_used_bytes"] = used
-    ecc = yes_no(node.val("ecc mode", "current"))
-    if ecc is not None:
-        gpu["ecc_enabled"] = ecc
+    if "pci_bus_id" not in gpu and m:
+        gpu["pci_bus_id"] = m.group(1)
     errors = node.child("ecc errors")
     if errors is not None:
         vol = _sum_uncorrectable(errors.child("volatile"))
@@ -514,35 +540,13 @@ def _gpu_from_q(node: _Node, index: int) -> Optional[Dict[str, Any]]:
         flags = [f for f in flags if f is not None]
         if flags:
             gpu["retired_pages_pending"] = any(flags)
-    remap = node.child("remapped rows")
-    if remap is not None and remap.children:
-        p = yes_no(remap.val("pending"))
-        f = yes_no(remap.val("remapping failure occurred"))
-        if p is not None:
-            gpu["remapped_rows_pending"] = p
-        if f is not None:
-            gpu["remapped_rows_failure"] = f
-    mig = yes_no(node.val("mig mode", "current"))
-    if mig is not None:
-        gpu["mig_enabled"] = mig
     migs = node.child("mig devices")
     if migs is not None and migs.children:
         devs = []
         for d in migs.children:
             if d.key != "mig device":
                 continue
-            dev: Dict[str, Any] = {}
-            for key, out in (("index", "index"), ("gpu instance id", "gpu_instance_id"),
-                             ("compute instance id", "compute_instance_id")):
-                v = to_int(d.val(key))
-                if v is not None:
-                    dev[out] = v
-            t = mib_to_bytes(d.val("fb memory usage", "total"))
-            u = mib_to_bytes(d.val("fb memory usage", "used"))
-            if t is not None:
-                dev["memory_total_bytes"] = t
-            if u is not None:
-                dev["memory_used_bytes"] = u
+            dev = _fields(MIG_FIELDS, lambda q, _, d=d: d.val(*q))
             v = _sum_uncorrectable(d.child("ecc errors", "volatile"))
             if v is not None:
                 dev["ecc_uncorrected_volatile"] = v
@@ -712,22 +716,9 @@ def _gpu_from_xml(g: ET.Element, index: int) -> Optional[Dict[str, Any]]:
     name = _xtext(g, "product_name")
     if not name:
         return None
-    gpu: Dict[str, Any] = {"index": index, "name": name}
-    uuid = _xtext(g, "uuid")
-    if uuid:
-        gpu["uuid"] = uuid
-    bus = _xtext(g, "pci/pci_bus_id") or (g.get("id") or None)
-    if bus:
-        gpu["pci_bus_id"] = bus
-    total = mib_to_bytes(_xtext(g, "fb_memory_usage/total"))
-    used = mib_to_bytes(_xtext(g, "fb_memory_usage/used"))
-    if total is not None:
-        gpu["memory_total_bytes"] = total
-    if used is not None:
-        gpu["memory_used_bytes"] = used
-    ecc = yes_no(_xtext(g, "ecc_mode/current_ecc"))
-    if ecc is not None:
-        gpu["ecc_enabled"] = ecc
+    gpu: Dict[str, Any] = {"index": index, "name": name, **_fields(GPU_FIELDS, lambda _, x: _xtext(g, x))}
+    if "pci_bus_id" not in gpu and g.get("id"):
+        gpu["pci_bus_id"] = g.get("id")
     vol = _xml_uncorrectable(g.find("ecc_errors/volatile"))
     agg = _xml_uncorrectable(g.find("ecc_errors/aggregate"))
     if vol is not None:
@@ -738,28 +729,9 @@ def _gpu_from_xml(g: ET.Element, index: int) -> Optional[Dict[str, Any]]:
     flags = [f for f in flags if f is not None]
     if flags:
         gpu["retired_pages_pending"] = any(flags)
-    p = yes_no(_xtext(g, "remapped_rows/remapped_row_pending"))
-    f = yes_no(_xtext(g, "remapped_rows/remapped_row_failure"))
-    if p is not None:
-        gpu["remapped_rows_pending"] = p
-    if f is not None:
-        gpu["remapped_rows_failure"] = f
-    mig = yes_no(_xtext(g, "mig_mode/current_mig"))
-    if mig is not None:
-        gpu["mig_enabled"] = mig
     devs = []
     for d in g.findall("mig_devices/mig_device"):
-        dev: Dict[str, Any] = {}
-        for tag in ("index", "gpu_instance_id", "compute_instance_id"):
-            v = to_int(_xtext(d, tag))
-            if v is not None:
-                dev[tag] = v
-        t = mib_to_bytes(_xtext(d, "fb_memory_usage/total"))
-        u = mib_to_bytes(_xtext(d, "fb_memory_usage/used"))
-        if t is not None:
-            dev["memory_total_bytes"] = t
-        if u is not None:
-            dev["memory_used_bytes"] = u
+        dev = _fields(MIG_FIELDS, lambda _, x, d=d: _xtext(d, x))
         v = _xml_uncorrectable(d.find("ecc_error_count/volatile_count"))
         if v is not None:
             dev["ecc_uncorrected_volatile"] = v
