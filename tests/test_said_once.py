@@ -38,3 +38,65 @@ def test_byte_units():
     assert (size(None), size(512), size(64 * 1024), size(64 * MiB), size(48 * GiB)) == ("?", "512 B", "64 KiB",
                                                                                        "64 MiB", "48 GiB")
     assert (gib(None), gib(int(79.25 * GiB))) == ("?", "79.2 GiB")
+
+
+Q_TEXT = """
+==============NVSMI LOG==============
+
+Timestamp                           : Wed Jun 12 09:14:03 2024
+Driver Version                      : 535.104.05
+CUDA Version                        : 12.2
+
+Attached GPUs                       : 1
+GPU 00000000:3B:00.0
+    Product Name                    : NVIDIA A100-SXM4-80GB
+    GPU UUID                        : GPU-8e3d1c7a-3f2b-6c1d-9a4e-0f5b7c2d1e3a
+    MIG Mode
+        Current                     : Enabled
+        Pending                     : Enabled
+    PCI
+        Bus Id                      : 00000000:3B:00.0
+    FB Memory Usage
+        Total                       : 81920 MiB
+        Used                        : 1024 MiB
+        Free                        : 80896 MiB
+    ECC Mode
+        Current                     : Enabled
+        Pending                     : Enabled
+    Remapped Rows
+        Correctable Error           : 0
+        Uncorrectable Error         : 0
+        Pending                     : Yes
+        Remapping Failure Occurred  : No
+"""
+
+XML_TEXT = """<?xml version="1.0" ?>
+<nvidia_smi_log>
+    <driver_version>535.104.05</driver_version>
+    <cuda_version>12.2</cuda_version>
+    <attached_gpus>1</attached_gpus>
+    <gpu id="00000000:3B:00.0">
+        <product_name>NVIDIA A100-SXM4-80GB</product_name>
+        <uuid>GPU-8e3d1c7a-3f2b-6c1d-9a4e-0f5b7c2d1e3a</uuid>
+        <mig_mode><current_mig>Enabled</current_mig><pending_mig>Enabled</pending_mig></mig_mode>
+        <pci><pci_bus_id>00000000:3B:00.0</pci_bus_id></pci>
+        <fb_memory_usage><total>81920 MiB</total><used>1024 MiB</used><free>80896 MiB</free></fb_memory_usage>
+        <ecc_mode><current_ecc>Enabled</current_ecc><pending_ecc>Enabled</pending_ecc></ecc_mode>
+        <remapped_rows><remapped_row_pending>Yes</remapped_row_pending>
+            <remapped_row_failure>No</remapped_row_failure></remapped_rows>
+    </gpu>
+</nvidia_smi_log>
+"""
+
+
+def test_nvidia_smi_text_and_xml_read_the_same_fields():
+    """`nvidia-smi -q` and `nvidia-smi -q -x` of one GPU give the same facts for every field of the one table."""
+    from gpudoctor.ingest.nvidia_smi import GPU_FIELDS
+
+    (text_gpu,) = parse_report(Q_TEXT, "q.txt").facts["nvml"]["gpus"]
+    (xml_gpu,) = parse_report(XML_TEXT, "q.xml").facts["nvml"]["gpus"]
+    keys = [key for key, *_ in GPU_FIELDS]
+    assert {k: text_gpu.get(k) for k in keys} == {k: xml_gpu.get(k) for k in keys} == {
+        "uuid": "GPU-8e3d1c7a-3f2b-6c1d-9a4e-0f5b7c2d1e3a", "pci_bus_id": "00000000:3B:00.0",
+        "memory_total_bytes": 80 * GiB, "memory_used_bytes": 1 * GiB, "ecc_enabled": True,
+        "remapped_rows_pending": True, "remapped_rows_failure": False, "mig_enabled": True}
