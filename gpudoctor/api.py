@@ -28,11 +28,16 @@ def evaluate(snapshot: Snapshot, rules: Optional[Sequence] = None, select: Seque
              ignore: Sequence[str] = ()) -> Report:
     """The report of the rules on the snapshot: `rules` (default: the catalog, narrowed by `select`/`ignore`
     ID prefixes; the machine rules are left out for job files alone, as `gpudoctor lint` does)."""
-    from gpudoctor.catalog import load_catalog, select_rules
+    from gpudoctor.catalog import load_catalog, select_rules, unmatched_code
     from gpudoctor.engine import evaluate as run_rules
+    from gpudoctor.errors import InputError
 
     if rules is None:
-        rules = select_rules(load_catalog(), select, ignore)
+        catalog = load_catalog()
+        problem = unmatched_code(list(select) + list(ignore), [rule.id for rule in catalog])
+        if problem:
+            raise InputError(problem)  # a typo must never turn into a report that judged nothing
+        rules = select_rules(catalog, select, ignore)
         if snapshot.source.get("kind") == "files":
             rules = [rule for rule in rules if not rule.host]
     return run_rules(snapshot, rules)

@@ -39,6 +39,12 @@ def test_select_narrows_the_rules():
     assert {f.rule for f in report.findings} == {"GD410"} and not report.passed
 
 
+def test_a_selection_that_matches_no_rule_is_an_input_error():
+    snapshot = gpudoctor.collect(gpudoctor.Request(files=(str(BAD_ENV),)))
+    with pytest.raises(InputError, match="'GD4O6' matches no rule"):
+        gpudoctor.evaluate(snapshot, select=["GD4O6"])
+
+
 def test_overlays_apply_on_a_recorded_snapshot():
     snapshot = gpudoctor.collect(gpudoctor.Request(snapshot=str(T4), env_files=(str(BAD_ENV),), model="0.5B"))
     assert snapshot.facts["model"]["params"] == 500_000_000

@@ -41,7 +41,7 @@ def test_probes_and_schema_name_each_other():
 
 def test_every_rule_reads_only_declared_facts():
     for rule in load_catalog():
-        for need in rule.needs:
+        for need in rule.needs + rule.optional:
             assert schema.path_error(need.split(".")) is None, f"{rule.id} needs {need}: {schema.path_error(need.split('.'))}"
 
 
