@@ -12,21 +12,26 @@ import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, List, Optional
+from typing import Callable, Iterator, List, Optional
 
 from gpudoctor.errors import InputError
 from gpudoctor.snapshot import Snapshot
 
 MAX_BYTES = 20 * 1024 * 1024
+MAX_TREE_FILES = 20000
+SKIP_DIRS = {"node_modules", "__pycache__", "site-packages", "venv", "build", "dist", "wandb", "lightning_logs"}
 
 
 @dataclass(frozen=True)
 class FileReader:
-    """`accepts(path, text)` says whether this reader understands the file; `read` adds its facts."""
+    """`accepts(path, text)` says whether this reader understands the file; `read` adds its facts.
+    `in_tree`, where given, is the stricter test for files met while walking a directory (a YAML config there
+    is skipped rather than reported as holding no environment)."""
 
     kind: str
     accepts: Callable[[Path, str], bool]
     read: Callable[[Path, str, Snapshot], None]
+    in_tree: Optional[Callable[[Path, str], bool]] = None
 
 
 READERS: List[FileReader] = []
@@ -38,9 +43,12 @@ def register(reader: FileReader) -> FileReader:
 
 
 def add_input_error(snapshot: Snapshot, path: str, kind: str, error: str,
-                    line: Optional[int] = None, column: Optional[int] = None) -> None:
-    snapshot.facts.setdefault("inputs", []).append(
-        {"path": path, "kind": kind, "error": error, "line": line, "column": column})
+                    line: Optional[int] = None, column: Optional[int] = None, severity: str = "") -> None:
+    """An `inputs` entry (GD003). `severity="info"`: the file was read but holds nothing gpudoctor checks."""
+    entry = {"path": path, "kind": kind, "error": error, "line": line, "column": column}
+    if severity:
+        entry["severity"] = severity
+    snapshot.facts.setdefault("inputs", []).append(entry)
 
 
 def read_text(path: Path) -> str:
@@ -110,3 +118,46 @@ def write_atomic(path: str, text: str) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def tree_files(root: Path) -> Iterator[Path]:
+    """The regular files under `root`, sorted, without following links, skipping hidden folders (.git, .venv),
+    virtual environments, caches and build output; at most MAX_TREE_FILES."""
+    count = 0
+    for folder, subfolders, names in os.walk(root):
+        subfolders[:] = sorted(d for d in subfolders if not d.startswith(".") and d not in SKIP_DIRS
+                               and not os.path.exists(os.path.join(folder, d, "pyvenv.cfg"))
+                               and not os.path.isdir(os.path.join(folder, d, "conda-meta")))
+        for name in sorted(names):
+            path = Path(folder, name)
+            if name.startswith(".") and not name.startswith(".env") or path.is_symlink() or not path.is_file():
+                continue
+            count += 1
+            if count > MAX_TREE_FILES:
+                return
+            yield path
+
+
+def read_tree(root: Path, snapshot: Snapshot) -> int:
+    """`lint DIR`: read every file under `root` that a reader knows (like ruff, the rest is skipped silently);
+    the number of files read. A folder with none is said (info), never passed in silence."""
+    _load_readers()
+    read = 0
+    for path in tree_files(root):
+        try:
+            if path.stat().st_size > MAX_BYTES:
+                continue
+            raw = path.read_bytes()
+        except OSError:
+            continue
+        if b"\0" in raw[:8192]:
+            continue  # binary
+        text = raw.decode("utf-8", "replace")
+        readers = [r for r in READERS if (r.in_tree or r.accepts)(path, text)]
+        for reader in readers:
+            reader.read(path, text, snapshot)
+        read += bool(readers)
+    if not read:
+        add_input_error(snapshot, str(root), "folder", "no job files, training scripts or configs found in this "
+                        "folder (hidden folders, virtual environments and caches are skipped)", severity="info")
+    return read

@@ -93,10 +93,16 @@ def reports_snapshot(paths: Sequence[str]) -> Snapshot:
 
 
 def files_snapshot(names: Sequence[str]) -> Snapshot:
-    """Job files alone (env files, job scripts, manifests, Dockerfiles, training scripts, DeepSpeed configs)."""
+    """Job files alone (env files, job scripts, manifests, Dockerfiles, training scripts, DeepSpeed configs); a
+    folder is read recursively, skipping the files no reader knows."""
+    from gpudoctor.files import read_tree
+
     snapshot = Snapshot(facts={"env": {}}, source={"kind": "files", "paths": list(names)})
     for name in names:
-        _read(name, snapshot, None, "")
+        if Path(name).is_dir():
+            read_tree(Path(name), snapshot)
+        else:
+            _read(name, snapshot, None, "")
     return snapshot
 
 

@@ -419,7 +419,14 @@ def test_python_syntax_error_is_reported_only_when_asked():
     ("Dockerfile", "FROM x", "dockerfile"), ("Dockerfile.cuda", "", "dockerfile"), ("train.dockerfile", "", "dockerfile"),
     ("pod.yaml", "apiVersion: v1\nkind: Pod\n", "yaml"), ("compose.yml", "services:\n  a: {}\n", "yaml"),
     ("nccl.conf", "NCCL_DEBUG=WARN", "ncclconf"), ("launch.py", "", "python"), ("vars.txt", "A=1\nexport B=2\n", "dotenv"),
-    ("config.yaml", "trainer:\n  devices: 8\n", None), ("ds.json", "{}", None), ("notes.md", "# hi", None),
+    ("config.yaml", "trainer:\n  devices: 8\n", "config-yaml"), ("ds.json", "{}", None), ("notes.md", "# hi", None),
+    ("env.yaml", "export NCCL_DEBUG=WARN\nexport NCCL_IB_HCA=mlx5\n", "dotenv"),
+    ("mnist_Dockerfile", "FROM pytorch/pytorch:2.4.0-cuda12.1\nRUN pip install x\n", "dockerfile"),
+    ("build", "# syntax=docker/dockerfile:1\nARG BASE=nvcr.io/nvidia/pytorch:24.05-py3\nFROM $BASE\nENV A=1\n",
+     "dockerfile"),
+    ("run_train", "# launch on one node\nexport NCCL_DEBUG=WARN\ntorchrun --nproc_per_node 8 train.py\n", "shell"),
+    ("README", "Run it with\nexport X=1 then torchrun\n", None),
+    ("prep", "import os\nexport = 1\n", None),
 ])
 def test_detect(name, text, fmt):
     assert detect(Path(name), text) == fmt

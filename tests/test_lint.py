@@ -122,3 +122,72 @@ def test_readme_shows_real_lint_output():
         return re.sub(r"\d+ passed", "N passed", text).rstrip()
 
     assert normal(block) == normal(done.stdout)
+
+
+# --- files that hold no environment, files sniffed by content, folders, ${VAR:-default} -------------------------
+
+def findings_of(done):
+    return [(f["rule"], f["severity"], f["location"]["path"].rsplit("/", 1)[-1] if f.get("location") else None,
+             f["location"]["line"] if f.get("location") else None) for f in json.loads(done.stdout)["findings"]]
+
+
+def test_a_training_config_yaml_is_not_an_error(tmp_path):
+    """A NeMo/Hydra config holds no environment: lint says so (info) and passes, so a pre-commit run stays green."""
+    config = tmp_path / "megatron_gpt_config.yaml"
+    config.write_text("name: megatron_gpt\ntrainer:\n  devices: 8\n  num_nodes: 1\n  precision: bf16-mixed\n"
+                      "model:\n  tensor_model_parallel_size: 1\n  data:\n    num_workers: 2\n")
+    done = lint(config, "--format", "json")
+    assert done.returncode == 0, done.stdout
+    (finding,) = json.loads(done.stdout)["findings"]
+    assert finding["rule"] == "GD003" and finding["severity"] == "info"
+    assert "no environment variables found" in finding["message"]
+
+
+def test_a_yaml_file_of_export_lines_is_read(tmp_path):
+    env_yaml = tmp_path / "nccl_env.yaml"
+    env_yaml.write_text("export NCCL_DEBUG=WARN\nexport NCCL_PROTO=simple2\n")
+    done = lint(env_yaml, "--format", "json")
+    assert ("GD402", "error", "nccl_env.yaml", 2) in findings_of(done)
+
+
+def test_files_are_sniffed_by_content(tmp_path):
+    dockerfile = tmp_path / "mnist_Dockerfile"
+    dockerfile.write_text("FROM pytorch/pytorch:2.3.1-cuda12.1-cudnn8-runtime\nWORKDIR /workspace\n"
+                          "ENV NCCL_ASYNC_ERROR_HANDLING=1\nCOPY mnist.py .\nCMD [\"python\", \"mnist.py\"]\n")
+    script = tmp_path / "run_pretrain"
+    script.write_text("# one node, eight GPUs\nset -euo pipefail\nexport NCCL_ALGO=Foo\n"
+                      "torchrun --nproc_per_node 8 pretrain.py\n")
+    found = findings_of(lint(dockerfile, script, "--format", "json"))
+    assert ("GD404", "info", "mnist_Dockerfile", 3) in found
+    assert ("GD402", "error", "run_pretrain", 3) in found
+    assert not [f for f in found if f[0] == "GD003"]
+
+
+def test_a_folder_is_linted_recursively_skipping_what_it_does_not_know(tmp_path):
+    (tmp_path / "slurm").mkdir()
+    (tmp_path / "slurm" / "train.sbatch").write_text("#!/bin/bash\n#SBATCH --nodes=1\nexport NCCL_PROTO=simple2\n")
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "config.yaml").write_text("trainer:\n  devices: 8\n")
+    (tmp_path / "notes.md").write_text("# notes\nexport NCCL_PROTO=bad\n")
+    (tmp_path / "weights.bin").write_bytes(b"\x00\x01" * 100)
+    venv = tmp_path / ".venv" / "bin"
+    venv.mkdir(parents=True)
+    (venv / "activate").write_text("#!/bin/bash\nexport NCCL_PROTO=ignored\n")
+    done = lint(".", "--format", "json", cwd=tmp_path)
+    assert done.returncode == 1
+    assert findings_of(done) == [("GD402", "error", "train.sbatch", 3)]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    quiet = lint(empty, "--format", "json")
+    assert quiet.returncode == 0
+    assert [(f["rule"], f["severity"]) for f in json.loads(quiet.stdout)["findings"]] == [("GD003", "info")]
+
+
+def test_shell_defaults_are_judged_when_the_caller_does_not_set_the_variable(tmp_path):
+    job = tmp_path / "job.sbatch"
+    job.write_text('#!/bin/bash\n#SBATCH --nodes=2\nexport NCCL_DEBUG="${NCCL_DEBUG:-DEBUG}"\n'
+                   "export NCCL_SOCKET_IFNAME=${SLURM_NCCL_IFNAME:-lo}\nexport NCCL_PROTO=${LOCAL_RANK-simple2}\n")
+    done = lint(job, "--format", "json")
+    report = json.loads(done.stdout)
+    assert [(f["rule"], f["location"]["line"]) for f in report["findings"]] == [("GD402", 3)]
+    assert "applies when the caller does not set NCCL_DEBUG" in report["findings"][0]["message"]

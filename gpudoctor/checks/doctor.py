@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gpudoctor.checks import check
-from gpudoctor.model import Location
+from gpudoctor.model import Location, Severity
 
 HANG_HINTS = {
     "nvml": "NVML is read in a child process; a hung call usually means a wedged driver (check `dmesg`).",
@@ -41,6 +41,11 @@ def probe_timeout(facts, rule):
 def input_unreadable(facts, rule):
     for item in facts.get("inputs", []):
         where = Location(item.get("path", "?"), item.get("line"), item.get("column"))
+        if item.get("severity") == "info":  # read, but nothing in it for gpudoctor: not a broken file
+            yield rule.finding(f"{where}: {item.get('error')}", evidence=dict(item), severity=Severity.INFO,
+                               fix=rule.fix("Nothing to do; give gpudoctor the job files that set the "
+                                            "environment or start the job."), location=where)
+            continue
         yield rule.finding(
             f"{where}: cannot read {item.get('kind', 'input')}: {item.get('error')}",
             evidence=dict(item),

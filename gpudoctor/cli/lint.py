@@ -15,7 +15,7 @@ from gpudoctor.render import render_report
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("lint", help="check job files (env, sbatch, k8s, Dockerfile, scripts) only")
-    parser.add_argument("files", nargs="+", metavar="FILE")
+    parser.add_argument("files", nargs="+", metavar="PATH", help="files, or folders to lint recursively")
     add_selection_options(parser)
     add_output_options(parser)
     parser.set_defaults(run=run)

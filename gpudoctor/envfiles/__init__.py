@@ -25,6 +25,8 @@ from typing import Iterable, List, Optional
 
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 KIND = "env_file"
+NO_ENV = ("no environment variables found: a YAML file that is not a Kubernetes manifest, a Compose file or a list "
+          "of NAME=value lines (a training config is fine here)")
 
 
 @dataclass
@@ -148,20 +150,52 @@ def is_nccl_conf(path: Path, text: str = "") -> bool:
     return path.name in {"nccl.conf", ".nccl.conf"}
 
 
+DOC_SUFFIXES = {".md", ".rst", ".txt", ".html", ".adoc"}
+TEXT_SUFFIXES = {".py", ".yaml", ".yml", ".json", ".toml", ".md", ".txt", ".rst", ".cfg", ".ini"}
+
+
 def is_shell(path: Path, text: str) -> bool:
+    """By suffix, by shebang or batch directives, or (a script without extension) by shell commands a job file
+    runs (`export NAME=`, `srun`, `torchrun`, `set -e` …) in a file that is not Python."""
     if path.suffix.lower() in SHELL_SUFFIXES or path.name == ".envrc":
         return True
-    if path.suffix.lower() in {".py", ".yaml", ".yml", ".json", ".toml", ".md", ".txt"}:
+    if path.suffix.lower() in TEXT_SUFFIXES:
         return False
-    head = text.lstrip("\ufeff")[:4096]
-    return bool(SHEBANG.match(head)) or bool(re.search(r"(?m)^#SBATCH\s", head))
+    head = text.lstrip("\ufeff")[:8192]
+    if SHEBANG.match(head) or re.search(r"(?m)^#(?:SBATCH|PBS|BSUB)\s", head):
+        return True
+    if path.suffix or head.startswith("#!") or not SHELL_COMMAND.search(head) or PYTHON_LINE.search(head):
+        return False
+    lines = [line for line in head.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    return sum(bool(SHELL_LINE.match(line)) for line in lines) >= 0.8 * len(lines)
+
+
+DOCKERFILE_FIRST = re.compile(r"^(?:ARG\s+\S+\s*)*FROM\s+\S+", re.IGNORECASE)
+DOCKERFILE_INSTRUCTION = re.compile(r"(?m)^\s*(?:RUN|ENV|COPY|ADD|WORKDIR|CMD|ENTRYPOINT|ARG|LABEL|USER)\s",
+                                    re.IGNORECASE)
+SHELL_COMMAND = re.compile(r"(?m)^\s*(?:export\s+[A-Za-z_]\w*=|(?:srun|sbatch|torchrun|mpirun|deepspeed|"
+                           r"accelerate\s+launch|python3?\s+-m\s+torch\.distributed)\s|set\s+-[euxo]+\s*$|"
+                           r"module\s+load\s)")
+SHELL_LINE = re.compile(r"^\s*(?:[A-Za-z_]\w*=|(?:export|unset|srun|sbatch|salloc|torchrun|python3?|mpirun|mpiexec|"
+                        r"deepspeed|accelerate|set|module|ml|source|\.|cd|echo|printf|if|then|elif|else|fi|for|while|"
+                        r"do|done|case|esac|conda|nvidia-smi|mkdir|cp|mv|rm|ls|exec|wait|trap|sleep|ulimit|apptainer|"
+                        r"singularity|docker|podman|enroot|pip3?|bash|sh|hostname|scontrol|local|declare|return|exit|"
+                        r"true|false|\[\[?|\{|\}|\w[\w-]*\s*\(\)\s*\{?)(?:\s|$|;))")
+PYTHON_LINE = re.compile(r"(?m)^(?:import\s+\w|from\s+[\w.]+\s+import\s|def\s+\w+\(|class\s+\w)")
 
 
 def is_dockerfile(path: Path, text: str = "") -> bool:
-    name = path.name
-    lower = name.lower()
-    return (lower in {"dockerfile", "containerfile"} or lower.startswith("dockerfile.")
-            or lower.startswith("containerfile.") or lower.endswith(".dockerfile"))
+    """By name (`Dockerfile`, `Dockerfile.gpu`, `train.dockerfile`, `mnist_Dockerfile`) or by content: the first
+    instruction is FROM (after ARGs and comments) and others follow, as in every Dockerfile."""
+    lower = path.name.lower()
+    if (lower in {"dockerfile", "containerfile"} or lower.startswith(("dockerfile.", "containerfile."))
+            or lower.endswith(("dockerfile", "containerfile"))):
+        return True
+    if path.suffix.lower() in TEXT_SUFFIXES:
+        return False
+    body = "\n".join(line for line in text.lstrip("\ufeff")[:8192].splitlines()
+                     if line.strip() and not line.lstrip().startswith("#"))
+    return bool(DOCKERFILE_FIRST.match(body)) and bool(DOCKERFILE_INSTRUCTION.search(body))
 
 
 def is_yaml_manifest(path: Path, text: str) -> bool:
@@ -192,6 +226,8 @@ def read_env_text(path: Path, text: str, fmt: Optional[str] = None) -> ReadResul
         return dockerfile.read(text, shown)
     if fmt == "python":
         return pyenv.read(text, shown)
+    if fmt == "config-yaml":
+        return k8s.read(text, shown)  # a config (NeMo/Hydra, …): only its parse errors matter here
     result = ReadResult()
     result.error("not an env file gpudoctor knows (.env, shell/sbatch script, Kubernetes or Compose YAML, "
                  "Dockerfile, nccl.conf, Python launcher)")
@@ -203,12 +239,13 @@ def detect(path: Path, text: str) -> Optional[str]:
                       ("yaml", is_yaml_manifest), ("shell", is_shell), ("dotenv", is_dotenv)):
         if test(path, text):
             return fmt
-    if path.suffix.lower() in {".yaml", ".yml"}:
-        return None
-    # A file of NAME=value lines (what `--env-file` usually gets) is read as a .env file.
+    # A file of NAME=value lines (what `--env-file` usually gets, even when it is called env.yaml) is read as a
+    # .env file.
     lines = [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("#")]
     if lines and all(re.match(r"^(?:export\s+)?[A-Za-z_][A-Za-z0-9_]*=", line) for line in lines):
         return "dotenv"
+    if path.suffix.lower() in {".yaml", ".yml"}:
+        return "config-yaml"
     return None
 
 
@@ -216,9 +253,19 @@ def _register() -> None:
     from gpudoctor.files import FileReader, register
 
     def read(path: Path, text: str, snapshot) -> None:
-        apply(snapshot, read_env_text(path, text), str(path))
+        from gpudoctor.files import add_input_error
 
-    register(FileReader(KIND, lambda path, text: detect(path, text) is not None, read))
+        fmt = detect(path, text)
+        result = read_env_text(path, text, fmt)
+        apply(snapshot, result, str(path))
+        if fmt == "config-yaml" and not result.errors:
+            add_input_error(snapshot, str(path), KIND, NO_ENV, severity="info")
+
+    def in_tree(path: Path, text: str) -> bool:
+        fmt = detect(path, text)
+        return fmt not in (None, "config-yaml") and not (fmt == "dotenv" and path.suffix.lower() in DOC_SUFFIXES)
+
+    register(FileReader(KIND, lambda path, text: detect(path, text) is not None, read, in_tree=in_tree))
 
 
 _register()

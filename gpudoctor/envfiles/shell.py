@@ -32,6 +32,16 @@ CONTAINER_ENV_PREFIXES = ("SINGULARITYENV_", "APPTAINERENV_")
 SIMPLE_VAR = re.compile(r"^\$(?:([A-Za-z_][A-Za-z0-9_]*)|\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?-)([^}]*))?\})$")
 
 
+def runtime_variable(name: str) -> bool:
+    """Set by the scheduler or launcher in every job (rules/launch.toml `runtime_variables`)."""
+    from gpudoctor.knowledge import table
+
+    for pattern in table("launch").get("runtime_variables", []):
+        if name == pattern or pattern.endswith("*") and name.startswith(pattern[:-1]):
+            return True
+    return False
+
+
 @dataclass
 class Word:
     parts: List[Tuple[str, str]] = field(default_factory=list)  # ("lit", text) | ("exp", raw text)
@@ -260,6 +270,7 @@ class ShellVar:
     conditional: bool
     exported: bool = False
     word: Optional[Word] = None
+    defaults: List[str] = field(default_factory=list)  # `${NAME:-d}` defaults its value took
 
 
 class Walker:
@@ -282,34 +293,46 @@ class Walker:
     # -- values ---------------------------------------------------------------------------------------
     def resolve(self, word: Word) -> Tuple[str, Optional[str]]:
         """The word's value, and why it is unknown (None when it is a literal)."""
-        out, reason = [], None
+        value, reason, _ = self.resolve_defaults(word)
+        return value, reason
+
+    def resolve_defaults(self, word: Word) -> Tuple[str, Optional[str], List[str]]:
+        """The word's value, why it is unknown, and the `${NAME:-default}` expansions whose default it took: a
+        name the script does not set is the caller's, so its default applies when the caller does not set it
+        (never for a variable the scheduler or launcher always sets: those stay unknown)."""
+        out, reason, defaults = [], None, []
         for kind, text in word.parts:
             if kind == "lit":
                 out.append(text)
                 continue
             match = SIMPLE_VAR.match(text)
             var = self.vars.get(match.group(1) or match.group(2)) if match else None
+            op, default = (match.group(3), match.group(4)) if match and match.group(2) else (None, None)
             if var is not None and var.literal and not var.conditional:
-                op, default = (match.group(3), match.group(4)) if match.group(2) else (None, None)
                 out.append(default if op == ":-" and var.value == "" else var.value)
+            elif op and var is None and not re.search(r"[$`]", default) and not runtime_variable(match.group(2)):
+                out.append(default)
+                defaults.append(f"the default of `{text}`, which applies when the caller does not set "
+                                f"{match.group(2)}")
             else:
                 out.append(text)
                 reason = reason or (f"set by `{text}` at run time" if text != "~" else "`~` expands to $HOME")
-        return "".join(out), reason
+        return "".join(out), reason, defaults
 
     def line(self, word_or_line) -> int:
         return (word_or_line.line if isinstance(word_or_line, Word) else word_or_line) + self.offset
 
     def add(self, name: str, word: Optional[Word], line: int, conditional: bool, how: str = "",
-            unset: bool = False) -> None:
+            unset: bool = False, defaults: Tuple[str, ...] = ()) -> None:
         if not is_env_name(name):
             return
         if unset:
             self.result.assignments.append(Assignment(name, None, self.path, self.line(line), None, conditional,
                                                       self.scope, self.context, unset=True))
             return
-        value, reason = self.resolve(word) if word is not None else ("", None)
-        context = ", ".join(part for part in (self.context, how) if part)
+        value, reason, found = self.resolve_defaults(word) if word is not None else ("", None, [])
+        defaults = list(defaults) + found
+        context = ", ".join(part for part in (self.context, how, *([] if reason else defaults)) if part)
         self.result.assignments.append(Assignment(name, value, self.path, self.line(line), reason, conditional,
                                                   self.scope, context))
         for prefix in CONTAINER_ENV_PREFIXES:
@@ -388,11 +411,11 @@ class Walker:
         rest = words[len(prefix):]
         if not rest:  # plain shell assignments
             for (name, value), word in prefix:
-                literal_value, reason = self.resolve(value)
-                self.vars[name] = ShellVar(literal_value, word.line, reason is None, conditional,
-                                           self.exported.get(name, False), value)
+                literal_value, reason, defaults = self.resolve_defaults(value)
                 if self.allexport or self.exported.get(name):
                     self.add(name, value, word.line, conditional)
+                self.vars[name] = ShellVar(literal_value, word.line, reason is None, conditional,
+                                           self.exported.get(name, False), value, defaults)
             return
         for (name, value), word in prefix:
             self.add(name, value, word.line, conditional, f"for the command `{rest[0].text}`")
@@ -419,15 +442,16 @@ class Walker:
                 if export:
                     self.exported[name] = True
                 if split:
-                    literal_value, reason = self.resolve(split[1])
-                    self.vars[name] = ShellVar(literal_value, word.line, reason is None, conditional, export,
-                                               split[1])
+                    literal_value, reason, defaults = self.resolve_defaults(split[1])
                     if export or self.allexport or self.exported.get(name):
                         self.add(name, split[1], word.line, conditional or head == "local")
+                    self.vars[name] = ShellVar(literal_value, word.line, reason is None, conditional, export,
+                                               split[1], defaults)
                 elif export and name in self.vars:
                     var = self.vars[name]
                     original = Word([("lit", var.value)], var.line) if var.literal or var.word is None else var.word
-                    self.add(name, original, var.line, conditional or var.conditional)
+                    self.add(name, original, var.line, conditional or var.conditional,
+                             defaults=tuple(var.defaults if var.literal else ()))
             return
         if head == "unset":
             if any(w.text == "-f" for w in args):
