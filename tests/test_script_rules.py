@@ -46,6 +46,7 @@ EXPECTED = [
     ("dataloader_module_level.py", {("GD601", "warning", 16), ("GD601", "warning", 19)}),
     ("lightning_strategies.py", {("GD601", "error", 11)}),
     ("reversed_guard.py", set()),
+    ("workers_from_kwargs_and_config.py", {("GD601", "warning", line) for line in (29, 31, 33, 35, 37)}),
     ("suppressed.py", {("GD004", "warning", 9)}),
     # bad input
     ("syntax_error.py", {("GD003", "error", 3)}),
@@ -68,6 +69,8 @@ REAL_EXPECTED = [
     ("dinov3_train_cls_head.py", set()),
     ("chatbot_training_setup.py", set()),
     ("residualflows_gpu94_fragment.py", set()),
+    ("pytorch_examples_dcgan_main.py", {("GD601", "warning", 27)}),
+    ("pytorch_examples_vae_main.py", set()),
 ]
 
 

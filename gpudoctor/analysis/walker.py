@@ -359,6 +359,107 @@ class Walker:
                     return NO_VALUE
         return NO_VALUE
 
+    # ----- DataLoader workers ---------------------------------------------------------------------------------
+    def loader_workers(self, call: ast.Call, scope: Scope) -> Tuple[Optional[int], str]:
+        """A DataLoader's num_workers where the script says it: a literal or constant, `int(opt.workers)` with an
+        argparse default, a config dict, or a `**kwargs` dict (`{'num_workers': 1} if cuda else {}`: may start
+        workers). (None, "") when unknown or absent."""
+        node = _argument(call, "num_workers", 5)
+        if node is not None:
+            return self.workers_value(node, scope, 0)
+        for keyword in call.keywords:
+            if keyword.arg is None:
+                for mapping, branch in self.kwargs_dicts(keyword.value, scope, 0):
+                    for key, value in zip(mapping.keys, mapping.values):
+                        if isinstance(key, ast.Constant) and key.value == "num_workers":
+                            workers, note = self.workers_value(value, scope, 0)
+                            if isinstance(workers, int) and workers > 0:
+                                where = f"from **{segment(self.lines, keyword.value, 30)}"
+                                return workers, ", ".join(p for p in (note, where, branch) if p)
+        return None, ""
+
+    def workers_value(self, node: ast.AST, scope: Scope, depth: int) -> Tuple[Optional[int], str]:
+        if depth > 6:
+            return None, ""
+        value = self.const(node, scope)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value, ""
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "int" \
+                and len(node.args) == 1:
+            return self.workers_value(node.args[0], scope, depth + 1)
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                and node.attr in self.argparse_defaults():
+            option = self.argparse_defaults()[node.attr]
+            return option[0], f"the default of {option[1]}"
+        if isinstance(node, ast.Subscript):
+            for mapping, _ in self.kwargs_dicts(node.value, scope, depth + 1):
+                key = _subscript_key(node)
+                for name, value_node in zip(mapping.keys, mapping.values):
+                    if isinstance(name, ast.Constant) and name.value == key:
+                        return self.workers_value(value_node, scope, depth + 1)
+        if isinstance(node, ast.IfExp):
+            branches = [self.workers_value(branch, scope, depth + 1) for branch in (node.body, node.orelse)]
+            known = [b for b in branches if isinstance(b[0], int)]
+            if known:
+                workers, note = max(known, key=lambda b: b[0])
+                return workers, ", ".join(p for p in (note, "in one branch of a conditional") if p)
+        return None, ""
+
+    def kwargs_dicts(self, node: ast.AST, scope: Scope, depth: int) -> List[Tuple[ast.Dict, str]]:
+        """The dict literals an expression may be: a dict, a name bound to one, `CONFIG["loader"]`, either branch
+        of `a if cond else b` (with a note saying so)."""
+        if depth > 6:
+            return []
+        if isinstance(node, ast.IfExp):
+            return [(mapping, "in one branch of a conditional") for branch in (node.body, node.orelse)
+                    for mapping, _ in self.kwargs_dicts(branch, scope, depth + 1)]
+        if isinstance(node, ast.Name):
+            for level in scope.chain():
+                if node.id in level.exprs:
+                    if level.assigned.get(node.id, 0) == 1:
+                        return self.kwargs_dicts(level.exprs[node.id], level, depth + 1)
+                    return []
+                if level is self.module and isinstance(level.constants.get(node.id), ast.Dict):
+                    return [(level.constants[node.id], "")]
+            return []
+        if isinstance(node, ast.Subscript):
+            key = _subscript_key(node)
+            for mapping, note in self.kwargs_dicts(node.value, scope, depth + 1):
+                for name, value in zip(mapping.keys, mapping.values):
+                    if isinstance(name, ast.Constant) and name.value == key:
+                        return [(found, note) for found, _ in self.kwargs_dicts(value, scope, depth + 1)]
+            return []
+        mapping = self.dict_literal(node, scope)
+        return [(mapping, "")] if mapping is not None else []
+
+    def argparse_defaults(self) -> Dict[str, Tuple[int, str]]:
+        """dest -> (integer default, option) of the script's `add_argument(..., default=N)` calls; a dest given two
+        different defaults is left out."""
+        if getattr(self, "_argparse", None) is None:
+            found: Dict[str, Tuple[int, str]] = {}
+            clashes = set()
+            for node in ast.walk(self.tree):
+                if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                        and node.func.attr == "add_argument"):
+                    continue
+                options = [literal(arg) for arg in node.args if isinstance(literal(arg), str)]
+                dest = literal(_argument(node, "dest", None)) if _argument(node, "dest", None) else NO_VALUE
+                if not isinstance(dest, str):
+                    longs = [o for o in options if o.startswith("--")]
+                    first = longs[0] if longs else (options[0] if options else "")
+                    dest = first.lstrip("-").replace("-", "_")
+                default = literal(_argument(node, "default", None)) if _argument(node, "default", None) else NO_VALUE
+                if isinstance(default, str) and default.isdigit():
+                    default = int(default)
+                if not dest or not isinstance(default, int) or isinstance(default, bool):
+                    continue
+                shown = next((o for o in options if o.startswith("--")), dest)
+                if dest in found and found[dest][0] != default:
+                    clashes.add(dest)
+                found[dest] = (default, shown)
+            self._argparse = {dest: value for dest, value in found.items() if dest not in clashes}
+        return self._argparse
+
     def dict_literal(self, node: Optional[ast.AST], scope: Scope) -> Optional[ast.Dict]:
         if isinstance(node, ast.Dict):
             return node
@@ -424,8 +525,8 @@ class Walker:
         if target in PROCESS_CLASSES:
             return Val("process", {"call": target, "method": "default", "line": call.lineno})
         if target in DATALOADERS:
-            workers = self.const(_argument(call, "num_workers", 5), scope)
-            return Val("dataloader", {"workers": workers if isinstance(workers, int) else None,
+            workers, note = self.loader_workers(call, scope)
+            return Val("dataloader", {"workers": workers, "workers_note": note,
                                       "method": self.context_method(_argument(call, "multiprocessing_context", 11),
                                                                     scope),
                                       "line": call.lineno, "what": segment(self.lines, call, 70)})
@@ -704,8 +805,10 @@ class Walker:
         workers = loader.data.get("workers")
         if not isinstance(workers, int) or workers <= 0:
             return
+        note = loader.data.get("workers_note")
         self.event(out, "start", node, frame, guarded, call="torch.utils.data.DataLoader",
-                   what=f"iterating the DataLoader of line {loader.data['line']} (num_workers={workers}) {how}",
+                   what=f"iterating the DataLoader of line {loader.data['line']} (num_workers={workers}"
+                        f"{', ' + note if note else ''}) {how}",
                    method=loader.data.get("method", "default"))
 
     def walk_expr(self, expr: ast.AST, scope: Scope, frame: str, guarded: bool, out: List[Event]) -> None:
@@ -957,6 +1060,12 @@ class Walker:
 
 BUILTIN_NAMES = {"list", "tuple", "next", "sorted", "set", "sum", "any", "all", "dict", "iter", "enumerate", "zip",
                  "max", "min", "super", "print"}
+
+
+def _subscript_key(node: ast.Subscript) -> Any:
+    """The literal key of `x["key"]` (Python 3.8 wraps it in ast.Index)."""
+    key = node.slice
+    return literal(key.value if type(key).__name__ == "Index" else key)
 
 
 def _argument(call: ast.Call, name: str, position: Optional[int]) -> Optional[ast.AST]:
