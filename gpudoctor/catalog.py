@@ -28,6 +28,7 @@ FAMILIES = {
     "GD6": "script",
     "GD7": "bench",
     "GD8": "fleet",
+    "GD9": "job-spec",
 }
 
 

@@ -87,7 +87,7 @@ def _load_readers() -> None:
     """Import the modules that register readers (kept lazy so `gpudoctor rules` stays fast)."""
     import importlib
 
-    for module in ("gpudoctor.envfiles", "gpudoctor.analysis", "gpudoctor.analysis.ds_config"):
+    for module in ("gpudoctor.envfiles", "gpudoctor.analysis", "gpudoctor.analysis.ds_config", "gpudoctor.launch"):
         try:
             importlib.import_module(module)
         except ModuleNotFoundError as exc:

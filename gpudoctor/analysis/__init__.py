@@ -4,7 +4,8 @@
 a snapshot for `gpudoctor lint train.py` and `gpudoctor check --script train.py`:
 
 - `facts["scripts"]`: one entry per script (process starts with their call path and `__main__` guard,
-  CUDA_VISIBLE_DEVICES set after CUDA initialisation, nemo_run runs without `direct=True`, inline suppressions);
+  CUDA_VISIBLE_DEVICES set after CUDA initialisation, nemo_run runs without `direct=True`, inline suppressions,
+  and how it expects to be launched: `launch`, see gpudoctor.analysis.distributed);
 - `facts["requests"]`: precision (`bf16`, `fp16`, `fp8`), `tensor_parallel` and DataLoader `workers` requests;
 - `facts["inputs"]`: files that could not be parsed (GD003), with line and column.
 """
@@ -48,6 +49,7 @@ def analyse(path: str, raw: bytes) -> Analysis:
 
 
 def _analyse_tree(path: str, tree, lines: List[str], text: str, problems: List[Problem]) -> Analysis:
+    from gpudoctor.analysis.distributed import distributed_features
     from gpudoctor.analysis.names import is_main_guard
     from gpudoctor.analysis.requests import find_requests
     from gpudoctor.analysis.suppress import find_suppressions
@@ -70,6 +72,7 @@ def _analyse_tree(path: str, tree, lines: List[str], text: str, problems: List[P
         "suppressions": suppressions,
         "frameworks": frameworks,
         "truncated": walker.truncated,
+        "launch": distributed_features(tree, lines),
     }
     return Analysis(script, requests, problems)
 
@@ -135,6 +138,8 @@ def add_to_snapshot(snapshot, path: str, analysis: Analysis) -> None:
     """Merge one script's analysis into a snapshot's facts."""
     facts = snapshot.facts
     scripts = facts.setdefault("scripts", [])
+    if analysed(snapshot, path):
+        return  # already read: a job file named it, then it was given too (or the other way round)
     for problem in analysis.problems:
         add_input_error(snapshot, path, "script", problem.error, problem.line, problem.column)
     if analysis.script is None:
@@ -143,6 +148,15 @@ def add_to_snapshot(snapshot, path: str, analysis: Analysis) -> None:
     requests = facts.setdefault("requests", {})
     for kind in REQUEST_KINDS:
         requests.setdefault(kind, []).extend(analysis.requests.get(kind, []))
+
+
+def analysed(snapshot, path: str) -> bool:
+    """Whether the script at `path` is already among the snapshot's scripts."""
+    import os.path
+
+    wanted = os.path.normpath(path)
+    return any(isinstance(s, dict) and os.path.normpath(str(s.get("path", ""))) == wanted
+               for s in snapshot.facts.get("scripts", []) or [])
 
 
 def _accepts(path: Path, text: str) -> bool:

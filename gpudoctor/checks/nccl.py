@@ -34,6 +34,7 @@ from gpudoctor.checks.nccl_settings import (
     unique_findings,
     value_of,
 )
+from gpudoctor.checks.nccl_tuning import is_tuning_knob
 from gpudoctor.checks.nccl_values import Problem, c_strtoll, value_problems
 from gpudoctor.facts import MissingFact
 from gpudoctor.knowledge import version
@@ -364,7 +365,11 @@ def _deprecated(facts, rule, setting: Setting, item: dict, env: dict):
         what = f"is deprecated since {label} {item['deprecated']}"
     doc = item.get("doc", "")
     message = f"{setting.name}{'=' + setting.value if setting.value is not None else ''}{setting.where} {what}"
-    if replacement:
+    forced = bool(replacement) and is_tuning_knob(replacement) and setting.value is not None
+    if forced:
+        # NCCL_MAX_NCHANNELS=8 must not become NCCL_MAX_CTAS=8: the new name is a forced tuning knob too (GD411)
+        message += f"; its replacement {replacement} pins the same tuning choice (GD411): remove it, do not rename it"
+    elif replacement:
         message += f"; use {replacement}" + (f"={item['replacement_value']}" if item.get("replacement_value") else "")
     elif doc and "removed" not in what:
         message += f" ({doc})"
@@ -378,7 +383,11 @@ def _deprecated(facts, rule, setting: Setting, item: dict, env: dict):
         new_value = str(item["replacement_value"]) if _truthy(setting.value) else None
     elif replacement and item.get("rename") is not False and _same_grammar(item, spec(replacement)):
         new_value = setting.value
-    if replacement and replacement in env:
+    if forced:
+        fix = rule.fix(f"Remove {setting.name} and let NCCL choose (renaming it would pin {replacement}="
+                       f"{setting.value}).",
+                       "safe" if item.get("removed") or state is True else "unsafe", env=EnvChange(unset=unset))
+    elif replacement and replacement in env:
         current = env[replacement]
         if new_value is not None and str(current) != new_value:
             message += f"; {replacement}={current} is also set and wins"

@@ -164,7 +164,8 @@ def is_shell(path: Path, text: str) -> bool:
     head = text.lstrip("\ufeff")[:8192]
     if SHEBANG.match(head) or re.search(r"(?m)^#(?:SBATCH|PBS|BSUB)\s", head):
         return True
-    if path.suffix or head.startswith("#!") or not SHELL_COMMAND.search(head) or PYTHON_LINE.search(head):
+    if path.suffix or is_dotenv(path) or head.startswith("#!") or not SHELL_COMMAND.search(head) \
+            or PYTHON_LINE.search(head):
         return False
     lines = [line for line in head.splitlines() if line.strip() and not line.lstrip().startswith("#")]
     return sum(bool(SHELL_LINE.match(line)) for line in lines) >= 0.8 * len(lines)

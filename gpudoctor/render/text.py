@@ -19,7 +19,7 @@ MARKS = {Severity.ERROR: ("✗", "bold red"), Severity.WARNING: ("!", "bold yell
 FAMILY_TITLES = {
     "doctor": "gpudoctor itself", "driver-cuda": "Driver, CUDA and torch build", "precision": "Precision",
     "deepspeed": "DeepSpeed", "nccl": "NCCL and distributed environment", "memory-host": "Memory, host limits, GPU health",
-    "script": "Training script", "bench": "Benchmarks", "fleet": "Fleet",
+    "script": "Training script and launch", "bench": "Benchmarks", "fleet": "Fleet", "job-spec": "Job specification",
 }
 
 

@@ -1,0 +1,216 @@
+"""How a training script expects to be launched, found statically (the script is parsed, never run).
+
+`distributed_features(tree, lines)` returns the `launch` entry of a script's facts (docs/snapshot.md):
+- `init`: what starts torch.distributed in the script — `init_process_group` (with its `init_method` and whether it
+  passes `rank`/`world_size` itself), DDP, FSDP, `deepspeed.initialize`/`init_distributed`, an accelerate
+  `Accelerator`, a Lightning/Fabric trainer (its strategy and devices);
+- `spawns`: the script starts its own ranks (`mp.spawn`, `start_processes`, `elastic_launch`);
+- `reads_rank_env`: the scheduler variables it maps to ranks itself (`SLURM_PROCID`, `OMPI_COMM_WORLD_RANK` …);
+- `data_parallel`: `nn.DataParallel(...)` calls (single process, several GPUs);
+- `sets_visible_devices`: assignments of `CUDA_VISIBLE_DEVICES` whose value is the same in every rank (a constant or
+  a command-line argument), not one derived from the rank;
+- `nemo_env_ignored`: nemo_run executors given `env_vars` whose `run.run(...)` runs in-process (`direct=True`, or no
+  executor), where the variables are never applied.
+Every entry carries its line.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Any, Dict, List, Optional
+
+from gpudoctor.analysis.names import canonical, dotted, imports_of, literal, segment
+
+INIT = {
+    "torch.distributed.init_process_group": "init_process_group",
+    "torch.nn.parallel.DistributedDataParallel": "DistributedDataParallel",
+    "torch.distributed.fsdp.FullyShardedDataParallel": "FullyShardedDataParallel",
+    "torch.distributed.fsdp.fully_shard": "fully_shard",
+    "torch.distributed._composable.fsdp.fully_shard": "fully_shard",
+    "deepspeed.initialize": "deepspeed.initialize",
+    "deepspeed.init_distributed": "deepspeed.init_distributed",
+    "accelerate.Accelerator": "Accelerator",
+    "lightning.Trainer": "Lightning Trainer",
+    "lightning.Fabric": "Lightning Fabric",
+}
+SPAWNS = {"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes",
+          "torch.distributed.launcher.elastic_launch", "accelerate.notebook_launcher"}
+DATA_PARALLEL = {"torch.nn.DataParallel", "torch.nn.parallel.DataParallel", "torch.nn.parallel.data_parallel"}
+RANK_VARIABLES = ("SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK",
+                  "PMIX_RANK", "MV2_COMM_WORLD_RANK")
+RANK_WORDS = ("rank", "local_rank", "LOCAL_RANK", "gpu", "device_id", "proc")
+CVD = "CUDA_VISIBLE_DEVICES"
+
+
+class _Finder:
+    def __init__(self, tree: ast.Module, lines: List[str]):
+        self.tree = tree
+        self.lines = lines
+        self.aliases: Dict[str, str] = {}
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                imports_of([node], self.aliases)
+        self.args_names = _argparse_results(tree)
+        self.constants = _string_constants(tree)
+
+    def qualified(self, node: ast.AST) -> str:
+        name = dotted(node) or ""
+        root, _, rest = name.partition(".")
+        if root in self.aliases:
+            return canonical(f"{self.aliases[root]}.{rest}" if rest else self.aliases[root]) or ""
+        return name
+
+    def run(self) -> Dict[str, Any]:
+        found: Dict[str, Any] = {"init": [], "spawns": [], "reads_rank_env": [], "data_parallel": [],
+                                 "sets_visible_devices": [], "nemo_env_ignored": []}
+        executors: Dict[str, dict] = {}
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Call):
+                self.call(node, found, executors)
+            elif isinstance(node, ast.Constant) and node.value in RANK_VARIABLES:
+                if node.value not in found["reads_rank_env"]:
+                    found["reads_rank_env"].append(node.value)
+            elif isinstance(node, ast.Assign):
+                for target in node.targets:
+                    self.environ_assignment(target, node.value, node, found)
+                if isinstance(node.value, ast.Call) and len(node.targets) == 1 \
+                        and isinstance(node.targets[0], ast.Name):
+                    executor = self.executor(node.value)
+                    if executor:
+                        executors[node.targets[0].id] = executor
+        self.nemo_runs(found, executors)
+        found["init"].sort(key=lambda e: e["line"])
+        return found
+
+    def call(self, call: ast.Call, found: Dict[str, Any], executors: Dict[str, dict]) -> None:
+        name = self.qualified(call.func)
+        short = name.rsplit(".", 1)[-1]
+        where = {"line": call.lineno, "what": segment(self.lines, call, 70)}
+        if name in INIT:
+            entry = dict(where, kind=INIT[name])
+            if short == "init_process_group":
+                method = next((kw.value for kw in call.keywords if kw.arg == "init_method"), None)
+                entry["init_method"] = literal(method) if isinstance(literal(method), str) else (
+                    None if method is None else "expression")
+                entry["sets_rank"] = any(kw.arg in ("rank", "world_size") for kw in call.keywords) or len(call.args) > 3
+                backend = next((kw.value for kw in call.keywords if kw.arg == "backend"), call.args[0] if call.args
+                               else None)
+                entry["backend"] = literal(backend) if isinstance(literal(backend), str) else None
+            if name in ("lightning.Trainer", "lightning.Fabric"):
+                for key in ("strategy", "devices", "accelerator", "num_nodes"):
+                    value = next((kw.value for kw in call.keywords if kw.arg == key), None)
+                    if value is not None:
+                        known = literal(value)
+                        entry[key] = known if isinstance(known, (str, int, list)) else "expression"
+            found["init"].append(entry)
+        elif name in SPAWNS:
+            found["spawns"].append(dict(where, call=name))
+        elif name in DATA_PARALLEL:
+            ids = next((kw.value for kw in call.keywords if kw.arg == "device_ids"), call.args[1] if len(call.args) > 1
+                       else None)
+            known = literal(ids) if ids is not None else None
+            found["data_parallel"].append(dict(where, device_ids=list(known) if isinstance(known, (list, tuple))
+                                               else (None if ids is None else "expression")))
+        elif short in ("putenv", "setdefault", "update") and call.args:
+            self.environ_call(call, name, found)
+
+    # -- CUDA_VISIBLE_DEVICES ----------------------------------------------------------------------------------
+    def environ_assignment(self, target: ast.AST, value: ast.AST, node: ast.AST, found: Dict[str, Any]) -> None:
+        if isinstance(target, ast.Subscript) and self.qualified(target.value) == "os.environ" \
+                and literal(target.slice) == CVD:
+            self.visible_devices(value, node, found)
+
+    def environ_call(self, call: ast.Call, name: str, found: Dict[str, Any]) -> None:
+        if name == "os.putenv" and literal(call.args[0]) == CVD and len(call.args) > 1:
+            self.visible_devices(call.args[1], call, found)
+        elif name == "os.environ.update" and isinstance(call.args[0], ast.Dict):
+            for key, value in zip(call.args[0].keys, call.args[0].values):
+                if key is not None and literal(key) == CVD:
+                    self.visible_devices(value, call, found)
+
+    def visible_devices(self, value: ast.AST, node: ast.AST, found: Dict[str, Any]) -> None:
+        source = self.same_in_every_rank(value)
+        if source:
+            found["sets_visible_devices"].append({"line": node.lineno, "what": segment(self.lines, node, 70),
+                                                  "source": source})
+
+    def same_in_every_rank(self, value: ast.AST) -> Optional[str]:
+        """"constant" / "argument" when the value is the same in every rank; None when it may differ per rank."""
+        text = ast.dump(value)
+        if any(word in text for word in ("'LOCAL_RANK'", "'RANK'", "SLURM_LOCALID", "SLURM_PROCID")):
+            return None
+        known = literal(value)
+        if isinstance(known, (str, int)):
+            return "constant"
+        if isinstance(value, ast.Name) and value.id in self.constants:
+            return "constant"
+        names = {node.id for node in ast.walk(value) if isinstance(node, ast.Name)}
+        attrs = {node.attr.lower() for node in ast.walk(value) if isinstance(node, ast.Attribute)}
+        if any(word.lower() in attrs or word in names for word in RANK_WORDS):
+            return None
+        if names & self.args_names or "sys.argv" in {dotted(n) for n in ast.walk(value)
+                                                     if isinstance(n, ast.Attribute)}:
+            return "argument"
+        return None
+
+    # -- nemo_run ------------------------------------------------------------------------------------------------
+    def executor(self, call: ast.Call) -> Optional[dict]:
+        name = self.qualified(call.func)
+        if not name.startswith("nemo_run.") or not name.endswith("Executor"):
+            return None
+        env = next((kw.value for kw in call.keywords if kw.arg == "env_vars"), None)
+        if env is None or isinstance(env, ast.Dict) and not env.keys:
+            return None
+        return {"executor": name.rsplit(".", 1)[-1], "line": call.lineno, "what": segment(self.lines, call, 70)}
+
+    def nemo_runs(self, found: Dict[str, Any], executors: Dict[str, dict]) -> None:
+        for node in ast.walk(self.tree):
+            if not (isinstance(node, ast.Call) and self.qualified(node.func) == "nemo_run.run"):
+                continue
+            direct = next((kw.value for kw in node.keywords if kw.arg == "direct"), None)
+            executor = next((kw.value for kw in node.keywords if kw.arg == "executor"), None)
+            given = None
+            if isinstance(executor, ast.Name):
+                given = executors.get(executor.id)
+            elif isinstance(executor, ast.Call):
+                given = self.executor(executor)
+            in_process = literal(direct) is True or executor is None
+            if given and in_process:
+                found["nemo_env_ignored"].append({"line": node.lineno, "what": segment(self.lines, node, 70),
+                                                  "executor": given["executor"], "executor_line": given["line"],
+                                                  "direct": literal(direct) is True})
+            elif executor is None and executors and in_process:
+                first = min(executors.values(), key=lambda e: e["line"])
+                found["nemo_env_ignored"].append({"line": node.lineno, "what": segment(self.lines, node, 70),
+                                                  "executor": first["executor"], "executor_line": first["line"],
+                                                  "direct": literal(direct) is True, "no_executor": True})
+
+
+def _argparse_results(tree: ast.Module) -> set:
+    """Names bound to `parser.parse_args()` / `parse_known_args()` anywhere in the script."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and isinstance(node.value, (ast.Call, ast.Subscript)):
+            call = node.value.value if isinstance(node.value, ast.Subscript) else node.value
+            if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) \
+                    and call.func.attr in ("parse_args", "parse_known_args"):
+                for target in node.targets:
+                    for item in ast.walk(target):
+                        if isinstance(item, ast.Name):
+                            names.add(item.id)
+    return names
+
+
+def _string_constants(tree: ast.Module) -> set:
+    """Module-level names assigned a string or integer literal."""
+    return {target.id for node in tree.body if isinstance(node, ast.Assign)
+            for target in node.targets if isinstance(target, ast.Name)
+            and isinstance(literal(node.value), (str, int))}
+
+
+def distributed_features(tree: ast.Module, lines: List[str]) -> Dict[str, Any]:
+    """The script's `launch` facts (see the module docstring). Never raises for a parsed tree."""
+    try:
+        return _Finder(tree, lines).run()
+    except RecursionError:
+        return {}

@@ -1,0 +1,100 @@
+"""GD901–GD903: what a Kubernetes GPU pod asks for, from `facts["launch"]["pods"]` (gpudoctor.launch.k8s). The
+fixes show the YAML to add. Without manifests these rules pass silently."""
+
+from __future__ import annotations
+
+from gpudoctor.checks import check
+from gpudoctor.model import Location
+
+SHM_YAML = """spec:
+  volumes:
+    - name: dshm
+      emptyDir:
+        medium: Memory
+        sizeLimit: 64Gi   # what the DataLoader workers need; counts against the pod's memory
+  containers:
+    - name: {name}
+      volumeMounts:
+        - name: dshm
+          mountPath: /dev/shm"""
+EFA_YAML = """      resources:
+        limits:
+          vpc.amazonaws.com/efa: 32   # the instance's EFA interfaces: p5.48xlarge 32, p4d.24xlarge 4
+          nvidia.com/gpu: {gpus}"""
+MEMLOCK_YAML = """      securityContext:
+        capabilities:
+          add: ["IPC_LOCK"]"""
+
+
+def pods(facts) -> list:
+    launch = facts.get("launch", {}) or {}
+    return [pod for pod in launch.get("pods", []) or [] if isinstance(pod, dict)]
+
+
+def _name(pod: dict) -> str:
+    context = pod.get("context", "")
+    return context.split(" ", 2)[1] if context.startswith("container ") else "trainer"
+
+
+def _gpus(pod: dict):
+    gpus = pod.get("gpus") or {}
+    count = gpus.get("count")
+    return count if isinstance(count, int) else (gpus.get("unresolved") and "?")
+
+
+@check("GD901")
+def k8s_gpu_pod_no_shm(facts, rule):
+    for pod in pods(facts):
+        gpus = _gpus(pod)
+        if not gpus or pod.get("host_ipc") or (pod.get("shm") or {}).get("memory"):
+            continue
+        shm = pod.get("shm")
+        said = (f"/dev/shm is the volume {shm.get('volume')!r} (line {shm.get('line')}), which is not "
+                f"`medium: Memory`" if shm else "/dev/shm is not mounted")
+        yield rule.finding(
+            f"{pod['context']} asks for {gpus} GPU(s) ({(pod.get('gpus') or {}).get('what')}) but {said} and the "
+            f"pod is not hostIPC: the container runtime's default /dev/shm is 64 MiB, and DataLoader workers "
+            f"(and NCCL's shared-memory transport) fail with \"Bus error\" or \"No space left on device\"",
+            location=Location(pod.get("path", "?"), pod.get("line")),
+            evidence={"container": pod.get("context"), "gpus": gpus, "shm": shm, "host_ipc": False},
+            fix=rule.fix("Mount a memory-backed emptyDir at /dev/shm:\n" + SHM_YAML.format(name=_name(pod)),
+                         docs="https://kubernetes.io/docs/concepts/storage/volumes/#emptydir"))
+
+
+@check("GD902")
+def k8s_efa_env_without_device(facts, rule):
+    for pod in pods(facts):
+        settings = pod.get("efa_env") or []
+        if not settings or pod.get("efa"):
+            continue
+        said = ", ".join(f"{s['name']}={s['value']} (line {s['line']})" for s in settings[:3])
+        gpus = _gpus(pod) or 8
+        yield rule.finding(
+            f"{pod['context']} configures EFA ({said}) but requests no vpc.amazonaws.com/efa: the EFA device plugin "
+            f"mounts no EFA device into the pod, libfabric finds no provider and NCCL falls back to TCP sockets "
+            f"(NET/Socket), many times slower across nodes" + (" (or fails to start with FI_PROVIDER=efa forced)"
+                                                                 if any(s["name"] == "FI_PROVIDER" for s in settings)
+                                                                 else ""),
+            location=Location(pod.get("path", "?"), settings[0].get("line")),
+            evidence={"container": pod.get("context"), "efa_env": settings, "efa": 0},
+            fix=rule.fix("Request the EFA interfaces next to the GPUs (limits, as for nvidia.com/gpu):\n"
+                         + EFA_YAML.format(gpus=gpus),
+                         docs="https://docs.aws.amazon.com/eks/latest/userguide/node-efa.html"))
+
+
+@check("GD903")
+def k8s_rdma_no_memlock(facts, rule):
+    for pod in pods(facts):
+        rdma = pod.get("rdma") or []
+        if not rdma or pod.get("ipc_lock"):
+            continue
+        yield rule.finding(
+            f"{pod['context']} uses RDMA devices ({', '.join(rdma)}) without IPC_LOCK: RDMA registers (pins) "
+            f"memory, which the default memlock limit (64 KiB, 8 MiB on newer kernels) refuses "
+            f"(\"Cannot allocate memory\" at ibv_reg_mr / fi_mr_reg). Many EKS node images raise the container "
+            f"runtime's limit (Bottlerocket does when an EFA device is attached), which is why EKS EFA examples "
+            f"often omit it: check `ulimit -l` in the pod",
+            location=Location(pod.get("path", "?"), pod.get("line")),
+            evidence={"container": pod.get("context"), "rdma": rdma, "ipc_lock": False},
+            fix=rule.fix("Where `ulimit -l` in the pod is not unlimited, add the capability (or raise the runtime's "
+                         "memlock limit on the node):\n" + MEMLOCK_YAML))

@@ -1,0 +1,234 @@
+"""GD604–GD608: the launch model (`facts["launch"]`, filled by gpudoctor.launch from job files) against what the
+training script does (`facts["scripts"][*]["launch"]`, gpudoctor.analysis.distributed). Without job files or
+scripts these rules pass silently: there is nothing to compare."""
+
+from __future__ import annotations
+
+from typing import Iterator, Optional, Tuple
+
+from gpudoctor.checks import check
+from gpudoctor.model import Location, Severity
+
+TORCH_INIT = {"init_process_group", "DistributedDataParallel", "FullyShardedDataParallel", "fully_shard"}
+RANK_STARTERS = {"srun", "mpirun", "torchrun", "torch.distributed.launch", "deepspeed", "accelerate",
+                 "training-operator"}
+
+
+def jobs(facts) -> list:
+    launch = facts.get("launch", {}) or {}
+    return [job for job in launch.get("jobs", []) or [] if isinstance(job, dict)]
+
+
+def scripts(facts) -> list:
+    return [s for s in facts.get("scripts", []) or [] if isinstance(s, dict)]
+
+
+def script_of(facts, job: dict) -> Optional[dict]:
+    """The analysis of the script a job starts, where the script was there to read."""
+    wanted = (job.get("script") or {}).get("analysed_as")
+    return next((s for s in scripts(facts) if wanted and s.get("path") == wanted), None)
+
+
+def jobs_with_scripts(facts) -> Iterator[Tuple[dict, dict, dict]]:
+    for job in jobs(facts):
+        script = script_of(facts, job)
+        if script is not None:
+            yield job, script, script.get("launch") or {}
+
+
+def where(job: dict) -> Location:
+    return Location(job.get("path", "?"), job.get("line"))
+
+
+def gpus_of(job: dict) -> Optional[int]:
+    count = (job.get("gpus") or {}).get("count")
+    return count if isinstance(count, int) else None
+
+
+def gpus_text(job: dict) -> str:
+    gpus = job.get("gpus") or {}
+    return f"`{gpus.get('what')}` at {gpus.get('path', job.get('path'))}:{gpus.get('line')}"
+
+
+def names(job: dict) -> list:
+    return [entry.get("name") for entry in job.get("launchers", [])]
+
+
+def job_label(job: dict) -> str:
+    context = f" ({job['context']})" if job.get("context") else ""
+    return f"`{job.get('command', '')[:90]}`{context}"
+
+
+def launcher_fix(job: dict, gpus: Optional[int]) -> str:
+    script = (job.get("script") or {}).get("path") or "train.py"
+    count = gpus if gpus else "NUM_GPUS"
+    if job.get("kind") == "sbatch":
+        return (f"srun --ntasks-per-node=1 torchrun --nnodes=$SLURM_NNODES --nproc_per_node={count} "
+                f"--rdzv_backend=c10d --rdzv_endpoint=$MASTER_ADDR:29500 {script}")
+    return f"torchrun --nproc_per_node={count} {script}"
+
+
+# --- GD604 distributed-script-without-launcher -------------------------------------------------------------
+
+@check("GD604")
+def distributed_script_without_launcher(facts, rule):
+    for job, script, features in jobs_with_scripts(facts):
+        if features.get("spawns") or any(i.get("kind", "").startswith("Lightning") for i in features.get("init", [])):
+            continue  # the script (or Lightning) starts its own ranks
+        inits = [i for i in features.get("init", []) if i.get("kind") in TORCH_INIT]
+        others = [i for i in features.get("init", []) if i.get("kind", "").startswith(("deepspeed", "Accelerator"))]
+        if any(i.get("sets_rank") and i.get("init_method") not in (None, "env://") for i in inits):
+            continue  # rank and world size given explicitly with a tcp:// or file:// rendezvous
+        launchers = set(names(job))
+        if job.get("sets_rank_env") or not (inits or others):
+            continue
+        first = (inits or others)[0]
+        said = f"{script['path']}:{first['line']} `{first['what']}`"
+        gpus = gpus_of(job)
+        env_ranks = {"RANK", "WORLD_SIZE"} <= set(job.get("env_sets") or [])
+        if launchers & {"srun", "mpirun"}:
+            if not inits or features.get("reads_rank_env") or env_ranks:
+                continue
+            starter = "srun" if "srun" in launchers else "mpirun"
+            message = (f"{job_label(job)} starts {job.get('ranks_what')} rank(s) per node with {starter}, which sets "
+                       f"{'SLURM_PROCID' if starter == 'srun' else 'OMPI_COMM_WORLD_RANK'}, not RANK/WORLD_SIZE, and "
+                       f"the script initialises torch.distributed from the environment ({said}): every rank stops "
+                       f"with \"environment variable RANK expected, but not set\"")
+            severity = None
+        elif gpus is not None and gpus > 1:
+            message = (f"{job_label(job)} starts one process with plain python on a node with {gpus} GPUs "
+                       f"({gpus_text(job)}), but the script is written for one process per GPU ({said}): "
+                       + ("it waits for RANK/WORLD_SIZE no launcher sets, or trains on one GPU while "
+                          f"{gpus - 1} stay idle" if inits else f"it trains on one GPU while {gpus - 1} stay idle"))
+            severity = None if inits else Severity.WARNING
+        elif inits and not env_ranks and job.get("kind") in ("sbatch", "shell", "compose", "k8s"):
+            message = (f"{job_label(job)} starts the script with plain python and nothing sets RANK/WORLD_SIZE, "
+                       f"but the script initialises torch.distributed from the environment ({said}): it stops with "
+                       f"\"environment variable RANK expected, but not set\"")
+            severity = None
+        else:
+            continue
+        yield rule.finding(message, severity=severity, location=where(job),
+                           evidence={"job": job.get("path"), "line": job.get("line"), "launchers": sorted(launchers),
+                                     "gpus": gpus, "script": script["path"], "init_line": first["line"]},
+                           fix=rule.fix("Start one process per GPU with a launcher that sets RANK, LOCAL_RANK and "
+                                        "WORLD_SIZE (torchrun), as below.",
+                                        commands=(launcher_fix(job, gpus),)))
+
+
+# --- GD605 dataparallel-multi-gpu ----------------------------------------------------------------------------
+
+@check("GD605")
+def dataparallel_multi_gpu(facts, rule):
+    run_by = {}
+    for job, script, _ in jobs_with_scripts(facts):
+        run_by.setdefault(script["path"], []).append(job)
+    for script in scripts(facts):
+        for call in (script.get("launch") or {}).get("data_parallel", []) or []:
+            ids = call.get("device_ids")
+            counts = [gpus_of(job) for job in run_by.get(script["path"], []) if gpus_of(job) is not None]
+            several = (isinstance(ids, list) and len(ids) > 1) or any(count > 1 for count in counts)
+            if counts and not several:
+                continue  # every job runs it on one GPU: DataParallel does nothing there
+            on = (f"on {max(counts)} GPUs" if counts and max(counts) > 1 else
+                  f"on devices {ids}" if isinstance(ids, list) and len(ids) > 1 else "on every visible GPU")
+            yield rule.finding(
+                f"`{call['what']}` runs {on} in one process: nn.DataParallel "
+                f"copies the model to every GPU at each step and is bound by Python's GIL; PyTorch recommends "
+                f"DistributedDataParallel, one process per GPU, even on one node",
+                severity=None if several else Severity.INFO,
+                location=Location(script["path"], call.get("line")),
+                evidence={"script": script["path"], "line": call.get("line"), "device_ids": ids,
+                          "gpus": max(counts) if counts else None},
+                fix=rule.fix("Wrap the model in DistributedDataParallel (init_process_group, "
+                             "torch.cuda.set_device(LOCAL_RANK), DDP(model, device_ids=[LOCAL_RANK]), a "
+                             "DistributedSampler) and start one process per GPU with `torchrun "
+                             "--nproc_per_node=NUM_GPUS train.py`.",
+                             commands=("torchrun --nproc_per_node=NUM_GPUS " + script["path"],),
+                             docs="https://pytorch.org/tutorials/intermediate/ddp_tutorial.html"))
+
+
+def starts_own_ranks(facts, job: dict, unknown_too: bool) -> bool:
+    """Whether the script a job runs with python starts its own ranks (mp.spawn, Lightning, NeMo): then the
+    launchers' count is not the job's. `unknown_too`: say so when the script could not be read."""
+    script = script_of(facts, job)
+    if script is None:
+        return unknown_too
+    features = script.get("launch") or {}
+    return bool(features.get("spawns")) or any(i.get("kind", "").startswith("Lightning")
+                                               for i in features.get("init", []))
+
+
+# --- GD606 ranks-gpus-mismatch --------------------------------------------------------------------------------
+
+@check("GD606")
+def ranks_gpus_mismatch(facts, rule):
+    for job in jobs(facts):
+        if not set(names(job)) & RANK_STARTERS:
+            continue  # a plain python process: GD604/GD605 say what matters there
+        ranks, gpus = job.get("ranks_per_node"), gpus_of(job)
+        if not isinstance(ranks, int) or gpus is None or ranks == gpus or gpus == 0:
+            continue
+        if names(job)[-1] == "python" and starts_own_ranks(facts, job, set(names(job)) == {"training-operator",
+                                                                                         "python"}):
+            continue
+        more = ranks > gpus
+        message = (f"{job_label(job)} starts {ranks} rank(s) per node ({job.get('ranks_what')}) but the node gets "
+                   f"{gpus} GPU(s): {gpus_text(job)}; "
+                   + (f"{ranks - gpus} rank(s) share a GPU or fail with \"invalid device ordinal\" (NCCL refuses "
+                      f"two ranks on one GPU: \"Duplicate GPU detected\")" if more else
+                      f"{gpus - ranks} GPU(s) stay idle"))
+        torchrun = next((e for e in job.get("launchers", []) if e.get("name") in ("torchrun", "deepspeed")), None)
+        if torchrun is not None:
+            change = (f"set {torchrun['name']}'s "
+                      f"{'--nproc_per_node' if torchrun['name'] == 'torchrun' else '--num_gpus'} to {gpus} "
+                      f"(or `--nproc_per_node=gpu`), or ask for {ranks} GPUs")
+        else:
+            change = f"start {gpus} task(s) per node (`--ntasks-per-node={gpus}`), or ask for {ranks} GPUs"
+        yield rule.finding(message, severity=None if more else Severity.WARNING, location=where(job),
+                           evidence={"job": job.get("path"), "line": job.get("line"), "ranks_per_node": ranks,
+                                     "ranks": job.get("ranks_what"), "gpus": gpus,
+                                     "gpus_line": (job.get("gpus") or {}).get("line")},
+                           fix=rule.fix(f"Make them match: {change}."))
+
+
+# --- GD607 cuda-visible-devices-overwritten ---------------------------------------------------------------------
+
+@check("GD607")
+def cuda_visible_devices_overwritten(facts, rule):
+    for job, script, features in jobs_with_scripts(facts):
+        ranks = job.get("ranks_per_node")
+        if not (ranks == "gpu" or isinstance(ranks, int) and ranks > 1):
+            continue
+        for item in features.get("sets_visible_devices", []) or []:
+            source = "a constant" if item.get("source") == "constant" else "a command-line argument"
+            yield rule.finding(
+                f"`{item['what']}` sets CUDA_VISIBLE_DEVICES from {source} while "
+                f"{job_label(job)} starts {ranks if ranks != 'gpu' else 'one per GPU'} ranks per node "
+                f"({job.get('ranks_what')}): every rank sees the same devices, so with LOCAL_RANK > 0 they "
+                f"collide on one GPU or fail with \"invalid device ordinal\"",
+                location=Location(script["path"], item.get("line")),
+                evidence={"script": script["path"], "line": item.get("line"), "job": job.get("path"),
+                          "job_line": job.get("line"), "ranks_per_node": ranks},
+                fix=rule.fix("Remove the assignment and let the launcher choose the devices: select the GPU with "
+                             "`torch.cuda.set_device(int(os.environ['LOCAL_RANK']))`; restrict the node's GPUs "
+                             "with CUDA_VISIBLE_DEVICES in the job's environment, before the launcher starts."))
+
+
+# --- GD608 nemo-run-env-ignored ----------------------------------------------------------------------------------
+
+@check("GD608")
+def nemo_run_env_ignored(facts, rule):
+    for script in scripts(facts):
+        for item in (script.get("launch") or {}).get("nemo_env_ignored", []) or []:
+            how = "direct=True" if item.get("direct") else "no executor"
+            yield rule.finding(
+                f"`{item['what']}` runs in this process ({how}), so the env_vars "
+                f"given to {item['executor']} at line {item['executor_line']} are never applied: the job runs "
+                f"with this shell's environment",
+                location=Location(script["path"], item.get("line")),
+                evidence={"script": script["path"], "line": item.get("line"), "executor": item.get("executor"),
+                          "executor_line": item.get("executor_line")},
+                fix=rule.fix("Pass the executor and let it launch (`run.run(recipe, executor=executor)` without "
+                             "direct=True), or set the variables in the environment before the script starts "
+                             "(`export NAME=value`, or os.environ at the top of the script)."))

@@ -1,0 +1,56 @@
+"""GD411: NCCL performance knobs pinned in a job (rules/nccl_env.toml `[tuning]`), unless they belong to a vendor's
+network profile set in the same environment."""
+
+from __future__ import annotations
+
+from typing import List
+
+from gpudoctor.checks import check
+from gpudoctor.checks.nccl_settings import Setting, knowledge, settings, spec, unique_findings
+from gpudoctor.checks.nccl_values import value_problems
+from gpudoctor.model import EnvChange, Severity
+
+
+def tuning() -> dict:
+    return knowledge().get("tuning", {})
+
+
+def is_tuning_knob(name: str) -> bool:
+    return name in tuning().get("knobs", [])
+
+
+def vendor_profile(all_settings: List[Setting]) -> str:
+    """The vendor network profile the environment carries (a variable that names it), or ""."""
+    table = tuning()
+    for setting in all_settings:
+        if setting.name.startswith(tuple(table.get("vendor_prefixes", []))):
+            return f"{setting.name}{setting.where}"
+        wanted = table.get("vendor_values", {}).get(setting.name)
+        if wanted and (setting.value or "").strip().lower() == wanted.lower():
+            return f"{setting.name}={setting.value}{setting.where}"
+    return ""
+
+
+@check("GD411")
+def nccl_tuning_forced(facts, rule):
+    everything = settings(facts)
+    if vendor_profile(everything):
+        return
+    findings = []
+    for setting in everything:
+        if not is_tuning_knob(setting.name) or setting.value is None or value_problems(setting.name, setting.value):
+            continue  # an invalid value is GD402's
+        default = (spec(setting.name) or {}).get("default") or "chosen by NCCL for each topology and size"
+        topology = setting.name in tuning().get("topology", [])
+        why = ("a topology cutoff NCCL otherwise reads from the machine: right only for the topology it was chosen "
+               "for" if topology else "a value copied from a benchmark or another cluster usually costs bandwidth, "
+               "and the next NCCL upgrade may make it wrong")
+        findings.append(rule.finding(
+            f"{setting.name}={setting.value}{setting.where} pins a choice NCCL makes per topology, message "
+            f"size and NCCL version (default: {default}); NCCL documents it for debugging and experiments, not "
+            f"production: {why}", severity=Severity.INFO if topology else None,
+            location=setting.location, evidence=setting.evidence(default=default),
+            fix=rule.fix(f"Remove {setting.name} and let NCCL choose; keep it only with a measurement on this "
+                         f"cluster (e.g. `gpudoctor bench nccl` with and without it).",
+                         env=EnvChange(unset=(setting.name,)))))
+    return unique_findings(findings)

@@ -1,0 +1,127 @@
+"""The launch model: how a job starts its training script, read from the job's files (never run).
+
+From sbatch and shell scripts, Kubernetes manifests (Pod, Job, Deployment, PyTorchJob, MPIJob, JobSet …), Compose
+files and Dockerfile `CMD`/`ENTRYPOINT`, each command that starts a Python script becomes one job in
+`facts["launch"]["jobs"]` (docs/snapshot.md), with the file and line of every value:
+- `launchers`: the chain that starts it, outermost first (`srun`, `mpirun`, `torchrun`, `deepspeed`, `accelerate`,
+  the Kubeflow training operator, a plain `python`), each with the ranks it starts per node;
+- `ranks_per_node`: their product (`"gpu"`: one per GPU; None: it depends on the run);
+- `gpus`: the GPUs a node (pod) of the job gets, and where that is said (`--gres=gpu:4`, `nvidia.com/gpu: 4`,
+  `CUDA_VISIBLE_DEVICES=0,1`); None when nothing in the files says;
+- `script`: the script path as written and, when it is there, the path of its analysis in `facts["scripts"]`
+  (resolved relative to the job file; the script is read, never run);
+- `env_sets`: the rank variables the job sets itself (RANK, WORLD_SIZE, …); `pod`: what a Kubernetes container
+  asks for (GPUs, /dev/shm, EFA and RDMA devices, IPC_LOCK).
+Values that depend on the run (`$SLURM_GPUS_ON_NODE`, `$(nvidia-smi -L | wc -l)`) are unknown, never guessed.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import List, Optional
+
+RANK_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+SETS_RANK_ENV = {"torchrun", "torch.distributed.launch", "deepspeed", "accelerate", "training-operator"}
+
+
+def ranks_of(launchers: List[dict]) -> tuple:
+    """(ranks per node, how it is made up) from a launcher chain: nested launchers multiply."""
+    total, parts = 1, []
+    multipliers = [entry for entry in launchers if entry["name"] != "python" or len(launchers) == 1]
+    for entry in multipliers:
+        value = entry.get("ranks_per_node")
+        parts.append(f"{entry['name']}: {value if value is not None else 'unknown'}"
+                     + (f" ({entry['source']})" if entry.get("source") else ""))
+        if value is None:
+            return None, " × ".join(parts)
+        if value == "gpu":
+            if len(multipliers) > 1:
+                return None, " × ".join(parts)
+            return "gpu", " × ".join(parts)
+        total *= int(value)
+    return total, " × ".join(parts)
+
+
+def finish_job(job: dict) -> dict:
+    """Fill in the derived fields of one job."""
+    job["ranks_per_node"], job["ranks_what"] = ranks_of(job["launchers"])
+    job["sets_rank_env"] = any(entry["name"] in SETS_RANK_ENV for entry in job["launchers"])
+    return job
+
+
+def attach_script(job: dict, job_path: str, snapshot) -> None:
+    """Resolve the job's script relative to the job file and analyse it when it is there (read, never run)."""
+    from gpudoctor.analysis import add_to_snapshot, analyse
+
+    script = job.get("script") or {}
+    written = script.get("path")
+    if not written:
+        return
+    folder = os.path.dirname(job_path)
+    candidates = [os.path.normpath(os.path.join(folder, written))]
+    if os.path.isabs(written) or written.startswith("~"):
+        candidates.append(os.path.normpath(os.path.join(folder, os.path.basename(written))))
+    for candidate in candidates:
+        existing = _analysed(snapshot, candidate)
+        if existing:
+            script["analysed_as"] = existing
+            return
+        if os.path.isfile(candidate):
+            try:
+                raw = Path(candidate).read_bytes()
+            except OSError:
+                continue
+            add_to_snapshot(snapshot, candidate, analyse(candidate, raw))
+            script["analysed_as"] = candidate
+            return
+
+
+def _analysed(snapshot, candidate: str) -> Optional[str]:
+    wanted = os.path.abspath(candidate)
+    for entry in snapshot.facts.get("scripts", []) or []:
+        if isinstance(entry, dict) and os.path.abspath(str(entry.get("path", ""))) == wanted:
+            return entry["path"]
+    return None
+
+
+def add_to_snapshot(snapshot, jobs: List[dict], pods: List[dict], path: str) -> None:
+    """Merge one file's jobs and pods into `facts["launch"]`, analysing the scripts the jobs start."""
+    for job in jobs:
+        attach_script(job, path, snapshot)
+    if jobs or pods:
+        launch = snapshot.facts.setdefault("launch", {})
+        launch.setdefault("jobs", []).extend(jobs)
+        launch.setdefault("pods", []).extend(pods)
+
+
+def read_launch(path: Path, text: str) -> tuple:
+    """(jobs, pods) of one file (empty for files that start nothing)."""
+    from gpudoctor.envfiles import detect
+    from gpudoctor.launch import dockerfile, k8s, shell
+
+    fmt = detect(path, text)
+    if fmt == "shell":
+        return shell.jobs(text, str(path)), []
+    if fmt == "yaml":
+        manifest = k8s.read(text, str(path))
+        return manifest.jobs, manifest.pods
+    if fmt == "dockerfile":
+        return dockerfile.jobs(text, str(path)), []
+    return [], []
+
+
+def _register() -> None:
+    from gpudoctor.envfiles import detect
+    from gpudoctor.files import FileReader, register
+
+    def accepts(path: Path, text: str) -> bool:
+        return detect(path, text) in ("shell", "yaml", "dockerfile")
+
+    def read(path: Path, text: str, snapshot) -> None:
+        add_to_snapshot(snapshot, *read_launch(path, text), str(path))
+
+    register(FileReader("launch", accepts, read))
+
+
+_register()

@@ -1,0 +1,264 @@
+"""One command line of a job, read as a chain of launchers ending in the script they start.
+
+`parse(words)` takes the words of one command (each `(text, known)`: `known` is False for a value that depends on
+the run, such as `$SLURM_GPUS_ON_NODE`) and returns the launchers it names, outermost first, and the script:
+
+    srun --ntasks-per-node=1 torchrun --nproc_per_node 8 train.py --lr 1e-4
+    -> [srun: ranks from its options or the batch script's], [torchrun: 8 per node], script train.py
+
+Known launchers: `srun`, `mpirun`/`mpiexec`, `torchrun` / `python -m torch.distributed.run|launch`, `deepspeed`,
+`accelerate launch`, and a plain `python script.py` (one process). Wrappers that start the command they are given
+(`exec`, `nohup`, `time`, `env A=b`, `numactl …`, `apptainer|singularity exec IMAGE`) are looked through.
+A count that is not a literal stays unknown (None with the text in `unresolved`), never guessed.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import List, Optional, Sequence, Tuple
+
+Word = Tuple[str, bool]  # (text, known)
+
+PYTHON = re.compile(r"^(?:.*/)?python(?:\d+(?:\.\d+)?)?$")
+TORCHRUN_MODULES = {"torch.distributed.run", "torch.distributed.launch"}
+# Options that take a separate value (the rest are flags or `--opt=value`).
+SRUN_VALUES = {"-n", "-N", "-c", "-p", "-w", "-t", "-J", "-o", "-e", "-A", "-q", "-G", "-x", "-m", "-D", "-C", "-d",
+               "-B", "-L", "-M", "-r", "-T", "-W", "-i", "--ntasks", "--nodes", "--cpus-per-task", "--partition",
+               "--nodelist", "--time", "--job-name", "--output", "--error", "--account", "--qos", "--gpus", "--gres",
+               "--gpus-per-node", "--gpus-per-task", "--ntasks-per-node", "--mem", "--mem-per-cpu", "--mem-per-gpu",
+               "--mpi", "--export", "--container-image", "--container-mounts", "--container-workdir", "--cpu-bind",
+               "--distribution", "--exclude", "--constraint", "--dependency", "--kill-on-bad-exit",
+               "--container-name", "--container-env", "--network", "--label", "--reservation", "--signal",
+               "--cpus-per-gpu", "--gpu-bind", "--chdir", "--comment", "--wait"}
+MPI_VALUES = {"-np", "-n", "-c", "-N", "-npernode", "--npernode", "-x", "-H", "--host", "-host", "--hostfile",
+              "-hostfile", "--machinefile", "-machinefile", "-bind-to", "--bind-to", "-map-by", "--map-by", "-ppn",
+              "-genv", "-env", "--prefix", "-wdir", "--wdir", "-f", "-hosts", "--rankfile", "-rf", "--report-bindings",
+              "-mca", "--mca", "-gmca", "--gmca"}
+MPI_TWO_VALUES = {"-mca", "--mca", "-gmca", "--gmca", "-genv", "-env"}
+TORCHRUN_FLAGS = {"--standalone", "--no-python", "--no_python", "-m", "--module", "--run-path", "--run_path",
+                  "--virtual-local-rank", "--virtual_local_rank", "--use-env", "--use_env"}
+DEEPSPEED_FLAGS = {"--no_python", "--no_local_rank", "--autotuning", "--force_multi", "--elastic_training",
+                   "--enable_each_rank_log", "--bind_cores_to_rank", "--no_ssh", "--no_ssh_check", "--module", "-m"}
+ACCELERATE_FLAGS = {"--multi_gpu", "--multi-gpu", "--cpu", "--use_deepspeed", "--use-deepspeed", "--use_fsdp",
+                    "--use-fsdp", "--use_megatron_lm", "-m", "--module", "--no_python", "--no-python", "--debug",
+                    "--tpu", "--quiet", "-q", "--same_network", "--rdzv_conf"}
+CONTAINER_VALUES = {"-B", "--bind", "--env", "--env-file", "--home", "-H", "--pwd", "--overlay", "-o", "--mount",
+                    "-W", "--workdir", "--security", "--network", "--hostname", "--app"}
+PYTHON_VALUE_FLAGS = {"-W", "-X", "-c", "-Q"}
+WRAPPERS = {"exec", "nohup", "time", "command", "stdbuf", "nice", "ionice", "taskset", "chrt", "numactl",
+            "unbuffer", "xvfb-run"}
+
+
+def _base(text: str) -> str:
+    return text.rsplit("/", 1)[-1]
+
+
+def _option(words: Sequence[Word], index: int, values: set) -> Tuple[str, Optional[Word], int]:
+    """(option name, its value word or None, next index) for the option at `index`."""
+    text = words[index][0]
+    if text.startswith("--") and "=" in text:
+        name, value = text.split("=", 1)
+        return name, (value, words[index][1]), index + 1
+    if text in values and index + 1 < len(words):
+        return text, words[index + 1], index + 2
+    if re.match(r"^-[nNcGp]\d+$", text):  # srun -n4
+        return text[:2], (text[2:], words[index][1]), index + 1
+    return text, None, index + 1
+
+
+def _count(word: Optional[Word]) -> Tuple[Optional[int], Optional[str]]:
+    """(int, None) for a literal count, (None, text) for a value known only at run time."""
+    if word is None:
+        return None, None
+    text, known = word
+    if known and re.fullmatch(r"\d+", text.strip()):
+        return int(text), None
+    return None, text
+
+
+def parse(words: Sequence[Word], line: int) -> Optional[dict]:
+    """The launch chain of one command, or None when it starts no Python script."""
+    launchers: List[dict] = []
+    index = 0
+    while index < len(words):
+        text, known = words[index]
+        base = _base(text) if known else ""
+        if not known:
+            return None
+        if base in WRAPPERS:
+            index += 1
+            while index < len(words) and words[index][0].startswith("-"):
+                index += 1
+            continue
+        if base == "env":
+            index += 1
+            while index < len(words) and ("=" in words[index][0] or words[index][0].startswith("-")):
+                index += 1
+            continue
+        if base in ("apptainer", "singularity") and index + 1 < len(words) and words[index + 1][0] in ("exec", "run"):
+            index += 2
+            while index < len(words) and words[index][0].startswith("-"):
+                index += 2 if words[index][0] in CONTAINER_VALUES else 1
+            index += 1  # the image
+            continue
+        if base == "srun":
+            entry, index = _srun(words, index + 1, line)
+            launchers.append(entry)
+            continue
+        if base in ("mpirun", "mpiexec", "orterun"):
+            entry, index = _mpirun(words, index + 1, line)
+            launchers.append(entry)
+            continue
+        if base == "torchrun":
+            return _finish(launchers, *_torchrun(words, index + 1, line, "torchrun"))
+        if base == "deepspeed":
+            return _finish(launchers, *_deepspeed(words, index + 1, line))
+        if base == "accelerate" and index + 1 < len(words) and words[index + 1][0] == "launch":
+            return _finish(launchers, *_accelerate(words, index + 2, line))
+        if PYTHON.match(base):
+            return _python(words, index + 1, line, launchers)
+        return None
+    return None
+
+
+def _finish(launchers: List[dict], entry: dict, script: Optional[dict]) -> Optional[dict]:
+    if script is None:
+        return None
+    return {"launchers": launchers + [entry], "script": script}
+
+
+def _script(words: Sequence[Word], index: int, line: int, module: bool = False) -> Optional[dict]:
+    if index >= len(words):
+        return None
+    text, known = words[index]
+    if not known:
+        return {"path": None, "unresolved": text, "line": line}
+    if module:
+        return {"module": text, "path": None, "line": line}
+    if text.endswith(".py") or "/" in text or not text.startswith("-"):
+        return {"path": text, "line": line}
+    return None
+
+
+def _srun(words: Sequence[Word], index: int, line: int) -> Tuple[dict, int]:
+    options: dict = {}
+    while index < len(words) and words[index][0].startswith("-"):
+        name, value, index = _option(words, index, SRUN_VALUES)
+        if value is not None:
+            options[name] = value
+    entry = {"name": "srun", "line": line, "options": {k: v[0] for k, v in options.items()}}
+    return entry, index
+
+
+def _mpirun(words: Sequence[Word], index: int, line: int) -> Tuple[dict, int]:
+    per_node, unresolved = None, None
+    while index < len(words) and words[index][0].startswith("-"):
+        text = words[index][0]
+        if text in MPI_TWO_VALUES:
+            index += 3
+            continue
+        name, value, index = _option(words, index, MPI_VALUES)
+        if name in ("-npernode", "--npernode", "-N", "-ppn") and value is not None:
+            per_node, unresolved = _count(value)
+        elif name in ("-map-by", "--map-by") and value is not None:
+            match = re.match(r"^ppr:(\d+):node", value[0])
+            if match and value[1]:
+                per_node = int(match.group(1))
+    entry = {"name": "mpirun", "line": line, "ranks_per_node": per_node}
+    if unresolved:
+        entry["unresolved"] = unresolved
+    return entry, index
+
+
+def _torchrun(words: Sequence[Word], index: int, line: int, name: str) -> Tuple[dict, Optional[dict]]:
+    per_node: object = 1  # torchrun's --nproc-per-node default
+    source = "default (1)"
+    unresolved = None
+    module = False
+    while index < len(words) and words[index][0].startswith("-"):
+        text = words[index][0]
+        if text in TORCHRUN_FLAGS:
+            module = module or text in ("-m", "--module")
+            index += 1
+            continue
+        option, value, index = _option(words, index, set())
+        if "=" not in text and index < len(words) and not words[index][0].startswith("-") and option.startswith("--"):
+            value, index = words[index], index + 1
+        if option.replace("_", "-") == "--nproc-per-node" and value is not None:
+            if value[1] and value[0] in ("gpu", "auto"):
+                per_node, source = value[0], f"{option}={value[0]}"
+            else:
+                count, unresolved = _count(value)
+                per_node, source = count, f"{option} {value[0]}"
+    entry = {"name": name, "line": line, "ranks_per_node": per_node, "source": source}
+    if unresolved:
+        entry["unresolved"] = unresolved
+    return entry, _script(words, index, line, module)
+
+
+def _deepspeed(words: Sequence[Word], index: int, line: int) -> Tuple[dict, Optional[dict]]:
+    per_node: object = "gpu"  # the deepspeed launcher starts one rank per visible GPU by default
+    source, unresolved, module = "default (every GPU of the node)", None, False
+    while index < len(words) and words[index][0].startswith("-"):
+        text = words[index][0]
+        if text in DEEPSPEED_FLAGS:
+            module = module or text in ("-m", "--module")
+            index += 1
+            continue
+        option, value, index = _option(words, index, set())
+        if "=" not in text and index < len(words) and not words[index][0].startswith("-"):
+            value, index = words[index], index + 1
+        if option in ("--num_gpus", "--num-gpus") and value is not None:
+            per_node, unresolved = _count(value)
+            source = f"{option} {value[0]}"
+        elif option in ("--include", "--exclude", "--hostfile"):
+            per_node, source = None, f"{option} (the hosts and GPUs come from it)"
+    entry = {"name": "deepspeed", "line": line, "ranks_per_node": per_node, "source": source}
+    if unresolved:
+        entry["unresolved"] = unresolved
+    return entry, _script(words, index, line, module)
+
+
+def _accelerate(words: Sequence[Word], index: int, line: int) -> Tuple[dict, Optional[dict]]:
+    per_node: object = None  # from its config file unless given
+    source, unresolved, module, machines = "its config file (not read)", None, False, None
+    while index < len(words) and words[index][0].startswith("-"):
+        text = words[index][0]
+        if text in ACCELERATE_FLAGS:
+            module = module or text in ("-m", "--module")
+            index += 1
+            continue
+        option, value, index = _option(words, index, set())
+        if "=" not in text and index < len(words) and not words[index][0].startswith("-"):
+            value, index = words[index], index + 1
+        if option.replace("-", "_") == "__num_processes" and value is not None:
+            per_node, unresolved = _count(value)
+            source = f"{option} {value[0]}"
+        elif option.replace("-", "_") == "__num_machines" and value is not None:
+            machines, _ = _count(value)
+    if isinstance(per_node, int) and machines and machines > 1:
+        per_node = per_node // machines if per_node % machines == 0 else None  # --num_processes is the total
+        source += f" over {machines} machines"
+    entry = {"name": "accelerate", "line": line, "ranks_per_node": per_node, "source": source}
+    if unresolved:
+        entry["unresolved"] = unresolved
+    return entry, _script(words, index, line, module)
+
+
+def _python(words: Sequence[Word], index: int, line: int, launchers: List[dict]) -> Optional[dict]:
+    while index < len(words) and words[index][0].startswith("-"):
+        text = words[index][0]
+        if text == "-m" and index + 1 < len(words):
+            module = words[index + 1][0]
+            if module in TORCHRUN_MODULES:
+                name = "torch.distributed.launch" if module.endswith("launch") else "torchrun"
+                return _finish(launchers, *_torchrun(words, index + 2, line, name))
+            return {"launchers": launchers + [{"name": "python", "line": line, "ranks_per_node": 1}],
+                    "script": {"module": module, "path": None, "line": line}}
+        if text == "-c":
+            return None
+        index += 2 if text in PYTHON_VALUE_FLAGS else 1
+    script = _script(words, index, line)
+    if script is None:
+        return None
+    return {"launchers": launchers + [{"name": "python", "line": line, "ranks_per_node": 1}], "script": script}

@@ -1,0 +1,54 @@
+"""The job a Dockerfile's final stage starts: `ENTRYPOINT` then `CMD` (exec form `["torchrun", …]` or shell form,
+which Docker runs with `/bin/sh -c`). The GPUs come from `docker run --gpus`, so they stay unknown here."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import List, Optional, Tuple
+
+from gpudoctor.envfiles.dockerfile import _instructions
+from gpudoctor.launch import commands, finish_job
+
+
+def _form(body: str) -> Tuple[Optional[List[str]], bool]:
+    """(words, exec form?) of an ENTRYPOINT/CMD argument."""
+    text = body.strip()
+    if text.startswith("["):
+        try:
+            words = json.loads(text)
+        except ValueError:
+            return None, True
+        return ([str(w) for w in words] if isinstance(words, list) else None), True
+    return text.split(), False
+
+
+def jobs(text: str, path: str) -> List[dict]:
+    instructions, _ = _instructions(text)
+    entrypoint: Tuple[Optional[List[str]], int] = (None, 0)
+    cmd: Tuple[Optional[List[str]], int] = (None, 0)
+    for line, body, _chars in instructions:
+        match = re.match(r"^\s*([A-Za-z]+)\s+(.*)$", body, re.S)
+        if not match:
+            continue
+        keyword = match.group(1).upper()
+        if keyword == "FROM":
+            entrypoint, cmd = (None, 0), (None, 0)  # each stage starts afresh; the last one runs
+        elif keyword in ("ENTRYPOINT", "CMD"):
+            words, _ = _form(match.group(2))
+            if keyword == "ENTRYPOINT":
+                entrypoint, cmd = (words, line), (None, 0)
+            else:
+                cmd = (words, line)
+    words = (entrypoint[0] or []) + (cmd[0] or [])
+    line = entrypoint[1] or cmd[1]
+    if not words:
+        return []
+    if len(words) > 2 and words[0].rsplit("/", 1)[-1] in ("sh", "bash") and words[1] in ("-c", "-lc"):
+        words = " ".join(words[2:]).split()
+    parsed = commands.parse([(word, "$" not in word) for word in words], line)
+    if parsed is None:
+        return []
+    return [finish_job({"path": path, "line": line, "kind": "dockerfile", "context": "the image's ENTRYPOINT/CMD",
+                        "conditional": False, "launchers": parsed["launchers"], "script": parsed["script"],
+                        "env_sets": [], "gpus": None, "command": " ".join(words)[:200]})]

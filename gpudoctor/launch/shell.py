@@ -1,0 +1,102 @@
+"""Jobs started by sbatch and shell scripts: each command that runs a Python script, with the script's `#SBATCH`
+resources. The shell reader's tokenizer and walker do the quoting and variables; values they cannot know stay
+unknown."""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+from gpudoctor.envfiles import ReadResult
+from gpudoctor.envfiles import shell as reader
+from gpudoctor.launch import RANK_ENV, commands, finish_job, slurm
+
+CVD = "CUDA_VISIBLE_DEVICES"
+
+
+class LaunchWalker(reader.Walker):
+    """The env walker, also recording the commands that start Python scripts."""
+
+    def __init__(self, path: str, line_offset: int = 0):
+        super().__init__(path, ReadResult(), path, "", line_offset)
+        self.found: List[dict] = []
+        self.prefix_cvd: Optional[tuple] = None
+
+    def add(self, name, word, line, conditional, how="", unset=False, defaults=()):
+        if name == CVD and how.startswith("for the command") and word is not None:
+            value, reason = self.resolve(word)
+            self.prefix_cvd = (value if reason is None else None, self.line(line), word.text)
+        super().add(name, word, line, conditional, how, unset, defaults)
+
+    def builtin(self, words, conditional):
+        self.launch(words, conditional, [])
+        self.prefix_cvd = None
+        super().builtin(words, conditional)
+
+    def launch(self, words, conditional, outer: List[dict], depth: int = 0) -> None:
+        resolved = [self.resolve(word) for word in words]
+        line = self.line(words[0])
+        parsed = commands.parse([(value, reason is None) for value, reason in resolved], line)
+        if parsed is None:
+            self.inner_script(words, resolved, conditional, outer, line, depth)
+            return
+        self.found.append({"line": line, "conditional": conditional, "launchers": outer + parsed["launchers"],
+                           "script": parsed["script"], "cvd": self.visible_devices(),
+                           "command": " ".join(word.text for word in words)[:200]})
+
+    def inner_script(self, words, resolved, conditional, outer, line, depth) -> None:
+        """`srun bash -c "torchrun … train.py"`: the command inside, under the launchers before it."""
+        for index, (value, reason) in enumerate(resolved[:-1]):
+            if value.rsplit("/", 1)[-1] in ("bash", "sh") and resolved[index + 1][0] in ("-c", "-lc") \
+                    and index + 2 < len(words) and depth < 3:
+                head = commands.parse([(v, r is None) for v, r in resolved[:index]] + [("python", True), ("x", True)],
+                                      line)
+                prefix = head["launchers"][:-1] if head else []
+                tokens = reader.Tokenizer(words[index + 2].text).run()
+                inner = [t.word for t in tokens if t.kind == "word"]
+                for word in inner:
+                    word.line = line - self.offset
+                if inner:
+                    self.launch(inner, conditional, outer + prefix, depth + 1)
+                return
+
+    def visible_devices(self) -> Optional[dict]:
+        if self.prefix_cvd is not None:
+            value, line, text = self.prefix_cvd
+        else:
+            var = self.vars.get(CVD)
+            if var is None or not var.exported:
+                return None
+            value, line, text = (var.value if var.literal else None), self.line(var.line), var.value
+        if value is None:
+            return {"count": None, "line": line, "what": f"{CVD}={text}", "unresolved": text}
+        ids = [item for item in value.split(",") if item.strip()]
+        return {"count": len(ids), "line": line, "what": f"{CVD}={value}"}
+
+    def env_sets(self) -> List[str]:
+        return [name for name in RANK_ENV if name in self.vars and self.vars[name].exported]
+
+
+def jobs(text: str, path: str, line_offset: int = 0, context: str = "") -> List[dict]:
+    """The jobs of one shell/sbatch script (or of a `bash -c` script embedded at `line_offset`)."""
+    from gpudoctor.knowledge import table
+
+    batch = slurm.directives(text) if not line_offset else {}
+    walker = LaunchWalker(path, line_offset)
+    walker.tp = table("nccl_env").get("tensor_parallel", {})
+    walker.walk(reader.Tokenizer(text.lstrip("\ufeff")).run())
+    found = []
+    for command in walker.found:
+        launchers = [dict(entry) for entry in command["launchers"]]
+        srun = next((entry for entry in launchers if entry["name"] == "srun"), None)
+        tasks, tasks_what = slurm.tasks_per_node(srun["options"] if srun else {}, batch)
+        if srun is not None:
+            srun["ranks_per_node"], srun["source"] = tasks, tasks_what
+        gpus = command["cvd"] or slurm.gpus_per_node(srun["options"] if srun else {}, batch,
+                                                      tasks if srun else 1, srun["line"] if srun else None)
+        job = {"path": path, "line": command["line"], "kind": "sbatch" if batch else "shell",
+               "context": context, "conditional": command["conditional"], "command": command["command"],
+               "launchers": launchers, "gpus": gpus, "script": command["script"], "env_sets": walker.env_sets()}
+        if gpus is not None:
+            gpus.setdefault("path", path)
+        found.append(finish_job(job))
+    return found

@@ -1,0 +1,110 @@
+"""SLURM's share of the launch model: `#SBATCH` directives, the tasks `srun` starts per node, the GPUs a node gets.
+
+Defaults follow sbatch(1)/srun(1): without a task count, srun starts one task per node of the allocation; `--gres=gpu:N`
+and `--gpus-per-node=N` count per node, `--gpus-per-task=N` per task, `--gpus=N` for the whole job (per node only
+when the node count is given and divides it). A value that is not a literal (`$SLURM_GPUS_ON_NODE`) is unknown.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Dict, Optional, Tuple
+
+SHORT = {"-N": "--nodes", "-n": "--ntasks", "-G": "--gpus", "-c": "--cpus-per-task", "-p": "--partition"}
+Value = Tuple[str, int, bool]  # (text, line, known)
+
+
+def directives(text: str) -> Dict[str, Value]:
+    """`#SBATCH` options of the leading comment block (sbatch stops reading them at the first command)."""
+    from gpudoctor.envfiles.shell import Tokenizer
+
+    found: Dict[str, Value] = {}
+    for number, raw in enumerate(text.lstrip("\ufeff").splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#!"):
+            continue
+        if not line.startswith("#"):
+            break
+        match = re.match(r"^#SBATCH\s+(.*)$", line)
+        if not match:
+            continue
+        words = [t.word for t in Tokenizer(match.group(1)).run() if t.kind == "word"]
+        index = 0
+        while index < len(words):
+            word = words[index]
+            name, value = word.text, None
+            if name.startswith("--") and "=" in name:
+                name, value = name.split("=", 1)
+            elif name in SHORT or name.startswith("--"):
+                if index + 1 < len(words) and not words[index + 1].text.startswith("-"):
+                    value = words[index + 1].text
+                    index += 1
+            elif re.match(r"^-[NnGcp]\S+$", name):
+                name, value = name[:2], name[2:]
+            name = SHORT.get(name, name)
+            if value is not None:
+                found[name] = (value, number, not word.dynamic)
+            index += 1
+    return found
+
+
+def _int(value: Optional[str]) -> Optional[int]:
+    return int(value) if value is not None and re.fullmatch(r"\d+", value.strip()) else None
+
+
+def tasks_per_node(srun: Dict[str, str], batch: Dict[str, Value]) -> Tuple[Optional[int], str]:
+    """(tasks srun starts on each node, where that comes from); None when it depends on the run."""
+    for label, options in (("srun", srun), ("#SBATCH", {k: v[0] for k, v in batch.items()})):
+        if "--ntasks-per-node" in options:
+            value = _int(options["--ntasks-per-node"])
+            return value, f"{label} --ntasks-per-node={options['--ntasks-per-node']}"
+        if "--ntasks" in options:
+            tasks = _int(options["--ntasks"])
+            nodes_text = srun.get("--nodes") or (batch.get("--nodes") or (None,))[0]
+            nodes = _int(nodes_text) if nodes_text else None
+            if tasks is not None and nodes and tasks % nodes == 0:
+                return tasks // nodes, f"{label} --ntasks={tasks} over --nodes={nodes}"
+            if tasks is not None and nodes_text is None and tasks == 1:
+                return 1, f"{label} --ntasks=1"
+            return None, f"{label} --ntasks={options['--ntasks']} (spread over nodes as SLURM decides)"
+    return 1, "srun's default: one task per node"
+
+
+def gpu_count(spec: str) -> Optional[int]:
+    """GPUs in a gres or gpus value: `gpu:4`, `gpu:a100:4`, `gpu` (1), `a100:4`, `4`, a comma list of gres."""
+    for item in spec.split(","):
+        parts = item.strip().split(":")
+        if parts[0] in ("gpu", "gres/gpu"):
+            if len(parts) == 1:
+                return 1
+            count = parts[-1].split("(")[0]
+            return _int(count) if count.isdigit() else (1 if len(parts) == 2 else None)
+    return None
+
+
+def gpus_per_node(srun: Dict[str, str], batch: Dict[str, Value], tasks: Optional[int],
+                  srun_line: Optional[int]) -> Optional[dict]:
+    """{"count", "line", "what", "unresolved"?} for the GPUs each node of the job gets; None when nothing asks."""
+    for label, options in (("srun", {k: (v, srun_line, True) for k, v in srun.items()}), ("#SBATCH", batch)):
+        for option in ("--gres", "--gpus-per-node", "--gpus-per-task", "--gpus"):
+            if option not in options:
+                continue
+            text, line, known = options[option]
+            if option == "--gres" and "gpu" not in text:
+                continue
+            what = f"{label} {option}={text}"
+            count = gpu_count(text if option == "--gres" else ("gpu:" + text)) if known else None
+            if count is None:
+                return {"count": None, "line": line, "what": what, "unresolved": text}
+            if option == "--gpus-per-task":
+                if tasks is None:
+                    return {"count": None, "line": line, "what": what, "unresolved": "tasks per node unknown"}
+                return {"count": count * tasks, "line": line, "what": f"{what} × {tasks} task(s) per node"}
+            if option == "--gpus":
+                nodes = _int((options.get("--nodes") or batch.get("--nodes") or ("",))[0])
+                if not nodes or count % nodes:
+                    return {"count": None, "line": line, "what": what,
+                            "unresolved": "GPUs for the whole job, spread over nodes as SLURM decides"}
+                return {"count": count // nodes, "line": line, "what": f"{what} over {nodes} node(s)"}
+            return {"count": count, "line": line, "what": what}
+    return None

@@ -1,0 +1,297 @@
+"""The launch model (gpudoctor.launch) and GD411, GD604–GD608, GD901–GD903: command lines, SLURM counts, Kubernetes
+pods, and job files in the shapes of real public ones (fixtures/launch/README.md) through the reader, the engine and
+the CLI — including correct jobs that must stay free of errors."""
+
+import json
+import os
+import subprocess
+
+import pytest
+
+from conftest import FIXTURES, ROOT, gpudoctor_cmd
+from gpudoctor.catalog import load_catalog
+from gpudoctor.engine import evaluate
+from gpudoctor.files import read_file
+from gpudoctor.launch import commands, slurm
+from gpudoctor.snapshot import Snapshot
+
+LAUNCH = FIXTURES / "launch"
+K8S = LAUNCH / "k8s"
+LINT_RULES = [rule for rule in load_catalog() if not rule.host]
+JOB_RULES = {"GD411", "GD604", "GD605", "GD606", "GD607", "GD608", "GD901", "GD902", "GD903"}
+
+
+def words(line: str):
+    return [(word, not word.startswith("$")) for word in line.split()]
+
+
+def chain(line: str):
+    parsed = commands.parse(words(line), 1)
+    return parsed and [(e["name"], e.get("ranks_per_node")) for e in parsed["launchers"]], parsed and parsed["script"]
+
+
+# --- command lines -------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("line,launchers,script", [
+    ("python train.py --lr 1e-4", [("python", 1)], "train.py"),
+    ("python3 -u -W ignore train.py", [("python", 1)], "train.py"),
+    ("torchrun --nproc_per_node 8 train.py", [("torchrun", 8)], "train.py"),
+    ("torchrun --nproc-per-node=4 --nnodes 2 --standalone train.py", [("torchrun", 4)], "train.py"),
+    ("torchrun --nnodes=2 train.py", [("torchrun", 1)], "train.py"),  # torchrun's default is 1
+    ("torchrun --nproc_per_node=gpu train.py", [("torchrun", "gpu")], "train.py"),
+    ("torchrun --nproc_per_node $NGPUS train.py", [("torchrun", None)], "train.py"),
+    ("python -m torch.distributed.run --nproc_per_node 2 train.py", [("torchrun", 2)], "train.py"),
+    ("python -m torch.distributed.launch --use_env --nproc_per_node=2 train.py",
+     [("torch.distributed.launch", 2)], "train.py"),
+    ("deepspeed --num_gpus 4 train.py --deepspeed ds.json", [("deepspeed", 4)], "train.py"),
+    ("deepspeed train.py", [("deepspeed", "gpu")], "train.py"),
+    ("accelerate launch --multi_gpu --num_processes 8 train.py", [("accelerate", 8)], "train.py"),
+    ("accelerate launch --num_processes 16 --num_machines 2 train.py", [("accelerate", 8)], "train.py"),
+    ("srun --ntasks-per-node=8 python train.py", [("srun", None), ("python", 1)], "train.py"),
+    ("srun -n 8 -N 8 --gpus-per-task=8 torchrun --nproc_per_node 8 train.py",
+     [("srun", None), ("torchrun", 8)], "train.py"),
+    ("mpirun -np 16 -npernode 8 -x NCCL_DEBUG=WARN --mca btl tcp,self python train.py",
+     [("mpirun", 8), ("python", 1)], "train.py"),
+    ("exec nohup env OMP_NUM_THREADS=8 numactl --interleave=all python train.py",
+     [("python", 1)], "train.py"),
+    ("apptainer exec --nv image.sif torchrun --nproc_per_node 4 train.py", [("torchrun", 4)], "train.py"),
+])
+def test_command_lines(line, launchers, script):
+    found, target = chain(line)
+    assert found == launchers
+    assert target["path"] == script
+
+
+@pytest.mark.parametrize("line", ["echo done", "nvidia-smi -L", "python -c 'import torch'", "$LAUNCHER train.py",
+                                  "bash run.sh", ""])
+def test_commands_that_start_no_script(line):
+    assert commands.parse(words(line), 1) is None
+
+
+# --- SLURM ----------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("directives,srun,tasks", [
+    ({}, {}, 1),  # one task per node by default
+    ({"--ntasks-per-node": ("4", 3, True)}, {}, 4),
+    ({"--nodes": ("2", 2, True), "--ntasks": ("16", 3, True)}, {}, 8),
+    ({"--nodes": ("2", 2, True), "--ntasks": ("3", 3, True)}, {}, None),
+    ({"--ntasks-per-node": ("4", 3, True)}, {"--ntasks-per-node": "1"}, 1),  # srun's own option wins
+    ({}, {"--ntasks-per-node": "$SLURM_GPUS_ON_NODE"}, None),
+])
+def test_tasks_per_node(directives, srun, tasks):
+    assert slurm.tasks_per_node(srun, directives)[0] == tasks
+
+
+@pytest.mark.parametrize("option,value,tasks,count", [
+    ("--gres", "gpu:4", 1, 4), ("--gres", "gpu:a100:8", 1, 8), ("--gres", "gpu", 1, 1),
+    ("--gres", "nvme:1,gpu:h100:2", 1, 2), ("--gpus-per-node", "h100:8", 1, 8), ("--gpus-per-node", "4", 1, 4),
+    ("--gpus-per-task", "1", 8, 8), ("--gres", "gpu:$N", 1, None),
+])
+def test_gpus_per_node(option, value, tasks, count):
+    gpus = slurm.gpus_per_node({}, {option: (value, 4, "$" not in value)}, tasks, None)
+    assert gpus["count"] == count and gpus["line"] == 4
+
+
+def test_gpus_for_the_whole_job_need_the_node_count():
+    assert slurm.gpus_per_node({}, {"--gpus": ("16", 3, True), "--nodes": ("2", 2, True)}, 1, None)["count"] == 8
+    assert slurm.gpus_per_node({}, {"--gpus": ("16", 3, True)}, 1, None)["count"] is None
+
+
+def test_directives_stop_at_the_first_command():
+    text = "#!/bin/bash\n#SBATCH -N 2\n#SBATCH --gres=gpu:4 --ntasks-per-node 4\necho hi\n#SBATCH --gres=gpu:8\n"
+    found = slurm.directives(text)
+    assert found["--nodes"][:2] == ("2", 2) and found["--gres"][:2] == ("gpu:4", 3)
+    assert found["--ntasks-per-node"][0] == "4"
+
+
+# --- jobs and verdicts -----------------------------------------------------------------------------------------
+
+def lint(*paths):
+    snapshot = Snapshot(facts={"env": {}}, source={"kind": "files", "paths": []})
+    for path in paths:
+        read_file(path, snapshot)
+    return snapshot, evaluate(snapshot, LINT_RULES)
+
+
+def verdict(report) -> set:
+    return {(f.rule, str(f.severity), f.location.path.rsplit("/", 1)[-1], f.location.line)
+            for f in report.findings if f.rule in JOB_RULES}
+
+
+EXPECTED = [
+    (["ddp_plain_python.sbatch"], {("GD604", "error", "ddp_plain_python.sbatch", 11)}),
+    (["torchrun_more_ranks_than_gpus.sbatch"], {("GD606", "error", "torchrun_more_ranks_than_gpus.sbatch", 9)}),
+    (["clean_torchrun.sbatch"], set()),
+    (["run_cvd.sh"], {("GD607", "error", "train_cvd.py", 11)}),
+    (["nemo_pretrain.py"], {("GD608", "warning", "nemo_pretrain.py", 14)}),
+    (["nccl_tuned.sbatch"], {("GD411", "warning", "nccl_tuned.sbatch", 8),
+                             ("GD411", "warning", "nccl_tuned.sbatch", 9)}),
+    (["k8s/pytorchjob_efa_env_no_device.yaml"], {
+        ("GD606", "error", "pytorchjob_efa_env_no_device.yaml", 30),
+        ("GD901", "warning", "pytorchjob_efa_env_no_device.yaml", 19),
+        ("GD902", "error", "pytorchjob_efa_env_no_device.yaml", 23)}),
+    (["k8s/eks_efa_pytorchjob.yaml"], {("GD903", "info", "eks_efa_pytorchjob.yaml", 23)}),
+    (["k8s/mpijob_efa.yaml"], set()),
+    (["k8s/jobset_torchrun.yaml"], set()),
+    (["k8s/job_dataparallel.yaml"], {("GD605", "warning", "dp_train.py", 8),
+                                     ("GD901", "warning", "job_dataparallel.yaml", 11)}),
+    (["k8s/dp_train.py"], {("GD605", "info", "dp_train.py", 8)}),
+]
+
+
+@pytest.mark.parametrize("names,expected", EXPECTED, ids=[e[0][0] for e in EXPECTED])
+def test_fixture_verdicts(names, expected):
+    _, report = lint(*[LAUNCH / name for name in names])
+    assert verdict(report) == expected
+    assert not [f for f in report.findings if "crashed" in f.message]
+
+
+def test_correct_jobs_have_no_error():
+    for name in ("clean_torchrun.sbatch", "k8s/eks_efa_pytorchjob.yaml", "k8s/mpijob_efa.yaml",
+                 "k8s/jobset_torchrun.yaml"):
+        _, report = lint(LAUNCH / name)
+        assert not [f for f in report.findings if str(f.severity) != "info"], (name, report.findings)
+
+
+def test_every_value_has_its_file_and_line():
+    snapshot, _ = lint(LAUNCH / "torchrun_more_ranks_than_gpus.sbatch")
+    (job,) = snapshot.facts["launch"]["jobs"]
+    assert job["line"] == 9 and job["gpus"]["line"] == 5 and job["gpus"]["what"] == "#SBATCH --gres=gpu:a100:4"
+    assert [(e["name"], e["ranks_per_node"]) for e in job["launchers"]] == [("srun", 1), ("torchrun", 8)]
+    assert job["launchers"][0]["source"] == "#SBATCH --ntasks-per-node=1"
+    assert job["script"] == {"path": "train_ddp.py", "line": 9, "analysed_as": str(LAUNCH / "train_ddp.py")}
+
+
+def test_run_dependent_values_stay_unknown(tmp_path):
+    job = tmp_path / "job.sbatch"
+    job.write_text("#!/bin/bash\n#SBATCH --gres=gpu:8\nNGPU=$(nvidia-smi -L | wc -l)\n"
+                   "torchrun --nproc_per_node $NGPU train.py\n"
+                   "srun --ntasks-per-node=$SLURM_GPUS_ON_NODE python train.py\n")
+    snapshot, report = lint(job)
+    first, second = snapshot.facts["launch"]["jobs"]
+    assert first["ranks_per_node"] is None and first["launchers"][0]["unresolved"] == "$NGPU"
+    assert second["ranks_per_node"] is None
+    assert not [f for f in report.findings if f.rule == "GD606"]
+
+
+def test_a_script_given_twice_is_analysed_once():
+    snapshot, report = lint(LAUNCH / "ddp_plain_python.sbatch", LAUNCH / "train_ddp.py")
+    assert len(snapshot.facts["scripts"]) == 1
+    assert [f.rule for f in report.findings if f.rule == "GD604"] == ["GD604"]
+
+
+def test_srun_without_torchrun_needs_the_script_to_map_slurm_ranks(tmp_path):
+    job = tmp_path / "job.sbatch"
+    job.write_text("#!/bin/bash\n#SBATCH --ntasks-per-node=4\n#SBATCH --gres=gpu:4\nsrun python train.py\n")
+    (tmp_path / "train.py").write_text((LAUNCH / "train_ddp.py").read_text())
+    _, report = lint(job)
+    (finding,) = [f for f in report.findings if f.rule == "GD604"]
+    assert "SLURM_PROCID, not RANK/WORLD_SIZE" in finding.message and finding.location.line == 4
+    (tmp_path / "train.py").write_text((LAUNCH / "train_slurm.py").read_text())
+    _, report = lint(job)
+    assert not [f for f in report.findings if f.rule in ("GD604", "GD606")]
+
+
+def test_nested_bash_c_under_srun(tmp_path):
+    job = tmp_path / "job.sbatch"
+    job.write_text('#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=1\n#SBATCH --gres=gpu:4\n'
+                   'srun bash -c "torchrun --nnodes=2 --nproc_per_node=8 train.py"\n')
+    snapshot, report = lint(job)
+    (job_fact,) = snapshot.facts["launch"]["jobs"]
+    assert [e["name"] for e in job_fact["launchers"]] == ["srun", "torchrun"] and job_fact["ranks_per_node"] == 8
+    assert [(f.rule, str(f.severity)) for f in report.findings if f.rule == "GD606"] == [("GD606", "error")]
+
+
+def test_visible_devices_for_the_command_count_as_the_gpus(tmp_path):
+    script = tmp_path / "run.sh"
+    script.write_text("#!/bin/bash\nCUDA_VISIBLE_DEVICES=0,1 torchrun --nproc_per_node 4 train.py\n")
+    _, report = lint(script)
+    (finding,) = [f for f in report.findings if f.rule == "GD606"]
+    assert "CUDA_VISIBLE_DEVICES=0,1" in finding.message and str(finding.severity) == "error"
+
+
+def test_dockerfile_cmd_is_a_job(tmp_path):
+    dockerfile = tmp_path / "Dockerfile"
+    dockerfile.write_text('FROM pytorch/pytorch:2.4.0-cuda12.1-cudnn9-runtime AS base\nCMD ["python", "x.py"]\n'
+                          'FROM base\nWORKDIR /app\nENTRYPOINT ["torchrun", "--nproc_per_node=8"]\n'
+                          'CMD ["train.py", "--epochs", "3"]\n')
+    snapshot, _ = lint(dockerfile)
+    (job,) = snapshot.facts["launch"]["jobs"]
+    assert job["line"] == 5 and job["ranks_per_node"] == 8 and job["script"]["path"] == "train.py"
+
+
+def test_compose_service_with_gpus(tmp_path):
+    compose = tmp_path / "compose.yaml"
+    compose.write_text("services:\n  train:\n    image: trainer\n    command: torchrun --nproc_per_node 4 train.py\n"
+                       "    deploy:\n      resources:\n        reservations:\n          devices:\n"
+                       "            - driver: nvidia\n              count: 2\n              capabilities: [gpu]\n")
+    _, report = lint(compose)
+    assert [(f.rule, f.location.line) for f in report.findings if f.rule == "GD606"] == [("GD606", 4)]
+
+
+def test_pytorchjob_plain_python_gets_ranks_from_the_operator(tmp_path):
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text((K8S / "pytorchjob_efa_env_no_device.yaml").read_text().replace(
+        "- torchrun\n                - --nproc_per_node=8\n                - --nnodes=2\n", "- python\n"))
+    (tmp_path / "train.py").write_text((LAUNCH / "train_ddp.py").read_text())
+    snapshot, report = lint(manifest)
+    (job,) = snapshot.facts["launch"]["jobs"]
+    assert [e["name"] for e in job["launchers"]] == ["training-operator", "python"] and job["sets_rank_env"]
+    assert not [f for f in report.findings if f.rule == "GD604"]
+
+
+def test_gd404_does_not_rename_a_forced_tuning_value():
+    """NCCL_MAX_NCHANNELS=8 is deprecated for NCCL_MAX_CTAS, but NCCL_MAX_CTAS=8 would pin the same choice."""
+    snapshot = Snapshot(facts={"env": {}, "torch": {"nccl": "2.21.5"}})
+    read_file(LAUNCH / "nccl_tuned.sbatch", snapshot)
+    report = evaluate(snapshot, [r for r in LINT_RULES if r.id == "GD404"])
+    (finding,) = report.findings
+    assert finding.fix.env.set == {} and finding.fix.env.unset == ("NCCL_MAX_NCHANNELS",)
+    assert "NCCL_MAX_CTAS" in finding.message and "do not rename it" in finding.message
+
+
+def test_rules_are_pure_functions_of_the_snapshot(tmp_path):
+    """The launch facts replay from a snapshot on a machine that has none of the files."""
+    snapshot, report = lint(LAUNCH / "ddp_plain_python.sbatch", K8S / "pytorchjob_efa_env_no_device.yaml")
+    recorded = tmp_path / "snap.json"
+    recorded.write_text(json.dumps(snapshot.to_json() if hasattr(snapshot, "to_json") else
+                                   {"schema": "gpudoctor.snapshot/1", "facts": snapshot.facts}))
+    replayed = evaluate(Snapshot(facts=json.loads(json.dumps(snapshot.facts))), LINT_RULES)
+    assert verdict(replayed) == verdict(report) and verdict(report)
+
+
+# --- the command line ------------------------------------------------------------------------------------------
+
+def cli(*args):
+    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="120")
+    env.pop("NCCL_DEBUG", None)
+    done = subprocess.run(gpudoctor_cmd() + [str(a) for a in args], capture_output=True, text=True, cwd=ROOT,
+                          env=env, timeout=120)
+    assert "Traceback" not in done.stderr, done.stderr
+    return done
+
+
+def test_lint_job_and_script_end_to_end():
+    done = cli("lint", LAUNCH / "ddp_plain_python.sbatch", LAUNCH / "train_ddp.py", "--format", "json")
+    assert done.returncode == 1
+    (finding,) = [f for f in json.loads(done.stdout)["findings"] if f["rule"] == "GD604"]
+    assert finding["location"]["line"] == 11 and finding["fix"]["commands"]
+    assert "--nproc_per_node=8" in finding["fix"]["commands"][0]
+
+
+def test_lint_a_kubernetes_folder_end_to_end():
+    done = cli("lint", K8S, "--format", "plain", "--no-color")
+    assert done.returncode == 1
+    assert "pytorchjob_efa_env_no_device.yaml:23" in done.stdout and "vpc.amazonaws.com/efa" in done.stdout
+    assert "medium: Memory" in done.stdout and "mountPath: /dev/shm" in done.stdout  # the YAML to add
+
+
+def test_check_snapshot_replays_the_launch_facts(tmp_path):
+    recorded = tmp_path / "snap.json"
+    snapshot, _ = lint(LAUNCH / "torchrun_more_ranks_than_gpus.sbatch")
+    machine = json.loads((FIXTURES / "machines" / "h100x8-healthy.json").read_text())
+    machine["facts"].update({k: v for k, v in snapshot.facts.items() if k in ("launch", "scripts")})
+    recorded.write_text(json.dumps(machine))
+    done = cli("check", "--snapshot", recorded, "--select", "GD606", "--format", "json")
+    assert done.returncode == 1
+    assert [f["rule"] for f in json.loads(done.stdout)["findings"]] == ["GD606"]
