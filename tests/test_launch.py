@@ -159,6 +159,7 @@ def test_every_value_has_its_file_and_line():
     assert job["line"] == 9 and job["gpus"]["line"] == 5 and job["gpus"]["what"] == "#SBATCH --gres=gpu:a100:4"
     assert [(e["name"], e["ranks_per_node"]) for e in job["launchers"]] == [("srun", 1), ("torchrun", 8)]
     assert job["launchers"][0]["source"] == "#SBATCH --ntasks-per-node=1"
+    assert job["launchers"][1]["line"] == 11  # `--nproc_per_node 8` is on the command's third line
     assert job["script"] == {"path": "train_ddp.py", "line": 9, "analysed_as": str(LAUNCH / "train_ddp.py")}
 
 
@@ -295,3 +296,21 @@ def test_check_snapshot_replays_the_launch_facts(tmp_path):
     done = cli("check", "--snapshot", recorded, "--select", "GD606", "--format", "json")
     assert done.returncode == 1
     assert [f["rule"] for f in json.loads(done.stdout)["findings"]] == ["GD606"]
+
+
+@pytest.mark.parametrize("command", ["ddp_plain_python.sbatch train_ddp.py", "k8s/pytorchjob_efa_env_no_device.yaml"])
+def test_docs_show_real_output(command):
+    """docs/launch.md's examples are what gpudoctor prints today (110 columns, in fixtures/launch/)."""
+    import re
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="110")
+    env.pop("NCCL_DEBUG", None)
+    done = subprocess.run(gpudoctor_cmd() + ["lint", "--no-color", *command.split()], capture_output=True,
+                          text=True, cwd=LAUNCH, env=env, timeout=120)
+    page = (ROOT / "docs" / "launch.md").read_text()
+    block = page.split(f"$ gpudoctor lint {command}\n", 1)[1].split("```", 1)[0]
+
+    def normal(text):  # rules joining the catalog change the count of passed rules, not the findings
+        return re.sub(r"\d+ passed", "N passed", text).rstrip()
+
+    assert normal(block) == normal(done.stdout)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import ast
 from typing import Any, Dict, List, Optional
 
-from gpudoctor.analysis.names import canonical, dotted, imports_of, literal, segment
+from gpudoctor.analysis.names import dotted, imports_of, literal, qualified_name, segment
 
 INIT = {
     "torch.distributed.init_process_group": "init_process_group",
@@ -54,11 +54,7 @@ class _Finder:
         self.constants = _string_constants(tree)
 
     def qualified(self, node: ast.AST) -> str:
-        name = dotted(node) or ""
-        root, _, rest = name.partition(".")
-        if root in self.aliases:
-            return canonical(f"{self.aliases[root]}.{rest}" if rest else self.aliases[root]) or ""
-        return name
+        return qualified_name(node, self.aliases)
 
     def run(self) -> Dict[str, Any]:
         found: Dict[str, Any] = {"init": [], "spawns": [], "reads_rank_env": [], "data_parallel": [],

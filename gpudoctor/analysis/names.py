@@ -91,6 +91,16 @@ def dotted(node: ast.AST) -> Optional[str]:
     return None
 
 
+def qualified_name(node: ast.AST, aliases: Dict[str, str]) -> str:
+    """The imported dotted name an expression refers to through a module's import aliases (`DDP` →
+    `torch.nn.parallel.DistributedDataParallel`); the dotted text itself when its root is not imported."""
+    name = dotted(node) or ""
+    root, _, rest = name.partition(".")
+    if root in aliases:
+        return canonical(f"{aliases[root]}.{rest}" if rest else aliases[root]) or ""
+    return name
+
+
 def attribute_path(node: ast.AST) -> Optional[tuple]:
     """(root name, "a.b") for `root.a.b`, else None."""
     name = dotted(node)

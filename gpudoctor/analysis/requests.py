@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 from typing import Any, Dict, List, Optional, Set
 
-from gpudoctor.analysis.names import NO_VALUE, canonical, dotted, imports_of, literal, segment
+from gpudoctor.analysis.names import NO_VALUE, canonical, dotted, imports_of, literal, qualified_name, segment
 
 DTYPE_KEYWORDS = {"torch_dtype", "dtype", "compute_dtype", "bnb_4bit_compute_dtype", "param_dtype", "reduce_dtype",
                   "autocast_dtype", "params_dtype", "pipeline_dtype", "mixed_precision_dtype", "amp_dtype"}
@@ -114,11 +114,7 @@ class RequestFinder:
         self.found[kind].append(entry)
 
     def qualified(self, node: ast.AST) -> str:
-        name = dotted(node) or ""
-        root, _, rest = name.partition(".")
-        if root in self.aliases:
-            return canonical(f"{self.aliases[root]}.{rest}" if rest else self.aliases[root]) or ""
-        return name
+        return qualified_name(node, self.aliases)
 
     def truthy(self, node: ast.AST) -> Optional[bool]:
         value = literal(node)

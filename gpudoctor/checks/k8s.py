@@ -11,7 +11,7 @@ SHM_YAML = """spec:
     - name: dshm
       emptyDir:
         medium: Memory
-        sizeLimit: 64Gi   # what the DataLoader workers need; counts against the pod's memory
+        sizeLimit: 64Gi   # counts against the pod's memory
   containers:
     - name: {name}
       volumeMounts:
@@ -19,7 +19,7 @@ SHM_YAML = """spec:
           mountPath: /dev/shm"""
 EFA_YAML = """      resources:
         limits:
-          vpc.amazonaws.com/efa: 32   # the instance's EFA interfaces: p5.48xlarge 32, p4d.24xlarge 4
+          vpc.amazonaws.com/efa: 32   # p5.48xlarge: 32, p4d.24xlarge: 4
           nvidia.com/gpu: {gpus}"""
 MEMLOCK_YAML = """      securityContext:
         capabilities:

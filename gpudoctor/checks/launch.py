@@ -56,7 +56,10 @@ def names(job: dict) -> list:
 
 def job_label(job: dict) -> str:
     context = f" ({job['context']})" if job.get("context") else ""
-    return f"`{job.get('command', '')[:90]}`{context}"
+    command = job.get("command", "")
+    if len(command) > 60:
+        command = command[:60].rsplit(" ", 1)[0] + " …"
+    return f"`{command}`{context}"
 
 
 def launcher_fix(job: dict, gpus: Optional[int]) -> str:
@@ -98,8 +101,9 @@ def distributed_script_without_launcher(facts, rule):
         elif gpus is not None and gpus > 1:
             message = (f"{job_label(job)} starts one process with plain python on a node with {gpus} GPUs "
                        f"({gpus_text(job)}), but the script is written for one process per GPU ({said}): "
-                       + ("it waits for RANK/WORLD_SIZE no launcher sets, or trains on one GPU while "
-                          f"{gpus - 1} stay idle" if inits else f"it trains on one GPU while {gpus - 1} stay idle"))
+                       + ("nothing sets RANK/WORLD_SIZE, so it stops with \"environment variable RANK expected, "
+                          f"but not set\" (and one process would use one GPU while {gpus - 1} stay idle)" if inits
+                          else f"it trains on one GPU while {gpus - 1} stay idle"))
             severity = None if inits else Severity.WARNING
         elif inits and not env_ranks and job.get("kind") in ("sbatch", "shell", "compose", "k8s"):
             message = (f"{job_label(job)} starts the script with plain python and nothing sets RANK/WORLD_SIZE, "

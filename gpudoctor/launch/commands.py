@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from typing import List, Optional, Sequence, Tuple
 
-Word = Tuple[str, bool]  # (text, known)
+Word = tuple  # (text, known) or (text, known, line)
 
 PYTHON = re.compile(r"^(?:.*/)?python(?:\d+(?:\.\d+)?)?$")
 TORCHRUN_MODULES = {"torch.distributed.run", "torch.distributed.launch"}
@@ -58,19 +58,24 @@ def _option(words: Sequence[Word], index: int, values: set) -> Tuple[str, Option
     text = words[index][0]
     if text.startswith("--") and "=" in text:
         name, value = text.split("=", 1)
-        return name, (value, words[index][1]), index + 1
+        return name, (value,) + tuple(words[index][1:]), index + 1
     if text in values and index + 1 < len(words):
         return text, words[index + 1], index + 2
     if re.match(r"^-[nNcGp]\d+$", text):  # srun -n4
-        return text[:2], (text[2:], words[index][1]), index + 1
+        return text[:2], (text[2:],) + tuple(words[index][1:]), index + 1
     return text, None, index + 1
+
+
+def _line_of(word: Optional[Word], default: int) -> int:
+    """The line a word is on, where the caller said (a command continued over several lines)."""
+    return word[2] if word is not None and len(word) > 2 and word[2] else default
 
 
 def _count(word: Optional[Word]) -> Tuple[Optional[int], Optional[str]]:
     """(int, None) for a literal count, (None, text) for a value known only at run time."""
     if word is None:
         return None, None
-    text, known = word
+    text, known = word[0], word[1]
     if known and re.fullmatch(r"\d+", text.strip()):
         return int(text), None
     return None, text
@@ -81,7 +86,7 @@ def parse(words: Sequence[Word], line: int) -> Optional[dict]:
     launchers: List[dict] = []
     index = 0
     while index < len(words):
-        text, known = words[index]
+        text, known = words[index][0], words[index][1]
         base = _base(text) if known else ""
         if not known:
             return None
@@ -130,7 +135,7 @@ def _finish(launchers: List[dict], entry: dict, script: Optional[dict]) -> Optio
 def _script(words: Sequence[Word], index: int, line: int, module: bool = False) -> Optional[dict]:
     if index >= len(words):
         return None
-    text, known = words[index]
+    text, known = words[index][0], words[index][1]
     if not known:
         return {"path": None, "unresolved": text, "line": line}
     if module:
@@ -151,7 +156,7 @@ def _srun(words: Sequence[Word], index: int, line: int) -> Tuple[dict, int]:
 
 
 def _mpirun(words: Sequence[Word], index: int, line: int) -> Tuple[dict, int]:
-    per_node, unresolved = None, None
+    per_node, unresolved, said_at = None, None, line
     while index < len(words) and words[index][0].startswith("-"):
         text = words[index][0]
         if text in MPI_TWO_VALUES:
@@ -160,88 +165,74 @@ def _mpirun(words: Sequence[Word], index: int, line: int) -> Tuple[dict, int]:
         name, value, index = _option(words, index, MPI_VALUES)
         if name in ("-npernode", "--npernode", "-N", "-ppn") and value is not None:
             per_node, unresolved = _count(value)
+            said_at = _line_of(value, line)
         elif name in ("-map-by", "--map-by") and value is not None:
             match = re.match(r"^ppr:(\d+):node", value[0])
             if match and value[1]:
                 per_node = int(match.group(1))
-    entry = {"name": "mpirun", "line": line, "ranks_per_node": per_node}
+    entry = {"name": "mpirun", "line": said_at, "ranks_per_node": per_node}
     if unresolved:
         entry["unresolved"] = unresolved
     return entry, index
 
 
-def _torchrun(words: Sequence[Word], index: int, line: int, name: str) -> Tuple[dict, Optional[dict]]:
-    per_node: object = 1  # torchrun's --nproc-per-node default
-    source = "default (1)"
-    unresolved = None
-    module = False
+def _options(words: Sequence[Word], index: int, flags: set) -> Tuple[dict, bool, int]:
+    """A Python launcher's options up to the script: ({option: value word}, `-m` given, index of the script)."""
+    found, module = {}, False
     while index < len(words) and words[index][0].startswith("-"):
         text = words[index][0]
-        if text in TORCHRUN_FLAGS:
+        if text in flags:
             module = module or text in ("-m", "--module")
             index += 1
             continue
         option, value, index = _option(words, index, set())
-        if "=" not in text and index < len(words) and not words[index][0].startswith("-") and option.startswith("--"):
+        if "=" not in text and index < len(words) and not words[index][0].startswith("-"):
             value, index = words[index], index + 1
-        if option.replace("_", "-") == "--nproc-per-node" and value is not None:
-            if value[1] and value[0] in ("gpu", "auto"):
-                per_node, source = value[0], f"{option}={value[0]}"
-            else:
-                count, unresolved = _count(value)
-                per_node, source = count, f"{option} {value[0]}"
-    entry = {"name": name, "line": line, "ranks_per_node": per_node, "source": source}
-    if unresolved:
-        entry["unresolved"] = unresolved
+        found[option.replace("_", "-")] = value
+    return found, module, index
+
+
+def _count_entry(name: str, line: int, value: Optional[Word], option: str, default: object,
+                 default_source: str) -> dict:
+    """The launcher entry: ranks per node from `option`'s value, else the launcher's default."""
+    if value is None:
+        return {"name": name, "line": line, "ranks_per_node": default, "source": default_source}
+    entry = {"name": name, "line": _line_of(value, line), "source": f"{option} {value[0]}"}
+    if value[1] and value[0] in ("gpu", "auto") and name != "accelerate":
+        entry["ranks_per_node"] = "gpu"
+    else:
+        entry["ranks_per_node"], unresolved = _count(value)
+        if unresolved:
+            entry["unresolved"] = unresolved
+    return entry
+
+
+def _torchrun(words: Sequence[Word], index: int, line: int, name: str) -> Tuple[dict, Optional[dict]]:
+    options, module, index = _options(words, index, TORCHRUN_FLAGS)
+    entry = _count_entry(name, line, options.get("--nproc-per-node"), "--nproc_per_node", 1, "default (1)")
     return entry, _script(words, index, line, module)
 
 
 def _deepspeed(words: Sequence[Word], index: int, line: int) -> Tuple[dict, Optional[dict]]:
-    per_node: object = "gpu"  # the deepspeed launcher starts one rank per visible GPU by default
-    source, unresolved, module = "default (every GPU of the node)", None, False
-    while index < len(words) and words[index][0].startswith("-"):
-        text = words[index][0]
-        if text in DEEPSPEED_FLAGS:
-            module = module or text in ("-m", "--module")
-            index += 1
-            continue
-        option, value, index = _option(words, index, set())
-        if "=" not in text and index < len(words) and not words[index][0].startswith("-"):
-            value, index = words[index], index + 1
-        if option in ("--num_gpus", "--num-gpus") and value is not None:
-            per_node, unresolved = _count(value)
-            source = f"{option} {value[0]}"
-        elif option in ("--include", "--exclude", "--hostfile"):
-            per_node, source = None, f"{option} (the hosts and GPUs come from it)"
-    entry = {"name": "deepspeed", "line": line, "ranks_per_node": per_node, "source": source}
-    if unresolved:
-        entry["unresolved"] = unresolved
+    options, module, index = _options(words, index, DEEPSPEED_FLAGS)
+    # the deepspeed launcher starts one rank per visible GPU unless told otherwise
+    entry = _count_entry("deepspeed", line, options.get("--num-gpus"), "--num_gpus", "gpu",
+                         "default (every GPU of the node)")
+    chosen = next((o for o in ("--include", "--exclude", "--hostfile") if o in options), None)
+    if chosen and "--num-gpus" not in options:
+        entry.update(ranks_per_node=None, source=f"{chosen} (the hosts and GPUs come from it)")
     return entry, _script(words, index, line, module)
 
 
 def _accelerate(words: Sequence[Word], index: int, line: int) -> Tuple[dict, Optional[dict]]:
-    per_node: object = None  # from its config file unless given
-    source, unresolved, module, machines = "its config file (not read)", None, False, None
-    while index < len(words) and words[index][0].startswith("-"):
-        text = words[index][0]
-        if text in ACCELERATE_FLAGS:
-            module = module or text in ("-m", "--module")
-            index += 1
-            continue
-        option, value, index = _option(words, index, set())
-        if "=" not in text and index < len(words) and not words[index][0].startswith("-"):
-            value, index = words[index], index + 1
-        if option.replace("-", "_") == "__num_processes" and value is not None:
-            per_node, unresolved = _count(value)
-            source = f"{option} {value[0]}"
-        elif option.replace("-", "_") == "__num_machines" and value is not None:
-            machines, _ = _count(value)
-    if isinstance(per_node, int) and machines and machines > 1:
-        per_node = per_node // machines if per_node % machines == 0 else None  # --num_processes is the total
-        source += f" over {machines} machines"
-    entry = {"name": "accelerate", "line": line, "ranks_per_node": per_node, "source": source}
-    if unresolved:
-        entry["unresolved"] = unresolved
+    options, module, index = _options(words, index, {f.replace("_", "-") for f in ACCELERATE_FLAGS} | ACCELERATE_FLAGS)
+    entry = _count_entry("accelerate", line, options.get("--num-processes"), "--num_processes", None,
+                         "its config file (not read)")
+    machines, _ = _count(options.get("--num-machines"))
+    per_node = entry["ranks_per_node"]
+    if isinstance(per_node, int) and machines and machines > 1:  # --num_processes counts every machine
+        entry["ranks_per_node"] = per_node // machines if per_node % machines == 0 else None
+        entry["source"] += f" over {machines} machines"
     return entry, _script(words, index, line, module)
 
 

@@ -191,12 +191,12 @@ class Manifest:
             offset = _line(script) - 1 + (1 if script.style in ("|", ">") else 0)
             found = shell.jobs(script.value, self.path, line_offset=offset, context=context)
         else:
-            words = [(child.value, "$(" not in child.value) for child in items]
+            words = [(child.value, "$(" not in child.value, _line(child)) for child in items]
             parsed = commands.parse(words, _line(items[0]))
             if parsed:
                 found = [{"path": self.path, "line": _line(items[0]), "launchers": parsed["launchers"],
                           "script": parsed["script"], "conditional": False, "env_sets": [],
-                          "command": " ".join(w for w, _ in words)[:200]}]
+                          "command": " ".join(w[0] for w in words)[:200]}]
         for job in found:
             job.update(kind="k8s", context=context, gpus=pod["gpus"])
             self.operator(job, extra, pod)
@@ -258,7 +258,7 @@ class Manifest:
                 self.jobs.append(finish_job({
                     "path": self.path, "line": _line(command), "kind": "compose", "context": context,
                     "launchers": parsed["launchers"], "script": parsed["script"], "conditional": False,
-                    "env_sets": [], "gpus": gpus, "command": " ".join(w for w, _ in words)[:200]}))
+                    "env_sets": [], "gpus": gpus, "command": " ".join(w[0] for w in words)[:200]}))
 
 
 def read(text: str, path: str) -> Manifest:

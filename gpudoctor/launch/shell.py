@@ -35,7 +35,8 @@ class LaunchWalker(reader.Walker):
     def launch(self, words, conditional, outer: List[dict], depth: int = 0) -> None:
         resolved = [self.resolve(word) for word in words]
         line = self.line(words[0])
-        parsed = commands.parse([(value, reason is None) for value, reason in resolved], line)
+        parsed = commands.parse([(value, reason is None, self.line(word))
+                                 for (value, reason), word in zip(resolved, words)], line)
         if parsed is None:
             self.inner_script(words, resolved, conditional, outer, line, depth)
             return
