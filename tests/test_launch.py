@@ -314,3 +314,36 @@ def test_docs_show_real_output(command):
         return re.sub(r"\d+ passed", "N passed", text).rstrip()
 
     assert normal(block) == normal(done.stdout)
+
+
+def test_site_policies_read_the_launch_model(tmp_path):
+    policy = tmp_path / "site.toml"
+    policy.write_text('[[rule]]\nid = "SITE101"\nseverity = "error"\n'
+                      'message = "a job asks for {launch.jobs[*].gpus.count} GPUs per node; the nodes have 4"\n'
+                      'require = { fact = "launch.jobs[*].gpus.count", op = "le", value = 4, quantifier = "all" }\n')
+    done = cli("lint", LAUNCH / "ddp_plain_python.sbatch", "--policy", policy, "--select", "SITE", "--format", "json")
+    assert done.returncode == 1
+    (finding,) = json.loads(done.stdout)["findings"]
+    assert finding["rule"] == "SITE101" and "asks for 8 GPUs" in finding["message"]
+    done = cli("lint", LAUNCH / "clean_torchrun.sbatch", "--policy", policy, "--select", "SITE", "--format", "json")
+    assert [f["rule"] for f in json.loads(done.stdout)["findings"]] == ["SITE101"]  # 8 GPUs per node too
+
+
+@pytest.mark.parametrize("name", ["job.sbatch", "pod.yaml", "Dockerfile", "compose.yaml"])
+def test_hostile_job_files_never_crash(tmp_path, name):
+    from hypothesis import given, settings, strategies as st
+
+    from gpudoctor.launch import read_launch
+
+    alphabet = st.sampled_from(list("srun torchrun python -n --nproc_per_node=8 train.py $(x) ${A:-b} \"'`\\\n\t:[]{}-#|&;"
+                                    ) + ["\nkind: PyTorchJob\n", "containers:\n - name: x\n", "nvidia.com/gpu: ",
+                                         "#SBATCH --gres=gpu:", "CMD [\"", "bash -c \"", "command: [", "\n  "])
+    path = tmp_path / name
+
+    @settings(max_examples=60, deadline=None, database=None)
+    @given(st.lists(alphabet, max_size=60).map("".join))
+    def check(text):
+        jobs, pods = read_launch(path, text)
+        assert isinstance(jobs, list) and isinstance(pods, list)
+
+    check()
