@@ -168,7 +168,7 @@ def starts_own_ranks(facts, job: dict, unknown_too: bool) -> bool:
 @check("GD606")
 def ranks_gpus_mismatch(facts, rule):
     for job in jobs(facts):
-        if not set(names(job)) & RANK_STARTERS:
+        if not set(names(job)) & RANK_STARTERS and not any(n.startswith("nemo_run") for n in names(job)):
             continue  # a plain python process: GD604/GD605 say what matters there
         ranks, gpus = job.get("ranks_per_node"), gpus_of(job)
         if not isinstance(ranks, int) or gpus is None or ranks == gpus or gpus == 0:
@@ -183,7 +183,9 @@ def ranks_gpus_mismatch(facts, rule):
                       f"two ranks on one GPU: \"Duplicate GPU detected\")" if more else
                       f"{gpus - ranks} GPU(s) stay idle"))
         torchrun = next((e for e in job.get("launchers", []) if e.get("name") in ("torchrun", "deepspeed")), None)
-        if torchrun is not None:
+        if job.get("kind") == "nemo_run":
+            change = f"give the executor ntasks_per_node={gpus}, or {ranks} GPUs per node"
+        elif torchrun is not None:
             change = (f"set {torchrun['name']}'s "
                       f"{'--nproc_per_node' if torchrun['name'] == 'torchrun' else '--num_gpus'} to {gpus} "
                       f"(or `--nproc_per_node=gpu`), or ask for {ranks} GPUs")

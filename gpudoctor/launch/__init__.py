@@ -1,7 +1,7 @@
 """The launch model: how a job starts its training script, read from the job's files (never run).
 
 From sbatch and shell scripts, Kubernetes manifests (Pod, Job, Deployment, PyTorchJob, MPIJob, JobSet …), Compose
-files and Dockerfile `CMD`/`ENTRYPOINT`, each command that starts a Python script becomes one job in
+files, Dockerfile `CMD`/`ENTRYPOINT` and nemo_run executors, each command that starts a Python script becomes one job in
 `facts["launch"]["jobs"]` (docs/snapshot.md), with the file and line of every value:
 - `launchers`: the chain that starts it, outermost first (`srun`, `mpirun`, `torchrun`, `deepspeed`, `accelerate`,
   the Kubeflow training operator, a plain `python`), each with the ranks it starts per node;
@@ -98,7 +98,7 @@ def add_to_snapshot(snapshot, jobs: List[dict], pods: List[dict], path: str) -> 
 def read_launch(path: Path, text: str) -> tuple:
     """(jobs, pods) of one file (empty for files that start nothing)."""
     from gpudoctor.envfiles import detect
-    from gpudoctor.launch import dockerfile, k8s, shell
+    from gpudoctor.launch import dockerfile, k8s, nemo, shell
 
     fmt = detect(path, text)
     if fmt == "shell":
@@ -108,6 +108,8 @@ def read_launch(path: Path, text: str) -> tuple:
         return manifest.jobs, manifest.pods
     if fmt == "dockerfile":
         return dockerfile.jobs(text, str(path)), []
+    if fmt == "python" and "nemo_run" in text:
+        return nemo.jobs(text, str(path)), []
     return [], []
 
 
@@ -116,7 +118,7 @@ def _register() -> None:
     from gpudoctor.files import FileReader, register
 
     def accepts(path: Path, text: str) -> bool:
-        return detect(path, text) in ("shell", "yaml", "dockerfile")
+        return detect(path, text) in ("shell", "yaml", "dockerfile", "python")
 
     def read(path: Path, text: str, snapshot) -> None:
         add_to_snapshot(snapshot, *read_launch(path, text), str(path))
