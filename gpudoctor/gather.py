@@ -131,8 +131,10 @@ def _env_files(request: Request, snapshot: Snapshot) -> None:
     """The environment as the job will see it: the snapshot's variables overlaid with those the files set."""
     if request.env_files:
         from gpudoctor.envfiles import overlay
+        from gpudoctor.launch import overlay as launch_overlay
 
         overlay(list(request.env_files), snapshot)
+        launch_overlay(list(request.env_files), snapshot)
 
 
 def _model(request: Request, snapshot: Snapshot) -> None:

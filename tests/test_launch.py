@@ -351,3 +351,10 @@ def test_hostile_job_files_never_crash(tmp_path, name):
         assert isinstance(jobs, list) and isinstance(pods, list)
 
     check()
+
+
+def test_check_env_file_reads_the_launch_model():
+    done = cli("check", "--snapshot", FIXTURES / "machines" / "h100x8-healthy.json", "--env-file",
+               LAUNCH / "ddp_plain_python.sbatch", "--select", "GD604", "--format", "json")
+    assert done.returncode == 1
+    assert [(f["rule"], f["location"]["line"]) for f in json.loads(done.stdout)["findings"]] == [("GD604", 11)]

@@ -113,6 +113,15 @@ def read_launch(path: Path, text: str) -> tuple:
     return [], []
 
 
+def overlay(paths, snapshot) -> None:
+    """`check --env-file FILE`: the jobs the files start join the snapshot (their scripts analysed when there)."""
+    from gpudoctor.files import read_text
+
+    for name in paths:
+        path = Path(name)
+        add_to_snapshot(snapshot, *read_launch(path, read_text(path)), str(path))
+
+
 def _register() -> None:
     from gpudoctor.envfiles import detect
     from gpudoctor.files import FileReader, register
