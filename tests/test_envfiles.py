@@ -427,6 +427,7 @@ def test_python_syntax_error_is_reported_only_when_asked():
     ("run_train", "# launch on one node\nexport NCCL_DEBUG=WARN\ntorchrun --nproc_per_node 8 train.py\n", "shell"),
     ("README", "Run it with\nexport X=1 then torchrun\n", None),
     ("prep", "import os\nexport = 1\n", None),
+    ("dockerfile.py", "import re\n", "python"), (".env", "export A=1\nB=2\n", "dotenv"),
 ])
 def test_detect(name, text, fmt):
     assert detect(Path(name), text) == fmt

@@ -189,6 +189,8 @@ def is_dockerfile(path: Path, text: str = "") -> bool:
     """By name (`Dockerfile`, `Dockerfile.gpu`, `train.dockerfile`, `mnist_Dockerfile`) or by content: the first
     instruction is FROM (after ARGs and comments) and others follow, as in every Dockerfile."""
     lower = path.name.lower()
+    if path.suffix.lower() in TEXT_SUFFIXES:
+        return False  # dockerfile.py is Python, Dockerfile.md documentation
     if (lower in {"dockerfile", "containerfile"} or lower.startswith(("dockerfile.", "containerfile."))
             or lower.endswith(("dockerfile", "containerfile"))):
         return True
