@@ -358,3 +358,14 @@ def test_check_env_file_reads_the_launch_model():
                LAUNCH / "ddp_plain_python.sbatch", "--select", "GD604", "--format", "json")
     assert done.returncode == 1
     assert [(f["rule"], f["location"]["line"]) for f in json.loads(done.stdout)["findings"]] == [("GD604", 11)]
+
+
+def test_a_one_process_step_is_not_a_training_job_missing_ranks(tmp_path):
+    job = tmp_path / "job.sbatch"
+    job.write_text("#!/bin/bash\n#SBATCH --nodes=1\n#SBATCH --gres=gpu:8\nsrun --ntasks=1 python prep.py\n"
+                   "srun --ntasks=1 python train.py\n")
+    (tmp_path / "prep.py").write_text("import json\nprint(json.dumps({}))\n")
+    (tmp_path / "train.py").write_text((LAUNCH / "train_ddp.py").read_text())
+    _, report = lint(job)
+    assert [(f.rule, str(f.severity), f.location.line) for f in report.findings if f.rule == "GD606"] == [
+        ("GD606", "warning", 5)]

@@ -163,6 +163,12 @@ def starts_own_ranks(facts, job: dict, unknown_too: bool) -> bool:
                                                for i in features.get("init", []))
 
 
+def distributed(facts, job: dict) -> bool:
+    """Whether the script a job starts is known to use torch.distributed, DeepSpeed, accelerate or Lightning."""
+    script = script_of(facts, job)
+    return bool(script and (script.get("launch") or {}).get("init"))
+
+
 # --- GD606 ranks-gpus-mismatch --------------------------------------------------------------------------------
 
 @check("GD606")
@@ -177,6 +183,8 @@ def ranks_gpus_mismatch(facts, rule):
                                                                                          "python"}):
             continue
         more = ranks > gpus
+        if not more and names(job)[-1] == "python" and not distributed(facts, job):
+            continue  # `srun python preprocess.py`: a one-process step, not a training job missing ranks
         message = (f"{job_label(job)} starts {ranks} rank(s) per node ({job.get('ranks_what')}) but the node gets "
                    f"{gpus} GPU(s): {gpus_text(job)}; "
                    + (f"{ranks - gpus} rank(s) share a GPU or fail with \"invalid device ordinal\" (NCCL refuses "
