@@ -369,3 +369,13 @@ def test_a_one_process_step_is_not_a_training_job_missing_ranks(tmp_path):
     _, report = lint(job)
     assert [(f.rule, str(f.severity), f.location.line) for f in report.findings if f.rule == "GD606"] == [
         ("GD606", "warning", 5)]
+
+
+def test_a_count_with_a_shell_default_is_not_judged(tmp_path):
+    """`--nproc_per_node=${GPUS_PER_NODE:-8}`: the container or caller may set GPUS_PER_NODE."""
+    script = tmp_path / "run.sh"
+    script.write_text("#!/bin/bash\nexport CUDA_VISIBLE_DEVICES=0,1,2,3\n"
+                      "torchrun --nproc_per_node=${GPUS_PER_NODE:-8} train.py\n")
+    snapshot, report = lint(script)
+    (job,) = snapshot.facts["launch"]["jobs"]
+    assert job["ranks_per_node"] is None and not [f for f in report.findings if f.rule == "GD606"]

@@ -33,7 +33,9 @@ class LaunchWalker(reader.Walker):
         super().builtin(words, conditional)
 
     def launch(self, words, conditional, outer: List[dict], depth: int = 0) -> None:
-        resolved = [self.resolve(word) for word in words]
+        # `${GPUS:-8}` is 8 only if the caller does not set GPUS: for a count that decides GD606, unknown
+        resolved = [(value, reason or (defaults and "a default the caller may override"))
+                    for value, reason, defaults in map(self.resolve_defaults, words)]
         line = self.line(words[0])
         parsed = commands.parse([(value, reason is None, self.line(word))
                                  for (value, reason), word in zip(resolved, words)], line)
