@@ -34,7 +34,7 @@ class LaunchWalker(reader.Walker):
 
     def launch(self, words, conditional, outer: List[dict], depth: int = 0) -> None:
         # `${GPUS:-8}` is 8 only if the caller does not set GPUS: for a count that decides GD606, unknown
-        resolved = [(value, reason or (defaults and "a default the caller may override"))
+        resolved = [(value, reason or ("a default the caller may override" if defaults else None))
                     for value, reason, defaults in map(self.resolve_defaults, words)]
         line = self.line(words[0])
         parsed = commands.parse([(value, reason is None, self.line(word))
