@@ -285,10 +285,15 @@ def test_lint_job_and_script_end_to_end():
 
 
 def test_lint_a_kubernetes_folder_end_to_end():
-    done = cli("lint", K8S, "--format", "plain", "--no-color")
+    done = cli("lint", K8S, "--format", "json")
     assert done.returncode == 1
-    assert "pytorchjob_efa_env_no_device.yaml:23" in done.stdout and "vpc.amazonaws.com/efa" in done.stdout
-    assert "medium: Memory" in done.stdout and "mountPath: /dev/shm" in done.stdout  # the YAML to add
+    found = {(f["rule"], f["location"]["path"].rsplit("/", 1)[-1], f["location"]["line"])
+             for f in json.loads(done.stdout)["findings"]}
+    assert ("GD902", "pytorchjob_efa_env_no_device.yaml", 23) in found
+    assert ("GD606", "pytorchjob_efa_env_no_device.yaml", 30) in found
+    plain = cli("lint", K8S, "--format", "plain", "--no-color")
+    assert "medium: Memory" in plain.stdout and "mountPath: /dev/shm" in plain.stdout  # the YAML to add
+    assert "vpc.amazonaws.com/efa: 32" in plain.stdout
 
 
 def test_check_snapshot_replays_the_launch_facts(tmp_path):
