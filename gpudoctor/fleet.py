@@ -18,7 +18,7 @@ from gpudoctor import __version__
 from gpudoctor.engine import evaluate
 from gpudoctor.errors import InputError
 from gpudoctor.model import Report, Severity
-from gpudoctor.snapshot import Snapshot, from_json
+from gpudoctor.snapshot import Snapshot, SnapshotError, from_json
 
 SCHEMA = "gpudoctor.fleet/1"
 FLEET_PREFIX = "GD8"
@@ -135,31 +135,67 @@ def node_name(snapshot: Snapshot, rank: int) -> str:
     return f"{host}:{rank}"
 
 
+def gloo_interface(environ, interfaces: Optional[list]) -> Optional[str]:
+    """The one interface gloo should use when GLOO_SOCKET_IFNAME is unset but NCCL_SOCKET_IFNAME is set: the first
+    (by name) that is up, has an IPv4 address and matches NCCL_SOCKET_IFNAME's syntax (prefixes, `^` to exclude,
+    `=` for exact names). None when gloo keeps its own choice (nothing to resolve, or nothing matches)."""
+    from gpudoctor.checks.nccl import nccl_ifname_matches
+
+    value = environ.get("NCCL_SOCKET_IFNAME") or ""
+    if environ.get("GLOO_SOCKET_IFNAME") or len(value) <= 1 or not interfaces:
+        return None
+    usable = sorted(item.get("name", "") for item in interfaces
+                    if item.get("up") is not False and any(":" not in a for a in item.get("addresses") or []))
+    chosen = nccl_ifname_matches(value, usable)
+    return chosen[0] if chosen else None
+
+
 def gather(dist, rank, payload: dict, timeout_s: float = 600.0) -> Optional[list]:
-    """Every rank's payload, in rank order, on rank 0 (None elsewhere); gloo over the launcher's env:// rendezvous."""
+    """Every rank's payload, in rank order, on rank 0 (None elsewhere): JSON over gloo, the launcher's env://
+    rendezvous."""
     import datetime
+
+    from gpudoctor.bench.exchange import gather_json
 
     dist.init_process_group("gloo", init_method=rank.init_method, rank=rank.rank, world_size=rank.world_size,
                             timeout=datetime.timedelta(seconds=timeout_s))
-    gathered = [None] * rank.world_size if rank.rank == 0 else None
-    dist.gather_object(payload, gathered, dst=0)
-    return gathered
+    return gather_json(dist, payload, dst=0)
+
+
+def rendezvous_failure(rank: int, exc: BaseException, interface: Optional[str]) -> str:
+    """One line for a rank that could not meet the others: the error, the rendezvous address, the interface."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    line = (f"check --fleet: rank {rank} could not reach the others ({type(exc).__name__}: {text}); "
+            f"MASTER_ADDR={os.environ.get('MASTER_ADDR')} MASTER_PORT={os.environ.get('MASTER_PORT')}")
+    via = os.environ.get("GLOO_SOCKET_IFNAME")
+    if interface:
+        line += f" over interface {interface} (GLOO_SOCKET_IFNAME, from NCCL_SOCKET_IFNAME=" \
+                f"{os.environ.get('NCCL_SOCKET_IFNAME')})"
+    elif via:
+        line += f" over interface {via} (GLOO_SOCKET_IFNAME)"
+    return line
 
 
 def share_verdict(dist, rank, code: int) -> int:
     """Rank 0's exit code on every rank; then leave the process group."""
-    box = [code]
+    from gpudoctor.bench.exchange import broadcast_int
+
     try:
-        dist.broadcast_object_list(box, src=0)
+        return broadcast_int(dist, code, src=0)
     finally:
         dist.destroy_process_group()
-    return int(box[0])
 
 
 def snapshots_from_payloads(payloads: list) -> List[Tuple[str, Snapshot]]:
+    """The gathered `{"node": str, "snapshot": {...}}` documents as snapshots (a malformed one: FleetError)."""
     nodes = []
-    for item in payloads:
-        snapshot = from_json(item["snapshot"], item["node"])
+    for rank, item in enumerate(payloads):
+        if not (isinstance(item, dict) and isinstance(item.get("node"), str) and isinstance(item.get("snapshot"), dict)):
+            raise FleetError(f"check --fleet: rank {rank} sent something that is not a gpudoctor snapshot")
+        try:
+            snapshot = from_json(item["snapshot"], item["node"])
+        except SnapshotError as exc:
+            raise FleetError(f"check --fleet: rank {rank}: {exc}") from None
         snapshot.source = {"kind": "live", "paths": [], "node": item["node"]}
         nodes.append((item["node"], snapshot))
     return nodes

@@ -200,7 +200,9 @@ def test_real_torchrun_gathers_both_ranks_on_rank_0(tmp_path):
     host = socket.gethostname()
     assert doc["schema"] == "gpudoctor.fleet/1"
     assert [node["node"] for node in doc["nodes"]] == [f"{host}:0", f"{host}:1"]
-    assert doc["findings"] == [] and doc["summary"]["passed"] == len(CROSS)
+    # --quick reads torch's version without importing it: cuDNN (and NCCL without its wheel) stay unknown on
+    # both ranks, so GD802 is unknown, never a pass
+    assert doc["findings"] == [] and doc["summary"]["passed"] == len(CROSS) - 1 and doc["summary"]["unknown"] == 1
 
 
 def _free_port():

@@ -10,6 +10,11 @@ class BenchError(RuntimeError):
     """The benchmark could not run (torch missing, rendezvous failed, a worker died): one line for the user."""
 
 
+class BenchUsageError(BenchError):
+    """The request cannot run here (an impossible size, more ranks than GPUs): a usage error before any rank
+    starts."""
+
+
 def require_torch():
     """torch, or a BenchError saying how to install it."""
     try:

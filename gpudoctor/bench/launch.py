@@ -1,9 +1,9 @@
 """Start the benchmark's ranks: under torchrun or srun use their environment, otherwise spawn local workers.
 
 No home-made transport: every rank calls `torch.distributed.init_process_group` and the collectives go through
-NCCL (GPUs) or gloo (CPU). Locally the workers are `torch.multiprocessing` processes that rendezvous over TCP on
-127.0.0.1; under torchrun the `env://` rendezvous uses MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE; under srun the
-SLURM_* variables are mapped onto those.
+NCCL (GPUs) or gloo (CPU). Locally the workers are `multiprocessing` spawn processes that rendezvous over TCP on
+127.0.0.1, supervised here (a failure, Ctrl-C or SIGTERM stops them all); under torchrun the `env://`
+rendezvous uses MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE; under srun the SLURM_* variables are mapped onto those.
 """
 
 from __future__ import annotations
@@ -11,8 +11,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
 from typing import Callable, Mapping, Optional
@@ -94,40 +96,135 @@ def default_nprocs() -> int:
     return count if count > 0 else 2
 
 
-def _spawned(index: int, fn: Callable, world: int, port: int, config, result_path: str) -> None:
-    """Body of a spawned worker: run `fn` as rank `index`; rank 0 writes the result for the parent."""
+def _die_with_parent(parent: int) -> None:
+    """Linux: SIGKILL this worker when the gpudoctor that spawned it dies (even of SIGKILL)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # it died before prctl took effect
+        os._exit(1)
+
+
+def _spawned(index: int, fn: Callable, world: int, port: int, config, folder: str, parent: int) -> None:
+    """Body of a spawned worker: run `fn` as rank `index`; rank 0 writes the result for the parent.
+
+    The worker starts with SIGINT and SIGTERM blocked (inherited from the parent while it spawns) and ignores
+    SIGINT: a Ctrl-C reaches the whole terminal's process group, and the parent alone decides to stop the ranks
+    (SIGTERM, whose default action ends a worker without a word). A failure is one line in error.<rank>.
+    """
     import warnings
 
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _HELD)
+    _die_with_parent(parent)
     warnings.filterwarnings("ignore", category=FutureWarning)
     rank = Rank(index, world, index, f"tcp://127.0.0.1:{port}", "local")
-    result = fn(rank, config)
-    if index == 0:
-        with open(result_path, "w", encoding="utf-8") as handle:
-            json.dump(result, handle)
+    try:
+        result = fn(rank, config)
+        if index == 0:
+            with open(os.path.join(folder, "rank0.json"), "w", encoding="utf-8") as handle:
+                json.dump(result, handle)
+    except Exception as exc:  # noqa: BLE001 - the parent reports it in one line
+        text = str(exc).strip().splitlines()
+        line = text[0] if isinstance(exc, BenchError) and text else f"{type(exc).__name__}: {' '.join(text)[:300]}"
+        with open(os.path.join(folder, f"error.{index}"), "w", encoding="utf-8") as handle:
+            handle.write(line)
+        sys.exit(1)
+
+
+_HELD = {signal.SIGINT, signal.SIGTERM}
+STOP_GRACE_S = 3.0  # a worker gets this long to end on SIGTERM before SIGKILL
+
+
+class _Terminated(SystemExit):
+    """SIGTERM to the parent: leave quietly with 143 once the workers are stopped."""
+
+
+def _on_sigterm(signum, frame):
+    raise _Terminated(128 + signal.SIGTERM)
+
+
+def _stop(procs: list) -> None:
+    """End every worker still running: SIGTERM, then SIGKILL after STOP_GRACE_S, and reap them all."""
+    import time
+
+    for proc in procs:
+        if proc.is_alive():
+            proc.terminate()
+    deadline = time.monotonic() + STOP_GRACE_S
+    for proc in procs:
+        proc.join(max(0.0, deadline - time.monotonic()))
+        if proc.is_alive():
+            proc.kill()
+            proc.join()
+
+
+def _failure(folder: str, proc, index: int) -> str:
+    """One line for the first worker that failed."""
+    try:
+        with open(os.path.join(folder, f"error.{index}"), encoding="utf-8") as handle:
+            return f"rank {index}: {handle.read().strip()}"
+    except OSError:
+        code = proc.exitcode
+        if code is not None and code < 0:
+            return f"rank {index} was killed by {signal.Signals(-code).name}"
+        return f"rank {index} exited with status {code}"
+
+
+def _supervise(procs: list, folder: str) -> None:
+    """Wait for every worker; at the first that fails, raise (the caller stops the others at once)."""
+    from multiprocessing.connection import wait
+
+    pending = {proc.sentinel: index for index, proc in enumerate(procs)}
+    while pending:
+        for sentinel in wait(list(pending)):
+            index = pending.pop(sentinel)
+            procs[index].join()
+            if procs[index].exitcode != 0:
+                raise BenchError(f"a benchmark worker failed: {_failure(folder, procs[index], index)}")
 
 
 def run_ranks(fn: Callable, config, nprocs: Optional[int] = None) -> tuple:
     """Run `fn(rank, config)` on every rank; return (this process's Rank, rank 0's result or None).
 
     Under torchrun/srun this process is one rank and returns its own result (equal on every rank: the
-    benchmark derives it from collective data). Otherwise spawn `nprocs` workers and return rank 0's result.
+    benchmark derives it from collective data). Otherwise spawn `nprocs` workers and return rank 0's result;
+    a failing worker, Ctrl-C or SIGTERM here stops every worker within STOP_GRACE_S.
     """
+    import multiprocessing
+    import threading
+    from multiprocessing import resource_tracker
+
     mine = rank_from_env()
     if mine is not None:
         return mine, fn(mine, config)
-    import torch.multiprocessing as mp
-
     world = nprocs or default_nprocs()
     if world < 1:
         raise BenchError(f"--nprocs must be at least 1, got {world}")
-    with tempfile.TemporaryDirectory(prefix="gpudoctor-bench-") as tmp:
-        path = os.path.join(tmp, "rank0.json")
+    context = multiprocessing.get_context("spawn")
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _on_sigterm) if main_thread else None
+    procs: list = []
+    with tempfile.TemporaryDirectory(prefix="gpudoctor-bench-") as folder:
         try:
-            mp.start_processes(_spawned, args=(fn, world, free_port(), config, path), nprocs=world, join=True,
-                               start_method="spawn")
-        except Exception as exc:  # noqa: BLE001 - a dead worker is a failed benchmark, said in one line
-            text = str(exc).strip().splitlines()
-            last = next((line for line in reversed(text) if line.strip()), type(exc).__name__)
-            raise BenchError(f"a benchmark worker failed: {last.strip()}") from None
-        with open(path, encoding="utf-8") as handle:
+            port = free_port()
+            resource_tracker.ensure_running()  # it unblocks SIGINT when it starts: not inside the held block
+            held = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)
+            try:
+                for index in range(world):
+                    procs.append(context.Process(target=_spawned, daemon=True,
+                                                 args=(index, fn, world, port, config, folder, os.getpid())))
+                    procs[-1].start()
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, held)  # a signal held meanwhile arrives here
+            _supervise(procs, folder)
+        finally:
+            _stop(procs)
+            if main_thread:
+                signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+        with open(os.path.join(folder, "rank0.json"), encoding="utf-8") as handle:
             return Rank(0, world, 0, "tcp", "local"), json.load(handle)

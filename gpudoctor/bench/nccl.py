@@ -7,12 +7,21 @@ Definitions follow nccl-tests (doc/PERFORMANCE.md), so the figures compare one t
 * time is the mean time of one operation over `iters` back-to-back calls (CUDA events on GPUs, perf_counter
   after a barrier on CPU), taken on the slowest rank (nccl-tests' `-a 3`; its default `-a 1` averages ranks);
 * algbw = size / time; busbw = algbw × factor, factor = 2(n-1)/n for all_reduce, (n-1)/n for all_gather,
-  reduce_scatter and alltoall, 1 for broadcast — the per-rank link traffic, comparable across rank counts;
-* #wrong: after the timed loop every rank fills its input with a rank- and index-dependent pattern, runs the
-  operation once more and counts output elements that differ from the exact expected value (summed over ranks).
+  reduce_scatter and alltoall, 1 for broadcast — the per-rank link traffic, comparable across rank counts (on
+  one rank the (n-1)/n collectives move nothing between ranks: their busbw is 0 by definition);
+* #wrong: after the timed loop every rank refills its input with a rank- and index-dependent pattern (the output
+  of an out-of-place op with NaN), runs the operation once more and counts output elements that differ from the
+  exact expected value (summed over ranks).
 
-Test hook: GPUDOCTOR_BENCH_CORRUPT_RANK=R makes rank R add 1 to its input before that checking call, so the
-correctness check (and GD701) can be exercised on a healthy machine. It never affects the timed loop.
+The pattern keeps #wrong exact at any world size. Every value is an integer; in a reduction rank r contributes
+((i + r) mod 13) + 1 ∈ [1, 13] at index i, and only the first ⌊2^24 / 13⌋ ranks contribute (the others send
+zeros), so every partial sum, in any order and any reduction tree, is an integer ≤ 2^24: exactly representable
+in float32, and the sum NCCL or gloo computes equals the expected value bit for bit. Copies (broadcast,
+all_gather, alltoall) carry (i mod 13) + 1 + 16·(r mod 2^20) < 2^24, which names the sending rank.
+
+Memory: one set of buffers per size (the operation's own input and output: at most 2× the size, for alltoall),
+filled and checked through a 13-element period without index temporaries; the only scratch is a boolean block
+of at most VERIFY_BLOCK elements while counting. tests/test_bench_memory.py measures this on CPU.
 """
 
 from __future__ import annotations
@@ -23,15 +32,19 @@ import socket
 from dataclasses import dataclass
 from typing import List, Optional
 
-from gpudoctor.bench import BenchError
+from gpudoctor.bench import BenchError, BenchUsageError
+from gpudoctor.units import size
 
 SCHEMA = "gpudoctor.bench.nccl/1"
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "alltoall")
 DTYPE = "float32"
 ELEMENT_BYTES = 4
-CORRUPT_ENV = "GPUDOCTOR_BENCH_CORRUPT_RANK"
 SPLIT_OPS = ("all_gather", "reduce_scatter", "alltoall")  # the buffer is split into one chunk per rank
-RANK_STRIDE = 16.0  # pattern value of rank r at index i: (i % 13) + 1 + 16·r (exact in float32 for any sum here)
+PERIOD = 13  # the pattern repeats every 13 elements
+FP32_EXACT = 2 ** 24  # every integer up to this is exact in float32
+CONTRIBUTING_RANKS = FP32_EXACT // PERIOD  # ranks beyond these contribute zeros to reductions
+TAG_STRIDE, TAG_RANKS = 16, 2 ** 20  # copies carry (i mod 13) + 1 + 16·(r mod 2^20) < 2^24
+VERIFY_BLOCK = 1 << 20  # elements compared at once (a boolean scratch of this many bytes)
 LARGE_SIZES = 3  # the summary averages busbw over this many of the largest sizes
 _SIZE = re.compile(r"^\s*([0-9]+)\s*([kmgKMG]?)i?[bB]?\s*$")
 
@@ -70,6 +83,23 @@ def element_count(op: str, nbytes: int, world: int) -> int:
     return count
 
 
+def buffer_bytes(op: str, nbytes: int, world: int) -> int:
+    """Bytes of one rank's buffers for a size: input and output (one buffer for the in-place ops)."""
+    count = element_count(op, nbytes, world)
+    chunk = count // world if op in SPLIT_OPS else count
+    elements = {"all_reduce": count, "broadcast": count, "alltoall": 2 * count}.get(op, count + chunk)
+    return elements * ELEMENT_BYTES
+
+
+def check_sizes(min_bytes: int, max_bytes: int) -> None:
+    """Sizes no sweep can run: a usage error before any rank starts."""
+    if min_bytes < ELEMENT_BYTES:
+        raise BenchUsageError(f"-b/--min-bytes must be at least {ELEMENT_BYTES} bytes (one float32 element), "
+                              f"got {min_bytes}")
+    if max_bytes < min_bytes:
+        raise BenchUsageError(f"-e/--max-bytes ({max_bytes}) is smaller than -b/--min-bytes ({min_bytes})")
+
+
 @dataclass(frozen=True)
 class NcclConfig:
     op: str = "all_reduce"
@@ -79,17 +109,20 @@ class NcclConfig:
     warmup: int = 5
     backend: str = "auto"  # auto | nccl | gloo
     min_busbw: Optional[float] = None  # GB/s, GD702's threshold
+    progress: bool = False  # rank 0 draws a progress bar (gpudoctor.bench.progress)
 
 
-def summarize(rows: List[dict], min_busbw: Optional[float]) -> dict:
+def summarize(rows: List[dict], min_busbw: Optional[float], factor: float = 1.0) -> dict:
     """avg busbw over the large sizes (the three largest of the sweep, as UX.md's "sizes ≥ 256 MiB" for a sweep
-    to 1 GiB), max busbw over all sizes, wrong elements in total, and ok (no wrong element, threshold met)."""
-    if not rows:
-        return {"large_from_bytes": None, "avg_busbw_gbps": None, "max_busbw_gbps": None, "wrong": 0,
-                "min_busbw_gbps": min_busbw, "ok": True}
+    to 1 GiB), max busbw over all sizes, wrong elements in total, and ok (no wrong element, threshold met; None
+    when a threshold was asked for but busbw is 0 by definition: one rank, `factor` 0)."""
+    wrong = sum(row["wrong"] for row in rows)
+    if not rows or factor == 0:
+        return {"large_from_bytes": None, "avg_busbw_gbps": None, "max_busbw_gbps": None, "wrong": wrong,
+                "min_busbw_gbps": min_busbw, "ok": wrong == 0 if min_busbw is None or not rows else None,
+                **({"busbw_zero_by_definition": True} if rows else {})}
     large = sorted(rows, key=lambda row: row["bytes"])[-LARGE_SIZES:]
     avg = sum(row["busbw_gbps"] for row in large) / len(large)
-    wrong = sum(row["wrong"] for row in rows)
     ok = wrong == 0 and (min_busbw is None or avg >= min_busbw)
     return {"large_from_bytes": min(row["bytes"] for row in large), "avg_busbw_gbps": round(avg, 6),
             "max_busbw_gbps": max(row["busbw_gbps"] for row in rows), "wrong": wrong,
@@ -105,34 +138,109 @@ def make_row(op: str, nbytes: int, count: int, world: int, rank_seconds: List[fl
             "wrong": int(wrong), "rank_time_us": [round(s * 1e6, 3) for s in rank_seconds]}
 
 
-# --- the worker (one per rank) -------------------------------------------------------------------------------
+# --- the data pattern (pure arithmetic: the tests check it for any world size) -------------------------------
 
-def _pattern(torch, rank, index):
-    return (index % 13 + 1).to(torch.float32) + RANK_STRIDE * rank
+def contribution(rank: int, index: int) -> int:
+    """What `rank` puts at `index` into a reduction: ((index + rank) mod 13) + 1, zero beyond CONTRIBUTING_RANKS."""
+    return (index + rank) % PERIOD + 1 if rank < CONTRIBUTING_RANKS else 0
 
 
-def _buffers(torch, op: str, count: int, world: int, rank: int, device):
-    """(input, output, expected output) for the correctness call; the output is the input for in-place ops."""
-    index = torch.arange(count, device=device)
+def reduced(world: int) -> List[int]:
+    """The exact sum over `world` ranks of `contribution` at index p, for p = 0…12 (it repeats every 13)."""
+    ranks = min(world, CONTRIBUTING_RANKS)
+    full, rest = divmod(ranks, PERIOD)
+    per_period = PERIOD * (PERIOD + 1) // 2
+    return [full * per_period + sum((p + j) % PERIOD + 1 for j in range(rest)) for p in range(PERIOD)]
+
+
+def tag(rank: int, index: int) -> int:
+    """What `rank` sends at `index` in a copy: (index mod 13) + 1 + 16·(rank mod 2^20), below 2^24."""
+    return index % PERIOD + 1 + TAG_STRIDE * (rank % TAG_RANKS)
+
+
+def _period(fn, rank: int) -> List[int]:
+    return [fn(rank, p) for p in range(PERIOD)]
+
+
+def _input_regions(op: str, world: int, rank: int, count: int) -> list:
+    """[(offset, length, values of one period, index of the first element)] that make up `rank`'s input."""
+    if op in ("all_reduce", "reduce_scatter"):
+        return [(0, count, _period(contribution, rank), 0)]
+    if op == "all_gather":
+        chunk = count // world
+        return [(0, chunk, _period(tag, rank), rank * chunk)]
+    return [(0, count, _period(tag, rank), 0)]  # broadcast, alltoall
+
+
+def _expected_regions(op: str, world: int, rank: int, count: int) -> list:
+    """The same for the output the operation must produce on `rank`."""
     chunk = count // world if op in SPLIT_OPS else count
     if op == "all_reduce":
-        inp = _pattern(torch, rank, index)
-        expected = world * (index % 13 + 1).to(torch.float32) + RANK_STRIDE * (world * (world - 1) / 2)
-        return inp, inp, expected
-    if op == "broadcast":
-        inp = _pattern(torch, rank, index)
-        return inp, inp, _pattern(torch, 0, index)
-    if op == "all_gather":  # rank r contributes chunk r of the global pattern
-        mine = index[rank * chunk:(rank + 1) * chunk]
-        return _pattern(torch, rank, mine), torch.empty(count, device=device), _pattern(torch, index // chunk, index)
+        return [(0, count, reduced(world), 0)]
     if op == "reduce_scatter":
-        mine = index[rank * chunk:(rank + 1) * chunk]
-        expected = world * (mine % 13 + 1).to(torch.float32) + RANK_STRIDE * (world * (world - 1) / 2)
-        return _pattern(torch, rank, index), torch.empty(chunk, device=device), expected
+        return [(0, chunk, reduced(world), rank * chunk)]
+    if op == "broadcast":
+        return [(0, count, _period(tag, 0), 0)]
+    if op == "all_gather":  # chunk j is rank j's input
+        return [(j * chunk, chunk, _period(tag, j), j * chunk) for j in range(world)]
     if op == "alltoall":  # chunk j of rank r's output is chunk r of rank j's input
-        out_index = index % chunk + rank * chunk
-        return _pattern(torch, rank, index), torch.empty(count, device=device), _pattern(torch, index // chunk, out_index)
+        return [(j * chunk, chunk, _period(tag, j), rank * chunk) for j in range(world)]
     raise BenchError(f"unknown op {op!r}")
+
+
+# --- the worker (one per rank) -------------------------------------------------------------------------------
+
+def _rolled(torch, values: List[int], first: int, device):
+    return torch.tensor([values[(first + k) % PERIOD] for k in range(PERIOD)], dtype=torch.float32, device=device)
+
+
+def _fill(torch, buf, values: List[int], first: int) -> None:
+    """buf[k] = values[(first + k) mod 13], through an expanded 13-element view (no temporaries)."""
+    rolled = _rolled(torch, values, first, buf.device)
+    rows, tail = divmod(buf.numel(), PERIOD)
+    buf[:rows * PERIOD].view(rows, PERIOD).copy_(rolled.expand(rows, PERIOD))
+    buf[rows * PERIOD:].copy_(rolled[:tail])
+
+
+def _mismatches(torch, buf, values: List[int], first: int) -> int:
+    """Elements of buf that differ from the periodic pattern, compared VERIFY_BLOCK elements at a time."""
+    rolled = _rolled(torch, values, first, buf.device)
+    block = VERIFY_BLOCK - VERIFY_BLOCK % PERIOD  # blocks start at multiples of 13: one rolled period for all
+    wrong = 0
+    for start in range(0, buf.numel(), block):
+        part = buf[start:start + block]
+        rows, tail = divmod(part.numel(), PERIOD)
+        wrong += int((part[:rows * PERIOD].view(rows, PERIOD) != rolled.expand(rows, PERIOD)).sum())
+        wrong += int((part[rows * PERIOD:] != rolled[:tail]).sum())
+    return wrong
+
+
+def fill_input(torch, op: str, inp, world: int, rank: int) -> None:
+    """Write `rank`'s pattern into its input buffer."""
+    for offset, length, values, first in _input_regions(op, world, rank, _count(op, inp, world)):
+        _fill(torch, inp[offset:offset + length], values, first)
+
+
+def count_wrong(torch, op: str, out, world: int, rank: int) -> int:
+    """Output elements on `rank` that differ from the exact expected values."""
+    count = out.numel() * world if op == "reduce_scatter" else out.numel()
+    return sum(_mismatches(torch, out[offset:offset + length], values, first)
+               for offset, length, values, first in _expected_regions(op, world, rank, count))
+
+
+def _count(op: str, inp, world: int) -> int:
+    return inp.numel() * world if op == "all_gather" else inp.numel()
+
+
+def _buffers(torch, op: str, count: int, world: int, device):
+    """(input, output) of one rank; the output is the input for the in-place ops."""
+    chunk = count // world if op in SPLIT_OPS else count
+    if op in ("all_reduce", "broadcast"):
+        inp = torch.empty(count, dtype=torch.float32, device=device)
+        return inp, inp
+    inp = torch.empty(chunk if op == "all_gather" else count, dtype=torch.float32, device=device)
+    out = torch.empty(chunk if op == "reduce_scatter" else count, dtype=torch.float32, device=device)
+    return inp, out
 
 
 def _collective(dist, op: str, inp, out):
@@ -150,21 +258,34 @@ def _collective(dist, op: str, inp, out):
     return lambda: dist.all_to_all_single(out, inp)
 
 
+def shared_gpu_refusal(ranks: int, gpus: int, what: str) -> Optional[str]:
+    """Why `ranks` ranks cannot each have their own GPU among `gpus` (None when they can)."""
+    if ranks <= gpus:
+        return None
+    return (f"{what} but this machine shows {gpus} GPU(s): two ranks would share a GPU and NCCL fails with "
+            f"\"Duplicate GPU detected\"; start at most {gpus} rank(s) per node")
+
+
 def _device_and_backend(torch, rank, requested: str):
     cuda = torch.cuda.is_available() and torch.cuda.device_count() > 0
     backend = requested if requested != "auto" else ("nccl" if cuda else "gloo")
     if backend == "nccl":
         if not cuda:
             raise BenchError("--backend nccl needs a CUDA GPU; this machine has none (use gloo)")
-        device = torch.device("cuda", rank.local_rank % torch.cuda.device_count())
+        refusal = shared_gpu_refusal(rank.local_rank + 1, torch.cuda.device_count(), f"LOCAL_RANK={rank.local_rank}")
+        if refusal:
+            raise BenchError(refusal)
+        device = torch.device("cuda", rank.local_rank)
         torch.cuda.set_device(device)
         return device, backend
     return torch.device("cpu"), backend
 
 
 def init_rank(rank, config: NcclConfig) -> tuple:
-    """Join the process group as `rank`: (device, backend)."""
+    """Join the process group as `rank`: (device, backend). NCCL gets the rank's GPU as `device_id` where torch
+    takes it (2.3+): the communicator is bound to it at once and the first barrier does not guess a device."""
     import datetime
+    import inspect
     import warnings
 
     import torch
@@ -172,56 +293,71 @@ def init_rank(rank, config: NcclConfig) -> tuple:
 
     warnings.filterwarnings("ignore", category=FutureWarning)
     device, backend = _device_and_backend(torch, rank, config.backend)
+    bound = {}
+    if backend == "nccl" and "device_id" in inspect.signature(dist.init_process_group).parameters:
+        bound["device_id"] = device
     dist.init_process_group(backend, init_method=rank.init_method, rank=rank.rank, world_size=rank.world_size,
-                            timeout=datetime.timedelta(seconds=300))
+                            timeout=datetime.timedelta(seconds=300), **bound)
     return device, backend
+
+
+def _timed(torch, dist, call, device, config: NcclConfig) -> float:
+    """Seconds per call over `iters` calls after `warmup` untimed ones."""
+    import time
+
+    for _ in range(config.warmup):
+        call()
+    dist.barrier()
+    if device.type != "cuda":
+        began = time.perf_counter()
+        for _ in range(config.iters):
+            call()
+        return (time.perf_counter() - began) / config.iters
+    torch.cuda.synchronize(device)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(config.iters):
+        call()
+    end.record()
+    torch.cuda.synchronize(device)
+    return start.elapsed_time(end) / 1e3 / config.iters
+
+
+def _checked(torch, dist, op: str, inp, out, world: int, me: int) -> int:
+    """Wrong output elements of one call on a fresh pattern (the output of an out-of-place op starts as NaN)."""
+    fill_input(torch, op, inp, world, me)
+    if out is not inp:
+        out.fill_(float("nan"))
+    _collective(dist, op, inp, out)()
+    return count_wrong(torch, op, out, world, me)
 
 
 def sweep(device, config: NcclConfig) -> List[dict]:
     """The rows of one op's size sweep (a process group must be initialised)."""
-    import time
-
     import torch
     import torch.distributed as dist
 
+    from gpudoctor.bench import progress
+
     world, me = dist.get_world_size(), dist.get_rank()
-    cuda = device.type == "cuda"
-    corrupt = os.environ.get(CORRUPT_ENV, "")
+    sizes = sweep_sizes(config.min_bytes, config.max_bytes)
     rows = []
-    for nbytes in sweep_sizes(config.min_bytes, config.max_bytes):
-        count = element_count(config.op, nbytes, world)
-        nbytes = count * ELEMENT_BYTES
-        inp, out, expected = _buffers(torch, config.op, count, world, me, device)
-        call = _collective(dist, config.op, inp, out)
-        for _ in range(config.warmup):
-            call()
-        dist.barrier()
-        if cuda:
-            torch.cuda.synchronize(device)
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(config.iters):
-                call()
-            end.record()
-            torch.cuda.synchronize(device)
-            seconds = start.elapsed_time(end) / 1e3 / config.iters
-        else:
-            began = time.perf_counter()
-            for _ in range(config.iters):
-                call()
-            seconds = (time.perf_counter() - began) / config.iters
-        # correctness: a fresh pattern, one call, an exact comparison (the test hook corrupts one rank's input)
-        inp, out, expected = _buffers(torch, config.op, count, world, me, device)
-        if corrupt == str(me):
-            inp += 1.0
-        _collective(dist, config.op, inp, out)()
-        wrong = torch.tensor([int((out != expected).sum())], dtype=torch.int64, device=device)
-        dist.all_reduce(wrong)
-        times = torch.tensor([seconds], dtype=torch.float64, device=device)
-        gathered = [torch.zeros_like(times) for _ in range(world)]
-        dist.all_gather(gathered, times)
-        rows.append(make_row(config.op, nbytes, count, world, [float(t.item()) for t in gathered],
-                             int(wrong.item())))
+    with progress.bar(config.progress and me == 0, len(sizes), config.op) as advance:
+        for nbytes in sizes:
+            count = element_count(config.op, nbytes, world)
+            inp, out = _buffers(torch, config.op, count, world, device)
+            fill_input(torch, config.op, inp, world, me)
+            seconds = _timed(torch, dist, _collective(dist, config.op, inp, out), device, config)
+            wrong = torch.tensor([_checked(torch, dist, config.op, inp, out, world, me)], dtype=torch.int64,
+                                 device=device)
+            del inp, out  # before the next size's buffers: one set alive at a time
+            dist.all_reduce(wrong)
+            times = torch.tensor([seconds], dtype=torch.float64, device=device)
+            gathered = [torch.zeros_like(times) for _ in range(world)]
+            dist.all_gather(gathered, times)
+            rows.append(make_row(config.op, count * ELEMENT_BYTES, count, world, [float(t.item()) for t in gathered],
+                                 int(wrong.item())))
+            advance(size(count * ELEMENT_BYTES))
     return rows
 
 
@@ -230,11 +366,12 @@ def run_worker(rank, config: NcclConfig) -> dict:
     import torch
     import torch.distributed as dist
 
+    from gpudoctor.bench.exchange import all_gather_json
+
     device, backend = init_rank(rank, config)
     try:
         world = dist.get_world_size()
-        hosts: list = [None] * world
-        dist.all_gather_object(hosts, socket.gethostname())
+        hosts = all_gather_json(dist, socket.gethostname(), device)
         rows = sweep(device, config)
         nccl_version = None
         if backend == "nccl":
@@ -256,16 +393,44 @@ def run_worker(rank, config: NcclConfig) -> dict:
             "torch": torch.__version__,
             "time_over_ranks": "max",
             "rows": rows,
-            "summary": summarize(rows, config.min_busbw),
+            "summary": summarize(rows, config.min_busbw, bus_factor(config.op, world)),
         }
     finally:
         dist.destroy_process_group()
 
 
+def _check_machine(config: NcclConfig, local_ranks: int) -> None:
+    """Refuse, before any rank starts, what this machine cannot run: more ranks than GPUs, buffers that do not
+    fit (on a GPU: one rank's buffers in its memory; on CPU: every local rank's in the available RAM)."""
+    import psutil
+    import torch
+
+    cuda = torch.cuda.is_available() and torch.cuda.device_count() > 0 and config.backend != "gloo"
+    need = buffer_bytes(config.op, config.max_bytes, max(local_ranks, 1))
+    if cuda:
+        refusal = shared_gpu_refusal(local_ranks, torch.cuda.device_count(), f"--nprocs {local_ranks}")
+        if refusal:
+            raise BenchUsageError(refusal)
+        have, where = torch.cuda.get_device_properties(0).total_memory, "the GPU has"
+    else:
+        need *= local_ranks
+        have, where = psutil.virtual_memory().available, "this machine has available"
+    if need > have:
+        raise BenchUsageError(f"-e/--max-bytes {size(config.max_bytes)} needs {size(need)} of buffers for "
+                              f"{config.op} on {local_ranks} local rank(s); {where} {size(have)}")
+
+
 def run(config: NcclConfig, nprocs: Optional[int] = None) -> tuple:
     """(this process's Rank, the result); spawns local workers unless torchrun/srun started us."""
-    from gpudoctor.bench.launch import run_ranks
+    from gpudoctor.bench.launch import default_nprocs, rank_from_env, run_ranks
 
     if config.op not in OPS:
-        raise BenchError(f"unknown op {config.op!r} ({', '.join(OPS)})")
+        raise BenchUsageError(f"unknown op {config.op!r} ({', '.join(OPS)})")
+    check_sizes(config.min_bytes, config.max_bytes)
+    launched = rank_from_env()
+    if launched is None:
+        nprocs = nprocs or default_nprocs()
+        _check_machine(config, nprocs)
+    else:
+        _check_machine(config, int(os.environ.get("LOCAL_WORLD_SIZE") or 1))
     return run_ranks(run_worker, config, nprocs)

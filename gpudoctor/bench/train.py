@@ -10,24 +10,29 @@ unknown GPU), the usual MFU convention whatever the precision run.
 Peak memory is `torch.cuda.max_memory_allocated` on a GPU (tensors only) and the process's peak resident set
 size (`resource.getrusage(...).ru_maxrss`) on CPU (everything, torch included); `peak_memory_kind` says which.
 
-A failing step (out of memory, NaN/inf loss, any exception) ends the run with an `error` entry: GD703.
-Test hook: GPUDOCTOR_BENCH_NAN_STEP=K makes step K's loss NaN (multiplies it by NaN), exercising the check.
+bf16 runs only on compute capability 8.0 or newer (Ampere): torch ≥ 2.3 reports bf16 as supported on older
+GPUs too, where it is emulated and slow. fp16 uses `torch.amp.GradScaler` (torch 2.3+) or, on torch 2.1/2.2,
+`torch.cuda.amp.GradScaler`.
+
+A failing step (out of memory, NaN/inf loss, any exception, a GradScaler that cannot be built) ends the run with
+an `error` entry: GD703.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import re
 import statistics
 import time
 from dataclasses import dataclass
 from typing import Optional
 
-from gpudoctor.bench import BenchError
+from gpudoctor.bench import BenchError, progress, require_torch
 
 SCHEMA = "gpudoctor.bench.train/1"
 PRECISIONS = ("fp32", "bf16", "fp16")
-NAN_ENV = "GPUDOCTOR_BENCH_NAN_STEP"
+BF16_MIN_CAPABILITY = (8, 0)  # native bf16 tensor cores: Ampere and newer
 
 
 @dataclass(frozen=True)
@@ -44,6 +49,7 @@ class TrainConfig:
     lr: float = 1e-3
     device: str = "auto"  # auto | cpu | cuda
     seed: int = 0
+    progress: bool = False  # draw a progress bar over the steps (gpudoctor.bench.progress)
 
 
 def flops_per_step(params: int, config: TrainConfig) -> float:
@@ -120,18 +126,42 @@ def _device(torch, config: TrainConfig):
         raise BenchError("--device cuda but torch sees no CUDA GPU")
     device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
     torch.cuda.set_device(device)
-    if config.precision == "bf16" and not torch.cuda.is_bf16_supported():
-        raise BenchError(f"{torch.cuda.get_device_name(device)} does not support bf16 (use fp16 or fp32)")
+    capability = tuple(torch.cuda.get_device_capability(device))
+    if config.precision == "bf16" and capability < BF16_MIN_CAPABILITY:
+        raise BenchError(f"{torch.cuda.get_device_name(device)} (compute capability {capability[0]}.{capability[1]}) "
+                         "has no native bf16: torch would emulate it and the figures would mislead "
+                         "(use fp16 or fp32)")
     return device
 
 
+def grad_scaler(torch, device):
+    """The loss scaler for fp16: `torch.amp.GradScaler` (2.3+), else `torch.cuda.amp.GradScaler` (2.1/2.2)."""
+    if hasattr(torch.amp, "GradScaler"):
+        return torch.amp.GradScaler(device.type)
+    return torch.cuda.amp.GradScaler()
+
+
+def mig_share(name: str) -> float:
+    """The share of the whole GPU's compute a device named `name` has: 1 for a whole GPU, g/7 for a MIG slice
+    "MIG <g>g.<mem>gb" (A100, H100, H200: 7 compute slices; A30: 4), as torch names a MIG device."""
+    match = re.search(r"\bMIG (\d+)g\.", name or "")
+    if not match:
+        return 1.0
+    slices = 4 if "A30" in name else 7
+    return min(1.0, int(match.group(1)) / slices)
+
+
 def _peak_tflops(torch, device) -> Optional[float]:
+    """The dense BF16 peak of the device this rank runs on: the GPU's, times its MIG slice's share."""
     if device.type != "cuda":
         return None
     from gpudoctor.knowledge import gpu_spec
 
-    spec = gpu_spec(torch.cuda.get_device_name(device))
-    return float(spec["bf16_dense_tflops"]) if spec and spec.get("bf16_dense_tflops") else None
+    name = torch.cuda.get_device_name(device)
+    spec = gpu_spec(name)
+    if not spec or not spec.get("bf16_dense_tflops"):
+        return None
+    return float(spec["bf16_dense_tflops"]) * mig_share(name)
 
 
 def _error_kind(torch, exc: BaseException) -> str:
@@ -151,25 +181,42 @@ def _peak_memory(torch, device) -> tuple:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024, "process_peak_rss"  # KiB on Linux
 
 
+def _step(torch, model, optimizer, scaler, inputs, targets, autocast_dtype, config: TrainConfig) -> tuple:
+    """One training step: (loss, seconds); a non-finite loss raises FloatingPointError."""
+    device = inputs.device
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    began = time.perf_counter()
+    with torch.autocast(device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
+        logits = model(inputs)
+        loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, config.vocab), targets.reshape(-1))
+    optimizer.zero_grad(set_to_none=True)
+    if scaler is not None:
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+    else:
+        loss.backward()
+        optimizer.step()
+    value = float(loss.item())  # synchronises with the device
+    if not math.isfinite(value):
+        raise FloatingPointError(f"loss is {value}")
+    return value, time.perf_counter() - began
+
+
 def run(config: TrainConfig) -> dict:
     """Run the benchmark; a failing step becomes `error` in the result, never an exception."""
     _validate(config)
-    try:
-        import torch
-    except Exception as exc:  # noqa: BLE001
-        raise BenchError(f"the benchmarks need torch ({type(exc).__name__}: {exc}); "
-                         "install it with: pip install 'gpudoctor[bench]'") from None
+    torch = require_torch()
     device = _device(torch, config)
     torch.manual_seed(config.seed)
     model = build_model(torch, config).to(device)
     params = sum(p.numel() for p in model.parameters() if p.requires_grad)  # tied weights counted once
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr)
     autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(config.precision)
-    scaler = torch.amp.GradScaler(device.type) if config.precision == "fp16" else None
     generator = torch.Generator().manual_seed(config.seed)
     batch = torch.randint(0, config.vocab, (config.micro_batch, config.seq_len + 1), generator=generator).to(device)
     inputs, targets = batch[:, :-1], batch[:, 1:]
-    nan_step = os.environ.get(NAN_ENV, "")
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
 
@@ -188,37 +235,21 @@ def run(config: TrainConfig) -> dict:
         "flops_formula": "tokens × (6·params + 12·layers·hidden·seq_len) (PaLM, appendix B)",
         "error": None,
     }
-    losses, times = [], []
-    for step in range(config.warmup + config.steps):
-        try:
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
-            began = time.perf_counter()
-            with torch.autocast(device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
-                logits = model(inputs)
-                loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, config.vocab),
-                                                         targets.reshape(-1))
-            if nan_step == str(step):
-                loss = loss * float("nan")
-            optimizer.zero_grad(set_to_none=True)
-            if scaler is not None:
-                scaler.scale(loss).backward()
-                scaler.step(optimizer)
-                scaler.update()
-            else:
-                loss.backward()
-                optimizer.step()
-            value = float(loss.item())  # synchronises with the device
-            if not math.isfinite(value):
-                raise FloatingPointError(f"loss is {value}")
-            elapsed = time.perf_counter() - began
-        except Exception as exc:  # noqa: BLE001 - the failure is the finding (GD703)
-            result["error"] = {"step": step, "kind": _error_kind(torch, exc), "type": type(exc).__name__,
-                               "message": str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""}
-            break
-        losses.append(value)
-        if step >= config.warmup:
-            times.append(elapsed)
+    losses, times, scaler = [], [], None
+    with progress.bar(config.progress, config.warmup + config.steps, "train step") as advance:
+        for step in range(config.warmup + config.steps):
+            try:
+                if scaler is None and config.precision == "fp16":  # inside the step: a failure here is GD703
+                    scaler = grad_scaler(torch, device)
+                value, elapsed = _step(torch, model, optimizer, scaler, inputs, targets, autocast_dtype, config)
+            except Exception as exc:  # noqa: BLE001 - the failure is the finding (GD703)
+                result["error"] = {"step": step, "kind": _error_kind(torch, exc), "type": type(exc).__name__,
+                                   "message": str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""}
+                break
+            losses.append(value)
+            if step >= config.warmup:
+                times.append(elapsed)
+            advance(f"{step + 1}")
 
     peak, kind = _peak_memory(torch, device)
     median = statistics.median(times) if times else None

@@ -7,6 +7,7 @@ Facts: `bench.nccl` is the `gpudoctor.bench.nccl/1` document (rows, summary), `b
 from __future__ import annotations
 
 from gpudoctor.checks import check
+from gpudoctor.facts import MissingFact
 from gpudoctor.units import size
 
 
@@ -38,6 +39,9 @@ def nccl_bandwidth_low(facts, rule):
         return
     summary = result.get("summary") or {}
     threshold, avg = summary.get("min_busbw_gbps"), summary.get("avg_busbw_gbps")
+    if threshold is not None and (summary.get("busbw_zero_by_definition") or (
+            result.get("world_size") == 1 and result.get("op") != "broadcast")):
+        raise MissingFact("bench.nccl.summary.avg_busbw_gbps")  # 0 by definition on one rank: not a measurement
     if threshold is None or avg is None or avg >= threshold:
         return
     yield rule.finding(

@@ -12,12 +12,19 @@ from collections import Counter
 from typing import Callable, Dict, List, Tuple
 
 from gpudoctor.checks import check
+from gpudoctor.facts import MissingFact
+from gpudoctor.model import Severity
 
 _ABSENT = object()
+_NOT_APPLICABLE = object()  # the fact has no meaning on this node: neither a value nor unknown
 SHOWN = 4  # node names spelled out per group in a message; the evidence has them all
 UNSET = "(unset)"
 # Variables whose value differs per rank by design.
 PER_RANK = {"CUDA_VISIBLE_DEVICES"}
+# Variables that change only what is logged (NCCL's environment-variable reference; torch's c10 logging level):
+# a difference between ranks is worth an info line, never a hang-causing error.
+LOGGING_ONLY = {"NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE", "NCCL_DEBUG_TIMESTAMP_FORMAT",
+                "NCCL_DEBUG_TIMESTAMP_LEVELS", "TORCH_CPP_LOG_LEVEL"}
 ENV_PREFIXES = ("NCCL_", "TORCH_NCCL_", "CUDA_", "FI_")
 
 
@@ -42,6 +49,8 @@ def _group(nodes: list, value_of: Callable) -> Tuple[Dict[str, list], list]:
     unknown = []
     for node in nodes:
         value = value_of(node.get("facts") or {})
+        if value is _NOT_APPLICABLE:
+            continue
         if value is _ABSENT:
             unknown.append(node["node"])
         else:
@@ -75,19 +84,25 @@ def _fact(path: str) -> Callable:
     return value_of
 
 
+def _version_key(text: str) -> tuple:
+    """`550.90.07` → (550, 90, 7): numeric parts compare as numbers."""
+    return tuple(int(part) if part.isdigit() else -1 for part in str(text).split("."))
+
+
 @check("GD801")
 def fleet_driver_mismatch(facts, rule):
     nodes = _nodes(facts)
     groups, unknown = _group(nodes, _fact("nvml.driver_version"))
     if len(groups) < 2:
         return
-    majority = next(iter(groups))
+    newest = max(groups, key=_version_key)
     yield rule.finding(
         f"the NVIDIA driver differs between nodes: {_spread(groups)}. Ranks on different drivers support different "
         "CUDA versions and NCCL features: the job fails or hangs on the odd nodes",
         evidence=_evidence("nvml.driver_version", groups, unknown),
-        fix=rule.fix(f"Install one driver on every node (most have {majority}); until then drain the others or keep "
-                     "the job off them (`sbatch --exclude=…`, a node selector).",
+        fix=rule.fix(f"Install one driver on every node: the newest here is {newest} (on {len(groups[newest])} of "
+                     f"{sum(len(names) for names in groups.values())} nodes); until then drain the nodes on another "
+                     "driver or keep the job off them (`sbatch --exclude=…`, a node selector).",
                      commands=("nvidia-smi --query-gpu=driver_version --format=csv,noheader",)))
 
 
@@ -99,13 +114,31 @@ STACK = (
 )
 
 
+def _stack_value(path: str) -> Callable:
+    """A stack component of a node: its value where torch was probed, "not installed" for torch's version where
+    it is missing (its other components do not apply), unknown where the torch probe did not succeed."""
+    def value_of(facts):
+        status = _get(facts, "torch.status")
+        if status == "missing":
+            return "not installed" if path == "torch.version" else _NOT_APPLICABLE
+        if status not in ("ok", _ABSENT):  # the probe failed: nothing is known
+            return _ABSENT
+        value = _get(facts, path)
+        return "none" if value is None else value
+
+    return value_of
+
+
 @check("GD802")
 def fleet_stack_mismatch(facts, rule):
     nodes = _nodes(facts)
+    blind, fired = set(), False
     for path, what in STACK:
-        groups, unknown = _group(nodes, _fact(path))
+        groups, unknown = _group(nodes, _stack_value(path))
+        blind.update(unknown)
         if len(groups) < 2:
             continue
+        fired = True
         yield rule.finding(
             f"{what} differs between nodes: {_spread(groups)}. Ranks built on different stacks disagree on the "
             "collective protocol and kernels: the job hangs at the first collective or diverges",
@@ -114,10 +147,12 @@ def fleet_stack_mismatch(facts, rule):
                          "(`python -c 'import torch; print(torch.__version__, torch.version.cuda, "
                          "torch.backends.cudnn.version(), torch.cuda.nccl.version())'` must print the same "
                          "everywhere)."))
+    if blind and not fired:  # no difference among the nodes that told, but some could not tell: not a pass
+        raise MissingFact("torch.version")
 
 
 def _compared_env(name: str) -> bool:
-    return name.startswith(ENV_PREFIXES) and name not in PER_RANK
+    return name.startswith(ENV_PREFIXES) and name not in PER_RANK or name in LOGGING_ONLY
 
 
 @check("GD803")
@@ -130,10 +165,19 @@ def fleet_env_mismatch(facts, rule):
             _ABSENT if not isinstance(f.get("env"), dict) else f["env"].get(name, UNSET)))
         if len(groups) < 2:
             continue
+        evidence = {**_evidence(f"env.{name}", groups, unknown), "variable": name}
+        if name in LOGGING_ONLY:
+            yield rule.finding(
+                f"{name} differs between ranks: {_spread(groups)}. It only changes what is logged, not how the "
+                "ranks communicate, but the logs of a failure will not be comparable across ranks",
+                evidence=evidence, severity=Severity.INFO,
+                fix=rule.fix(f"Set {name} once for the whole job (in the job script) to get the same logs from "
+                             "every rank."))
+            continue
         yield rule.finding(
             f"{name} differs between ranks: {_spread(groups)}. NCCL ranks that disagree on a setting pick "
             "different transports or algorithms and hang at the first collective (or fail much later)",
-            evidence={**_evidence(f"env.{name}", groups, unknown), "variable": name},
+            evidence=evidence,
             fix=rule.fix(f"Set {name} once for the whole job (export it in the job script before srun/torchrun, or "
                          "in the Pod spec of every worker), not in per-node shell profiles or images; or unset it "
                          "everywhere."))

@@ -101,8 +101,7 @@ def _size_arg(text: str, flag: str) -> int:
 
 
 def run_nccl(args: argparse.Namespace) -> int:
-    from gpudoctor.bench import nccl, require_torch
-    from gpudoctor.bench.nccl import parse_size
+    from gpudoctor.bench import BenchUsageError, nccl, progress, require_torch
 
     if args.iters < 1 or args.warmup < 0:
         raise UsageError("--iters must be at least 1 and --warmup 0 or more")
@@ -110,20 +109,21 @@ def run_nccl(args: argparse.Namespace) -> int:
         raise UsageError("--nprocs must be at least 1")
     min_bytes = _size_arg(args.min_bytes, "-b/--min-bytes")
     max_bytes = _size_arg(args.max_bytes, "-e/--max-bytes") if args.max_bytes else None
-    if max_bytes is not None and max_bytes < min_bytes:
-        raise UsageError(f"-e/--max-bytes ({max_bytes}) is smaller than -b/--min-bytes ({min_bytes})")
     try:
+        nccl.check_sizes(min_bytes, max_bytes if max_bytes is not None else min_bytes)
         torch = require_torch()
     except BenchError as exc:
         raise UsageError(str(exc)) from None
     if max_bytes is None:
-        max_bytes = max(min_bytes, parse_size("128M" if torch.cuda.is_available() and args.backend != "gloo" else "1M"))
-    if max_bytes < min_bytes:
-        raise UsageError(f"-e/--max-bytes ({max_bytes}) is smaller than -b/--min-bytes ({min_bytes})")
+        default = "128M" if torch.cuda.is_available() and args.backend != "gloo" else "1M"
+        max_bytes = max(min_bytes, nccl.parse_size(default))
     config = nccl.NcclConfig(op=args.op, min_bytes=min_bytes, max_bytes=max_bytes, iters=args.iters,
-                             warmup=args.warmup, backend=args.backend, min_busbw=args.min_busbw)
+                             warmup=args.warmup, backend=args.backend, min_busbw=args.min_busbw,
+                             progress=progress.wanted(args.format))
     try:
         rank, result = nccl.run(config, args.nprocs)
+    except BenchUsageError as exc:
+        raise UsageError(str(exc)) from None
     except BenchError as exc:
         print(f"gpudoctor: bench nccl failed: {exc}", file=sys.stderr)
         return 1
@@ -137,7 +137,8 @@ def render_nccl(result: dict) -> str:
     """The nccl-tests-like table (UX.md)."""
     version = f" {result['backend_version']}" if result.get("backend_version") else ""
     nodes = result.get("nodes", 1)
-    lines = [f"{result['op']} · {result['backend']}{version} · {result['world_size']} ranks on {nodes} "
+    ranks = result["world_size"]
+    lines = [f"{result['op']} · {result['backend']}{version} · {ranks} rank{'s' if ranks != 1 else ''} on {nodes} "
              f"node{'s' if nodes != 1 else ''} · {result['dtype']} · {result['iters']} iters, "
              f"{result['warmup']} warm-up" + (f" · {result['device_name']}" if result.get("device_name") else ""),
              f"{'size':>12} {'count':>10} {'time(us)':>10} {'algbw(GB/s)':>12} {'busbw(GB/s)':>12} {'#wrong':>7}"]
@@ -147,6 +148,9 @@ def render_nccl(result: dict) -> str:
         lines.append(f"{size(row['bytes']):>12} {row['count']:>10} {row['time_us']:>10.1f} {row['algbw_gbps']:>12.2f} "
                      f"{row['busbw_gbps']:>12.2f} {row['wrong']:>7}  {bar}".rstrip())
     summary = result["summary"]
+    if summary.get("busbw_zero_by_definition"):
+        lines.append(f" busbw: 0 by definition on 1 rank ({result['op']} moves no data between ranks)"
+                     + ("; --min-busbw not judged" if summary.get("min_busbw_gbps") is not None else ""))
     if summary.get("avg_busbw_gbps") is not None:
         line = f" avg busbw (sizes ≥ {size(summary['large_from_bytes'])}): {summary['avg_busbw_gbps']:.2f} GB/s"
         if summary.get("min_busbw_gbps") is not None:
@@ -158,11 +162,12 @@ def render_nccl(result: dict) -> str:
 
 
 def run_train(args: argparse.Namespace) -> int:
-    from gpudoctor.bench import train
+    from gpudoctor.bench import progress, train
 
     config = train.TrainConfig(layers=args.layers, hidden=args.hidden, heads=args.heads, seq_len=args.seq_len,
                                micro_batch=args.micro_batch, vocab=args.vocab, steps=args.steps, warmup=args.warmup,
-                               precision=args.precision, lr=args.lr, device=args.device)
+                               precision=args.precision, lr=args.lr, device=args.device,
+                               progress=progress.wanted(args.format))
     try:
         result = train.run(config)
     except BenchError as exc:

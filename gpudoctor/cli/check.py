@@ -53,8 +53,10 @@ def run(args: argparse.Namespace) -> int:
 
 def run_fleet(args: argparse.Namespace) -> int:
     """`check --fleet` on one rank: probe this machine, send the snapshot to rank 0, which reports for everyone."""
-    from gpudoctor.fleet import (evaluate_fleet, gather as gather_ranks, import_distributed, launcher_rank,
-                                 node_name, share_verdict, snapshots_from_payloads)
+    from gpudoctor.bench.exchange import ExchangeError
+    from gpudoctor.fleet import (evaluate_fleet, gather as gather_ranks, gloo_interface, import_distributed,
+                                 launcher_rank, node_name, rendezvous_failure, share_verdict,
+                                 snapshots_from_payloads)
 
     started = time.monotonic()
     if getattr(args, "snapshot", None) or getattr(args, "from_reports", None):
@@ -66,13 +68,16 @@ def run_fleet(args: argparse.Namespace) -> int:
     rules = selected_rules(args)
     snapshot = gather(gather_request(args, groups_for(rules)))
     payload = {"node": node_name(snapshot, rank.rank), "snapshot": snapshot.to_json()}
+    interface = gloo_interface(os.environ, (snapshot.facts.get("host") or {}).get("interfaces"))
+    if interface:
+        os.environ["GLOO_SOCKET_IFNAME"] = interface  # gloo reads it when the process group starts
     try:
         gathered = gather_ranks(dist, rank, payload, timeout_s=max(120.0, 20 * args.timeout))
+    except ExchangeError as exc:  # a rank sent something that is not JSON
+        share_verdict(dist, rank, 2)
+        raise UsageError(f"check --fleet: {exc}") from None
     except Exception as exc:  # noqa: BLE001 - a failed rendezvous is the job's network, said in one line
-        raise UsageError(f"check --fleet: rank {rank.rank} could not reach the others "
-                         f"({type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}); "
-                         f"MASTER_ADDR={os.environ.get('MASTER_ADDR')} MASTER_PORT={os.environ.get('MASTER_PORT')}"
-                         ) from None
+        raise UsageError(rendezvous_failure(rank.rank, exc, interface)) from None
     code = 0
     if rank.rank == 0:
         try:
