@@ -137,15 +137,16 @@ def node_name(snapshot: Snapshot, rank: int) -> str:
 
 def gloo_interface(environ, interfaces: Optional[list]) -> Optional[str]:
     """The one interface gloo should use when GLOO_SOCKET_IFNAME is unset but NCCL_SOCKET_IFNAME is set: the first
-    (by name) that is up, has an IPv4 address and matches NCCL_SOCKET_IFNAME's syntax (prefixes, `^` to exclude,
+    (by name, loopback last) that is up, has an IPv4 address and matches NCCL_SOCKET_IFNAME's syntax (prefixes, `^` to exclude,
     `=` for exact names). None when gloo keeps its own choice (nothing to resolve, or nothing matches)."""
     from gpudoctor.checks.nccl import nccl_ifname_matches
 
     value = environ.get("NCCL_SOCKET_IFNAME") or ""
     if environ.get("GLOO_SOCKET_IFNAME") or len(value) <= 1 or not interfaces:
         return None
-    usable = sorted(item.get("name", "") for item in interfaces
-                    if item.get("up") is not False and any(":" not in a for a in item.get("addresses") or []))
+    usable = sorted((item.get("name", "") for item in interfaces
+                     if item.get("up") is not False and any(":" not in a for a in item.get("addresses") or [])),
+                    key=lambda name: (name.startswith("lo"), name))  # loopback only when nothing else matches
     chosen = nccl_ifname_matches(value, usable)
     return chosen[0] if chosen else None
 

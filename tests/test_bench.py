@@ -12,18 +12,21 @@ from conftest import ROOT, gpudoctor_cmd
 
 torch = pytest.importorskip("torch")
 
-from gpudoctor.bench.nccl import CORRUPT_ENV, bus_factor, parse_size, sweep_sizes  # noqa: E402
-from gpudoctor.bench.train import NAN_ENV  # noqa: E402
+from gpudoctor.bench.nccl import bus_factor, parse_size, sweep_sizes  # noqa: E402
 from gpudoctor.cli.bench import render_nccl  # noqa: E402
+
+FAULTS = ROOT / "tests" / "faults"  # a sitecustomize that injects faults into every process of a command
+CORRUPT, NAN_STEP = "GPUDOCTOR_TEST_CORRUPT_RANK", "GPUDOCTOR_TEST_NAN_STEP"
 
 SMALL = ["-b", "64", "-e", "16K", "-n", "3", "-w", "1"]
 
 
 def bench(*args, env_extra=None, prefix=None, timeout=120):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "SLURM_PROCID", CORRUPT_ENV,
-                 NAN_ENV):
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "SLURM_PROCID", CORRUPT, NAN_STEP):
         env.pop(name, None)
+    if env_extra and {CORRUPT, NAN_STEP} & set(env_extra):
+        env["PYTHONPATH"] = os.pathsep.join((str(FAULTS), str(ROOT)))
     env.update(env_extra or {})
     cmd = (prefix or gpudoctor_cmd()) + ["bench", *args]
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env, timeout=timeout)
@@ -128,7 +131,7 @@ def test_every_collective_is_correct_on_3_ranks():
 def test_corrupted_reduction_is_counted_and_fires_gd701(tmp_path):
     out = tmp_path / "bench.json"
     done = bench("nccl", *SMALL, "--nprocs", "2", "--format", "json", "--output", str(out),
-                 env_extra={CORRUPT_ENV: "1"})
+                 env_extra={CORRUPT: "1"})
     assert done.returncode == 1, done.stderr
     result = json.loads(out.read_text())
     assert all(row["wrong"] == row["count"] * 2 for row in result["rows"])  # every element, on both ranks
@@ -192,7 +195,7 @@ def test_train_runs_real_steps_and_the_loss_goes_down():
 
 
 def test_a_nan_loss_becomes_gd703_not_a_traceback():
-    done = bench("train", *TRAIN_SMALL, env_extra={NAN_ENV: "2"})
+    done = bench("train", *TRAIN_SMALL, env_extra={NAN_STEP: "2"})
     assert done.returncode == 1, done.stderr
     assert "GD703 train-step-failed" in done.stdout and "step 2" in done.stdout and "loss is nan" in done.stdout
     assert "steps: 1/4 timed" in done.stdout
@@ -203,3 +206,23 @@ def test_train_usage_errors_exit_2():
     assert done.returncode == 2 and "not divisible" in done.stderr
     done = bench("train", "--precision", "fp16", "--device", "cpu")
     assert done.returncode == 2 and "needs a GPU" in done.stderr
+
+
+def test_one_rank_says_busbw_is_zero_by_definition_and_does_not_judge_it(tmp_path):
+    done = bench("nccl", *SMALL, "--nprocs", "1", "--min-busbw", "5")
+    assert done.returncode == 0, done.stderr
+    assert "1 rank on 1 node" in done.stdout and "GD702" not in done.stdout
+    assert (" busbw: 0 by definition on 1 rank (all_reduce moves no data between ranks); --min-busbw not judged"
+            in done.stdout)
+    done, result = nccl_json("--nprocs", "1", "--min-busbw", "5")
+    summary = result["summary"]
+    assert summary["busbw_zero_by_definition"] is True and summary["avg_busbw_gbps"] is None
+    assert summary["ok"] is None and result["findings"] == []
+    # replayed from a snapshot, GD702 is unknown: the threshold was never measured against
+    snapshot = tmp_path / "snap.json"
+    snapshot.write_text(json.dumps({"schema": "gpudoctor.snapshot/1", "facts": {"bench": {"nccl": result}}}))
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    done = subprocess.run(gpudoctor_cmd() + ["check", "--snapshot", str(snapshot), "--select", "GD702", "--format",
+                                             "json"], capture_output=True, text=True, cwd=ROOT, env=env, timeout=60)
+    report = json.loads(done.stdout)
+    assert [u["rule"] for u in report["unknown"]] == ["GD702"] and report["findings"] == []

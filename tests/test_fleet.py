@@ -258,3 +258,162 @@ def test_text_shows_a_finding_every_node_has_once(tmp_path, run_cli):
     assert code == 1
     assert out.count("GD503 shm-too-small") == 1 and " On every node" in out and " On a" not in out
     assert "Across nodes" not in out
+
+
+# --- honest cross-node verdicts ------------------------------------------------------------------------------
+
+def _driver(version):
+    return lambda f: f["nvml"].update(driver_version=version)
+
+
+def test_a_driver_tie_claims_no_majority_and_names_the_newer():
+    fleet = fleet_of(machine("a", _driver("535.104.05")), machine("b", _driver("550.90.07")))
+    driver = [f for f in fleet.cross.findings if f.rule == "GD801"][0]
+    assert "most have" not in driver.fix.summary and "the newest here is 550.90.07 (on 1 of 2 nodes)" in driver.fix.summary
+
+
+def test_the_older_driver_is_never_recommended_even_on_most_nodes():
+    fleet = fleet_of(machine("a", _driver("535.104.05")), machine("b", _driver("535.104.05")),
+                     machine("c", _driver("550.90.07")))
+    driver = [f for f in fleet.cross.findings if f.rule == "GD801"][0]
+    assert "550.90.07" in driver.fix.summary and "535" not in driver.fix.summary
+
+
+def test_a_node_without_torch_facts_makes_gd802_unknown_not_passed():
+    def broken(f):
+        f["torch"] = {"status": "broken", "error": "ImportError: libcudnn.so.9"}
+
+    fleet = fleet_of(machine("a"), machine("b", broken))
+    assert "GD802" not in fleet.cross.passed
+    assert [u.rule for u in fleet.cross.unknown] == ["GD802"]
+    fleet = fleet_of(machine("a"), machine("b", lambda f: f.pop("torch")))
+    assert [u.rule for u in fleet.cross.unknown] == ["GD802"]
+    # a difference among the nodes that were probed stands
+    newer = machine("c", lambda f: f["torch"].update(version="2.6.0+cu124"))
+    fleet = fleet_of(machine("a"), machine("b", broken), newer)
+    assert [f.rule for f in fleet.cross.findings if f.rule == "GD802"] == ["GD802"]
+    assert "GD802" not in [u.rule for u in fleet.cross.unknown]
+    assert "GD802" in fleet_of(machine("a"), machine("b")).cross.passed
+
+
+def test_logging_variables_that_differ_are_info_not_a_hang():
+    def debug(value):
+        return lambda f: f["env"].update(NCCL_DEBUG=value, TORCH_CPP_LOG_LEVEL=value)
+
+    fleet = fleet_of(machine("a", debug("INFO")), machine("b", debug("WARN")))
+    found = [(f.rule, f.evidence["variable"], str(f.severity)) for f in fleet.cross.findings]
+    assert found == [("GD803", "NCCL_DEBUG", "info"), ("GD803", "TORCH_CPP_LOG_LEVEL", "info")]
+    assert "hang at" not in fleet.cross.findings[0].message
+    fleet = fleet_of(machine("a", lambda f: f["env"].update(NCCL_ALGO="Ring")), machine("b"))
+    assert [(f.rule, str(f.severity)) for f in fleet.cross.findings] == [("GD803", "error")]
+
+
+# --- check --fleet: the gloo interface, JSON between ranks ------------------------------------------------------
+
+INTERFACES = [{"name": "lo", "up": True, "addresses": ["127.0.0.1", "::1"]},
+              {"name": "a-lo-first", "up": True, "addresses": []},
+              {"name": "docker0", "up": True, "addresses": ["172.17.0.1"]},
+              {"name": "eth0", "up": False, "addresses": ["10.0.0.5"]},
+              {"name": "eth1", "up": True, "addresses": ["10.1.0.5"]},
+              {"name": "ib0", "up": True, "addresses": ["fe80::1"]},
+              {"name": "ib1", "up": True, "addresses": ["192.168.10.5"]}]
+
+
+@pytest.mark.parametrize("value, chosen", [
+    ("eth", "eth1"),  # a prefix: eth0 is down
+    ("=eth1", "eth1"),  # an exact name
+    ("=eth", None),  # exact: no interface is called "eth"
+    ("ib", "ib1"),  # ib0 has no IPv4 address
+    ("^docker,lo,eth", "ib1"),  # everything but these prefixes
+    ("^=eth1,ib1,docker0", "lo"),  # everything but these names: loopback is all that is left
+    ("^=eth1", "docker0"),  # loopback comes last
+    ("wlan", None),
+    ("^", None),  # NCCL ignores a value this short
+])
+def test_nccl_socket_ifname_syntax_resolves_to_one_interface(value, chosen):
+    from gpudoctor.fleet import gloo_interface
+
+    assert gloo_interface({"NCCL_SOCKET_IFNAME": value}, INTERFACES) == chosen
+
+
+def test_gloo_socket_ifname_wins_and_a_failed_rendezvous_names_the_interface(monkeypatch):
+    from gpudoctor.fleet import gloo_interface, rendezvous_failure
+
+    assert gloo_interface({"NCCL_SOCKET_IFNAME": "eth", "GLOO_SOCKET_IFNAME": "eth0"}, INTERFACES) is None
+    monkeypatch.setenv("NCCL_SOCKET_IFNAME", "eth")
+    monkeypatch.setenv("MASTER_ADDR", "10.1.0.1")
+    monkeypatch.setenv("MASTER_PORT", "29500")
+    line = rendezvous_failure(3, RuntimeError("Connection refused\nmore"), "eth1")
+    assert line == ("check --fleet: rank 3 could not reach the others (RuntimeError: Connection refused); "
+                    "MASTER_ADDR=10.1.0.1 MASTER_PORT=29500 over interface eth1 (GLOO_SOCKET_IFNAME, from "
+                    "NCCL_SOCKET_IFNAME=eth)")
+
+
+def test_check_fleet_gives_gloo_the_interface_and_names_it_when_the_rendezvous_fails(monkeypatch, run_cli):
+    import gpudoctor.fleet
+
+    seen = []
+
+    def unreachable(dist, rank, payload, timeout_s):
+        seen.append(os.environ.get("GLOO_SOCKET_IFNAME"))
+        raise RuntimeError("Connection refused")
+
+    monkeypatch.setattr(gpudoctor.fleet, "gather", unreachable)
+    monkeypatch.delenv("GLOO_SOCKET_IFNAME", raising=False)
+    for name, value in dict(RANK="1", WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT="29999",
+                            NCCL_SOCKET_IFNAME="=lo").items():
+        monkeypatch.setenv(name, value)
+    code, out, err = run_cli("check", "--fleet", "--quick", "--select", "GD8")
+    assert seen == ["lo"] and code == 2 and out == ""
+    assert err.strip().endswith("over interface lo (GLOO_SOCKET_IFNAME, from NCCL_SOCKET_IFNAME==lo)"), err
+
+
+class _Boom:
+    """Unpickling this runs code: it creates MARKER."""
+
+    def __reduce__(self):
+        return (open, (os.environ["GPUDOCTOR_TEST_MARKER"], "w"))
+
+
+def _send_pickle(rank, config):
+    """A spawned rank: rank 1 sends a pickle instead of JSON; rank 0 receives with gather_json."""
+    import pickle
+
+    import torch
+    import torch.distributed as dist
+
+    from gpudoctor.bench import exchange
+
+    dist.init_process_group("gloo", init_method=rank.init_method, rank=rank.rank, world_size=rank.world_size)
+    try:
+        if rank.rank == 1:
+            evil = torch.frombuffer(bytearray(pickle.dumps(_Boom())), dtype=torch.uint8)
+            lengths = exchange._lengths(torch, dist, evil, "cpu")
+            dist.gather(exchange._padded(torch, evil, max(lengths), "cpu"), None, dst=0)
+            return None
+        try:
+            exchange.gather_json(dist, {"node": "a"}, dst=0)
+        except exchange.ExchangeError as exc:
+            return {"error": str(exc), "ran": os.path.exists(os.environ["GPUDOCTOR_TEST_MARKER"])}
+        return {"error": None, "ran": os.path.exists(os.environ["GPUDOCTOR_TEST_MARKER"])}
+    finally:
+        dist.destroy_process_group()
+
+
+def test_a_rank_sending_a_pickle_cannot_run_code_on_rank_0(tmp_path, monkeypatch):
+    pytest.importorskip("torch.distributed")
+    from gpudoctor.bench.launch import run_ranks
+
+    monkeypatch.setenv("GPUDOCTOR_TEST_MARKER", str(tmp_path / "pwned"))
+    _, result = run_ranks(_send_pickle, None, 2)
+    assert result["error"].startswith("rank 1 sent data that is not JSON") and result["ran"] is False
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_no_pickle_crosses_ranks():
+    """torch's *_object collectives unpickle what other ranks send: gpudoctor uses JSON bytes instead."""
+    import re
+
+    for path in (ROOT / "gpudoctor").rglob("*.py"):
+        assert not re.search(r"\b(all_gather_object|gather_object|broadcast_object_list|scatter_object_list)\(",
+                             path.read_text()), path

@@ -164,15 +164,18 @@ def _stop(procs: list) -> None:
 
 
 def _failure(folder: str, proc, index: int) -> str:
-    """One line for the first worker that failed."""
-    try:
-        with open(os.path.join(folder, f"error.{index}"), encoding="utf-8") as handle:
-            return f"rank {index}: {handle.read().strip()}"
-    except OSError:
-        code = proc.exitcode
-        if code is not None and code < 0:
-            return f"rank {index} was killed by {signal.Signals(-code).name}"
-        return f"rank {index} exited with status {code}"
+    """One line for the failure: the first error a worker wrote (the cause; the others' errors usually follow
+    from it, as a peer's "connection reset"), else how worker `index` ended."""
+    errors = sorted((entry.stat().st_mtime_ns, entry.name) for entry in os.scandir(folder)
+                    if entry.name.startswith("error."))
+    if errors:
+        name = errors[0][1]
+        with open(os.path.join(folder, name), encoding="utf-8") as handle:
+            return f"rank {name.split('.', 1)[1]}: {handle.read().strip()}"
+    code = proc.exitcode
+    if code is not None and code < 0:
+        return f"rank {index} was killed by {signal.Signals(-code).name}"
+    return f"rank {index} exited with status {code}"
 
 
 def _supervise(procs: list, folder: str) -> None:

@@ -210,8 +210,8 @@ def _mismatches(torch, buf, values: List[int], first: int) -> int:
     for start in range(0, buf.numel(), block):
         part = buf[start:start + block]
         rows, tail = divmod(part.numel(), PERIOD)
-        wrong += int((part[:rows * PERIOD].view(rows, PERIOD) != rolled.expand(rows, PERIOD)).sum())
-        wrong += int((part[rows * PERIOD:] != rolled[:tail]).sum())
+        wrong += int(torch.count_nonzero(part[:rows * PERIOD].view(rows, PERIOD) != rolled.expand(rows, PERIOD)))
+        wrong += int(torch.count_nonzero(part[rows * PERIOD:] != rolled[:tail]))
     return wrong
 
 
@@ -369,34 +369,34 @@ def run_worker(rank, config: NcclConfig) -> dict:
     from gpudoctor.bench.exchange import all_gather_json
 
     device, backend = init_rank(rank, config)
-    try:
-        world = dist.get_world_size()
-        hosts = all_gather_json(dist, socket.gethostname(), device)
-        rows = sweep(device, config)
-        nccl_version = None
-        if backend == "nccl":
-            version = torch.cuda.nccl.version()
-            nccl_version = ".".join(map(str, version)) if isinstance(version, tuple) else str(version)
-        return {
-            "schema": SCHEMA,
-            "op": config.op,
-            "dtype": DTYPE,
-            "iters": config.iters,
-            "warmup": config.warmup,
-            "world_size": world,
-            "backend": backend,
-            "backend_version": nccl_version,
-            "device": device.type,
-            "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
-            "nodes": len(set(hosts)),
-            "launcher": rank.launcher,
-            "torch": torch.__version__,
-            "time_over_ranks": "max",
-            "rows": rows,
-            "summary": summarize(rows, config.min_busbw, bus_factor(config.op, world)),
-        }
-    finally:
-        dist.destroy_process_group()
+    # no `finally`: a failing rank leaves the group by exiting, after it has said why (its peers' errors follow)
+    world = dist.get_world_size()
+    hosts = all_gather_json(dist, socket.gethostname(), device)
+    rows = sweep(device, config)
+    nccl_version = None
+    if backend == "nccl":
+        version = torch.cuda.nccl.version()
+        nccl_version = ".".join(map(str, version)) if isinstance(version, tuple) else str(version)
+    result = {
+        "schema": SCHEMA,
+        "op": config.op,
+        "dtype": DTYPE,
+        "iters": config.iters,
+        "warmup": config.warmup,
+        "world_size": world,
+        "backend": backend,
+        "backend_version": nccl_version,
+        "device": device.type,
+        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+        "nodes": len(set(hosts)),
+        "launcher": rank.launcher,
+        "torch": torch.__version__,
+        "time_over_ranks": "max",
+        "rows": rows,
+        "summary": summarize(rows, config.min_busbw, bus_factor(config.op, world)),
+    }
+    dist.destroy_process_group()
+    return result
 
 
 def _check_machine(config: NcclConfig, local_ranks: int) -> None:

@@ -1,0 +1,67 @@
+"""Faults injected into gpudoctor's benchmarks from the test side, for tests that run the real CLI.
+
+Python imports `sitecustomize` at start-up from the path; tests put this folder on PYTHONPATH of the command
+they run, so every process of that command (the CLI and each spawned rank) gets the fault, and the production
+code carries no hook:
+
+* GPUDOCTOR_TEST_CORRUPT_RANK=R: rank R adds 1 to its `bench nccl` input after the pattern is written;
+* GPUDOCTOR_TEST_FAIL_RANK=R: rank R raises RuntimeError("injected fault") as its `bench nccl` sweep starts;
+* GPUDOCTOR_TEST_NAN_STEP=K: the `bench train` model's output is multiplied by NaN at step K (0-based).
+"""
+
+import os
+
+
+def _corrupt(rank: int) -> None:
+    from gpudoctor.bench import nccl
+
+    fill = nccl.fill_input
+
+    def corrupted(torch, op, inp, world, me):
+        fill(torch, op, inp, world, me)
+        if me == rank:
+            inp += 1.0
+
+    nccl.fill_input = corrupted
+
+
+def _fail(rank: int) -> None:
+    from gpudoctor.bench import nccl
+
+    sweep = nccl.sweep
+
+    def failing(device, config):
+        import torch.distributed as dist
+
+        if dist.get_rank() == rank:
+            raise RuntimeError("injected fault")
+        return sweep(device, config)
+
+    nccl.sweep = failing
+
+
+def _nan_at(step: int) -> None:
+    from gpudoctor.bench import train
+
+    build = train.build_model
+
+    def poisoned(torch, config):
+        model = build(torch, config)
+        calls = []
+
+        def hook(module, inputs, output):
+            calls.append(1)
+            return output * float("nan") if len(calls) == step + 1 else output
+
+        model.register_forward_hook(hook)
+        return model
+
+    train.build_model = poisoned
+
+
+if os.environ.get("GPUDOCTOR_TEST_CORRUPT_RANK"):
+    _corrupt(int(os.environ["GPUDOCTOR_TEST_CORRUPT_RANK"]))
+if os.environ.get("GPUDOCTOR_TEST_FAIL_RANK"):
+    _fail(int(os.environ["GPUDOCTOR_TEST_FAIL_RANK"]))
+if os.environ.get("GPUDOCTOR_TEST_NAN_STEP"):
+    _nan_at(int(os.environ["GPUDOCTOR_TEST_NAN_STEP"]))

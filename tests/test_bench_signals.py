@@ -1,0 +1,140 @@
+"""`bench nccl` under signals and on a terminal: SIGINT to the parent alone, SIGTERM, a Ctrl-C that reaches the
+whole process group — every rank ends promptly and quietly; the progress bar appears on a terminal only; sizes
+no sweep can run are usage errors before any rank starts. Bounds are generous (a loaded CI machine); measured
+timings live in benchmarks/bench_interrupt.py."""
+
+import os
+import pty
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import ROOT
+
+psutil = pytest.importorskip("psutil")
+pytest.importorskip("torch")
+
+LONG = ["bench", "nccl", "-b", "1M", "-e", "1M", "-n", "100000", "-w", "0", "--nprocs", "2"]
+BOUND_S = 30.0  # every rank gone within this after the signal (today about 3 s; before, 36 s)
+
+
+def _env():
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RANK", "WORLD_SIZE", "MASTER_", "SLURM_"))}
+    return dict(env, PYTHONPATH=str(ROOT))
+
+
+def _start(group: bool):
+    proc = subprocess.Popen([sys.executable, "-m", "gpudoctor", *LONG], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=ROOT, env=_env(), start_new_session=group)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # wait until both ranks run their collectives
+        workers = [p for p in psutil.Process(proc.pid).children() if "spawn_main" in " ".join(p.cmdline())]
+        if len(workers) == 2 and all(p.cpu_times().user > 1.0 for p in workers):
+            return proc, workers
+        time.sleep(0.2)
+    proc.kill()
+    pytest.fail("the ranks did not start")
+
+
+def _ended(proc, workers):
+    began = time.monotonic()
+    out, err = proc.communicate(timeout=BOUND_S)
+    gone, alive = psutil.wait_procs(workers, timeout=max(0.1, BOUND_S - (time.monotonic() - began)))
+    for worker in alive:
+        worker.kill()
+    assert not alive, "a rank outlived gpudoctor"
+    return proc.returncode, out, err
+
+
+@pytest.mark.parametrize("how", ["SIGINT to the parent alone", "Ctrl-C to the process group"])
+def test_interrupt_ends_every_rank_with_one_line(how):
+    proc, workers = _start(group=how.endswith("group"))
+    if how.endswith("group"):
+        os.killpg(proc.pid, signal.SIGINT)
+    else:
+        proc.send_signal(signal.SIGINT)
+    code, out, err = _ended(proc, workers)
+    assert code == 130 and err == "gpudoctor: interrupted\n" and out == ""
+
+
+def test_sigterm_ends_quietly():
+    proc, workers = _start(group=False)
+    proc.send_signal(signal.SIGTERM)
+    code, out, err = _ended(proc, workers)
+    assert code == 143 and err == "" and out == ""
+
+
+def test_a_failing_rank_stops_the_others_with_one_line(tmp_path):
+    env = dict(_env(), PYTHONPATH=os.pathsep.join((str(ROOT / "tests" / "faults"), str(ROOT))),
+               GPUDOCTOR_TEST_FAIL_RANK="1")
+    done = subprocess.run([sys.executable, "-m", "gpudoctor", *LONG], capture_output=True, text=True, cwd=ROOT,
+                          env=env, timeout=120)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        "gpudoctor: bench nccl failed: a benchmark worker failed: rank 1: RuntimeError: injected fault"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["-b", "0"], "-b/--min-bytes must be at least 4 bytes"),
+    (["-b", "2"], "-b/--min-bytes must be at least 4 bytes"),
+    (["-b", "1M", "-e", "1K"], "-e/--max-bytes (1024) is smaller than -b/--min-bytes (1048576)"),
+    (["-e", "999999999G"], "needs"),
+])
+def test_impossible_sizes_are_usage_errors_before_any_rank(args, message):
+    proc = subprocess.Popen([sys.executable, "-m", "gpudoctor", "bench", "nccl", "--nprocs", "2", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=_env())
+    spawned = set()
+    while proc.poll() is None:
+        try:
+            spawned.update(p.pid for p in psutil.Process(proc.pid).children() if "spawn_main" in " ".join(p.cmdline()))
+        except psutil.Error:
+            pass
+        time.sleep(0.05)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and not spawned
+    assert err.startswith("gpudoctor: error: ") and message in err and len(err.splitlines()) == 1, err
+
+
+def _on_a_terminal(*args):
+    """Run with standard error on a pseudo-terminal; (exit code, stdout, what the terminal showed)."""
+    primary, secondary = pty.openpty()
+    env = dict(_env(), COLUMNS="100", TERM="xterm")
+    env.pop("NO_COLOR", None)
+    proc = subprocess.Popen([sys.executable, "-m", "gpudoctor", *args], stdout=subprocess.PIPE, stderr=secondary,
+                            cwd=ROOT, env=env)
+    os.close(secondary)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(primary, 65536)
+        except OSError:  # the terminal closed: the command ended
+            break
+        if not chunk:
+            break
+        shown += chunk
+    out = proc.stdout.read().decode()
+    proc.wait(timeout=120)
+    os.close(primary)
+    return proc.returncode, out, shown.decode(errors="replace")
+
+
+def test_train_shows_a_progress_bar_on_a_terminal_only():
+    small = ["bench", "train", "--steps", "3", "--warmup", "1", "--layers", "1", "--hidden", "32", "--heads", "2",
+             "--seq-len", "16"]
+    code, out, shown = _on_a_terminal(*small)
+    assert code == 0 and "train step" in out
+    assert "train step" in shown and "━" in shown and "/4" in shown  # rich's bar over the 4 steps
+    code, out, shown = _on_a_terminal(*small, "--format", "json")
+    assert code == 0 and shown == "" and out.startswith("{")
+    piped = subprocess.run([sys.executable, "-m", "gpudoctor", *small], capture_output=True, text=True, cwd=ROOT,
+                           env=_env(), timeout=120)
+    assert piped.returncode == 0 and piped.stderr == ""
+
+
+def test_nccl_shows_one_progress_bar_on_a_terminal():
+    code, out, shown = _on_a_terminal("bench", "nccl", "-b", "1K", "-e", "4K", "-n", "2", "-w", "0", "--nprocs", "2")
+    assert code == 0 and "#wrong" in out
+    assert "all_reduce" in shown and "━" in shown and "/3" in shown and "Traceback" not in shown
