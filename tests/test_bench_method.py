@@ -216,6 +216,24 @@ def test_mfu_uses_the_mig_slice_share_of_the_peak():
     assert train.mig_share("NVIDIA A30 MIG 2g.12gb") == pytest.approx(2 / 4)
 
 
+def test_the_mig_share_comes_from_nvml_by_uuid_when_it_answers(monkeypatch):
+    import gpudoctor.probes.nvml
+
+    uuid = "MIG-5c1e3a2b-0f7d-5b6e-9a8c-1d2e3f405162"
+    gpus = [{"index": 0, "uuid": "GPU-aaaa", "mig_enabled": True,
+             "mig_devices": [{"uuid": uuid, "sm_count": 42, "sm_share": 0.4286}]}]
+    _gpu(monkeypatch, "NVIDIA H100 80GB HBM3 MIG 3g.40gb", (9, 0))
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: SimpleNamespace(uuid=uuid[4:]))
+    monkeypatch.setattr(gpudoctor.probes.nvml, "probe_nvml", lambda ctx: {"nvml": {"gpus": gpus}})
+    assert train.slice_share(torch, torch.device("cuda", 0)) == 0.4286
+    monkeypatch.setattr(gpudoctor.probes.nvml, "probe_nvml", lambda ctx: {"nvml": {"gpus": []}})
+    assert train.slice_share(torch, torch.device("cuda", 0)) == pytest.approx(3 / 7)  # from the name
+    from gpudoctor.knowledge import gpu_spec
+
+    full = gpu_spec("NVIDIA H100 80GB HBM3")["bf16_dense_tflops"]
+    assert train._peak_tflops(torch, torch.device("cuda", 0)) == pytest.approx(full * 3 / 7)
+
+
 def test_no_test_hook_is_left_in_the_benchmarks():
     """Faults are injected from the test side (tests/faults/sitecustomize.py): production reads no test variable."""
     for module in (nccl, train, launch):

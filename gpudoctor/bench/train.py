@@ -151,17 +151,36 @@ def mig_share(name: str) -> float:
     return min(1.0, int(match.group(1)) / slices)
 
 
+def slice_share(torch, device) -> float:
+    """This CUDA device's share of its GPU's compute: NVML's MIG facts for the device with its UUID (compute
+    slices of the GPU), else the profile in torch's device name (`mig_share`); 1 for a whole GPU."""
+    name = torch.cuda.get_device_name(device)
+    if " MIG " not in f" {name} ":
+        return 1.0
+    try:
+        from gpudoctor.checks.devices import device_by_uuid
+        from gpudoctor.probes import ProbeContext
+        from gpudoctor.probes.nvml import probe_nvml
+
+        gpus = probe_nvml(ProbeContext(timeout=10.0))["nvml"].get("gpus") or []
+        found = device_by_uuid(gpus, str(getattr(torch.cuda.get_device_properties(device), "uuid", "")))
+        if found and found.get("mig") and found.get("sm_share"):
+            return float(found["sm_share"])
+    except Exception:  # noqa: BLE001 - no NVML here: the name still tells the profile
+        pass
+    return mig_share(name)
+
+
 def _peak_tflops(torch, device) -> Optional[float]:
     """The dense BF16 peak of the device this rank runs on: the GPU's, times its MIG slice's share."""
     if device.type != "cuda":
         return None
     from gpudoctor.knowledge import gpu_spec
 
-    name = torch.cuda.get_device_name(device)
-    spec = gpu_spec(name)
+    spec = gpu_spec(torch.cuda.get_device_name(device))
     if not spec or not spec.get("bf16_dense_tflops"):
         return None
-    return float(spec["bf16_dense_tflops"]) * mig_share(name)
+    return float(spec["bf16_dense_tflops"]) * slice_share(torch, device)
 
 
 def _error_kind(torch, exc: BaseException) -> str:
