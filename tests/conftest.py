@@ -1,3 +1,4 @@
+import os
 import sys
 from pathlib import Path
 
@@ -5,7 +6,30 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
+CORPUS = SHARED / "corpus"
 FIXTURES = ROOT / "fixtures"
+
+
+def required_or_skip(variable: str, reason: str):
+    """Skip with `reason`, unless the project's CI set `variable` to 1 (.ci/run does): then the test fails.
+
+    The project's own variables, not the generic `CI` that every hosted CI sets for anyone's fork: a clone
+    without what the test needs skips it, our CI can never skip it silently."""
+    if os.environ.get(variable) == "1":
+        pytest.fail(f"{variable}=1 requires this test to run: {reason}")
+    pytest.skip(reason)
+
+
+def need_corpus(path: Path = CORPUS) -> Path:
+    """The corpus of real reports read in place from ../shared/corpus (never copied into the repository)."""
+    if not path.exists():
+        required_or_skip("GPUDOCTOR_REQUIRE_CORPUS", f"{path} is not beside the checkout")
+    return path
+
+
+@pytest.fixture
+def corpus() -> Path:
+    return need_corpus()
 
 
 @pytest.fixture

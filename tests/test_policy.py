@@ -374,31 +374,6 @@ def test_docs_policy_examples_load(tmp_path):
         assert load_policy(str(write_policy(tmp_path, block, f"doc{number}.toml")))
 
 
-def test_readme_site_policy_example_is_real_output(tmp_path):
-    import os
-    import shutil
-    import subprocess
-
-    from conftest import gpudoctor_cmd
-
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    command = "gpudoctor check --snapshot node.json --policy site.toml --select SITE"
-    block = readme.split(f"$ {command}\n", 1)[1].split("```", 1)[0]
-    shutil.copy(SITE, tmp_path / "site.toml")
-    shutil.copy(K8S, tmp_path / "node.json")
-    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="110")
-    done = subprocess.run(gpudoctor_cmd() + command.split()[1:] + ["--no-color"], capture_output=True, text=True,
-                          cwd=tmp_path, env=env, timeout=60)
-    assert done.returncode == 1, done.stderr
-
-    def normal(text):
-        return re.sub(r"\d+\.\d s\n", "T s\n", text).rstrip()
-
-    assert normal(block) == normal(done.stdout)
-    (snippet,) = re.findall(r"```toml\n(.*?)```", readme.split("## Site policies", 1)[1].split("\n## ", 1)[0], re.S)
-    assert [rule.id for rule in load_policy(str(write_policy(tmp_path, snippet)))] == ["SITE001", "SITE004"]
-
-
 def test_fix_hint_names_the_policy(run_cli):
     """The report's `gpudoctor fix` hint must find the policy's safe fixes too."""
     code, out, _ = run_cli("check", "--snapshot", ROOT / "fixtures/machines/k8s-pod-a100x8.json", "--policy",

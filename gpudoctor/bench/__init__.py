@@ -22,5 +22,5 @@ def require_torch():
         import torch.distributed  # noqa: F401
     except Exception as exc:  # noqa: BLE001 - a broken torch is as unusable as a missing one
         raise BenchError(f"the benchmarks need torch ({type(exc).__name__}: {exc}); "
-                         "install it with: pip install 'gpudoctor[bench]'") from None
+                         "install torch into gpudoctor's environment (pip install torch)") from None
     return torch
