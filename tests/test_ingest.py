@@ -382,6 +382,11 @@ FIXTURE_EXPECTED: Dict[str, Dict[str, Any]] = {
         "kind": "collect_env", "torch.version": "1.5.0", "torch.cuda": "10.2", "nvcc.version": "10.1",
         "torch.cudnn": "7.6.5", "nvml.driver_version": "440.64",
         "nvml.gpus": [{"index": 0, "name": "GeForce RTX 2080 Ti"}], "torch.python_version": "3.8"},
+    "collect_env_rtx3090_driver470_cu121.txt": {  # 2.3: pip wheel whose nvidia-* requirements carry NCCL
+        "kind": "collect_env", "torch.version": "2.3.1+cu121", "torch.cuda": "12.1", "torch.cuda_available": False,
+        "nvcc.version": "11.4", "torch.nccl": "2.20.5", "nvml.driver_version": "470.256.02",
+        "nvml.gpus": [{"index": i, "name": "NVIDIA GeForce RTX 3090"} for i in range(2)],
+        "host.os": "Ubuntu 20.04.6 LTS (x86_64)", "host.arch": "x86_64"},
     "collect_env_torch25_cpu_section_8xH100.txt": {  # 2.x: CPU section, XPU/allocator lines, pip nccl + deepspeed
         "kind": "collect_env", "torch.version": "2.5.1+cu124", "torch.cuda": "12.4", "torch.hip": None,
         "torch.cuda_available": True, "torch.python_version": "3.11.10", "nvcc.version": "12.6",
