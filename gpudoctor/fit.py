@@ -13,13 +13,17 @@ _MEMORY = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(GB|GiB|G)\s*$", re.IGNORECAS
 
 
 def named_gpu(name: str) -> dict:
-    """`--gpu`: a GPU name looked up in rules/gpus.toml, or a memory size (`24GB`)."""
-    from gpudoctor.knowledge import gpu_spec
+    """`--gpu`: a GPU as people write it ("A100 40GB", "4090") looked up in rules/gpus.toml, or a memory size."""
+    from gpudoctor.knowledge import AmbiguousGpu, gpu_by_user_name
 
     size = _MEMORY.match(name)
     if size:
         return {"name": name.strip(), "memory_total_bytes": int(float(size.group(1)) * GiB)}
-    spec = gpu_spec(name)
+    try:
+        spec = gpu_by_user_name(name)
+    except AmbiguousGpu as exc:
+        raise InputError(f"--gpu {name!r} fits GPUs of different memory ({exc}); add the memory or the form "
+                         f"factor, e.g. --gpu \"{name.strip()} 80GB\"") from None
     if spec is None or not spec.get("memory_gib"):
         why = "its memory is not in rules/gpus.toml" if spec else "not in rules/gpus.toml"
         raise InputError(f"--gpu {name!r}: {why}; give the memory instead, e.g. --gpu 24GB")
@@ -69,5 +73,6 @@ def fit(model: str, training: Mapping[str, Any], ds_config: Optional[str] = None
         local = len(gpus)
     est = from_facts(Facts(facts), local)
     assert est is not None
-    est.assumptions["gpus_from"] = "--gpu" if gpu else ("NVML (this machine)" if gpus else "none: no GPU found")
+    est.assumptions["gpus_from"] = (f"--gpu \"{gpu}\" is {gpus[0]['name']}" if gpu else
+                                    "NVML (this machine)" if gpus else "none: no GPU found")
     return est, [(str(g.get("name") or "GPU"), gpu_memory_bytes(g)) for g in gpus]

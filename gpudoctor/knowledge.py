@@ -89,6 +89,42 @@ def gpu_spec(name: str) -> Optional[dict]:
     return best
 
 
+_NOISE = {"nvidia", "geforce", "tesla", "quadro", "gpu", "generation", "hbm3", "hbm3e", "gb", "per"}
+
+
+def _name_tokens(text: str) -> set:
+    """`A100-SXM4-80GB` → {a100, sxm, 80gb}: model words, form factor without its generation, memory in GB."""
+    text = re.sub(r"(\d+)\s*(?:gb|gib|g)\b", r" \1gb ", (text or "").lower())
+    text = re.sub(r"sxm\d", "sxm", text)
+    text = re.sub(r"\b([a-z]{3,})(\d)", r"\1 \2", text)  # rtx4090 → rtx 4090; a100, gb200 stay whole
+    return set(re.findall(r"[a-z]*\d+[a-z]*|[a-z]+", text)) - _NOISE
+
+
+class AmbiguousGpu(ValueError):
+    """A GPU name that fits several table entries of different memory."""
+
+
+def gpu_by_user_name(name: str) -> Optional[dict]:
+    """The gpus.toml entry a person means by `name` ("A100 40GB", "a100-80g", "H100 SXM", "4090", or NVML's
+    name): the entry whose words include every word of `name` with the fewest others (the table's order breaks
+    ties). Raises AmbiguousGpu when the closest entries differ in memory ("A100": 40 or 80 GB)."""
+    wanted = _name_tokens(name)
+    if not wanted:
+        return None
+    scored = []
+    for entry in table("gpus").get("gpu", []):
+        have = set().union(*(_name_tokens(text) for text in [entry["name"], *entry.get("match", [])]))
+        if wanted <= have:
+            scored.append((len(have - wanted), entry))
+    if not scored:
+        return None
+    fewest = min(extra for extra, _ in scored)
+    closest = [entry for extra, entry in scored if extra == fewest]
+    if len({entry.get("memory_gib") for entry in closest}) > 1:
+        raise AmbiguousGpu(", ".join(entry["name"] for entry in closest))
+    return closest[0]
+
+
 def arch_spec(cc: str) -> Optional[dict]:
     """The gpus.toml [[arch]] row for a compute capability."""
     for entry in table("gpus").get("arch", []):

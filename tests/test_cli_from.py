@@ -200,6 +200,7 @@ def test_a_hinted_fact_is_shown_with_its_evidence(run_cli):
     report = FIXTURES / "reports" / "collect_env_driver_warning_11040.txt"
     code, out, _ = run_cli("check", "--from", report, "--select", "GD101")
     assert code == 1 and "✗ GD101" in out
+    out = " ".join(out.split())  # wrapped to the terminal's width
     assert "inferred: nvml.cuda_driver_version = 11.4 (inferred from torch's warning: found version 11040" in out
     code, out, _ = run_cli("check", "--from", report, "--select", "GD101", "--format", "json")
     assert "11040" in json.loads(out)["evidence"]["nvml.cuda_driver_version"]

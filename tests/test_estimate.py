@@ -279,6 +279,7 @@ def test_estimate_with_a_deepspeed_config_and_plain_output(run_cli):
     code, out, _ = run_cli("estimate", "--model", LLAMA7B, "--ds-config", ZERO3_OFFLOAD, "--world-size", "8",
                            "--gpu", "H100 80GB", "--format", "plain")
     assert code == 0 and "\x1b[" not in out
+    out = " ".join(out.split())  # wrapped to the terminal's width
     assert "6,738,415,616 parameters" in out and "zero_stage=3 (DeepSpeed config" in out
     assert "micro_batch=2 (DeepSpeed config" in out and "world_size=8 (flag)" in out
     assert "NVIDIA H100 SXM5 (80.0 GiB): fits" in out

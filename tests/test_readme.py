@@ -17,7 +17,7 @@ from gpudoctor.catalog import load_catalog
 
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 EXAMPLE = re.compile(r"^(<!-- numbers vary -->\n)?```[a-z]*\n\$ (gpudoctor [^\n]*)\n(.*?)^```", re.M | re.S)
-EXAMPLE_WIDTH = "110"
+EXAMPLE_WIDTH = "80"
 
 
 def _examples():

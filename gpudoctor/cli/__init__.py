@@ -13,6 +13,7 @@ from gpudoctor.cli import check as check_cmd
 from gpudoctor.cli import estimate as estimate_cmd
 from gpudoctor.cli import fix as fix_cmd
 from gpudoctor.cli import fleet as fleet_cmd
+from gpudoctor.cli import helptext
 from gpudoctor.cli import lint as lint_cmd
 from gpudoctor.cli import rules as rules_cmd
 from gpudoctor.cli import snapshot as snapshot_cmd
@@ -37,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for command in COMMANDS:
         command.add_parser(subparsers)
+    helptext.finish(parser)
     return parser
 
 

@@ -26,7 +26,8 @@ def add_parser(subparsers) -> None:
 
     nccl = kinds.add_parser("nccl", help="collective bandwidth sweep (nccl-tests columns); gloo on CPU")
     nccl.add_argument("--op", default="all_reduce",
-                      choices=("all_reduce", "all_gather", "reduce_scatter", "broadcast", "alltoall"))
+                      choices=("all_reduce", "all_gather", "reduce_scatter", "broadcast", "alltoall"), metavar="OP",
+                      help="the collective to time: all_reduce, all_gather, reduce_scatter, broadcast, alltoall")
     nccl.add_argument("-b", "--min-bytes", default="8", metavar="SIZE", help="smallest size (8, 64K, 1M; default 8)")
     nccl.add_argument("-e", "--max-bytes", default=None, metavar="SIZE",
                       help="largest size, doubling from -b (default 128M on GPUs, 1M on CPU)")
@@ -34,32 +35,34 @@ def add_parser(subparsers) -> None:
     nccl.add_argument("-w", "--warmup", type=int, default=5, help="untimed calls per size first (default 5)")
     nccl.add_argument("--nprocs", type=int, default=None,
                       help="local ranks to spawn (default: one per GPU, 2 on CPU); ignored under torchrun/srun")
-    nccl.add_argument("--backend", default="auto", choices=("auto", "nccl", "gloo"))
+    nccl.add_argument("--backend", default="auto", choices=("auto", "nccl", "gloo"),
+                      help="auto: NCCL on GPUs, gloo on CPU")
     nccl.add_argument("--min-busbw", type=float, default=None, metavar="GB/s",
                       help="GD702: fail when the average busbw over the large sizes is below this")
     _output_options(nccl)
     nccl.set_defaults(run=run_nccl)
 
     train = kinds.add_parser("train", help="training-step microbenchmark: tokens/s, TFLOP/s, MFU, peak memory")
-    train.add_argument("--layers", type=int, default=2)
-    train.add_argument("--hidden", type=int, default=128)
-    train.add_argument("--heads", type=int, default=4)
-    train.add_argument("--seq-len", type=int, default=128)
-    train.add_argument("--micro-batch", type=int, default=4)
-    train.add_argument("--vocab", type=int, default=1024)
+    train.add_argument("--layers", type=int, default=2, help="transformer blocks of the GPT")
+    train.add_argument("--hidden", type=int, default=128, help="hidden size")
+    train.add_argument("--heads", type=int, default=4, help="attention heads (must divide --hidden)")
+    train.add_argument("--seq-len", type=int, default=128, help="tokens per sequence")
+    train.add_argument("--micro-batch", type=int, default=4, help="sequences per step")
+    train.add_argument("--vocab", type=int, default=1024, help="vocabulary size")
     train.add_argument("--steps", type=int, default=10, help="timed steps (default 10)")
     train.add_argument("--warmup", type=int, default=2, help="untimed steps first (default 2)")
     train.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "fp16"),
                        help="fp32, or bf16/fp16 autocast (fp16 with a GradScaler; GPU only)")
-    train.add_argument("--lr", type=float, default=1e-3)
-    train.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    train.add_argument("--lr", type=float, default=1e-3, help="AdamW learning rate")
+    train.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
+                       help="auto: the first GPU, else the CPU")
     _output_options(train)
     train.set_defaults(run=run_train)
 
 
 def _output_options(parser) -> None:
-    parser.add_argument("--format", choices=("plain", "json"), default="plain")
-    parser.add_argument("--output", "-o", metavar="FILE", help="write the output to FILE")
+    parser.add_argument("--format", choices=("plain", "json"), default="plain", help="output format")
+    parser.add_argument("--output", "-o", metavar="FILE", help="write the output to FILE (- or none: stdout)")
 
 
 def _missing(parser) -> int:

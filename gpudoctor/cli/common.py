@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from gpudoctor.catalog import load_catalog, select_rules, unmatched_code
 from gpudoctor.errors import InputError
 from gpudoctor.model import exit_code
-from gpudoctor.render import FORMATS
+from gpudoctor.render import FORMATS, terminal
 
 
 class UsageError(InputError):
@@ -19,8 +19,7 @@ class UsageError(InputError):
 
 def add_output_options(parser: argparse.ArgumentParser, formats=FORMATS) -> None:
     parser.add_argument("--format", choices=formats, help="output format (default: rich on a terminal, else plain)")
-    parser.add_argument("--output", "-o", metavar="FILE", help="write the output to FILE")
-    parser.add_argument("--no-color", action="store_true", help="no colour even on a terminal")
+    parser.add_argument("--output", "-o", metavar="FILE", help="write the output to FILE (- or none: stdout)")
     parser.add_argument("--quiet", "-q", action="store_true", help="findings and summary only")
 
 
@@ -60,18 +59,23 @@ def selected_rules(args: argparse.Namespace, host: bool = True) -> list:
     return rules
 
 
+def to_file(args: argparse.Namespace) -> bool:
+    """`--output FILE` names a file; `-` (and no --output) is standard output."""
+    return bool(getattr(args, "output", None)) and args.output != "-"
+
+
 def output_format(args: argparse.Namespace) -> str:
+    """The format asked for; `rich` is colour, so it turns `plain` with --no-color, NO_COLOR or into a file."""
     if args.format:
-        return "plain" if args.format == "rich" and (args.no_color or args.output) else args.format
-    if args.output or args.no_color or not sys.stdout.isatty():
-        return "plain"
-    return "rich"
+        refused = terminal.color_refused(args.no_color) or to_file(args)
+        return "plain" if args.format == "rich" and refused else args.format
+    return "rich" if not to_file(args) and terminal.color(sys.stdout, args.no_color) else "plain"
 
 
 @contextmanager
 def output_stream(args: argparse.Namespace):
-    """stdout, or a buffer written to --output at the end (atomically)."""
-    if not args.output:
+    """stdout (also for `--output -`), or a buffer written to --output FILE at the end (atomically)."""
+    if not to_file(args):
         yield sys.stdout
         return
     from gpudoctor.files import write_atomic

@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from gpudoctor.cli.common import output_format
 from gpudoctor.cli.options import add_training_options, model_option, training_flags
 
 
@@ -14,8 +15,9 @@ def add_parser(subparsers) -> None:
     add_training_options(parser, required=True)
     parser.add_argument("--ds-config", metavar="FILE", help="take precision, ZeRO stage, offload and micro batch "
                                                             "from this DeepSpeed config")
-    parser.add_argument("--gpu", metavar="NAME", help='compare with this GPU ("H100 80GB", "RTX 4090", or a size '
-                                                      'such as 24GB); default: this machine\'s GPUs')
+    parser.add_argument("--gpu", metavar="NAME", help='compare with this GPU ("A100 40GB", "a100-80g", "H100 SXM", '
+                                                      '"4090", or a size such as 24GB) (default: this machine\'s '
+                                                      'GPUs)')
     parser.add_argument("--format", choices=("rich", "plain", "json"),
                         help="output format (default: rich on a terminal, else plain)")
     parser.set_defaults(run=run)
@@ -26,12 +28,12 @@ def run(args: argparse.Namespace) -> int:
     from gpudoctor.render.estimate import render_plain, render_rich
 
     est, gpus = fit(model_option(args), training_flags(args), args.ds_config, args.gpu)
-    fmt = args.format or ("rich" if sys.stdout.isatty() else "plain")
+    fmt = output_format(args)
     if fmt == "json":
         json.dump(est.to_json(gpus), sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write("\n")
     elif fmt == "rich":
-        render_rich(est, gpus)
+        render_rich(est, gpus, sys.stdout)
     else:
         render_plain(est, gpus, sys.stdout)
     return 0

@@ -79,9 +79,19 @@ def run(args: argparse.Namespace) -> int:
         _note(f"conflict: {clash}")
     if plan.left and not args.quiet:
         _note(f"left for you ({len(plan.left)}):")
-        for item in plan.left:
-            print(f"  {item.line()}", file=sys.stderr)
+        _print_left(plan.left)
     return 1 if conflicts else 0
+
+
+def _print_left(left) -> None:
+    """What gpudoctor does not apply, wrapped to the terminal; each command whole on its own line(s)."""
+    from gpudoctor.render.terminal import command_line, width, wrap
+
+    line_width = width(sys.stderr)
+    for item in left:
+        lines = wrap(item.head(), line_width, "  ", "    ")
+        lines += [command_line(command, line_width, "      $ ") for command in item.commands]
+        print("\n".join(lines), file=sys.stderr)
 
 
 def _write_env(args: argparse.Namespace, plan) -> int:

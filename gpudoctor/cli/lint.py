@@ -15,7 +15,9 @@ from gpudoctor.render import render_report
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("lint", help="check job files (env, sbatch, k8s, Dockerfile, scripts) only")
-    parser.add_argument("files", nargs="+", metavar="PATH", help="files, or folders to lint recursively")
+    parser.add_argument("files", nargs="+", metavar="PATH",
+                        help="job files (env, shell/sbatch, K8s, Dockerfile, DeepSpeed config, .py), or folders to "
+                             "lint recursively")
     add_selection_options(parser)
     add_output_options(parser)
     parser.set_defaults(run=run)

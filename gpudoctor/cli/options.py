@@ -7,7 +7,7 @@ import sys
 from typing import Any, Dict, Optional
 
 from gpudoctor.cli.common import UsageError
-from gpudoctor.estimate import ATTENTIONS, OPTIMIZERS, PRECISIONS
+from gpudoctor.estimate import ATTENTIONS, DEFAULTS, OPTIMIZERS, PRECISIONS
 from gpudoctor.gather import Request
 
 TRAINING_FLAGS = ("micro_batch", "seq_len", "precision", "optimizer", "zero_stage", "offload", "world_size",
@@ -51,20 +51,26 @@ def add_training_options(parser: argparse.ArgumentParser, required: bool = False
     parser.add_argument("--model", required=required, metavar="SIZE_OR_CONFIG",
                         help="model size (0.5B, 7e9, 1.3b) or a Hugging Face config.json, for the memory estimate "
                              "(GD501, GD504)")
-    group = parser.add_argument_group("training settings for the memory estimate (default: the DeepSpeed config, "
-                                      "else bf16 AdamW, micro batch 1, sequence 2048)")
-    group.add_argument("--micro-batch", type=_positive, metavar="N", help="micro batch per GPU")
-    group.add_argument("--seq-len", type=_positive, metavar="N", help="sequence length in tokens")
-    group.add_argument("--precision", choices=PRECISIONS, help="fp32, or bf16/fp16 mixed precision")
-    group.add_argument("--optimizer", choices=OPTIMIZERS)
-    group.add_argument("--zero-stage", type=int, choices=(0, 1, 2, 3), help="DeepSpeed ZeRO stage")
+    group = parser.add_argument_group("memory estimate", "training settings; default: from --ds-config, else the "
+                                      "defaults below")
+    group.add_argument("--micro-batch", type=_positive, metavar="N",
+                       help=f"micro batch per GPU (default: {DEFAULTS['micro_batch']})")
+    group.add_argument("--seq-len", type=_positive, metavar="N",
+                       help=f"sequence length in tokens (default: {DEFAULTS['seq_len']})")
+    group.add_argument("--precision", choices=PRECISIONS,
+                       help=f"fp32, or bf16/fp16 mixed precision (default: {DEFAULTS['precision']})")
+    group.add_argument("--optimizer", choices=OPTIMIZERS,
+                       help=f"whose states are counted (default: {DEFAULTS['optimizer']})")
+    group.add_argument("--zero-stage", type=int, choices=(0, 1, 2, 3), help="DeepSpeed ZeRO stage (default: 0)")
     group.add_argument("--offload", choices=("none", "optimizer", "all"),
-                       help="ZeRO CPU offload: the optimizer, or (ZeRO-3) the optimizer and the parameters")
+                       help="ZeRO CPU offload: the optimizer, or (ZeRO-3) the optimizer and the parameters "
+                            "(default: none)")
     group.add_argument("--world-size", type=_positive, metavar="N", help="data-parallel ranks (default: the GPUs)")
     group.add_argument("--grad-checkpointing", action="store_true", default=None,
-                       help="activation (gradient) checkpointing is on")
+                       help="activation (gradient) checkpointing is on (default: off)")
     group.add_argument("--attention", choices=ATTENTIONS,
-                       help="flash (FlashAttention/SDPA, default) or eager (stores the a·s² scores)")
+                       help="flash (FlashAttention/SDPA) or eager (stores the a·s² scores) "
+                            f"(default: {DEFAULTS['attention']})")
 
 
 def training_flags(args: argparse.Namespace) -> Dict[str, Any]:

@@ -8,16 +8,18 @@ import sys
 
 from gpudoctor.catalog import find_rule, load_catalog
 from gpudoctor.cli.common import UsageError, add_policy_option, policy_rules
+from gpudoctor.render import terminal
+from gpudoctor.render.terminal import say, screen, width, wrap
 
 
 def add_parser(subparsers) -> None:
     listing = subparsers.add_parser("rules", help="list the rules")
-    listing.add_argument("--format", choices=("plain", "json"), default="plain")
+    listing.add_argument("--format", choices=("plain", "json"), default="plain", help="output format")
     add_policy_option(listing)
     listing.set_defaults(run=run_rules)
     explain = subparsers.add_parser("explain", help="show one rule's documentation")
     explain.add_argument("rule", metavar="ID", help="rule ID, e.g. GD101")
-    explain.add_argument("--format", choices=("plain", "json"), default="plain")
+    explain.add_argument("--format", choices=("plain", "json"), default="plain", help="output format")
     add_policy_option(explain)
     explain.set_defaults(run=run_explain)
 
@@ -37,8 +39,16 @@ def run_rules(args: argparse.Namespace) -> int:
                   ensure_ascii=False)
         sys.stdout.write("\n")
         return 0
+    line_width = width(sys.stdout)
+    id_width = max(len(rule.id) for rule in rules)
+    name_width = max(len(rule.name) for rule in rules)
     for rule in rules:
-        print(f"{rule.id}  {rule.name:<34} {str(rule.severity):<8} {rule.summary}")
+        head = f"{rule.id:<{id_width}}  {rule.name:<{name_width}} {str(rule.severity):<8} "
+        if line_width - len(head) >= 40:
+            lines = wrap(rule.summary, line_width, head, " " * len(head))
+        else:  # the summary goes below the name
+            lines = [head.rstrip()] + wrap(rule.summary, line_width, " " * (id_width + 2), " " * (id_width + 2))
+        print("\n".join(lines))
     return 0
 
 
@@ -50,17 +60,19 @@ def run_explain(args: argparse.Namespace) -> int:
         json.dump(rule_json(rule, full=True), sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write("\n")
         return 0
-    from rich.console import Console  # only here: every other command starts without rich
-    from rich.markup import escape
+    from rich.text import Text  # only here: every other command starts without rich
 
-    console = Console(highlight=False, emoji=False)
-    console.print(f"[bold]{rule.id} {rule.name}[/] ({rule.severity}, {rule.family})")
-    console.print(escape(rule.summary))
-    for title, key in (("What it checks", "what"), ("Why it matters", "why"), ("How to fix", "fix")):
-        console.print(f"\n[bold]{title}[/]\n{escape(rule.docs.get(key, ''))}")
-    references = rule.docs.get("references", [])
-    if references:
-        console.print("\n[bold]References[/]")
-        for ref in references:
-            console.print(f"  {escape(ref)}")
+    with screen(sys.stdout, terminal.color(sys.stdout, args.no_color)) as console:
+        console.print(Text.assemble((f"{rule.id} {rule.name}", "bold"), f" ({rule.severity}, {rule.family})"))
+        say(console, rule.summary)
+        for title, key in (("What it checks", "what"), ("Why it matters", "why"), ("How to fix", "fix")):
+            console.print()
+            console.print(Text(title, style="bold"))
+            say(console, rule.docs.get(key, ""))
+        references = rule.docs.get("references", [])
+        if references:
+            console.print()
+            console.print(Text("References", style="bold"))
+            for ref in references:
+                say(console, ref, "  ", "  ")
     return 0

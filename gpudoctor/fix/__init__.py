@@ -11,7 +11,7 @@ import json
 import re
 import shlex
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from gpudoctor.model import Applicability, Location, Report
 
@@ -52,10 +52,11 @@ class Left:
     why: str
     text: str
     location: Optional[Location] = None
+    commands: Tuple[str, ...] = ()  # shown whole, one per line
 
-    def line(self) -> str:
+    def head(self) -> str:
         where = f" {self.location}" if self.location else ""
-        return f"{self.rule}{where} ({self.why}): {one_line(self.text, 160)}"
+        return f"{self.rule}{where} ({self.why}): {self.text}"
 
 
 @dataclass
@@ -79,12 +80,11 @@ def plan_fixes(report: Report, unsafe: bool = False) -> Plan:
         fix = finding.fix
         if fix is None:
             continue
-        summary = one_line(fix.summary, 300)
+        summary = " ".join(fix.summary.split())
         env = fix.env
         if not env:
-            text = summary + ("" if not fix.commands else "  $ " + " ; ".join(fix.commands))
-            plan.left.append(Left(finding.rule, f"{fix.applicability.value}, not an env change", text,
-                                  finding.location))
+            plan.left.append(Left(finding.rule, f"{fix.applicability.value}, not an env change", summary,
+                                  finding.location, tuple(fix.commands)))
             continue
         if fix.applicability == Applicability.DISPLAY_ONLY:
             plan.left.append(Left(finding.rule, "display-only", summary, finding.location))
@@ -93,7 +93,7 @@ def plan_fixes(report: Report, unsafe: bool = False) -> Plan:
             plan.left.append(Left(finding.rule, "unsafe: --unsafe applies it", summary, finding.location))
             continue
         if fix.commands:
-            plan.left.append(Left(finding.rule, "by hand", "$ " + " ; ".join(fix.commands), finding.location))
+            plan.left.append(Left(finding.rule, "by hand", "run", finding.location, tuple(fix.commands)))
         wanted = [(name, None) for name in env.unset if name not in env.set]
         wanted += [(name, str(value)) for name, value in env.set.items()]
         for name, value in wanted:

@@ -26,23 +26,26 @@ def _assumption_lines(est: Estimate) -> List[str]:
     parts.append(f"activation_checkpointing={a['activation_checkpointing']} "
                  f"({sources.get('checkpointing', 'default')})")
     parts.append(f"attention={a['attention']} ({sources.get('attention', 'default')})")
-    return ["assumptions: " + ", ".join(parts)] + [f"note: {note}" for note in a.get("notes", [])]
+    matched = [f"gpu: {a['gpus_from']}"] if a.get("gpus_from", "").startswith("--gpu") else []
+    return matched + ["assumptions: " + ", ".join(parts)] + [f"note: {note}" for note in a.get("notes", [])]
 
 
 def render_plain(est: Estimate, gpus, stream) -> None:
-    a = est.assumptions
-    stream.write(f"model {a['model']}: {est.params:,} parameters\n")
-    for name, value in est.breakdown().items():
-        shown = gib(value) if value is not None else "not estimated"
-        stream.write(f"  {name:<12} {shown:>14}   {DESCRIPTIONS[name]}\n")
-    stream.write(f"  {'total':<12} {gib(est.total):>14}   per GPU\n")
-    stream.write(f"  {'host RAM':<12} {gib(est.host_bytes):>14}   per node (DeepSpeed's estimator, × 1.5)\n")
-    if not gpus:
-        stream.write("GPUs: none found (give --gpu NAME)\n")
-    for row in est.gpu_rows(gpus):
-        stream.write(_gpu_line(row) + "\n")
-    for line in _assumption_lines(est):
-        stream.write(line + "\n")
+    from gpudoctor.render.terminal import width, wrap
+
+    line_width = width(stream)
+    lines = wrap(f"model {est.assumptions['model']}: {est.params:,} parameters", line_width, "", "  ")
+    terms = [(name, gib(value) if value is not None else "not estimated", DESCRIPTIONS[name])
+             for name, value in est.breakdown().items()]
+    terms += [("total", gib(est.total), "per GPU"),
+              ("host RAM", gib(est.host_bytes), "per node (DeepSpeed's estimator, × 1.5)")]
+    for name, shown, what in terms:
+        first = f"  {name:<12} {shown:>14}   "
+        lines += wrap(what, line_width, first, " " * len(first))
+    lines += [] if gpus else ["GPUs: none found (give --gpu NAME)"]
+    for text in [_gpu_line(row) for row in est.gpu_rows(gpus)] + _assumption_lines(est):
+        lines += wrap(text, line_width, "", "  ")
+    stream.write("\n".join(lines) + "\n")
 
 
 def _gpu_line(row: dict) -> str:
@@ -55,26 +58,28 @@ def _gpu_line(row: dict) -> str:
     return f"{row['name']} ({gib(row['memory_bytes'])}): {verdict}, {gib(row['headroom_bytes'])} free ({share:.0%})"
 
 
-def render_rich(est: Estimate, gpus) -> None:
-    from rich.console import Console
+def render_rich(est: Estimate, gpus, stream) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    console = Console(highlight=False, emoji=False)
-    table = Table(title=f"{escape(str(est.assumptions['model']))}: {est.params:,} parameters", title_justify="left")
-    table.add_column("term")
-    table.add_column("per GPU", justify="right")
-    table.add_column("what")
-    for name, value in est.breakdown().items():
-        table.add_row(name, gib(value) if value is not None else "not estimated", escape(DESCRIPTIONS[name]))
-    table.add_row("[bold]total[/]", f"[bold]{gib(est.total)}[/]", "per GPU")
-    table.add_row("host RAM", gib(est.host_bytes), "per node (DeepSpeed's estimator, × 1.5)")
-    console.print(table)
-    if not gpus:
-        console.print("GPUs: none found (give --gpu NAME)")
-    for row in est.gpu_rows(gpus):
-        colour = "green" if row["fits"] and row["headroom_bytes"] >= 0.1 * row["memory_bytes"] else (
-            "yellow" if row["fits"] else "red")
-        console.print(f"[{colour}]{escape(_gpu_line(row))}[/]")
-    for line in _assumption_lines(est):
-        console.print(escape(line), style="dim")
+    from gpudoctor.render.terminal import say, screen
+
+    with screen(stream, True) as console:
+        table = Table(title=f"{escape(str(est.assumptions['model']))}: {est.params:,} parameters",
+                      title_justify="left")
+        table.add_column("term", no_wrap=True)
+        table.add_column("per GPU", justify="right", no_wrap=True)
+        table.add_column("what")
+        for name, value in est.breakdown().items():
+            table.add_row(name, gib(value) if value is not None else "not estimated", escape(DESCRIPTIONS[name]))
+        table.add_row("[bold]total[/]", f"[bold]{gib(est.total)}[/]", "per GPU")
+        table.add_row("host RAM", gib(est.host_bytes), "per node (DeepSpeed's estimator, × 1.5)")
+        console.print(table, soft_wrap=False)
+        if not gpus:
+            console.print("GPUs: none found (give --gpu NAME)")
+        for row in est.gpu_rows(gpus):
+            colour = "green" if row["fits"] and row["headroom_bytes"] >= 0.1 * row["memory_bytes"] else (
+                "yellow" if row["fits"] else "red")
+            say(console, _gpu_line(row), rest="  ", style=colour)
+        for line in _assumption_lines(est):
+            say(console, line, rest="  ", style="dim")

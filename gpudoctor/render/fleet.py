@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import io
 import json
 from typing import IO, Optional
 
-from rich.markup import escape
 from rich.text import Text
 
 from gpudoctor import __version__
 from gpudoctor.model import Severity
 from gpudoctor.render.describe import plural
-from gpudoctor.render.text import MARKS, _console, render_finding
+from gpudoctor.render.terminal import say, screen, wrap
+from gpudoctor.render.text import MARKS, render_finding, stacked
 
 
 def render(fleet, fmt: str, stream: IO, quiet: bool = False, width: Optional[int] = None) -> None:
@@ -22,9 +21,8 @@ def render(fleet, fmt: str, stream: IO, quiet: bool = False, width: Optional[int
         json.dump(to_json(fleet), stream, indent=2, ensure_ascii=False)
         stream.write("\n")
         return
-    buffer = io.StringIO()
-    _render(fleet, _console(buffer, fmt == "rich", width), quiet)
-    stream.write("\n".join(line.rstrip() for line in buffer.getvalue().split("\n")))
+    with screen(stream, fmt == "rich", width) as console:
+        _render(fleet, console, quiet)
 
 
 def _counts(summary: dict) -> str:
@@ -46,10 +44,10 @@ def _node_findings(fleet, console) -> None:
         if own:
             sections.append((f"On {name}", own))
     for title, findings in sections:
-        console.print(f" [dim]{escape(title)}[/]")
-        width = min(28, max(len(f.name) for f in findings))
+        console.print(Text(f" {title}", style="dim"))
+        width = max(len(f.name) for f in findings)
         for finding in findings:
-            render_finding(console, finding, width)
+            render_finding(console, finding, width, below=stacked(findings, console.width, width))
         console.print()
 
 
@@ -58,26 +56,29 @@ def _render(fleet, console, quiet: bool) -> None:
         items = [f"gpudoctor {__version__}", f"fleet of {plural(len(fleet.nodes), 'node')}"]
         if fleet.seconds:
             items.append(f"{fleet.seconds:.1f} s")
-        console.print(escape(" · ".join(items)), style="bold")
+        say(console, " · ".join(items), rest="  ", style="bold")
         console.print()
     node_width = max((len(name) for name, _ in fleet.nodes), default=4)
     for name, report in fleet.nodes:
         worst = report.worst()
         mark, style = MARKS[worst] if worst and worst >= Severity.WARNING else ("✓", "bold green")
         fired = sorted({f.rule for f in report.findings})
-        line = Text.assemble((f" {mark} ", style), (name.ljust(node_width), "bold"), "  ", _counts(report.summary()))
-        if fired:
-            line.append("  " + " ".join(fired), style="dim")
-        console.print(line, overflow="fold")
+        head = Text.assemble((f" {mark} ", style), (name.ljust(node_width), "bold"), "  ")
+        rest = " " * len(head)
+        lines = wrap(_counts(report.summary()) + ("  " + " ".join(fired) if fired else ""), console.width,
+                     rest, rest)
+        console.print(head + Text(lines[0][len(rest):]))
+        for line in lines[1:]:
+            console.print(line, markup=False)
     console.print()
     if not quiet:
         _node_findings(fleet, console)
     findings = fleet.cross.findings
     if findings:
-        console.print(" [dim]Across nodes[/]")
-        name_width = min(28, max(len(f.name) for f in findings))
+        console.print(Text(" Across nodes", style="dim"))
+        name_width = max(len(f.name) for f in findings)
         for finding in findings:
-            render_finding(console, finding, name_width)
+            render_finding(console, finding, name_width, below=stacked(findings, console.width, name_width))
         console.print()
     summary = fleet.cross.summary()
     errors = sum(report.summary()["error"] for _, report in fleet.nodes) + summary["error"]
@@ -86,4 +87,5 @@ def _render(fleet, console, quiet: bool) -> None:
             f"{summary['passed']} passed · {summary['unknown']} unknown; "
             f"in all: {plural(errors, 'error')} · {plural(warnings, 'warning')}")
     style = "bold red" if errors else ("bold yellow" if warnings else "bold green")
-    console.print(f" {'✓ ' if not errors and not warnings else ''}{escape(line)}", style=style, overflow="fold")
+    mark = "✓ " if not errors and not warnings else ""
+    say(console, line, f" {mark}", " " * (1 + len(mark)), style=style)

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import io
 from typing import IO, Optional
 
 from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 from rich.text import Text
 
 from gpudoctor import __version__
 from gpudoctor.facts import Facts
 from gpudoctor.model import Applicability, Finding, Report, Severity
 from gpudoctor.render.describe import header_items, machine_line, plural, python_line, unknown_reasons
+from gpudoctor.render.terminal import command_line, say, screen, wrap
 
 MARKS = {Severity.ERROR: ("✗", "bold red"), Severity.WARNING: ("!", "bold yellow"), Severity.INFO: ("i", "bold blue")}
 FAMILY_TITLES = {
@@ -23,52 +21,68 @@ FAMILY_TITLES = {
 }
 
 
-def _console(stream: IO, color: bool, width: Optional[int]) -> Console:
-    if color and width is None:
-        width = Console().width
-    return Console(file=stream, no_color=not color, force_terminal=color, highlight=False, soft_wrap=False,
-                   width=width or 110, emoji=False)
-
-
-def _env_text(finding: Finding) -> Text:
+def _env_changes(finding: Finding) -> str:
     fix = finding.fix
     env = [f"{k}={v}" for k, v in fix.env.set.items()] + [f"unset {k}" for k in fix.env.unset]
-    text = Text()
-    if env:
-        tag = "safe: gpudoctor fix" if fix.applicability == Applicability.SAFE else fix.applicability.value
-        text.append("env  ", style="dim")
-        text.append(" · ".join(env), style="cyan")
-        text.append(f"  ({tag})", style="dim")
-    return text
+    if not env:
+        return ""
+    tag = "safe: gpudoctor fix" if fix.applicability == Applicability.SAFE else fix.applicability.value
+    return f"{' · '.join(env)}  ({tag})"
 
 
-def render_finding(console: Console, finding: Finding, name_width: int, id_width: int = 5) -> None:
-    """Mark, ID, name and message on a grid (wrapped inside the message column); commands unwrapped below."""
-    table = Table.grid(padding=(0, 1))
-    table.add_column(width=2, justify="right")
-    table.add_column(no_wrap=True, width=id_width)  # GD101: 5; site policy IDs may be longer
-    table.add_column(no_wrap=True, width=name_width, overflow="ellipsis")
-    table.add_column(ratio=1, overflow="fold")
+MESSAGE_MIN = 50  # narrower than this beside the name, the message goes below it
+
+
+def _print_wrapped(console: Console, text: str, first: Text, rest: str) -> None:
+    """`first` (styled), then `text` wrapped after it; the following lines start with `rest`."""
+    lines = wrap(text, console.width, " " * len(first), rest)
+    console.print(first + Text(lines[0][len(first):]))
+    for line in lines[1:]:
+        console.print(line, markup=False)
+
+
+def _grid_indent(name_width: int, id_width: int) -> int:
+    return len(" ✗ ") + id_width + 1 + name_width + 1
+
+
+def stacked(findings, line_width: int, name_width: int, id_width: int = 5) -> bool:
+    """Whether the messages go below the names: beside them they would be narrower than MESSAGE_MIN, or a word
+    (a path, a URL) or a fix's command would not fit on its line."""
+    room = line_width - _grid_indent(name_width, id_width)
+    commands = [command for finding in findings if finding.fix for command in finding.fix.commands]
+    texts = [f"{f.location} {f.message} {f.fix.summary if f.fix else ''}" for f in findings]
+    longest = max((len(word) for text in texts for word in text.split()), default=0)
+    return room < MESSAGE_MIN or longest > room - 5 or any(7 + len(command) > room for command in commands)
+
+
+def render_finding(console: Console, finding: Finding, name_width: int, id_width: int = 5,
+                   below: bool = False) -> None:
+    """Mark, ID and name, then the message, the fix and its commands: beside the name, or `below` it. Nothing is
+    cut: lines break at spaces, and a command stays whole on its line."""
     mark, style = MARKS[finding.severity]
-    message = Text()
-    if finding.location:
-        message.append(f"{finding.location} ", style="underline")
-    message.append(finding.message)
-    table.add_row(Text(mark, style=style), Text(finding.rule, style="bold"), Text(finding.name, style="dim"), message)
-    if finding.fix:
-        table.add_row("", "", "", Text.assemble(("fix  ", "bold"), finding.fix.summary))
-        if finding.fix.env:
-            table.add_row("", "", "", _env_text(finding))
-    console.print(table)
-    indent = " " * (2 + 1 + id_width + 1 + name_width + 1)
-    for command in finding.fix.commands if finding.fix else ():
-        console.print(Text.assemble(indent, ("     $ ", "dim"), (command, "cyan")), soft_wrap=True)
+    head = Text.assemble((f" {mark} ", style), (finding.rule.ljust(id_width), "bold"), " ")
+    if below:
+        console.print(head + Text(finding.name, style="dim"))
+        indent = " " * 5
+        head = Text(indent)
+    else:
+        indent = " " * _grid_indent(name_width, id_width)
+        head.append(finding.name.ljust(name_width + 1), style="dim")
+    message = f"{finding.location} {finding.message}" if finding.location else finding.message
+    _print_wrapped(console, message, head, indent)
+    if not finding.fix:
+        return
+    for label, style, text in (("fix", "bold", finding.fix.summary), ("env", "dim", _env_changes(finding))):
+        if text:
+            _print_wrapped(console, text, Text.assemble(indent, (label, style), "  "), indent + " " * 5)
+    for command in finding.fix.commands:
+        line = command_line(command, console.width, indent + " " * 5 + "$ ")
+        console.print(Text.assemble((line[:-len(command)], "dim"), (command, "cyan")))
 
 
 def render(report: Report, stream: IO, color: bool = False, quiet: bool = False, width: Optional[int] = None) -> None:
-    buffer = io.StringIO()
-    _render(report, _console(buffer, color, width), quiet)
-    stream.write("\n".join(line.rstrip() for line in buffer.getvalue().split("\n")))
+    with screen(stream, color, width) as console:
+        _render(report, console, quiet)
 
 
 def inferred_facts(report: Report) -> list:
@@ -87,33 +101,35 @@ def _render(report: Report, console: Console, quiet: bool) -> None:
         items = [f"gpudoctor {__version__}", *header_items(facts)]
         if report.seconds:
             items.append(f"{report.seconds:.1f} s")
-        console.print(escape(" · ".join(items)), style="bold")
+        say(console, " · ".join(items), rest="  ", style="bold")
         kind = report.source.get("kind")
         if kind in ("report", "snapshot"):
             paths = ", ".join(report.source.get("paths", []))
             what = "pasted report" if kind == "report" else "recorded snapshot"
-            console.print(f"[dim]source: {what} {escape(paths)}[/]")
+            say(console, f"source: {what} {paths}", rest="  ", style="dim")
             missing = report.source.get("missing")
             if missing:
-                console.print(f"[dim]not in the report: {escape(', '.join(missing))}[/]")
+                say(console, f"not in the report: {', '.join(missing)}", rest="  ", style="dim")
             for path, why in inferred_facts(report):
-                console.print(f"[dim]inferred: {escape(path)} = {escape(str(facts.get(path, '?')))} {escape(why)}[/]",
-                              overflow="fold")
+                say(console, f"inferred: {path} = {facts.get(path, '?')} {why}", rest="  ", style="dim")
         console.print()
-        console.print(f" [bold]Machine[/]   {escape(machine_line(facts))}", overflow="fold")
-        console.print(f" [bold]Python[/]    {escape(python_line(facts))}", overflow="fold")
+        for label, line in (("Machine", machine_line(facts)), ("Python", python_line(facts))):
+            _print_wrapped(console, line, Text.assemble(" ", (label, "bold"), " " * (10 - len(label))), " " * 11)
         for conflict in report.conflicts:
-            console.print(f" [yellow]conflict[/]  {escape(str(conflict.get('fact')))}: "
-                          f"{escape(' vs '.join(map(str, conflict.get('values', []))))}")
+            values = " vs ".join(map(str, conflict.get("values", [])))
+            _print_wrapped(console, f"{conflict.get('fact')}: {values}", Text.assemble(" ", ("conflict", "yellow"),
+                                                                                          "  "), " " * 11)
         console.print()
-    name_width = min(28, max((len(f.name) for f in report.findings), default=0))
+    name_width = max((len(f.name) for f in report.findings), default=0)
+    id_width = max([5] + [len(f.rule) for f in report.findings])
+    below = stacked(report.findings, console.width, name_width, id_width)
     families = sorted({f.family for f in report.findings}, key=lambda fam: min(
         f.rule for f in report.findings if f.family == fam))
     for family in families:
         if len(families) > 1 and not quiet:
-            console.print(f" [dim]{FAMILY_TITLES.get(family, family)}[/]")
+            console.print(Text(f" {FAMILY_TITLES.get(family, family)}", style="dim"))
         for finding in (f for f in report.findings if f.family == family):
-            render_finding(console, finding, name_width, max([5] + [len(f.rule) for f in report.findings]))
+            render_finding(console, finding, name_width, id_width, below)
     summary = report.summary()
     parts = [plural(summary["error"], "error"), plural(summary["warning"], "warning"), f"{summary['info']} info",
              f"{summary['passed']} passed", f"{summary['unknown']} unknown"]
@@ -127,8 +143,10 @@ def _render(report: Report, console: Console, quiet: bool) -> None:
         line += " · no rule could be evaluated"
     style = "bold red" if summary["error"] else ("bold yellow" if summary["warning"] or not judged else "bold green")
     mark = "✓ " if judged and not summary["error"] and not summary["warning"] else ""
-    console.print(f" {mark}{escape(line)}", style=style, overflow="fold")
+    say(console, line, f" {mark}", " " * (1 + len(mark)), style=style)
     if any(f.fix and f.fix.env and f.fix.applicability == Applicability.SAFE for f in report.findings):
         from gpudoctor.fix import fix_command
 
-        console.print(f" Write the safe fixes:  [cyan]{escape(fix_command(report))}[/]")
+        command = fix_command(report)
+        line = command_line(command, console.width, " Write the safe fixes:  ", " Write the safe fixes:\n   $ ")
+        console.print(Text.assemble(line[:-len(command)], (command, "cyan")))

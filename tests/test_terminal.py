@@ -1,0 +1,211 @@
+"""Output fits the terminal: every command rendered at COLUMNS=80 keeps its lines within 80 columns, cuts nothing
+(no `name…`), and never breaks a URL or a command across lines. JSON, Prometheus, YAML, Markdown and the contents
+of a file (a .env diff) are exempt. Also: NO_COLOR / FORCE_COLOR / --no-color, `-` as stdout, --help texts."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+
+import pytest
+
+from conftest import FIXTURES
+from gpudoctor.catalog import load_catalog
+from gpudoctor.cli import build_parser
+from gpudoctor.render.terminal import command_line, width, wrap
+
+WIDTH = 80
+MACHINES = sorted((FIXTURES / "machines").glob("*.json"))
+JOBS = FIXTURES / "jobs"
+CUT = re.compile(r"\w…(?=\s|$)")
+URL = re.compile(r"https?://[^\s`'\"()<>]+")
+
+
+@pytest.fixture(autouse=True)
+def eighty_columns(monkeypatch):
+    monkeypatch.setenv("COLUMNS", str(WIDTH))
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
+    monkeypatch.delenv("NO_COLOR", raising=False)
+
+
+def assert_fits(text: str, whole=()) -> None:
+    """Each line within WIDTH, unless it is one unbreakable thing: a `$ command`, a `command in backticks` or a
+    single token (a URL);
+    nothing cut with `…`; every string of `whole` (commands, URLs) on one line."""
+    lines = text.splitlines()
+    for line in lines:
+        assert not CUT.search(line), f"cut: {line!r}"
+        if len(line) > WIDTH:
+            unbreakable = re.fullmatch(r" *(\$ .*|\S+|\S?`[^`]+`\S*)", line)
+            assert unbreakable, f"{len(line)} columns: {line!r}"
+            assert not line.endswith("\\"), line
+    for item in whole:
+        assert any(item in line for line in lines), f"broken across lines: {item!r}"
+
+
+def fix_commands(report: dict) -> list:
+    return [command for finding in report["findings"] for command in (finding.get("fix") or {}).get("commands", [])]
+
+
+@pytest.mark.parametrize("machine", MACHINES, ids=lambda path: path.stem)
+def test_check_fits(run_cli, machine):
+    args = ["check", "--snapshot", machine, "--env-file", JOBS / "job.sbatch", "--ds-config",
+            FIXTURES / "ds_configs" / "zero2_offload.json", "--model", "7B"]
+    _, text, _ = run_cli(*args)
+    _, data, _ = run_cli(*args, "--format", "json")
+    commands = fix_commands(json.loads(data))
+    assert_fits(text, commands)
+
+
+@pytest.mark.parametrize("report", sorted((FIXTURES / "reports").glob("collect_env*.txt")), ids=lambda p: p.stem)
+def test_check_from_a_report_fits(run_cli, report):
+    _, text, _ = run_cli("check", "--from", report)
+    _, data, _ = run_cli("check", "--from", report, "--format", "json")
+    assert_fits(text, fix_commands(json.loads(data)))
+
+
+@pytest.mark.parametrize("job", sorted(p for p in JOBS.iterdir() if p.is_file()), ids=lambda path: path.name)
+def test_lint_fits(run_cli, job):
+    _, text, _ = run_cli("lint", job)
+    _, data, _ = run_cli("lint", job, "--format", "json")
+    assert_fits(text, fix_commands(json.loads(data)))
+
+
+def test_fleet_fits(run_cli):
+    nodes = sorted((FIXTURES / "fleet").glob("*.json"))
+    _, text, _ = run_cli("fleet", *nodes)
+    assert_fits(text)
+
+
+def test_fix_left_for_you_fits_and_keeps_commands_whole(run_cli):
+    machine = FIXTURES / "machines" / "rtx6000ada-nvcc115-cu124.json"
+    env = JOBS / "fixable.env"
+    _, data, _ = run_cli("check", "--snapshot", machine, "--env-file", env, "--format", "json")
+    _, _, err = run_cli("fix", "--snapshot", machine, "--env-file", env, "--write-env", env, "--dry-run")
+    assert "left for you" in err
+    assert_fits(err, fix_commands(json.loads(data)))
+
+
+@pytest.mark.parametrize("rule", load_catalog(), ids=lambda rule: rule.id)
+def test_explain_fits_and_keeps_urls_and_commands_whole(run_cli, rule):
+    _, text, _ = run_cli("explain", rule.id)
+    docs = " ".join(str(rule.docs.get(key, "")) for key in ("what", "why", "fix"))
+    spans = [span for span in re.findall(r"`([^`\n]+)`", docs)]
+    assert_fits(text, spans + URL.findall(docs) + list(rule.docs.get("references", [])))
+
+
+def test_rules_and_estimate_fit(run_cli):
+    for argv in (["rules"], ["estimate", "--model", FIXTURES / "models" / "llama-2-7b.config.json", "--gpu", "4090"],
+                 ["estimate", "--model", "7B", "--gpu", "A100 40GB", "--format", "rich"]):
+        code, text, _ = run_cli(*argv)
+        assert code == 0
+        assert_fits(re.sub(r"\x1b\[[0-9;]*m", "", text))
+
+
+def _parsers(parser, path=()):
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _parsers(sub, path + (name,))
+
+
+@pytest.mark.parametrize("path", [path for path, _ in _parsers(build_parser())], ids=" ".join)
+def test_help_describes_every_option_and_shows_examples(run_cli, path):
+    parser = dict(_parsers(build_parser()))[path]
+    assert parser.description, "no description"
+    assert parser.epilog and parser.epilog.startswith("examples:")
+    assert len([line for line in parser.epilog.splitlines() if line.startswith("  ") and "#" not in line]) >= 2
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) or action.help == argparse.SUPPRESS:
+            continue
+        assert action.help, f"{action.option_strings or action.dest} has no help"
+        shown = action.default not in (None, False, "", argparse.SUPPRESS) and not isinstance(action.default, list)
+        if shown:
+            assert "default" in action.help, f"{action.option_strings}: its default {action.default!r} is not said"
+    with pytest.raises(SystemExit):
+        run_cli(*path, "--help")
+
+
+def test_help_fits(run_cli, capsys):
+    for path, _ in _parsers(build_parser()):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args([*path, "--help"])
+        assert_fits(capsys.readouterr().out)
+
+
+# --- colour --------------------------------------------------------------------------------------------
+
+SNAP = FIXTURES / "machines" / "a100-driver470-cu121.json"
+ANSI = "\x1b["
+
+
+@pytest.mark.parametrize("argv,env,coloured", [
+    ([], {}, False),                                    # piped: no colour
+    ([], {"FORCE_COLOR": "1"}, True),                   # FORCE_COLOR forces it
+    (["--format", "rich"], {}, True),                   # asked for
+    (["--format", "rich"], {"NO_COLOR": "1"}, False),   # NO_COLOR wins, also over --format rich
+    ([], {"FORCE_COLOR": "1", "NO_COLOR": "1"}, False),
+    (["--no-color"], {"FORCE_COLOR": "1"}, False),
+    (["--format", "rich", "--no-color"], {}, False),
+    ([], {"NO_COLOR": ""}, False),                      # empty NO_COLOR is unset (no-color.org)
+])
+def test_colour(run_cli, monkeypatch, argv, env, coloured):
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    code, out, _ = run_cli("check", "--snapshot", SNAP, *argv)
+    assert code == 1 and (ANSI in out) == coloured
+
+
+def test_explain_and_estimate_honour_no_color(run_cli, monkeypatch):
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    assert ANSI in run_cli("explain", "GD101")[1]
+    assert ANSI not in run_cli("explain", "GD101", "--no-color")[1]
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert ANSI not in run_cli("explain", "GD101")[1]
+    assert ANSI not in run_cli("estimate", "--model", "7B", "--gpu", "4090", "--format", "rich")[1]
+
+
+@pytest.mark.parametrize("command", [["rules"], ["explain", "GD101"], ["estimate", "--model", "7B", "--gpu", "4090"],
+                                     ["check", "--snapshot", SNAP], ["bench", "train", "--help"]])
+def test_no_color_and_debug_are_accepted_after_the_subcommand(run_cli, command):
+    try:
+        code, _, err = run_cli(*command, "--no-color", "--debug")
+    except SystemExit as exit:  # --help
+        code, err = exit.code, ""
+    assert code in (0, 1) and "unrecognized" not in err
+
+
+# --- `-` is standard output ----------------------------------------------------------------------------
+
+def test_dash_is_stdout(run_cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = run_cli("snapshot", "--from", FIXTURES / "reports" / "collect_env_torch15_pip.txt", "-o", "-")
+    assert code == 0 and json.loads(out)["schema"] == "gpudoctor.snapshot/1"
+    code, out, _ = run_cli("check", "--snapshot", SNAP, "--output", "-", "--format", "json")
+    assert code == 1 and json.loads(out)["findings"]
+    assert not (tmp_path / "-").exists()
+
+
+# --- the layout helpers --------------------------------------------------------------------------------
+
+def test_wrap_breaks_at_spaces_only_and_keeps_backticks_together():
+    text = "run `docker run --ipc=host --shm-size=16g` then read https://example.org/" + "a" * 90
+    lines = wrap(text, 30, "", "  ")
+    assert "`docker run --ipc=host --shm-size=16g`" in lines[1]
+    assert lines[-1].strip().startswith("https://example.org/")
+
+
+def test_a_command_moves_left_rather_than_breaking():
+    assert command_line("ls -l", 40, "          $ ") == "          $ ls -l"
+    long = "pip install torch --index-url https://download.pytorch.org/whl/cu118"
+    assert command_line(long, 60, "          $ ") == "   $ " + long
+
+
+def test_width_comes_from_columns_else_80(monkeypatch):
+    assert width() == 80
+    monkeypatch.setenv("COLUMNS", "120")
+    assert width() == 120
+    monkeypatch.setenv("COLUMNS", "banana")
+    assert width() == 80
