@@ -38,10 +38,10 @@ def _normal(text: str, numbers_vary: bool) -> str:
     return "\n".join(line.rstrip() for line in text.rstrip().splitlines())
 
 
-def run_example(command: str) -> subprocess.CompletedProcess:
+def run_example(command: str, columns: str = EXAMPLE_WIDTH, cwd=ROOT) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "CLICOLOR_FORCE")}
-    env.update(PYTHONPATH=str(ROOT), COLUMNS=EXAMPLE_WIDTH, NO_COLOR="1")
-    return subprocess.run(gpudoctor_cmd() + shlex.split(command)[1:], capture_output=True, text=True, cwd=ROOT,
+    env.update(PYTHONPATH=str(ROOT), COLUMNS=columns, NO_COLOR="1")
+    return subprocess.run(gpudoctor_cmd() + shlex.split(command)[1:], capture_output=True, text=True, cwd=cwd,
                           env=env, timeout=300)
 
 
@@ -57,6 +57,27 @@ def test_examples_are_real_output(command, block, numbers_vary):
     done = run_example(command)
     assert done.returncode in (0, 1), done.stderr
     assert _normal(block, numbers_vary) == _normal(done.stdout + done.stderr, numbers_vary)
+
+
+SESSION = re.compile(r"^<!-- tmux session, (\d+) columns -->\n```\n(.*?)^```", re.M | re.S)
+
+
+def test_the_readme_shows_a_terminal_session_at_80_and_120_columns():
+    assert [width for width, _ in SESSION.findall(PAGES[0].read_text(encoding="utf-8"))] == ["80", "120"]
+
+
+@pytest.mark.parametrize("columns,session", SESSION.findall(PAGES[0].read_text(encoding="utf-8")))
+def test_the_terminal_sessions_are_real_output(columns, session):
+    """A recorded session (`$ cd DIR`, `$ gpudoctor …` and what it printed on a terminal of that width, colours
+    left out) is what gpudoctor prints at that width today."""
+    cwd, steps = ROOT, re.split(r"(?m)^\$ (.*)\n", session)[1:]
+    assert steps, "no command in the session"
+    for command, shown in zip(steps[::2], steps[1::2]):
+        if command.startswith("cd "):
+            cwd = cwd / command[3:]
+            continue
+        done = run_example(command, columns, cwd)
+        assert _normal(shown, False) == _normal(done.stdout + done.stderr, False)
 
 
 def test_every_rule_is_in_the_rule_table():
