@@ -33,7 +33,7 @@ def _normal(text: str, numbers_vary: bool) -> str:
     """Rules joining the catalog change the count of passed rules, and the clock the duration."""
     text = re.sub(r"\d+ passed", "N passed", re.sub(r"\d+\.\d s\n", "T s\n", text))
     if numbers_vary:
-        text = re.sub(r"\d[\d,.]*", "N", text)
+        text = re.sub(r"\d[\d,.]*", "N", re.sub(r"\b[KMG]iB\b", "XiB", text))
         text = re.sub(r" +", " ", re.sub(r"█+", "", text))
     return "\n".join(line.rstrip() for line in text.rstrip().splitlines())
 
