@@ -218,7 +218,7 @@ def _stop(cluster: Cluster) -> None:
 def cluster():
     reason = _missing_reason()
     if reason:
-        required_or_skip("GPUDOCTOR_REQUIRE_SLURM", reason)
+        required_or_skip("GPUDOCTOR_REQUIRE_TOOLS", reason)
     # not under pytest's basetemp: munged wants o+x on every directory above its socket, pytest's are 0700
     base = Path(tempfile.mkdtemp(prefix="gpudoctor-slurm-"))
     started = None
@@ -249,7 +249,7 @@ def node(cluster):
 
 def test_scripts_are_shellcheck_clean():
     if shutil.which("shellcheck") is None:
-        required_or_skip("GPUDOCTOR_REQUIRE_SLURM", "shellcheck not installed (apt-get install shellcheck)")
+        required_or_skip("GPUDOCTOR_REQUIRE_TOOLS", "shellcheck not installed (apt-get install shellcheck)")
     result = subprocess.run(["shellcheck", str(PROLOG), str(TASKPROLOG)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
 

@@ -10,7 +10,7 @@ from rich.text import Text
 from gpudoctor import __version__
 from gpudoctor.model import Severity
 from gpudoctor.render.describe import plural
-from gpudoctor.render.terminal import say, screen, wrap
+from gpudoctor.render.terminal import keep, say, screen, wrap
 from gpudoctor.render.text import MARKS, render_finding, stacked
 
 
@@ -56,7 +56,7 @@ def _render(fleet, console, quiet: bool) -> None:
         items = [f"gpudoctor {__version__}", f"fleet of {plural(len(fleet.nodes), 'node')}"]
         if fleet.seconds:
             items.append(f"{fleet.seconds:.1f} s")
-        say(console, " · ".join(items), rest="  ", style="bold")
+        say(console, " · ".join(keep(item) for item in items), rest="  ", style="bold")
         console.print()
     node_width = max((len(name) for name, _ in fleet.nodes), default=4)
     for name, report in fleet.nodes:

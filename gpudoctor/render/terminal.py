@@ -54,9 +54,23 @@ def _isatty(stream: IO) -> bool:
         return False
 
 
+def keep(text: str) -> str:
+    """`text` that `wrap` keeps on one line (`0.3 s`, `Python 3.10.14`)."""
+    return str(text).replace(" ", _GLUE)
+
+
+def _glued(text: str) -> str:
+    return _BACKTICKS.sub(lambda m: keep(m.group(0)), str(text))
+
+
+def longest_unit(text: str) -> int:
+    """The width of the longest piece `wrap` will not break (a word, a URL, a span in backticks)."""
+    return max((len(word) for word in re.split(r"[ \t\n]+", _glued(text))), default=0)
+
+
 def wrap(text: str, line_width: int, first: str = "", rest: str = "") -> List[str]:
     """`text` as lines of at most `line_width` (prefixes included), broken at spaces outside backticks only."""
-    glued = _BACKTICKS.sub(lambda m: m.group(0).replace(" ", _GLUE), str(text))
+    glued = _glued(text)
     lines: List[str] = []
     for number, paragraph in enumerate(glued.split("\n")):
         wrapped = textwrap.wrap(paragraph, line_width, initial_indent=first if number == 0 else rest,

@@ -11,7 +11,7 @@ from gpudoctor import __version__
 from gpudoctor.facts import Facts
 from gpudoctor.model import Applicability, Finding, Report, Severity
 from gpudoctor.render.describe import header_items, machine_line, plural, python_line, unknown_reasons
-from gpudoctor.render.terminal import command_line, say, screen, wrap
+from gpudoctor.render.terminal import command_line, keep, longest_unit, say, screen, wrap
 
 MARKS = {Severity.ERROR: ("✗", "bold red"), Severity.WARNING: ("!", "bold yellow"), Severity.INFO: ("i", "bold blue")}
 FAMILY_TITLES = {
@@ -51,7 +51,7 @@ def stacked(findings, line_width: int, name_width: int, id_width: int = 5) -> bo
     room = line_width - _grid_indent(name_width, id_width)
     commands = [command for finding in findings if finding.fix for command in finding.fix.commands]
     texts = [f"{f.location} {f.message} {f.fix.summary if f.fix else ''}" for f in findings]
-    longest = max((len(word) for text in texts for word in text.split()), default=0)
+    longest = max((longest_unit(text) for text in texts), default=0)
     return room < MESSAGE_MIN or longest > room - 5 or any(7 + len(command) > room for command in commands)
 
 
@@ -101,7 +101,7 @@ def _render(report: Report, console: Console, quiet: bool) -> None:
         items = [f"gpudoctor {__version__}", *header_items(facts)]
         if report.seconds:
             items.append(f"{report.seconds:.1f} s")
-        say(console, " · ".join(items), rest="  ", style="bold")
+        say(console, " · ".join(keep(item) for item in items), rest="  ", style="bold")
         kind = report.source.get("kind")
         if kind in ("report", "snapshot"):
             paths = ", ".join(report.source.get("paths", []))
