@@ -39,7 +39,8 @@ def _normal(text: str, numbers_vary: bool) -> str:
 
 
 def run_example(command: str, columns: str = EXAMPLE_WIDTH, cwd=ROOT) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "CLICOLOR_FORCE")}
+    env = {k: v for k, v in os.environ.items()  # what the examples show depends on no variable of this shell
+           if k not in ("FORCE_COLOR", "CLICOLOR_FORCE") and not k.startswith(("NCCL_", "CUDA_", "TORCH_"))}
     env.update(PYTHONPATH=str(ROOT), COLUMNS=columns, NO_COLOR="1")
     return subprocess.run(gpudoctor_cmd() + shlex.split(command)[1:], capture_output=True, text=True, cwd=cwd,
                           env=env, timeout=300)
