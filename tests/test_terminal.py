@@ -92,7 +92,8 @@ def test_explain_fits_and_keeps_urls_and_commands_whole(run_cli, rule):
     _, text, _ = run_cli("explain", rule.id)
     docs = " ".join(str(rule.docs.get(key, "")) for key in ("what", "why", "fix"))
     spans = [span for span in re.findall(r"`([^`\n]+)`", docs)]
-    assert_fits(text, spans + URL.findall(docs) + list(rule.docs.get("references", [])))
+    references = " ".join(rule.docs.get("references", []))
+    assert_fits(text, spans + URL.findall(docs) + URL.findall(references))
 
 
 def test_rules_and_estimate_fit(run_cli):
