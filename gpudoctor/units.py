@@ -10,6 +10,14 @@ GiB = 1024**3
 TiB = 1024**4
 PiB = 1024**5
 
+# Unit names as tools print them, lower-cased, to bytes. Binary throughout: nvidia-smi and DeepSpeed print binary
+# sizes, and write KB/MB/GB for KiB/MiB/GiB.
+FACTORS = {
+    "b": 1,
+    "kib": KiB, "mib": MiB, "gib": GiB, "tib": TiB, "pib": PiB,
+    "kb": KiB, "mb": MiB, "gb": GiB, "tb": TiB, "pb": PiB,
+}
+
 
 def size(num_bytes: Optional[int]) -> str:
     """`48 GiB`, `64 MiB`, `64 KiB`, `512 B` (whole units; `?` when unknown)."""

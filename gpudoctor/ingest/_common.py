@@ -6,6 +6,8 @@ import copy
 import re
 from typing import Any, Dict, List, Optional
 
+from gpudoctor.units import FACTORS
+
 MAX_EVIDENCE_CHARS = 160
 
 # Values that collect_env, nvidia-smi and ds_report print when they could not find something.
@@ -17,10 +19,6 @@ _CPU_TAG = re.compile(r"\+cpu(?![a-z0-9])")
 _ROCM_TAG = re.compile(r"\+rocm(\d+(?:\.\d+)*)")
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)[ \t]*([KMGTP]?i?B)\b", re.IGNORECASE)
 
-_BINARY_UNITS = {
-    "b": 1,
-    "kib": 1024, "mib": 1024 ** 2, "gib": 1024 ** 3, "tib": 1024 ** 4, "pib": 1024 ** 5,
-}
 
 
 def first_version(value: Optional[str]) -> Optional[str]:
@@ -71,14 +69,9 @@ def mib_to_bytes(value: Optional[str]) -> Optional[int]:
     m = _SIZE.search(value[:100])
     if not m:
         return None
-    unit = m.group(2).lower()
-    if unit in _BINARY_UNITS:
-        factor = _BINARY_UNITS[unit]
-    else:
-        # nvidia-smi never prints decimal units for memory; treat KB/MB/GB as binary like it does.
-        factor = {"kb": 1024, "mb": 1024 ** 2, "gb": 1024 ** 3, "tb": 1024 ** 4, "pb": 1024 ** 5}.get(unit)
-        if factor is None:
-            return None
+    factor = FACTORS.get(m.group(2).lower())  # nvidia-smi never prints decimal units: KB/MB/GB are binary
+    if factor is None:
+        return None
     return int(round(float(m.group(1)) * factor))
 
 

@@ -20,6 +20,7 @@ import re
 from typing import Any, Dict, Optional
 
 from gpudoctor.knowledge import major_minor
+from gpudoctor.units import FACTORS
 
 from ._common import Builder, first_version
 from .normalize import Lines
@@ -42,7 +43,6 @@ _ENV_KEYS = (
 _DOTS = re.compile(r"[ \t]*\.{2,80}[ \t]*")
 _SHM = re.compile(r"(\d+(?:\.\d+)?)[ \t]*(B|KB|MB|GB|TB)\b", re.I)
 _WHEEL_PART = re.compile(r"(torch|cuda|hip)[ \t]+([0-9][\w.+\-]{0,30})", re.I)
-_UNITS = {"b": 1, "kb": 1024, "mb": 1024 ** 2, "gb": 1024 ** 3, "tb": 1024 ** 4}
 
 
 def parse(lines: Lines, name: str) -> Builder:
@@ -154,7 +154,7 @@ def _env_block(b: Builder, env: Dict[str, Any]) -> None:
     if v:
         m = _SHM.match(v.strip())
         if m:
-            size = int(round(float(m.group(1)) * _UNITS[m.group(2).lower()]))
+            size = int(round(float(m.group(1)) * FACTORS[m.group(2).lower()]))
             b.set("host.shm_bytes", size, i, "DeepSpeed prints binary units (GB = GiB), rounded to 2 decimals")
 
     touched = [idx for (_, idx) in env.values()]
