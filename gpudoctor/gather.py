@@ -41,6 +41,8 @@ def gather(request: Request) -> Snapshot:
     """The snapshot the request describes: the base facts, then every file the request names read on top."""
     if request.snapshot and request.reports:
         raise InputError("--snapshot and --from cannot be combined")
+    if request.files and (request.snapshot or request.reports):
+        raise InputError("job files alone (Request.files, as `lint` reads them) take no snapshot or reports")
     if request.files:
         snapshot = files_snapshot(request.files)
     elif request.snapshot:
