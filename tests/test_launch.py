@@ -125,6 +125,7 @@ EXPECTED = [
     (["run_cvd.sh"], {("GD607", "error", "train_cvd.py", 11)}),
     (["nemo_pretrain.py"], {("GD608", "warning", "nemo_pretrain.py", 14)}),
     (["nemo_slurm_launcher.py"], {("GD606", "error", "nemo_slurm_launcher.py", 7)}),
+    (["nemo_factory_direct.py"], {("GD608", "warning", "nemo_factory_direct.py", 14)}),
     # the user's own fix of seed 000: CUDA_VISIBLE_DEVICES in the executor's env_vars, then a direct run
     (["../scripts/seed_000_nemo_single_gpu_fixed.py"], {("GD608", "warning", "seed_000_nemo_single_gpu_fixed.py",
                                                          21)}),

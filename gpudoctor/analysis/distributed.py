@@ -60,6 +60,7 @@ class _Finder:
         found: Dict[str, Any] = {"init": [], "spawns": [], "reads_rank_env": [], "data_parallel": [],
                                  "sets_visible_devices": [], "nemo_env_ignored": []}
         executors: Dict[str, dict] = {}
+        self.factories = self.executor_factories()
         for node in ast.walk(self.tree):
             if isinstance(node, ast.Call):
                 self.call(node, found, executors)
@@ -150,7 +151,22 @@ class _Finder:
         return None
 
     # -- nemo_run ------------------------------------------------------------------------------------------------
+    def executor_factories(self) -> Dict[str, dict]:
+        """Functions of the script that build an executor with env_vars (`def local_executor(): … return
+        run.LocalExecutor(env_vars=…)`), so that `executor=local_executor()` counts too."""
+        self.factories: Dict[str, dict] = {}
+        found = {}
+        for node in ast.walk(self.tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                made = next((self.executor(call) for call in ast.walk(node) if isinstance(call, ast.Call)
+                             and self.executor(call)), None)
+                if made:
+                    found[node.name] = made
+        return found
+
     def executor(self, call: ast.Call) -> Optional[dict]:
+        if isinstance(call.func, ast.Name) and call.func.id in getattr(self, "factories", {}):
+            return self.factories[call.func.id]
         name = self.qualified(call.func)
         if not name.startswith("nemo_run.") or not name.endswith("Executor"):
             return None
