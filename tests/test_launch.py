@@ -367,3 +367,16 @@ def test_a_count_with_a_shell_default_is_not_judged(tmp_path):
     snapshot, report = lint(script)
     (job,) = snapshot.facts["launch"]["jobs"]
     assert job["ranks_per_node"] is None and not [f for f in report.findings if f.rule == "GD606"]
+
+
+def test_pre_commit_hook_for_job_files(tmp_path):
+    """The job-file hook passes on a training config YAML (info only) and fails on a broken job."""
+    import yaml
+
+    hooks = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
+    [hook] = [h for h in hooks if h["id"] == "gpudoctor-lint-jobs"]
+    assert hook["entry"] == "gpudoctor lint" and set(hook["types_or"]) == {"shell", "yaml", "dockerfile"}
+    config = tmp_path / "config.yaml"
+    config.write_text("trainer:\n  devices: 8\n")
+    assert cli("lint", config, "-q").returncode == 0
+    assert cli("lint", config, LAUNCH / "ddp_plain_python.sbatch", "-q").returncode == 1
