@@ -380,3 +380,18 @@ def test_pre_commit_hook_for_job_files(tmp_path):
     config.write_text("trainer:\n  devices: 8\n")
     assert cli("lint", config, "-q").returncode == 0
     assert cli("lint", config, LAUNCH / "ddp_plain_python.sbatch", "-q").returncode == 1
+
+
+def test_a_vendor_profile_exempts_only_its_own_environment():
+    """The EFA manifests of a folder do not exempt the NCCL knobs an unrelated sbatch script pins."""
+    _, report = lint(LAUNCH / "nccl_tuned.sbatch", K8S / "eks_efa_pytorchjob.yaml")
+    assert [(f.rule, f.location.line) for f in report.findings if f.rule == "GD411"] == [("GD411", 8),
+                                                                                         ("GD411", 9)]
+    from gpudoctor.envfiles import overlay
+
+    profile = Snapshot(facts={"env": {}})
+    overlay([str(LAUNCH / "nccl_tuned.sbatch")], profile)
+    profile.facts["env"]["FI_PROVIDER"] = "efa"  # the same environment (this process) runs EFA
+    profile.facts["env_sources"]["FI_PROVIDER"] = {"path": str(LAUNCH / "nccl_tuned.sbatch"), "line": 1,
+                                                   "scope": "--env-file"}
+    assert not [f for f in evaluate(profile, LINT_RULES).findings if f.rule == "GD411"]

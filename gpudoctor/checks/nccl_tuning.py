@@ -19,27 +19,34 @@ def is_tuning_knob(name: str) -> bool:
     return name in tuning().get("knobs", [])
 
 
-def vendor_profile(all_settings: List[Setting]) -> str:
-    """The vendor network profile the environment carries (a variable that names it), or ""."""
+def environment(setting: Setting) -> str:
+    """Which environment an assignment belongs to: its scope (a container, one script, the --env-file files
+    together); "" for the environment this process or a recording has."""
+    return str(setting.record.get("scope") or setting.record.get("path") or "")
+
+
+def vendor_environments(all_settings: List[Setting]) -> set:
+    """The environments that carry a vendor network profile (a variable that names it)."""
     table = tuning()
+    found = set()
     for setting in all_settings:
-        if setting.name.startswith(tuple(table.get("vendor_prefixes", []))):
-            return f"{setting.name}{setting.where}"
         wanted = table.get("vendor_values", {}).get(setting.name)
-        if wanted and (setting.value or "").strip().lower() == wanted.lower():
-            return f"{setting.name}={setting.value}{setting.where}"
-    return ""
+        if setting.name.startswith(tuple(table.get("vendor_prefixes", []))) or (
+                wanted and (setting.value or "").strip().lower() == wanted.lower()):
+            found.add(environment(setting))
+    return found
 
 
 @check("GD411")
 def nccl_tuning_forced(facts, rule):
     everything = settings(facts)
-    if vendor_profile(everything):
-        return
+    vendor = vendor_environments(everything)
     findings = []
     for setting in everything:
         if not is_tuning_knob(setting.name) or setting.value is None or value_problems(setting.name, setting.value):
             continue  # an invalid value is GD402's
+        if environment(setting) in vendor:
+            continue  # part of a vendor's published profile
         default = (spec(setting.name) or {}).get("default") or "chosen by NCCL for each topology and size"
         topology = setting.name in tuning().get("topology", [])
         why = ("a topology cutoff NCCL otherwise reads from the machine: right only for the topology it was chosen "
