@@ -228,6 +228,12 @@ def test_library_missing_in_a_container_with_the_module_loaded(failing_init, tmp
     assert facts["kernel_module"] == "570.124.06"
 
 
+def test_driver_version_unknown_keeps_the_gpus(collect):
+    node = dict(h100s(1), driver_version="")  # the query answers NOT_SUPPORTED
+    facts = collect(node)
+    assert facts["driver_version"] is None and facts["gpus"][0]["name"] == "NVIDIA H100 PCIe"
+
+
 def test_zero_devices(collect):
     facts = collect({"gpus": []})
     assert facts["error_kind"] == "no_devices" and facts["gpus"] == []

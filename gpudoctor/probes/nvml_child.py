@@ -303,7 +303,8 @@ def collect(nvml=None, module_path: str = "/proc/driver/nvidia/version") -> dict
     facts["init_seconds"] = round(time.monotonic() - started, 3)
     try:
         facts["status"], facts["error_kind"], facts["error"] = "ok", None, None
-        facts["driver_version"] = _text(nvml.nvmlSystemGetDriverVersion())
+        driver = _optional(nvml, nvml.nvmlSystemGetDriverVersion)
+        facts["driver_version"] = _text(driver) if driver is not None else None
         cuda = _optional(nvml, getattr(nvml, "nvmlSystemGetCudaDriverVersion_v2",
                                        nvml.nvmlSystemGetCudaDriverVersion))
         if cuda:
