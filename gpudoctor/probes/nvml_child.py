@@ -163,7 +163,7 @@ def _health(nvml, handle, gpu: dict) -> None:
         gpu["remapped_rows_failure"] = bool(remap[3])
 
 
-def _mig_devices(nvml, handle, gpu: dict) -> list:
+def _mig_devices(nvml, handle) -> list:
     """The GPU's MIG devices: UUID, memory, SMs and their share of the GPU's compute slices, processes."""
     slots = _optional(nvml, nvml.nvmlDeviceGetMaxMigDeviceCount, handle) or 0
     devices = []
@@ -208,7 +208,7 @@ def _gpu(nvml, handle, gpu: dict) -> None:
     if mig is not None:
         gpu["mig_enabled"] = bool(mig[0])
         if mig[0]:
-            gpu["mig_devices"] = _mig_devices(nvml, handle, gpu)
+            gpu["mig_devices"] = _mig_devices(nvml, handle)
     links = 0
     for link in range(getattr(nvml, "NVML_NVLINK_MAX_LINKS", 18)):
         state = _optional(nvml, nvml.nvmlDeviceGetNvLinkState, handle, link)
