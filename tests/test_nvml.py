@@ -244,3 +244,13 @@ def test_real_child_on_this_machine():
     facts = nvml_child.collect()
     driver_loaded = os.path.exists("/proc/driver/nvidia/version")
     assert facts["status"] == ("ok" if driver_loaded else "unavailable"), facts
+
+
+def test_probe_writes_only_declared_facts(node, collect):
+    """Every key the probe writes on the simulated nodes is in the fact schema (rules/facts.toml)."""
+    from gpudoctor import schema
+
+    hidden = h100s(2)
+    hidden["gpus"][0]["handle_error"] = "no_permission"
+    for facts in (collect(node), collect(hidden)):
+        assert schema.undeclared({"nvml": facts}) == []
