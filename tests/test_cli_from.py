@@ -204,3 +204,30 @@ def test_a_hinted_fact_is_shown_with_its_evidence(run_cli):
     assert "inferred: nvml.cuda_driver_version = 11.4 (inferred from torch's warning: found version 11040" in out
     code, out, _ = run_cli("check", "--from", report, "--select", "GD101", "--format", "json")
     assert "11040" in json.loads(out)["evidence"]["nvml.cuda_driver_version"]
+
+
+def test_pip_show_with_cuda_wheels_is_a_cuda_build_not_cpu_only(run_cli):
+    """`pip show torch` without a +cu tag but requiring nvidia-*-cu12: a CUDA 12 build, inferred and said so; a
+    driver that supports CUDA 11.4 only is then too old (GD101), and nothing calls torch CPU-only."""
+    code, out, _ = run_cli("check", "--from", REPORTS / "pip_show_torch_no_tag.txt", "--format", "plain")
+    assert "torch 2.3.0 (CUDA 12)" in out and "CPU-only" not in out
+    assert "inferred: torch.cuda = 12 (inferred from the nvidia-*-cu12 wheels torch requires" in out
+    code, report = check_json(REPORTS / "nvidia_smi_470_table.txt", REPORTS / "pip_show_torch_no_tag.txt")
+    assert "GD101" in errors(report) and "GD103" not in errors(report)
+    code, out, _ = run_cli("check", "--from", REPORTS / "pip_show_torch_conda.txt", "--format", "plain")
+    assert "torch 2.1.0 (CUDA build unknown)" in out and "CPU-only" not in out
+
+
+def test_pip_show_cuda_major_alone_is_no_minor_mismatch(tmp_path):
+    """Only the major is known: nvcc 12.1 beside a CUDA 12 torch is no GD102 warning about a minor skew."""
+    code, report = check_json(REPORTS / "pip_show_torch_no_tag.txt", REPORTS / "nvcc_crlf.txt")
+    assert [f for f in report["findings"] if f["rule"] == "GD102"] == []
+
+
+def test_pasted_nvidia_smi_gd502_counts_compute_processes_only():
+    """Xorg and compiz (type G) hold memory on a desktop: no GD502; a python (type C) does."""
+    code, report = check_json(REPORTS / "nvidia_smi_390_no_cuda_version.txt", extra=("--select", "GD502"))
+    assert report["findings"] == [] and report["summary"]["passed"] == 1
+    code, report = check_json(REPORTS / "nvidia_smi_470_table.txt", extra=("--select", "GD502"))
+    (finding,) = report["findings"]
+    assert finding["evidence"]["gpu"] == 0 and [p["pid"] for p in finding["evidence"]["processes"]] == [23456]

@@ -608,9 +608,11 @@ FIXTURE_EXPECTED: Dict[str, Dict[str, Any]] = {
     "nvcc_crlf.txt": {"kind": "nvcc", "nvcc.version": "12.1", "nvcc.build": "cuda_12.1.r12.1/compiler.32688072_0"},
     "pip_show_torch_cpu.txt": {
         "kind": "pip_show", "torch.version": "2.1.2+cpu", "torch.status": "ok", "torch.cuda": None},
-    "pip_show_torch_no_tag.txt": {  # no +cu tag, no 'CUDA used to build': the CUDA build stays unknown
-        "kind": "pip_show", "torch.version": "2.3.0", "torch.cuda": _ABSENT,
+    "pip_show_torch_no_tag.txt": {  # no +cu tag, but Requires: nvidia-*-cu12 (PyPI's CUDA wheel): CUDA major 12
+        "kind": "pip_show", "torch.version": "2.3.0", "torch.cuda": "12",
         "torch.deepspeed": {"version": "0.14.2"}},
+    "pip_show_torch_conda.txt": {  # plain version, no nvidia-* wheels required: not PyPI's Linux wheel, unknown
+        "kind": "pip_show", "torch.version": "2.1.0", "torch.cuda": _ABSENT},
     "pip_show_not_found.txt": {
         "kind": "pip_show", "torch.status": "missing", "torch.version": _ABSENT},
     # several outputs in one text ---------------------------------------------------------------------

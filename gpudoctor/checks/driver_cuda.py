@@ -77,7 +77,10 @@ def _torch_cuda(facts) -> Optional[str]:
     _require_torch(facts)
     if facts.get("torch.hip", None):
         return None
-    return major_minor(facts.get("torch.cuda"))
+    cuda = facts.get("torch.cuda")
+    if isinstance(cuda, str) and cuda.isdigit():
+        return cuda
+    return major_minor(cuda)
 
 
 @check("GD101")
@@ -119,6 +122,8 @@ def nvcc_torch_mismatch(facts, rule):
     if runtime is None or nvcc is None or nvcc == runtime:
         return
     ours, theirs = version(nvcc), version(runtime)
+    if "." not in runtime and ours.major == theirs.major:
+        return  # only torch's CUDA major is known (a pasted `pip show torch`): no minor to compare
     where = f" ({facts.get('nvcc.path')})" if facts.get("nvcc.path", None) else ""
     evidence = {"nvcc": nvcc, "nvcc_path": facts.get("nvcc.path", None), "torch_cuda": runtime}
     install = f'conda install -c "nvidia/label/cuda-{runtime}.0" cuda-toolkit'

@@ -49,10 +49,16 @@ def memlock_too_low(facts, rule):
                      "restart slurmd so jobs inherit it)."))
 
 
+def is_compute_process(process: dict) -> bool:
+    """Type `C` or `C+G` in a pasted nvidia-smi; no type (the live probe lists NVML's compute processes only).
+    A `G` process alone (Xorg, gnome-shell) is the desktop, not a job competing for the GPU."""
+    return "C" in str(process.get("type") or "C").upper()
+
+
 def _occupants(device: dict):
     """(processes holding memory on a GPU or MIG device, bytes they hold). In MIG mode NVML gives no per-process
     memory: then the device's used memory is what its processes hold."""
-    processes = device.get("processes", [])
+    processes = [p for p in device.get("processes", []) if is_compute_process(p)]
     busy = [p for p in processes if (p.get("used_bytes") or 0) > 0]
     if busy:
         return busy, sum(p["used_bytes"] for p in busy)

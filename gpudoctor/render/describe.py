@@ -53,7 +53,10 @@ def python_line(facts: Facts) -> str:
     if status == "ok":
         cuda = facts.get("torch.cuda", None)
         hip = facts.get("torch.hip", None)
-        inner = [f"CUDA {major_minor(cuda)}" if cuda else (f"ROCm {hip}" if hip else "CPU-only")]
+        if not facts.has("torch.cuda") and not hip:
+            inner = ["CUDA build unknown"]
+        else:
+            inner = [f"CUDA {major_minor(cuda) if '.' in str(cuda) else cuda}" if cuda else (f"ROCm {hip}" if hip else "CPU-only")]
         if facts.get("torch.nccl", None):
             inner.append(f"NCCL {facts.get('torch.nccl')}")
         if facts.get("torch.quick", False):
