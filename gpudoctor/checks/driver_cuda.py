@@ -8,6 +8,8 @@ from typing import Optional
 
 from gpudoctor.checks import check
 from gpudoctor.checks.devices import cuda_devices, job_gpus
+from gpudoctor.checks.log_evidence import (driver_too_old_in_log, driver_unusable_in_log,
+                                            gpu_arch_not_in_torch_in_log, nvcc_torch_mismatch_in_log, or_from_log)
 from gpudoctor.facts import MissingFact
 from gpudoctor.knowledge import (driver_max_cuda, gpu_cc, major_minor, min_driver, mvc_floor, table, version,
                                  wheel_archs)
@@ -84,6 +86,7 @@ def _torch_cuda(facts) -> Optional[str]:
 
 
 @check("GD101")
+@or_from_log(driver_too_old_in_log)
 def driver_too_old(facts, rule):
     runtime = _torch_cuda(facts)
     if runtime is None:
@@ -116,6 +119,7 @@ def driver_too_old(facts, rule):
 
 
 @check("GD102")
+@or_from_log(nvcc_torch_mismatch_in_log)
 def nvcc_torch_mismatch(facts, rule):
     runtime = _torch_cuda(facts)
     nvcc = major_minor(facts.get("nvcc.version"))
@@ -203,6 +207,7 @@ def _arch_list(facts, runtime: str) -> tuple:
 
 
 @check("GD104")
+@or_from_log(gpu_arch_not_in_torch_in_log)
 def gpu_arch_not_in_torch(facts, rule):
     runtime = _torch_cuda(facts)
     if runtime is None:
@@ -257,6 +262,7 @@ DRIVER_FIXES = {
 
 
 @check("GD105")
+@or_from_log(driver_unusable_in_log)
 def driver_unusable(facts, rule):
     """The node's part: NVML, the driver, its kernel module and device nodes (no torch needed)."""
     kind = facts.get("nvml.error_kind", None)

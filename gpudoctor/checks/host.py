@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from gpudoctor.checks import check
 from gpudoctor.checks.devices import job_gpus
+from gpudoctor.checks.log_evidence import memlock_too_low_in_log, or_from_log, shm_too_small_in_log
 from gpudoctor.units import GiB, MiB, size
 
 SHM_MINIMUM = 1 * GiB  # Docker's 64 MiB default and 512 MiB pods fail DataLoader workers and NCCL's SHM transport
 
 
 @check("GD503")
+@or_from_log(shm_too_small_in_log)
 def shm_too_small(facts, rule):
     shm = facts.get("host.shm_bytes")
     if shm is None or shm >= SHM_MINIMUM:
@@ -33,6 +35,7 @@ def _pinned_memory_users(facts) -> list:
 
 
 @check("GD505")
+@or_from_log(memlock_too_low_in_log)
 def memlock_too_low(facts, rule):
     limit = facts.get("host.ulimit_memlock")
     if limit is None:

@@ -8,6 +8,7 @@ from typing import Optional, Tuple
 
 from gpudoctor.analysis.suppress import suppressed
 from gpudoctor.checks import check
+from gpudoctor.checks.log_evidence import missing_main_guard_in_log, or_from_log
 from gpudoctor.knowledge import version
 from gpudoctor.model import Location, Severity
 
@@ -67,6 +68,7 @@ def default_start_method(facts) -> Tuple[Optional[str], str]:
 
 
 @check("GD601")
+@or_from_log(missing_main_guard_in_log)
 def missing_main_guard(facts, rule):
     for script in _scripts(facts):
         guard_line = script.get("main_guard_line")

@@ -1,64 +1,115 @@
-"""Read pasted report files (``check --from``, ``snapshot --from``) into one Snapshot.
+"""Read pasted report files and logs (``check --from``, ``snapshot --from``) into one Snapshot.
 
-The parsers in this package are pure; this module is the only one that touches files. Each file is decoded
-(UTF-8, or UTF-16 as PowerShell's ``>`` writes it; undecodable bytes replaced), parsed, and the reports merge
-(first value wins, differences become conflicts). A file that cannot be read or recognised becomes an
-``inputs`` entry (GD003) as long as another file could be used; when none can, ReportError says why in one line.
+The parsers in this package are pure; this module is the only one that touches files. Each file is streamed in
+chunks (UTF-8, or UTF-16 as PowerShell's ``>`` writes it; undecodable bytes replaced): every chunk goes through
+the log reader (gpudoctor.ingest.logs), and the first ``HEAD_CHARS`` characters through the report parsers
+(collect_env, ds_report, nvidia-smi … are a few KB; a log of any size is read with bounded memory). The reports
+merge (first value wins, differences become conflicts), the logs of all files are read as one run (ranks are
+grouped by the host in each line, not by file). A file in which nothing is recognised becomes an ``inputs``
+entry (GD003) as long as another file could be used; when none can, ReportError says why in one line.
 """
 
 from __future__ import annotations
 
+import codecs
 import sys
-from typing import BinaryIO, List, Optional, Sequence
+from typing import BinaryIO, Iterator, List, Optional, Sequence
 
 from gpudoctor.ingest import ParsedReport, ReportError, merge_reports, missing_facts, parse_report
+from gpudoctor.ingest.logs import LogScanner
 
-MAX_REPORT_BYTES = 64 * 1024 * 1024
-
-
-def decode_report(data: bytes) -> str:
-    if data.startswith(b"\xff\xfe") or data.startswith(b"\xfe\xff"):
-        return data.decode("utf-16", errors="replace")
-    head = data[:400]
-    if len(head) >= 8 and head[1::2].count(0) > len(head) // 4 and head[0::2].count(0) < len(head) // 8:
-        return data.decode("utf-16-le", errors="replace")  # UTF-16 without a BOM
-    if data.startswith(b"\xef\xbb\xbf"):
-        data = data[3:]
-    return data.decode("utf-8", errors="replace")
+CHUNK_BYTES = 4 * 1024 * 1024
+HEAD_CHARS = 4 * 1024 * 1024
 
 
-def read_report(path: str, stdin: Optional[BinaryIO] = None) -> str:
-    """The text of one report file (``-``: standard input). ReportError when it cannot be read."""
-    try:
-        if path == "-":
-            stream = stdin if stdin is not None else sys.stdin.buffer
-            data = stream.read(MAX_REPORT_BYTES + 1)
+def _encoding(head: bytes) -> str:
+    if head.startswith(b"\xff\xfe") or head.startswith(b"\xfe\xff"):
+        return "utf-16"
+    sample = head[:400]
+    if len(sample) >= 8 and sample[1::2].count(0) > len(sample) // 4 and sample[0::2].count(0) < len(sample) // 8:
+        return "utf-16-le"  # UTF-16 without a BOM
+    return "utf-8-sig"
+
+
+def text_chunks(stream: BinaryIO) -> Iterator[str]:
+    """The decoded text of a binary stream in chunks of whole lines (the last one may lack its newline)."""
+    block = stream.read(CHUNK_BYTES)
+    decoder = codecs.getincrementaldecoder(_encoding(block))(errors="replace")
+    carry = ""
+    while block:
+        text = carry + decoder.decode(block)
+        cut = text.rfind("\n") + 1
+        if cut:
+            carry = text[cut:]
+            yield text[:cut]
         else:
-            with open(path, "rb") as handle:
-                data = handle.read(MAX_REPORT_BYTES + 1)
+            carry = text
+        block = stream.read(CHUNK_BYTES)
+    rest = carry + decoder.decode(b"", final=True)
+    if rest:
+        yield rest
+
+
+def _open(path: str, stdin: Optional[BinaryIO]) -> BinaryIO:
+    if path == "-":
+        return stdin if stdin is not None else sys.stdin.buffer
+    try:
+        return open(path, "rb")
     except FileNotFoundError:
         raise ReportError("cannot read report %r: no such file" % path) from None
     except IsADirectoryError:
         raise ReportError("cannot read report %r: is a directory" % path) from None
     except OSError as exc:
         raise ReportError("cannot read report %r: %s" % (path, exc.strerror or exc)) from None
-    if len(data) > MAX_REPORT_BYTES:
-        raise ReportError("cannot read report %r: larger than %d MiB" % (path, MAX_REPORT_BYTES // 2 ** 20))
-    return decode_report(data)
+
+
+def read_one(path: str, scanner: LogScanner, stdin: Optional[BinaryIO] = None) -> Optional[ParsedReport]:
+    """Stream one file through the log reader; the report found in its head, if any. ReportError when the
+    file cannot be read, or nothing in it is recognised."""
+    name = "<stdin>" if path == "-" else path
+    stream = _open(path, stdin)
+    head: List[str] = []
+    kept, line = 0, 1
+    try:
+        for chunk in text_chunks(stream):
+            if kept < HEAD_CHARS:
+                head.append(chunk[:HEAD_CHARS - kept])
+                kept += len(head[-1])
+            line += scanner.feed(name, chunk, line)
+    except OSError as exc:
+        raise ReportError("cannot read report %r: %s" % (path, exc.strerror or exc)) from None
+    finally:
+        if path != "-":
+            stream.close()
+    try:
+        return parse_report("".join(head), name)
+    except ReportError:
+        if scanner.found_in(name):
+            return None
+        if not kept:
+            raise ReportError("%s: the report is empty" % name) from None
+        raise
 
 
 def snapshot_from_reports(paths: Sequence[str], stdin: Optional[BinaryIO] = None):
-    """A Snapshot (source kind "report") from one or more report files."""
+    """A Snapshot (source kind "report") from one or more report and log files."""
     from gpudoctor.snapshot import Snapshot
 
     reports: List[ParsedReport] = []
     failed = []
+    scanner = LogScanner()
     for path in paths:
-        name = "<stdin>" if path == "-" else path
         try:
-            reports.append(parse_report(read_report(path, stdin), name))
+            report = read_one(path, scanner, stdin)
         except ReportError as exc:
-            failed.append((name, str(exc)))
+            failed.append(("<stdin>" if path == "-" else path, str(exc)))
+            continue
+        if report is not None:
+            reports.append(report)
+    log_facts, log_evidence = scanner.result()
+    if log_facts:
+        reports.append(ParsedReport(kind="log", facts=log_facts, evidence=log_evidence, missing=[],
+                                    name=", ".join(scanner.files), parts=("log",)))
     if not reports:
         raise ReportError(failed[0][1] if len(failed) == 1 else
                           "no report could be read: " + "; ".join(msg for _, msg in failed))

@@ -1,0 +1,226 @@
+"""GD420-GD425: what only an NCCL log shows — the network and interfaces NCCL chose, plugins, versions per rank,
+timeouts and runtime errors. Pure functions of `logs` facts (gpudoctor.ingest.logs); no log given: they pass.
+
+Routine INFO lines are not failures: `NET/Socket` or loopback on one node, a missing `libnccl-net.so` where no
+fast network was meant. GD420/GD421 need evidence that a fast network was meant, GD423 several hosts.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Dict, List, Optional
+
+from gpudoctor.checks import check
+from gpudoctor.checks.log_evidence import cited, log_count, log_events
+
+_FAST_ENV = re.compile(r"^(?:NCCL_IB_(?!DISABLE)\w+|FI_\w+|NCCL_NET_PLUGIN|NCCL_NET|NCCL_NET_GDR_LEVEL|"
+                       r"NCCL_CROSS_NIC|NCCL_COLLNET_ENABLE|NCCL_GDRCOPY_ENABLE)$")
+_UNSUITABLE = re.compile(r"^(?:lo|docker\d*|virbr\d*|veth\w*|br-\w+|cni\d*)$")
+
+
+def _hosts(facts) -> Dict[str, dict]:
+    hosts = facts.get("logs.hosts", None) or {}
+    return {name: entry for name, entry in hosts.items() if isinstance(entry, dict)}
+
+
+def _echoed(facts) -> Dict[str, dict]:
+    return facts.get("logs.nccl_env", None) or {}
+
+
+def _network(entry: dict) -> Optional[str]:
+    """The network NCCL used on this host, as far as the lines say."""
+    chosen = entry.get("network") or entry.get("channel_network")
+    if chosen:
+        return str(chosen).strip()
+    if "ib_used" in entry:
+        return "IB"
+    if "plugin_loaded" in entry:
+        return "plugin"
+    if "socket_listed" in entry and ({"ib_no_device", "ibverbs_missing", "plugin_failed"} & set(entry)):
+        return "Socket"
+    return None
+
+
+def _fast_network_meant(facts, hosts: Dict[str, dict]) -> List[str]:
+    """Why a fast network was meant: settings, devices, or a plugin that was tried."""
+    reasons = []
+    settings = sorted(name for name in _echoed(facts) if _FAST_ENV.match(name))
+    settings += sorted(name for name in (facts.get("env", None) or {}) if _FAST_ENV.match(name)
+                       and name not in settings)
+    if settings:
+        reasons.append(f"{', '.join(settings[:3])} set")
+    devices = facts.get("host.ib_devices", None)
+    if devices:
+        reasons.append(f"{len(devices)} InfiniBand/RDMA device(s) on the host")
+    if any(_network(e) == "IB" for e in hosts.values()):
+        reasons.append("other ranks used IB")
+    if any("plugin_failed" in e for e in hosts.values()):
+        reasons.append("a net plugin was installed and tried")
+    return reasons
+
+
+def _ib_disabled(facts) -> bool:
+    value = (_echoed(facts).get("NCCL_IB_DISABLE") or {}).get("value") or (facts.get("env", None) or {}).get(
+        "NCCL_IB_DISABLE")
+    return str(value).strip().rstrip(".") == "1"
+
+
+@check("GD420")
+def nccl_socket_fallback(facts, rule):
+    hosts = _hosts(facts)
+    fell_back = {name: e for name, e in hosts.items() if (_network(e) or "").lower() == "socket"}
+    if not fell_back or _ib_disabled(facts):
+        return  # GD407 judges NCCL_IB_DISABLE=1
+    meant = _fast_network_meant(facts, hosts)
+    if not meant:
+        return  # an Ethernet-only cluster: sockets are what there is
+    name, entry = next(iter(fell_back.items()))
+    why = []
+    for key, text in (("plugin_failed", "the net plugin failed"), ("ibverbs_missing", "libibverbs is missing"),
+                      ("ib_no_device", "NCCL found no IB device")):
+        if key in entry:
+            why.append(f"{text} ({entry[key]['where']}: '{entry[key]['line']}')")
+    at = entry.get("network_at") or entry.get("channel_network_at") or entry.get("socket_listed") or {}
+    others = f" and {len(fell_back) - 1} other host(s)" if len(fell_back) > 1 else ""
+    yield rule.finding(
+        f"NCCL used TCP sockets (NET/Socket) on {name}{others} although a fast network was meant "
+        f"({'; '.join(meant)}): " + ("; ".join(why) if why else "the log does not say why IB/EFA was not used"),
+        evidence={"hosts": sorted(fell_back), "meant": meant, "log": at.get("where"), "line": at.get("line")},
+        fix=rule.fix("Make the fast network usable in the job's environment: install libibverbs (rdma-core) and "
+                     "expose /dev/infiniband in the container, load the right net plugin (aws-ofi-nccl with "
+                     "FI_PROVIDER=efa on AWS), and check NCCL_IB_HCA names a device `ibv_devinfo` lists; set "
+                     "NCCL_NET=IB (or the plugin's name) so NCCL fails instead of silently falling back."))
+
+
+@check("GD421")
+def nccl_net_plugin_failed(facts, rule):
+    hosts = _hosts(facts)
+    failed = {n: e["plugin_failed"] for n, e in hosts.items() if "plugin_failed" in e}
+    if not failed:
+        wanted = _echoed(facts).get("NCCL_NET_PLUGIN") or {}
+        plugin = str(wanted.get("value") or (facts.get("env", None) or {}).get("NCCL_NET_PLUGIN") or "")
+        if plugin and plugin.lower() != "none":
+            failed = {n: e.get("plugin_not_found") or e.get("plugin_symbol_missing") for n, e in hosts.items()
+                      if "plugin_loaded" not in e and ("plugin_not_found" in e or "plugin_symbol_missing" in e)}
+    if not failed:
+        return
+    name, at = next(iter(failed.items()))
+    yield rule.finding(
+        f"the NCCL net plugin was not found or failed to initialise on {name}"
+        f"{f' and {len(failed) - 1} other host(s)' if len(failed) > 1 else ''}: '{at['line']}' "
+        "— NCCL then uses its internal IB or socket transport",
+        evidence={"hosts": sorted(failed), "log": at["where"], "line": at["line"]},
+        fix=rule.fix("Check the plugin's libraries are on LD_LIBRARY_PATH in the job (aws-ofi-nccl: libnccl-net.so "
+                     "and libfabric with the efa provider, `fi_info -p efa`; GCP: the TCPX/FasTrak plugin and its "
+                     "daemon), and that NCCL_NET_PLUGIN names it."))
+
+
+@check("GD422")
+def nccl_version_mismatch(facts, rule):
+    versions = {name: e["nccl_version"] for name, e in _hosts(facts).items() if e.get("nccl_version")}
+    if len(set(versions.values())) < 2:
+        return
+    by_version: Dict[str, List[str]] = {}
+    for name, found in versions.items():
+        by_version.setdefault(found, []).append(name)
+    listing = "; ".join(f"{v} on {', '.join(sorted(names)[:3])}" for v, names in sorted(by_version.items()))
+    yield rule.finding(
+        f"ranks run different NCCL versions ({listing}): collectives can hang or fail between them",
+        evidence={"versions": versions},
+        fix=rule.fix("Run every rank from the same image or environment (the same torch wheel, or the same "
+                     "nvidia-nccl-cuXX package); `python -c 'import torch; print(torch.cuda.nccl.version())'` on "
+                     "each node shows the version."))
+
+
+@check("GD423")
+def nccl_interface_unsuitable(facts, rule):
+    hosts = {n: e for n, e in _hosts(facts).items() if e.get("interfaces") and not n.startswith("file ")}
+    if len(_hosts(facts)) < 2:
+        return  # one node: loopback and docker0 are fine
+    bad = {n: [i for i in e["interfaces"] if _UNSUITABLE.match(i)] for n, e in hosts.items()}
+    bad = {n: found for n, found in bad.items() if found}
+    first = {n: e["interfaces"][0] for n, e in hosts.items()}
+    if bad:
+        name, found = next(iter(bad.items()))
+        at = hosts[name].get("interfaces_at", {})
+        message = (f"NCCL uses {', '.join(found)} on {name} in a job across {len(_hosts(facts))} hosts: a loopback "
+                   "or container bridge does not reach the other nodes")
+    elif len(set(first.values())) > 1:
+        name = sorted(first)[0]
+        at = hosts[name].get("interfaces_at", {})
+        message = ("ranks picked different socket interfaces ("
+                   + ", ".join(f"{i} on {n}" for n, i in sorted(first.items())[:4]) + "): NCCL chooses per host, "
+                   "so the ranks may be on different networks")
+    else:
+        return
+    yield rule.finding(
+        message, evidence={"interfaces": {n: e["interfaces"] for n, e in hosts.items()}, "log": at.get("where"),
+                           "line": at.get("line")},
+        fix=rule.fix("Name the interface of the cluster network explicitly, the same on every node: "
+                     "NCCL_SOCKET_IFNAME=eth0 (a prefix, or `=eth0` for an exact name; `^lo,docker` to exclude), and "
+                     "GLOO_SOCKET_IFNAME for torch's gloo/store."))
+
+
+@check("GD424")
+def collective_timeout(facts, rule):
+    timeouts = log_events(facts, "watchdog_timeout")
+    if not timeouts:
+        return
+    first = timeouts[0]
+    ranks = sorted({e["rank"] for e in timeouts if e.get("rank") is not None})
+    hints = []
+    prep = log_events(facts, "preprocessing")
+    if prep:
+        hints.append(f"the log shows dataset preprocessing running ({prep[0]['where']}): a rank busy "
+                     "tokenizing while the others wait in a collective")
+    if log_events(facts, "sigkill", "oom_killer", "cuda_oom", "xid"):
+        hints.append("the log also shows a rank killed or a GPU error (see the other findings): a dead rank "
+                     "leaves the others waiting")
+    if not hints:
+        hints.append("look for the rank that did not reach the collective: stuck in data loading or I/O, died "
+                     "(its own log), or on a network NCCL fell back from")
+    timeout_s = first.get("timeout_ms", 0) / 1000
+    lines = log_count(facts, "watchdog_timeout")
+    yield rule.finding(
+        f"collective {first.get('op')} (sequence {first.get('seq')}) timed out after {timeout_s:.0f} s on "
+        f"rank(s) {', '.join(map(str, ranks)) or '?'}{f' ({lines} timeout lines)' if lines > 1 else ''}; "
+        + "; ".join(hints),
+        evidence={**cited(first), "ranks": ranks, "op": first.get("op"), "seq": first.get("seq"),
+                  "timeout_ms": first.get("timeout_ms")},
+        fix=rule.fix("Find the rank that was late and why (preprocess/tokenize once before training, e.g. on rank "
+                     "0 under `main_process_first()` and cache it); raise the timeout only for known long steps: "
+                     "`init_process_group(timeout=timedelta(hours=2))` or the framework's ddp_timeout."))
+
+
+_RUNTIME = {
+    "duplicate_gpu": ("two ranks use the same GPU (NCCL 'invalid usage')",
+                      "Give each rank its own GPU: `torch.cuda.set_device(local_rank)` before init_process_group, "
+                      "and as many processes per node as GPUs (CUDA_VISIBLE_DEVICES, --nproc_per_node)."),
+    "fabric_manager": ("NVSwitch/NVLS setup failed: on an NVSwitch system this means the fabric manager is not "
+                       "running or its version differs from the driver's",
+                       "Start nvidia-fabricmanager with the driver's exact version (`systemctl status "
+                       "nvidia-fabricmanager`), or set NCCL_NVLS_ENABLE=0 to run without NVLink SHARP."),
+    "no_socket_interface": ("NCCL found no usable network interface for its bootstrap",
+                            "Set NCCL_SOCKET_IFNAME to an interface that is up and has an address on every node "
+                            "(`ip -br addr`)."),
+}
+
+
+@check("GD425")
+def nccl_runtime_error(facts, rule):
+    for kind, (what, how) in _RUNTIME.items():
+        for event in log_events(facts, kind)[:1]:
+            yield rule.finding(f"{what}: {event['line']}", evidence=cited(event), fix=rule.fix(how))
+    for event in log_events(facts, "nccl_error")[:1]:
+        error = event.get("error") or "NCCL error"
+        reason = event.get("reason")
+        if "remote process exited" in error:
+            what = ("another rank exited or lost its connection first: this rank's error is a consequence — look "
+                    "for the first error in all ranks' logs")
+        else:
+            what = f"NCCL failed with '{error}'" + (f"; the NCCL warning before it: '{reason}'" if reason else
+                                                    " (run with NCCL_DEBUG=WARN to see the reason NCCL gives)")
+        yield rule.finding(
+            f"{what}: {event['line']}", evidence={**cited(event), "reason": reason},
+            fix=rule.fix("Read the NCCL WARN line before the error: a socket connect failure (firewall, wrong "
+                         "NCCL_SOCKET_IFNAME), an IB error (GD420/GD505), or an out-of-memory (GD508)."))

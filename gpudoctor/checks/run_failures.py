@@ -1,0 +1,116 @@
+"""GD507-GD509: how a run died, from its logs — a GPU Xid, a CUDA out-of-memory, a rank killed by SIGKILL.
+Pure functions of `logs` facts (gpudoctor.ingest.logs) and rules/xid.toml; no log given: they pass."""
+
+from __future__ import annotations
+
+from typing import Dict
+
+from gpudoctor.checks import check
+from gpudoctor.checks.log_evidence import cited, log_count, log_events
+from gpudoctor.knowledge import table
+from gpudoctor.model import Severity
+
+
+def xid_catalog() -> Dict[int, dict]:
+    return {int(row["code"]): row for row in table("xid").get("xid", [])}
+
+
+@check("GD507")
+def gpu_xid(facts, rule):
+    catalog = xid_catalog()
+    seen: Dict[int, dict] = {}
+    for event in log_events(facts, "xid"):
+        seen.setdefault(event["xid"], event)
+    for code, event in sorted(seen.items()):
+        known = catalog.get(code)
+        times = sum(1 for e in log_events(facts, "xid") if e["xid"] == code)
+        if known:
+            severity = Severity.parse(known["severity"])
+            meaning = f"{known['name']} ({known['cause']}; NVIDIA's immediate action: {known['action']})"
+            advice = known["advice"]
+        else:
+            severity = Severity.WARNING
+            meaning = "an Xid gpudoctor has no entry for"
+            advice = ("Look the code up in NVIDIA's Xid catalogue (docs.nvidia.com/deploy/xid-errors) for its "
+                      "immediate action.")
+        yield rule.finding(
+            f"GPU at PCI {event.get('pci')} reported Xid {code}: {meaning}"
+            f"{f' ({times} times)' if times > 1 else ''}",
+            evidence={**cited(event), "xid": code, "pci": event.get("pci")}, severity=severity,
+            fix=rule.fix(advice))
+
+
+def _sizes(event: dict) -> str:
+    parts = []
+    if event.get("tried"):
+        parts.append(f"tried to allocate {event['tried']}")
+    if event.get("gpu") is not None:
+        parts.append(f"GPU {event['gpu']}")
+    if event.get("total"):
+        parts.append(f"{event['total']} total")
+    if event.get("free"):
+        parts.append(f"{event['free']} free")
+    return ", ".join(parts)
+
+
+@check("GD508")
+def gpu_out_of_memory(facts, rule):
+    events = log_events(facts, "cuda_oom")
+    if not events:
+        return
+    event = next((e for e in events if e.get("tried")), events[0])
+    sizes = _sizes(event)
+    where = "inside NCCL (its buffers could not be allocated)" if event.get("source") == "nccl" else "in torch"
+    model = facts.get("model", None)
+    estimate = (" `gpudoctor check --model` gives the estimate term by term (GD501)." if model is None else
+                " The memory estimate for this model is in GD501's finding.")
+    times = log_count(facts, "cuda_oom")
+    yield rule.finding(
+        f"the GPU ran out of memory {where}{f' ({sizes})' if sizes else ''}"
+        f"{f', {times} times' if times > 1 else ''}",
+        evidence={**cited(event), "tried": event.get("tried"), "total": event.get("total"),
+                  "free": event.get("free")},
+        fix=rule.fix("Lower the micro batch size or sequence length, turn on activation checkpointing, shard "
+                     "optimizer states and gradients (ZeRO 2/3, FSDP) or offload them; when much memory is "
+                     "'reserved but unallocated', try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True." + estimate))
+
+
+def _offloading(facts) -> bool:
+    """Whether a given DeepSpeed config offloads to the CPU (`--ds-config`)."""
+    given = facts.get("ds_config", None) or []
+    for item in given if isinstance(given, list) else [given]:
+        config = item.get("config") if isinstance(item, dict) else None
+        zero = config.get("zero_optimization") if isinstance(config, dict) else None
+        if isinstance(zero, dict) and any(isinstance(zero.get(key), dict) and zero[key].get("device") in
+                                          ("cpu", "nvme") for key in ("offload_optimizer", "offload_param")):
+            return True
+    return False
+
+
+@check("GD509")
+def host_oom_killed(facts, rule):
+    proof = log_events(facts, "oom_killer")
+    kills = log_events(facts, "sigkill")
+    offload = (" With CPU offload the optimizer states live in host RAM: GD504 estimates what the job needs."
+               if _offloading(facts) else "")
+    if proof:
+        event = proof[0]
+        victim = f" process {event['process']} (pid {event['pid']})" if event.get("process") else ""
+        yield rule.finding(
+            f"the kernel's OOM killer ended{victim or ' a process of the job'}: the host ran out of memory"
+            f"{f'; {len(kills)} rank(s) died with SIGKILL' if kills else ''}",
+            evidence={**cited(event), "killed": len(kills)},
+            fix=rule.fix("Give the job more host memory (SLURM --mem, a larger Kubernetes memory limit) or use less: "
+                         "fewer DataLoader workers, no dataset held in RAM per rank, mmap'd checkpoints "
+                         "(`torch.load(mmap=True)`), less CPU offload." + offload))
+        return
+    if kills:
+        event = kills[0]
+        yield rule.finding(
+            f"a rank was killed by signal 9 (SIGKILL); the log does not say by whom: the host's OOM killer, a "
+            f"scheduler limit (memory or time), or the launcher stopping ranks after another one failed",
+            evidence=cited(event), severity=Severity.WARNING,
+            fix=rule.fix("Check the node's kernel log for the OOM killer (`journalctl -k | grep -i -E 'out of "
+                         "memory|oom'`, `dmesg -T`), the scheduler's accounting (`sacct -j JOB -o "
+                         "JobID,State,MaxRSS,ReqMem,Elapsed,Timelimit`), and the other ranks' logs for the first "
+                         "error." + offload))

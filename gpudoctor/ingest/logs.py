@@ -1,0 +1,401 @@
+"""The logs of a failed run: NCCL ``INFO``/``WARN`` output, Python tracebacks and console output, kernel messages.
+
+    scanner = LogScanner()
+    scanner.feed("rank0.log", chunk, first_line=1)    # chunks end at a line boundary; any size, any number
+    facts, evidence = scanner.result()                  # {"logs": {...}}, or {} when nothing was recognised
+
+Streaming: each chunk is searched for a few literal keywords (``str.find``, which scans at memory speed); only
+the lines that hold one are parsed, so a 100 MB training log costs about what reading it costs, and memory is
+bounded by the chunk size and the caps on what is kept (``MAX_EVENTS_PER_KIND`` events of each kind).
+
+What is recorded is what the lines prove, no more (docs/logs.md):
+
+- ``logs.hosts``: per host (the ``host:pid:tid [dev]`` prefix NCCL puts on each line; the file when a line has
+  none), the NCCL version, the network NCCL chose (``Using network IB``, ``via NET/Socket``, ``NET/IB : Using``),
+  the socket/bootstrap interfaces, and whether IB was looked for and not found, libibverbs was missing, a net
+  plugin was not found, failed, or loaded.
+- ``logs.nccl_env``: the variables NCCL echoes (``NCCL_IB_HCA set by environment to mlx5_0``).
+- ``logs.events``: each failure line with its kind (``xid``, ``cuda_oom``, ``watchdog_timeout``, ``sigkill``,
+  ``oom_killer`` …), where it is (file and line), the host, and the numbers the line carries.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from .normalize import clean_text
+
+MAX_EVENTS_PER_KIND = 20
+MAX_LINE_CHARS = 2000
+MAX_HOSTS = 4096
+MAX_INTERFACES = 16
+QUOTE_CHARS = 240
+
+# A line is parsed only if it holds one of these (case-sensitive, so `str.find` stays a plain memory scan).
+KEYWORDS = (
+    "NCCL", "Xid", "rror", "xception", "out of memory", "exitcode", "SIGKILL", "ignal 9", "Killed", "oom-kill",
+    "oom_kill", "OOM", "Timeout", "timed out", "<module>", "bootstrapping", "start a new process", "Running tokenizer",
+    "NVML", "NVIDIA-SMI", "kernel image", "shared memory", "NVIDIA driver", "not compatible with the current PyTorch",
+    "does not match the version torch was compiled", "Error 804", "forward compatibility",
+)
+
+_NCCL_LINE = re.compile(
+    r"([A-Za-z0-9][\w.\-]{0,200}):(\d{1,10}):(\d{1,10}) \[(\d{1,5})\] (?:[\w./\-]{1,100}:\d{1,6} )?"
+    r"NCCL (INFO|WARN|TRACE|ABORT) ?(.*)")
+_NCCL_VERSION = re.compile(r"NCCL version:? ?(\d{1,3}\.\d{1,3}\.\d{1,3})")
+_ENV_ECHO = re.compile(r"((?:NCCL|FI|TORCH_NCCL)_[A-Z0-9_]{1,60}) set by environment to (\S{0,200}?)\.?$")
+_USING_NETWORK = re.compile(r"Using network (.{1,60}?)\s*$")
+_VIA_NET = re.compile(r"via NET/([A-Za-z0-9_ ]{1,40}?)(?:/\d|$)")
+_IFACES = re.compile(r"\[\d{1,3}\]([\w.\-@]{1,40}):")
+_BOOTSTRAP = re.compile(r"Bootstrap ?: ?Using ([\w.\-@]{1,40}):")
+_OOB = re.compile(r"OOB ([\w.\-@]{1,40}):")
+_LOADED_PLUGIN = re.compile(r"(?:Loaded net plugin|Using plugin) ?:? ?(.{1,80}?)\s*(?:\(v\d+\))?\s*$")
+_NCCL_ERROR = re.compile(r"(unhandled system error|unhandled cuda error|invalid usage|internal error|"
+                         r"remote process exited or there was a network error|invalid argument)")
+
+_XID = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9a-fA-F:.]{4,20})\): (\d{1,4})(?:, pid=([^,\s]{1,20}))?"
+                  r"(?:, name=([^,]{1,80}))?,? ?(.*)")
+_TIMEOUT = re.compile(r"WorkNCCL\(SeqNum=(\d+), OpType=(\w+)[^)]{0,200}?Timeout\(ms\)=(\d+)\)"
+                      r"(?: ran for (\d+) milliseconds)?")
+_RANK = re.compile(r"\[[Rr]ank ?(\d{1,6})\]")
+_OOM_TORCH = re.compile(r"Tried to allocate ([\d.]+ [KMGT]?i?B)")
+_OOM_GPU = re.compile(r"GPU ?(\d{1,3})")
+_OOM_TOTAL = re.compile(r"([\d.]+ [KMGT]?i?B) total capacity|total capacity of ([\d.]+ [KMGT]?i?B)")
+_OOM_FREE = re.compile(r"([\d.]+ [KMGT]?i?B) free|of which ([\d.]+ [KMGT]?i?B) is free")
+_EXITCODE_9 = re.compile(r"exitcode\s*:?\s*-9\b(?:.{0,40}?local_rank:? ?(\d{1,6}))?(?:.{0,40}?pid:? ?(\d{1,10}))?")
+_SHELL_KILLED = re.compile(r"\d{1,10} Killed\s+\S")
+_KILLED_PROCESS = re.compile(r"Killed process (\d{1,10}) \(([^)]{1,64})\)(?:.{0,40}?anon-rss:(\d+)kB)?")
+_MODULE_FRAME = re.compile(r'File "([^"]{1,500})", line (\d{1,7}), in <module>')
+_NOT_COMPATIBLE = re.compile(r"(\S.{0,80}?) with CUDA capability (sm_\d{2,3}) is not compatible")
+_CUDA_MISMATCH = re.compile(r"Installed CUDA version (\d{1,3}\.\d{1,3}) does not match the version torch was "
+                            r"compiled with (\d{1,3}\.\d{1,3})")
+_SITE = ("site-packages", "dist-packages", "/lib/python", "<frozen", "\\lib\\")
+
+
+def _quote(line: str) -> str:
+    return line if len(line) <= QUOTE_CHARS else line[:QUOTE_CHARS] + "..."
+
+
+class LogScanner:
+    """Reads log chunks and keeps what they prove about the run (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.files: List[str] = []
+        self.lines = 0
+        self.hosts: Dict[str, Dict[str, Any]] = {}
+        self.nccl_env: Dict[str, Dict[str, str]] = {}
+        self.events: List[Dict[str, Any]] = []
+        self.counts: Dict[str, int] = {}
+        self._found_in: Dict[str, int] = {}
+        self._last_warn: Optional[str] = None
+        self._last_frame: Dict[str, Tuple[str, int, int]] = {}
+
+    # -- reading ----------------------------------------------------------------------------------------
+    def feed(self, name: str, text: str, first_line: int = 1) -> int:
+        """Scan one chunk of `name` (whole lines, line `first_line` first); returns the number of lines in it."""
+        if name not in self.files:
+            self.files.append(name)
+        starts = set()
+        for word in KEYWORDS:
+            pos = text.find(word)
+            while pos >= 0:
+                start = text.rfind("\n", 0, pos) + 1
+                starts.add(start)
+                end = text.find("\n", pos)
+                if end < 0:
+                    break
+                pos = text.find(word, end)
+        counted_to, line_no = 0, first_line
+        for start in sorted(starts):
+            line_no += text.count("\n", counted_to, start)
+            counted_to = start
+            end = text.find("\n", start)
+            raw = text[start:end if end >= 0 else len(text)][:MAX_LINE_CHARS]
+            self._line(name, line_no, raw)
+        lines = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
+        self.lines += lines
+        return lines
+
+    def found_in(self, name: str) -> bool:
+        """Whether anything in file `name` was recognised."""
+        return self._found_in.get(name, 0) > 0
+
+    # -- one line ---------------------------------------------------------------------------------------
+    def _line(self, name: str, line_no: int, raw: str) -> None:
+        line = clean_text(raw).strip() if ("\x1b" in raw or "[" in raw or "\r" in raw) else raw.strip()
+        if not line:
+            return
+        where = "%s line %d" % (name, line_no)
+        m = _NCCL_LINE.search(line) if "NCCL" in line else None
+        if m:
+            self._nccl(name, where, line, m.group(1), m.group(5), m.group(6).strip())
+        elif "NCCL version" in line and "NCCL version" == line.lstrip("[]0123456789: ")[:12]:
+            self._version(name, "file " + name, where, line)
+        called = set()
+        for trigger, handler in _HANDLERS:
+            if trigger in line and handler not in called:
+                called.add(handler)
+                handler(self, name, where, line)
+
+    def _host(self, host: str) -> Dict[str, Any]:
+        entry = self.hosts.get(host)
+        if entry is None:
+            if len(self.hosts) >= MAX_HOSTS:
+                return {}
+            entry = self.hosts[host] = {}
+        return entry
+
+    def _mark(self, entry: Dict[str, Any], key: str, where: str, line: str) -> None:
+        entry.setdefault(key, {"where": where, "line": _quote(line)})
+
+    def _note(self, name: str) -> None:
+        self._found_in[name] = self._found_in.get(name, 0) + 1
+
+    def _version(self, name: str, unit: str, where: str, line: str) -> None:
+        v = _NCCL_VERSION.search(line)
+        if v:
+            self._note(name)
+            entry = self._host(unit)
+            if entry is not None and "nccl_version" not in entry:
+                entry["nccl_version"] = v.group(1)
+                entry["nccl_version_at"] = where
+
+    def _nccl(self, name: str, where: str, line: str, host: str, level: str, msg: str) -> None:
+        self._note(name)
+        entry = self._host(host)
+        if "NCCL version" in msg:
+            self._version(name, host, where, line)
+        env = _ENV_ECHO.search(msg)
+        if env:
+            self.nccl_env.setdefault(env.group(1), {"value": env.group(2), "where": where, "host": host})
+        if "Using network" in msg:
+            m = _USING_NETWORK.search(msg)
+            if m:
+                entry.setdefault("network", m.group(1))
+                self._mark(entry, "network_at", where, line)
+        elif "via NET/" in msg:
+            m = _VIA_NET.search(msg)
+            if m:
+                entry.setdefault("channel_network", m.group(1).strip())
+                self._mark(entry, "channel_network_at", where, line)
+        if msg.startswith("NET/IB") and ": Using" in msg:
+            self._mark(entry, "ib_used", where, line)
+            oob = _OOB.search(msg)
+            if oob:
+                self._add_interface(entry, oob.group(1), where, line)
+        elif msg.startswith("NET/IB") and "No device found" in msg:
+            self._mark(entry, "ib_no_device", where, line)
+        elif msg.startswith("NET/Socket") and "Using" in msg:
+            self._mark(entry, "socket_listed", where, line)
+            for iface in _IFACES.findall(msg):
+                self._add_interface(entry, iface, where, line)
+        elif "Bootstrap" in msg:
+            m = _BOOTSTRAP.search(msg)
+            if m:
+                self._add_interface(entry, m.group(1), where, line)
+            elif "no socket interface found" in msg or "no usable" in msg:
+                self._event(name, "no_socket_interface", where, line, host=host)
+        if "libibverbs" in msg and ("Failed to open" in msg or "not found" in msg):
+            self._mark(entry, "ibverbs_missing", where, line)
+        self._plugin(entry, msg, where, line)
+        if level == "WARN":
+            self._last_warn = _quote(line)
+            self._nccl_warn(name, where, line, host, msg)
+
+    def _add_interface(self, entry: Dict[str, Any], iface: str, where: str, line: str) -> None:
+        names = entry.setdefault("interfaces", [])
+        if iface not in names and len(names) < MAX_INTERFACES:
+            names.append(iface)
+            self._mark(entry, "interfaces_at", where, line)
+
+    def _plugin(self, entry: Dict[str, Any], msg: str, where: str, line: str) -> None:
+        if "NET/OFI" in msg and ("Could not find any optimal provider" in msg or "failed" in msg.lower()
+                                 or "Unable to" in msg or "No eligible providers" in msg):
+            self._mark(entry, "plugin_failed", where, line)
+        elif "Failed to initialize any NET plugin" in msg or "Failed to initialize NET plugin" in msg:
+            self._mark(entry, "plugin_failed", where, line)
+        elif "NET/Plugin" in msg and ("No plugin found" in msg or "Could not find" in msg
+                                      or "cannot open shared object" in msg):
+            self._mark(entry, "plugin_not_found", where, line)
+        elif "NET/Plugin" in msg and "Failed to find ncclNetPlugin" in msg:
+            self._mark(entry, "plugin_symbol_missing", where, line)
+        elif "Loaded net plugin" in msg or "NET/OFI Selected Provider" in msg or "Using network AWS" in msg \
+                or "Initializing aws-ofi-nccl" in msg:
+            self._mark(entry, "plugin_loaded", where, line)
+
+    def _nccl_warn(self, name: str, where: str, line: str, host: str, msg: str) -> None:
+        if "Duplicate GPU detected" in msg:
+            self._event(name, "duplicate_gpu", where, line, host=host)
+        elif "ibv_reg_mr" in msg or "ibv_reg_dmabuf_mr" in msg:
+            self._event(name, "ibv_reg_mr", where, line, host=host)
+        elif "Cuda failure" in msg and "out of memory" in msg:
+            self._event(name, "cuda_oom", where, line, host=host, source="nccl")
+        elif "system not yet initialized" in msg or "NVLS" in msg or "fabric" in msg.lower() \
+                or "cuMulticast" in msg:
+            self._event(name, "fabric_manager", where, line, host=host)
+        elif "shared memory" in msg.lower() or "/dev/shm" in msg:
+            self._event(name, "shm_failure", where, line, host=host)
+
+    def _event(self, name: str, kind: str, where: str, line: str, **fields: Any) -> None:
+        self._note(name)
+        seen = self.counts.get(kind, 0)
+        self.counts[kind] = seen + 1
+        if seen < MAX_EVENTS_PER_KIND:
+            event = {"kind": kind, "where": where, "line": _quote(line)}
+            event.update({k: v for k, v in fields.items() if v is not None})
+            self.events.append(event)
+
+    # -- the other message families ---------------------------------------------------------------------
+    def _xid(self, name: str, where: str, line: str) -> None:
+        m = _XID.search(line)
+        if m:
+            self._event(name, "xid", where, line, xid=int(m.group(2)), pci=m.group(1),
+                        detail=m.group(5).strip()[:160] or None)
+
+    def _timeout(self, name: str, where: str, line: str) -> None:
+        m = _TIMEOUT.search(line)
+        if not m:
+            return
+        rank = _RANK.search(line)
+        self._event(name, "watchdog_timeout", where, line, rank=int(rank.group(1)) if rank else None,
+                    seq=int(m.group(1)), op=m.group(2), timeout_ms=int(m.group(3)),
+                    ran_ms=int(m.group(4)) if m.group(4) else None)
+
+    def _nccl_error(self, name: str, where: str, line: str) -> None:
+        if "NCCL error" not in line and "ncclSystemError" not in line and "ncclInvalidUsage" not in line \
+                and "ncclRemoteError" not in line and "ncclInternalError" not in line:
+            return
+        m = _NCCL_ERROR.search(line)
+        version = _NCCL_VERSION.search(line)
+        self._event(name, "nccl_error", where, line, error=m.group(1) if m else None,
+                    nccl_version=version.group(1) if version else None, reason=self._last_warn)
+
+    def _cuda_oom(self, name: str, where: str, line: str) -> None:
+        if "CUDA out of memory" not in line and "CUDA error: out of memory" not in line \
+                and "OutOfMemoryError" not in line:
+            return
+        tried = _OOM_TORCH.search(line)
+        gpu = _OOM_GPU.search(line[line.find("allocate"):]) if "allocate" in line else None
+        total = _OOM_TOTAL.search(line)
+        free = _OOM_FREE.search(line)
+        self._event(name, "cuda_oom", where, line, source="torch",
+                    tried=tried.group(1) if tried else None, gpu=int(gpu.group(1)) if gpu else None,
+                    total=(total.group(1) or total.group(2)) if total else None,
+                    free=(free.group(1) or free.group(2)) if free else None)
+
+    def _sigkill(self, name: str, where: str, line: str) -> None:
+        m = _EXITCODE_9.search(line)
+        if m:
+            self._event(name, "sigkill", where, line, local_rank=int(m.group(1)) if m.group(1) else None,
+                        pid=int(m.group(2)) if m.group(2) else None)
+        elif "Signals.SIGKILL" in line or "Signal 9 (SIGKILL)" in line or "signal 9 (SIGKILL)" in line \
+                or line in ("Killed", "Killed.") or "killed by signal: Killed" in line or _SHELL_KILLED.search(line):
+            self._event(name, "sigkill", where, line)
+
+    def _oom_killer(self, name: str, where: str, line: str) -> None:
+        m = _KILLED_PROCESS.search(line)
+        if m and ("Out of memory" in line or "out of memory" in line):
+            self._event(name, "oom_killer", where, line, pid=int(m.group(1)), process=m.group(2),
+                        rss_kib=int(m.group(3)) if m.group(3) else None)
+        elif "oom-kill:" in line or "oom_kill event" in line or "OOM Killed" in line or "OOM-killed" in line or "OOMKilled" in line \
+                or "Memory cgroup out of memory" in line or "oom_kill_process" in line:
+            self._event(name, "oom_killer", where, line)
+
+    def _shm(self, name: str, where: str, line: str) -> None:
+        low = line.lower()
+        if ("bus error" in low and "shared memory" in low) or "out of shared memory" in low \
+                or ("unable to write to file </torch_" in line) or ("No space left on device" in line and
+                                                                     "/torch_" in line):
+            self._event(name, "shm_failure", where, line)
+
+    def _frame(self, name: str, where: str, line: str) -> None:
+        m = _MODULE_FRAME.search(line)
+        if m and not any(part in m.group(1) for part in _SITE):
+            self._last_frame[name] = (m.group(1), int(m.group(2)), int(where.rsplit(" ", 1)[1]))
+
+    def _bootstrap_phase(self, name: str, where: str, line: str) -> None:
+        if "bootstrapping phase" not in line and "start a new process before the" not in line:
+            return
+        if any(e["kind"] == "spawn_bootstrap" and e["where"].startswith(name + " ") for e in self.events):
+            return  # one message is several lines
+        frame = self._last_frame.get(name)
+        fields: Dict[str, Any] = {}
+        if frame and int(where.rsplit(" ", 1)[1]) - frame[2] < 200:
+            fields = {"script": frame[0], "script_line": frame[1]}
+        self._event(name, "spawn_bootstrap", where, line, **fields)
+
+    def _arch(self, name: str, where: str, line: str) -> None:
+        if "no kernel image is available" in line:
+            self._event(name, "no_kernel_image", where, line)
+        else:
+            m = _NOT_COMPATIBLE.search(line)
+            if m:
+                self._event(name, "no_kernel_image", where, line, gpu=m.group(1).strip(), sm=m.group(2))
+
+    def _driver(self, name: str, where: str, line: str) -> None:
+        if "driver version is insufficient" in line or "cudaErrorInsufficientDriver" in line \
+                or "NVIDIA driver on your system is too old" in line:
+            self._event(name, "driver_insufficient", where, line)
+        elif "Error 804" in line or "forward compatibility was attempted on non supported HW" in line:
+            self._event(name, "forward_compat_unsupported", where, line)
+        elif "Found no NVIDIA driver" in line or "couldn't communicate with the NVIDIA driver" in line:
+            self._event(name, "driver_missing", where, line)
+        elif "Driver/library version mismatch" in line:
+            self._event(name, "nvml_mismatch", where, line)
+
+    def _cuda_mismatch(self, name: str, where: str, line: str) -> None:
+        m = _CUDA_MISMATCH.search(line)
+        if m:
+            self._event(name, "cuda_mismatch", where, line, nvcc=m.group(1), torch_cuda=m.group(2))
+        elif "CUDAMismatchException" in line:
+            self._event(name, "cuda_mismatch", where, line)
+
+    def _preprocessing(self, name: str, where: str, line: str) -> None:
+        if self.counts.get("preprocessing", 0) == 0:
+            self._event(name, "preprocessing", where, line)
+
+    # -- result -----------------------------------------------------------------------------------------
+    def result(self) -> Tuple[Dict[str, Any], Dict[str, str]]:
+        """({"logs": {...}}, evidence) — empty when no line was recognised."""
+        if not any(self._found_in.values()):
+            return {}, {}
+        logs: Dict[str, Any] = {"files": list(self.files), "lines": self.lines,
+                                "hosts": {h: e for h, e in self.hosts.items() if e},
+                                "nccl_env": dict(self.nccl_env),
+                                "events": list(self.events), "counts": dict(self.counts)}
+        evidence = {"logs": "%d line(s) of %s" % (self.lines, ", ".join(self.files))}
+        return {"logs": logs}, evidence
+
+
+_Handler = Callable[[LogScanner, str, str, str], None]
+# (a literal the line must hold, the reader for it); a line may feed several readers.
+_HANDLERS: Tuple[Tuple[str, _Handler], ...] = (
+    ("Xid", LogScanner._xid),
+    ("Timeout(ms)", LogScanner._timeout),
+    ("NCCL", LogScanner._nccl_error),
+    ("ncclSystemError", LogScanner._nccl_error),
+    ("emory", LogScanner._cuda_oom),
+    ("-9", LogScanner._sigkill),
+    ("SIGKILL", LogScanner._sigkill),
+    ("Killed", LogScanner._sigkill),
+    ("Killed", LogScanner._oom_killer),
+    ("oom", LogScanner._oom_killer),
+    ("OOM", LogScanner._oom_killer),
+    ("emory", LogScanner._oom_killer),
+    ("shared memory", LogScanner._shm),
+    ("Bus error", LogScanner._shm),
+    ("bus error", LogScanner._shm),
+    ("/torch_", LogScanner._shm),
+    ("<module>", LogScanner._frame),
+    ("new process", LogScanner._bootstrap_phase),
+    ("bootstrapping phase", LogScanner._bootstrap_phase),
+    ("kernel image", LogScanner._arch),
+    ("not compatible with the current PyTorch", LogScanner._arch),
+    ("river", LogScanner._driver),
+    ("Error 804", LogScanner._driver),
+    ("forward compatibility", LogScanner._driver),
+    ("does not match the version torch", LogScanner._cuda_mismatch),
+    ("CUDAMismatchException", LogScanner._cuda_mismatch),
+    ("Running tokenizer", LogScanner._preprocessing),
+)
