@@ -19,8 +19,13 @@ _UNSUITABLE = re.compile(r"^(?:lo|docker\d*|virbr\d*|veth\w*|br-\w+|cni\d*)$")
 
 
 def _hosts(facts) -> Dict[str, dict]:
+    """Per host of the log (and "file NAME" for NCCL lines of a file without a host prefix)."""
     hosts = facts.get("logs.hosts", None) or {}
     return {name: entry for name, entry in hosts.items() if isinstance(entry, dict)}
+
+
+def _named_hosts(facts) -> Dict[str, dict]:
+    return {name: entry for name, entry in _hosts(facts).items() if not name.startswith("file ")}
 
 
 def _echoed(facts) -> Dict[str, dict]:
@@ -134,8 +139,9 @@ def nccl_version_mismatch(facts, rule):
 
 @check("GD423")
 def nccl_interface_unsuitable(facts, rule):
-    hosts = {n: e for n, e in _hosts(facts).items() if e.get("interfaces") and not n.startswith("file ")}
-    if len(_hosts(facts)) < 2:
+    named = _named_hosts(facts)
+    hosts = {n: e for n, e in named.items() if e.get("interfaces")}
+    if len(named) < 2:
         return  # one node: loopback and docker0 are fine
     bad = {n: [i for i in e["interfaces"] if _UNSUITABLE.match(i)] for n, e in hosts.items()}
     bad = {n: found for n, found in bad.items() if found}
@@ -143,7 +149,7 @@ def nccl_interface_unsuitable(facts, rule):
     if bad:
         name, found = next(iter(bad.items()))
         at = hosts[name].get("interfaces_at", {})
-        message = (f"NCCL uses {', '.join(found)} on {name} in a job across {len(_hosts(facts))} hosts: a loopback "
+        message = (f"NCCL uses {', '.join(found)} on {name} in a job across {len(named)} hosts: a loopback "
                    "or container bridge does not reach the other nodes")
     elif len(set(first.values())) > 1:
         name = sorted(first)[0]
@@ -208,9 +214,13 @@ _RUNTIME = {
 
 @check("GD425")
 def nccl_runtime_error(facts, rule):
+    explained = False
     for kind, (what, how) in _RUNTIME.items():
         for event in log_events(facts, kind)[:1]:
+            explained = True
             yield rule.finding(f"{what}: {event['line']}", evidence=cited(event), fix=rule.fix(how))
+    if explained:
+        return  # torch's 'NCCL error … invalid usage' after it is the same failure
     for event in log_events(facts, "nccl_error")[:1]:
         error = event.get("error") or "NCCL error"
         reason = event.get("reason")

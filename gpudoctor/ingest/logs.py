@@ -1,11 +1,11 @@
 """The logs of a failed run: NCCL ``INFO``/``WARN`` output, Python tracebacks and console output, kernel messages.
 
     scanner = LogScanner()
-    scanner.feed("rank0.log", chunk, first_line=1)    # chunks end at a line boundary; any size, any number
+    scanner.feed("rank0.log", chunk, first_line=1)    # UTF-8 bytes ending at a line boundary; any size, any number
     facts, evidence = scanner.result()                  # {"logs": {...}}, or {} when nothing was recognised
 
-Streaming: each chunk is searched for a few literal keywords (``str.find``, which scans at memory speed); only
-the lines that hold one are parsed, so a 100 MB training log costs about what reading it costs, and memory is
+Streaming: each chunk is searched for a few literal anchors (``bytes.find``, a C scan; no decoding); only the
+lines that hold one are decoded and parsed, so a 100 MB training log costs about what reading it costs, and memory is
 bounded by the chunk size and the caps on what is kept (``MAX_EVENTS_PER_KIND`` events of each kind).
 
 What is recorded is what the lines prove, no more (docs/logs.md):
@@ -32,12 +32,12 @@ MAX_HOSTS = 4096
 MAX_INTERFACES = 16
 QUOTE_CHARS = 240
 
-# A line is parsed only if it holds one of these (case-sensitive, so `str.find` stays a plain memory scan).
-KEYWORDS = (
-    "NCCL", "Xid", "rror", "xception", "out of memory", "exitcode", "SIGKILL", "ignal 9", "Killed", "oom-kill",
-    "oom_kill", "OOM", "Timeout", "timed out", "<module>", "bootstrapping", "start a new process", "Running tokenizer",
-    "NVML", "NVIDIA-SMI", "kernel image", "shared memory", "NVIDIA driver", "not compatible with the current PyTorch",
-    "does not match the version torch was compiled", "Error 804", "forward compatibility",
+# A line is parsed only if it holds one of these. Each is one pass of `bytes.find` over a chunk, so there are few:
+# every message the readers below look for holds one of them (an error line "rror", an OOM "emory", a kill
+# "Killed"/"exitcode", a driver problem "river" …). Case-sensitive, so the search stays a plain byte scan.
+ANCHORS = (
+    b"NCCL", b"NVRM: Xid", b"rror", b"emory", b"Killed", b"exitcode", b"<module>", b"bootstrapping", b"river",
+    b"Installed CUDA version", b"Running tokenizer", b"Map (num_proc",
 )
 
 _NCCL_LINE = re.compile(
@@ -70,6 +70,8 @@ _MODULE_FRAME = re.compile(r'File "([^"]{1,500})", line (\d{1,7}), in <module>')
 _NOT_COMPATIBLE = re.compile(r"(\S.{0,80}?) with CUDA capability (sm_\d{2,3}) is not compatible")
 _CUDA_MISMATCH = re.compile(r"Installed CUDA version (\d{1,3}\.\d{1,3}) does not match the version torch was "
                             r"compiled with (\d{1,3}\.\d{1,3})")
+_OOM_KILLER_WORDS = ("oom-kill:", "oom_kill event", "OOM Killed", "OOM-killed", "OOMKilled",
+                     "Memory cgroup out of memory", "oom_kill_process")
 _SITE = ("site-packages", "dist-packages", "/lib/python", "<frozen", "\\lib\\")
 
 
@@ -90,30 +92,30 @@ class LogScanner:
         self._found_in: Dict[str, int] = {}
         self._last_warn: Optional[str] = None
         self._last_frame: Dict[str, Tuple[str, int, int]] = {}
+        self._last_host: Dict[str, str] = {}
 
     # -- reading ----------------------------------------------------------------------------------------
-    def feed(self, name: str, text: str, first_line: int = 1) -> int:
-        """Scan one chunk of `name` (whole lines, line `first_line` first); returns the number of lines in it."""
+    def feed(self, name: str, data: bytes, first_line: int = 1) -> int:
+        """Scan one chunk of `name` (UTF-8 bytes, whole lines, line `first_line` first); returns its line count."""
         if name not in self.files:
             self.files.append(name)
         starts = set()
-        for word in KEYWORDS:
-            pos = text.find(word)
+        for word in ANCHORS:
+            pos = data.find(word)
             while pos >= 0:
-                start = text.rfind("\n", 0, pos) + 1
-                starts.add(start)
-                end = text.find("\n", pos)
+                starts.add(data.rfind(b"\n", 0, pos) + 1)
+                end = data.find(b"\n", pos)
                 if end < 0:
                     break
-                pos = text.find(word, end)
+                pos = data.find(word, end)
         counted_to, line_no = 0, first_line
         for start in sorted(starts):
-            line_no += text.count("\n", counted_to, start)
+            line_no += data.count(b"\n", counted_to, start)
             counted_to = start
-            end = text.find("\n", start)
-            raw = text[start:end if end >= 0 else len(text)][:MAX_LINE_CHARS]
-            self._line(name, line_no, raw)
-        lines = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
+            end = data.find(b"\n", start)
+            raw = data[start:end if end >= 0 else len(data)][:MAX_LINE_CHARS]
+            self._line(name, line_no, raw.decode("utf-8", errors="replace"))
+        lines = data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
         self.lines += lines
         return lines
 
@@ -129,9 +131,11 @@ class LogScanner:
         where = "%s line %d" % (name, line_no)
         m = _NCCL_LINE.search(line) if "NCCL" in line else None
         if m:
+            self._last_host[name] = m.group(1)
             self._nccl(name, where, line, m.group(1), m.group(5), m.group(6).strip())
         elif "NCCL version" in line and "NCCL version" == line.lstrip("[]0123456789: ")[:12]:
-            self._version(name, "file " + name, where, line)
+            # printed without a prefix by rank 0, right after its own INFO lines: the host last seen in this file
+            self._version(name, self._last_host.get(name, "file " + name), where, line)
         called = set()
         for trigger, handler in _HANDLERS:
             if trigger in line and handler not in called:
@@ -290,7 +294,8 @@ class LogScanner:
             self._event(name, "sigkill", where, line, local_rank=int(m.group(1)) if m.group(1) else None,
                         pid=int(m.group(2)) if m.group(2) else None)
         elif "Signals.SIGKILL" in line or "Signal 9 (SIGKILL)" in line or "signal 9 (SIGKILL)" in line \
-                or line in ("Killed", "Killed.") or "killed by signal: Killed" in line or _SHELL_KILLED.search(line):
+                or line in ("Killed", "Killed.") or "killed by signal: Killed" in line \
+                or _SHELL_KILLED.search(line):
             self._event(name, "sigkill", where, line)
 
     def _oom_killer(self, name: str, where: str, line: str) -> None:
@@ -298,8 +303,7 @@ class LogScanner:
         if m and ("Out of memory" in line or "out of memory" in line):
             self._event(name, "oom_killer", where, line, pid=int(m.group(1)), process=m.group(2),
                         rss_kib=int(m.group(3)) if m.group(3) else None)
-        elif "oom-kill:" in line or "oom_kill event" in line or "OOM Killed" in line or "OOM-killed" in line or "OOMKilled" in line \
-                or "Memory cgroup out of memory" in line or "oom_kill_process" in line:
+        elif any(word in line for word in _OOM_KILLER_WORDS):
             self._event(name, "oom_killer", where, line)
 
     def _shm(self, name: str, where: str, line: str) -> None:
@@ -398,4 +402,5 @@ _HANDLERS: Tuple[Tuple[str, _Handler], ...] = (
     ("does not match the version torch", LogScanner._cuda_mismatch),
     ("CUDAMismatchException", LogScanner._cuda_mismatch),
     ("Running tokenizer", LogScanner._preprocessing),
+    ("Map (num_proc", LogScanner._preprocessing),
 )

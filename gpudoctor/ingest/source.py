@@ -2,8 +2,8 @@
 
 The parsers in this package are pure; this module is the only one that touches files. Each file is streamed in
 chunks (UTF-8, or UTF-16 as PowerShell's ``>`` writes it; undecodable bytes replaced): every chunk goes through
-the log reader (gpudoctor.ingest.logs), and the first ``HEAD_CHARS`` characters through the report parsers
-(collect_env, ds_report, nvidia-smi … are a few KB; a log of any size is read with bounded memory). The reports
+the log reader (gpudoctor.ingest.logs), and the first ``HEAD_BYTES`` through the report parsers (collect_env,
+ds_report, nvidia-smi … are a few KB; a log of any size is read with bounded memory). The reports
 merge (first value wins, differences become conflicts), the logs of all files are read as one run (ranks are
 grouped by the host in each line, not by file). A file in which nothing is recognised becomes an ``inputs``
 entry (GD003) as long as another file could be used; when none can, ReportError says why in one line.
@@ -19,7 +19,7 @@ from gpudoctor.ingest import ParsedReport, ReportError, merge_reports, missing_f
 from gpudoctor.ingest.logs import LogScanner
 
 CHUNK_BYTES = 4 * 1024 * 1024
-HEAD_CHARS = 4 * 1024 * 1024
+HEAD_BYTES = 1024 * 1024
 
 
 def _encoding(head: bytes) -> str:
@@ -31,21 +31,23 @@ def _encoding(head: bytes) -> str:
     return "utf-8-sig"
 
 
-def text_chunks(stream: BinaryIO) -> Iterator[str]:
-    """The decoded text of a binary stream in chunks of whole lines (the last one may lack its newline)."""
+def utf8_chunks(stream: BinaryIO) -> Iterator[bytes]:
+    """A binary stream as UTF-8 in chunks of whole lines (the last one may lack its newline). UTF-8 passes through
+    undecoded (the log reader decodes only the lines it parses); UTF-16 is decoded and re-encoded."""
     block = stream.read(CHUNK_BYTES)
-    decoder = codecs.getincrementaldecoder(_encoding(block))(errors="replace")
-    carry = ""
+    encoding = _encoding(block)
+    decoder = codecs.getincrementaldecoder(encoding)(errors="replace") if encoding != "utf-8-sig" else None
+    if decoder is None and block.startswith(codecs.BOM_UTF8):
+        block = block[len(codecs.BOM_UTF8):]
+    carry = b""
     while block:
-        text = carry + decoder.decode(block)
-        cut = text.rfind("\n") + 1
+        data = carry + (decoder.decode(block).encode("utf-8") if decoder else block)
+        cut = data.rfind(b"\n") + 1
+        carry = data[cut:]
         if cut:
-            carry = text[cut:]
-            yield text[:cut]
-        else:
-            carry = text
+            yield data[:cut]
         block = stream.read(CHUNK_BYTES)
-    rest = carry + decoder.decode(b"", final=True)
+    rest = carry + (decoder.decode(b"", final=True).encode("utf-8") if decoder else b"")
     if rest:
         yield rest
 
@@ -68,12 +70,12 @@ def read_one(path: str, scanner: LogScanner, stdin: Optional[BinaryIO] = None) -
     file cannot be read, or nothing in it is recognised."""
     name = "<stdin>" if path == "-" else path
     stream = _open(path, stdin)
-    head: List[str] = []
+    head: List[bytes] = []
     kept, line = 0, 1
     try:
-        for chunk in text_chunks(stream):
-            if kept < HEAD_CHARS:
-                head.append(chunk[:HEAD_CHARS - kept])
+        for chunk in utf8_chunks(stream):
+            if kept < HEAD_BYTES:
+                head.append(chunk[:HEAD_BYTES - kept])
                 kept += len(head[-1])
             line += scanner.feed(name, chunk, line)
     except OSError as exc:
@@ -82,7 +84,7 @@ def read_one(path: str, scanner: LogScanner, stdin: Optional[BinaryIO] = None) -
         if path != "-":
             stream.close()
     try:
-        return parse_report("".join(head), name)
+        return parse_report(b"".join(head).decode("utf-8", errors="replace"), name)
     except ReportError:
         if scanner.found_in(name):
             return None

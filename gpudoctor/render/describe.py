@@ -56,7 +56,8 @@ def python_line(facts: Facts) -> str:
         if not facts.has("torch.cuda") and not hip:
             inner = ["CUDA build unknown"]
         else:
-            inner = [f"CUDA {major_minor(cuda) if '.' in str(cuda) else cuda}" if cuda else (f"ROCm {hip}" if hip else "CPU-only")]
+            shown = major_minor(cuda) if "." in str(cuda) else cuda  # a major alone stays one ("CUDA 12")
+            inner = [f"CUDA {shown}" if cuda else (f"ROCm {hip}" if hip else "CPU-only")]
         if facts.get("torch.nccl", None):
             inner.append(f"NCCL {facts.get('torch.nccl')}")
         if facts.get("torch.quick", False):

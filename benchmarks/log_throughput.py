@@ -1,0 +1,79 @@
+"""Lines per second of `gpudoctor check --from LOG` against `grep -c NCCL` on the same file, in the same run.
+
+    python benchmarks/log_throughput.py [--mb 100] [--runs 3]
+
+Writes a training log of about --mb MB (loss lines, tqdm-style progress, one NCCL channel line per 2,000 lines,
+a healthy NCCL INFO start-up, an Xid at the end) to a temporary file, then times, best of --runs:
+  - gpudoctor: the log reader alone (gpudoctor.ingest.source.snapshot_from_reports, in process: streaming,
+    keyword prefilter, report parsers on the head), and the whole CLI (`python -m gpudoctor check --from`);
+  - grep: `grep -c NCCL FILE` (a C program that only counts matching lines: the peer for a cheap prefilter);
+  - wc: `wc -l FILE` (reading the file, the floor).
+Prints lines/s for each and gpudoctor's ratio to grep.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+HEALTHY = (ROOT / "fixtures" / "logs" / "nccl_ib_healthy_2nodes.log").read_text()
+XID = "[Tue Mar  4 05:02:44 2025] NVRM: Xid (PCI:0000:86:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n"
+
+
+def write_log(path: Path, megabytes: int) -> int:
+    block = "".join(f"{{'loss': {2 + i / 1000:.4f}, 'grad_norm': 1.25, 'learning_rate': 1e-05, 'epoch': 0.{i:04d}}}\n"
+                    if i % 3 else f" 41%|████      | {i}/3000 [28:11<40:33, 727.30 it/s]\n" for i in range(2000))
+    block += "gpu-a01:40211:40367 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read\n"
+    with open(path, "w") as handle:
+        handle.write(HEALTHY)
+        while handle.tell() < megabytes * 2 ** 20:
+            handle.write(block)
+        handle.write(XID)
+    with open(path, "rb") as handle:
+        return sum(chunk.count(b"\n") for chunk in iter(lambda: handle.read(2 ** 24), b""))
+
+
+def best(fn, runs: int) -> float:
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - started)
+    return min(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mb", type=int, default=100)
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    from gpudoctor.ingest.source import snapshot_from_reports
+
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "train.log"
+        lines = write_log(log, args.mb)
+        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+        results = {
+            "gpudoctor (reader)": best(lambda: snapshot_from_reports([str(log)]), args.runs),
+            "gpudoctor check --from": best(lambda: subprocess.run(
+                [sys.executable, "-m", "gpudoctor", "check", "--from", str(log)], env=env, **quiet), args.runs),
+            "grep -c NCCL": best(lambda: subprocess.run(["grep", "-c", "NCCL", str(log)], **quiet), args.runs),
+            "wc -l": best(lambda: subprocess.run(["wc", "-l", str(log)], **quiet), args.runs),
+        }
+    print(f"{lines:,} lines, {args.mb} MB, best of {args.runs}")
+    for name, seconds in results.items():
+        print(f"  {name:24s} {seconds:7.2f} s  {lines / seconds / 1e6:6.2f} M lines/s")
+    print(f"  gpudoctor reader / grep -c: {results['grep -c NCCL'] / results['gpudoctor (reader)']:.2f}x grep's speed")
+
+
+if __name__ == "__main__":
+    main()
