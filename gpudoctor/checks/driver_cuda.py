@@ -8,8 +8,7 @@ from typing import Optional
 
 from gpudoctor.checks import check
 from gpudoctor.checks.devices import cuda_devices, job_gpus
-from gpudoctor.checks.log_evidence import (driver_too_old_in_log, driver_unusable_in_log,
-                                            gpu_arch_not_in_torch_in_log, nvcc_torch_mismatch_in_log, or_from_log)
+from gpudoctor.checks.log_evidence import cited, log_events, or_from_log
 from gpudoctor.facts import MissingFact
 from gpudoctor.knowledge import (driver_max_cuda, gpu_cc, major_minor, min_driver, mvc_floor, table, version,
                                  wheel_archs)
@@ -85,6 +84,22 @@ def _torch_cuda(facts) -> Optional[str]:
     return major_minor(cuda)
 
 
+def driver_too_old_in_log(facts, rule):
+    for event in log_events(facts, "driver_insufficient", "forward_compat_unsupported")[:1]:
+        if event["kind"] == "forward_compat_unsupported":
+            message = ("the log shows CUDA error 804: the CUDA forward-compatibility package was used on a GPU that "
+                       "does not support it (only data-center GPUs do), so this driver is too old for the CUDA "
+                       "runtime in use")
+            how = ("Upgrade the NVIDIA driver to one that supports the job's CUDA version natively, or use a torch / "
+                   "container image built for the CUDA version the driver supports (`nvidia-smi` shows it).")
+        else:
+            message = "the log shows the driver is too old for the CUDA runtime the job uses"
+            how = ("Compare `nvidia-smi` (the driver's CUDA version) with the job's CUDA runtime (torch.version.cuda, "
+                   "or the container's CUDA): upgrade the driver, or use a torch/container built for an older CUDA. "
+                   "`gpudoctor check --from` on the node's `nvidia-smi` output names the versions.")
+        yield rule.finding(f"{message}: {event['line']}", evidence=cited(event), fix=rule.fix(how))
+
+
 @check("GD101")
 @or_from_log(driver_too_old_in_log)
 def driver_too_old(facts, rule):
@@ -116,6 +131,18 @@ def driver_too_old(facts, rule):
                 "min_driver": str(minimum) if minimum else None}
     yield rule.finding(message, evidence=evidence,
                        fix=rule.fix(options[0].upper() + options[1:] + ".", commands=_install_command(better)))
+
+
+def nvcc_torch_mismatch_in_log(facts, rule):
+    for event in log_events(facts, "cuda_mismatch")[:1]:
+        nvcc, torch_cuda = event.get("nvcc"), event.get("torch_cuda")
+        versions = f" (CUDA {nvcc} installed, torch built with {torch_cuda})" if nvcc and torch_cuda else ""
+        yield rule.finding(
+            f"DeepSpeed refused to build its ops: the CUDA toolkit (nvcc) differs from torch's CUDA{versions}",
+            evidence={**cited(event), "nvcc": nvcc, "torch_cuda": torch_cuda},
+            fix=rule.fix(f"Install the CUDA {torch_cuda or 'torch'} toolkit and point CUDA_HOME at it (conda: "
+                         f"`conda install -c \"nvidia/label/cuda-{torch_cuda or 'X.Y'}.0\" cuda-toolkit`), or install "
+                         "a torch built for the installed CUDA."))
 
 
 @check("GD102")
@@ -206,6 +233,17 @@ def _arch_list(facts, runtime: str) -> tuple:
     return archs, f"the official torch {major_minor(torch_version)} {wheel_tag(runtime)} wheel"
 
 
+def gpu_arch_not_in_torch_in_log(facts, rule):
+    for event in log_events(facts, "no_kernel_image")[:1]:
+        which = f"{event['gpu']} ({event['sm']}) " if event.get("gpu") else "this GPU "
+        yield rule.finding(
+            f"the log shows torch has no kernels for {which}: {event['line']}",
+            evidence=cited(event),
+            fix=rule.fix("Install a torch wheel built for this GPU's architecture (`python -c 'import torch; "
+                         "print(torch.cuda.get_arch_list(), torch.cuda.get_device_capability())'` shows both): a newer "
+                         "CUDA build for new GPUs (cu128+ for Blackwell), cu126 or older for Volta and older."))
+
+
 @check("GD104")
 @or_from_log(gpu_arch_not_in_torch_in_log)
 def gpu_arch_not_in_torch(facts, rule):
@@ -259,6 +297,18 @@ DRIVER_FIXES = {
     "no_permission": ("No permission to open the NVIDIA device nodes",
                       "Add the user to the group owning /dev/nvidia* or fix the container's device cgroup"),
 }
+
+
+def driver_unusable_in_log(facts, rule):
+    for event in log_events(facts, "nvml_mismatch", "driver_missing")[:1]:
+        if event["kind"] == "nvml_mismatch":
+            what = "the NVIDIA kernel module and user-space library differ (driver upgraded without a reboot)"
+            how = "Reboot the node, or reload the NVIDIA kernel modules with no GPU process running."
+        else:
+            what = "the job could not reach an NVIDIA driver"
+            how = ("Check `nvidia-smi` on the node; in a container, run it with the NVIDIA runtime "
+                   "(`--gpus all`); otherwise load the driver (`sudo modprobe nvidia`, `dmesg | grep -i nvidia`).")
+        yield rule.finding(f"{what}: {event['line']}", evidence=cited(event), fix=rule.fix(how))
 
 
 @check("GD105")

@@ -4,10 +4,25 @@ from __future__ import annotations
 
 from gpudoctor.checks import check
 from gpudoctor.checks.devices import job_gpus
-from gpudoctor.checks.log_evidence import memlock_too_low_in_log, or_from_log, shm_too_small_in_log
+from gpudoctor.checks.log_evidence import cited, log_count, log_events, or_from_log
 from gpudoctor.units import GiB, MiB, size
 
 SHM_MINIMUM = 1 * GiB  # Docker's 64 MiB default and 512 MiB pods fail DataLoader workers and NCCL's SHM transport
+SHM_FIX = ("Give the container more shared memory: `docker run --ipc=host` (or `--shm-size=16g`); in Kubernetes "
+           "mount an `emptyDir: {medium: Memory, sizeLimit: 16Gi}` volume at /dev/shm.")
+MEMLOCK_FIX = ("Raise the locked-memory limit to unlimited: `ulimit -l unlimited` in the job, `--ulimit memlock=-1` "
+               "for Docker, `* - memlock unlimited` in /etc/security/limits.conf (and restart slurmd so jobs inherit "
+               "it).")
+
+
+def shm_too_small_in_log(facts, rule):
+    events = log_events(facts, "shm_failure")
+    if events:
+        event = events[0]
+        yield rule.finding(
+            f"the log shows shared memory (/dev/shm) ran out: {event['line']}",
+            evidence={**cited(event), "times": log_count(facts, "shm_failure")},
+            fix=rule.fix(SHM_FIX))
 
 
 @check("GD503")
@@ -21,8 +36,7 @@ def shm_too_small(facts, rule):
         f"/dev/shm is {size(shm)}{docker}: DataLoader workers fail with 'Bus error' / 'insufficient shared memory "
         "(shm)' and NCCL's shared-memory transport runs out",
         evidence={"shm_bytes": shm, "minimum_bytes": SHM_MINIMUM},
-        fix=rule.fix("Give the container more shared memory: `docker run --ipc=host` (or `--shm-size=16g`); in "
-                     "Kubernetes mount an `emptyDir: {medium: Memory, sizeLimit: 16Gi}` volume at /dev/shm."))
+        fix=rule.fix(SHM_FIX))
 
 
 def _pinned_memory_users(facts) -> list:
@@ -32,6 +46,14 @@ def _pinned_memory_users(facts) -> list:
     if (facts.env("FI_PROVIDER") or "").lower() == "efa":
         users.append("EFA (FI_PROVIDER=efa)")
     return users
+
+
+def memlock_too_low_in_log(facts, rule):
+    for event in log_events(facts, "ibv_reg_mr")[:1]:
+        yield rule.finding(
+            f"the log shows NCCL could not register (pin) memory for RDMA: {event['line']}",
+            evidence=cited(event),
+            fix=rule.fix(MEMLOCK_FIX))
 
 
 @check("GD505")
@@ -47,9 +69,7 @@ def memlock_too_low(facts, rule):
         f"ulimit -l (locked memory) is {size(limit)} while {' and '.join(users)} need pinned memory: NCCL fails "
         "with 'Cannot allocate memory' / ibv_reg_mr errors or falls back to sockets",
         evidence={"ulimit_memlock_bytes": limit, "users": users},
-        fix=rule.fix("Raise the locked-memory limit to unlimited: `ulimit -l unlimited` in the job, "
-                     "`--ulimit memlock=-1` for Docker, `* - memlock unlimited` in /etc/security/limits.conf (and "
-                     "restart slurmd so jobs inherit it)."))
+        fix=rule.fix(MEMLOCK_FIX))
 
 
 def is_compute_process(process: dict) -> bool:

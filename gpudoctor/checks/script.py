@@ -8,7 +8,7 @@ from typing import Optional, Tuple
 
 from gpudoctor.analysis.suppress import suppressed
 from gpudoctor.checks import check
-from gpudoctor.checks.log_evidence import missing_main_guard_in_log, or_from_log
+from gpudoctor.checks.log_evidence import cited, log_events, or_from_log
 from gpudoctor.knowledge import version
 from gpudoctor.model import Location, Severity
 
@@ -65,6 +65,19 @@ def default_start_method(facts) -> Tuple[Optional[str], str]:
             return "forkserver", f"Linux, Python {python}: forkserver is the default from Python 3.14"
         return "fork", f"Linux, Python {python}: fork is the default up to Python 3.13"
     return None, ""
+
+
+def missing_main_guard_in_log(facts, rule):
+    for event in log_events(facts, "spawn_bootstrap")[:1]:
+        script = event.get("script")
+        where = f" ({script}, line {event.get('script_line')}, runs at module level)" if script else ""
+        yield rule.finding(
+            f"the log shows a process was started while the script was still being imported{where}: "
+            f"{event['line']}",
+            evidence={**cited(event), "script": script, "script_line": event.get("script_line")},
+            fix=rule.fix("Move the code that starts processes (DataLoader iteration with workers, mp.spawn, Pool) "
+                         "into `def main():` and call it under `if __name__ == \"__main__\":`"
+                         + (f"; `gpudoctor check --script {script}` shows the call path." if script else ".")))
 
 
 @check("GD601")

@@ -123,7 +123,8 @@ def snapshot_from_reports(paths: Sequence[str], stdin: Optional[BinaryIO] = None
         "kind": "report",
         "paths": ["<stdin>" if p == "-" else p for p in paths],
         "formats": [r.kind for r in reports],
-        "missing": missing_facts(facts),
+        # A log is not meant to carry the machine's facts: "not in the report" only for reports.
+        "missing": missing_facts(facts) if any(r.kind != "log" for r in reports) else [],
     }
     warnings = [w for r in reports for w in r.warnings]
     if warnings:

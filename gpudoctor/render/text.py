@@ -105,7 +105,8 @@ def _render(report: Report, console: Console, quiet: bool) -> None:
         kind = report.source.get("kind")
         if kind in ("report", "snapshot"):
             paths = ", ".join(report.source.get("paths", []))
-            what = "pasted report" if kind == "report" else "recorded snapshot"
+            what = "recorded snapshot" if kind != "report" else (
+                "log" if report.source.get("formats") == ["log"] else "pasted report")
             say(console, f"source: {what} {paths}", rest="  ", style="dim")
             missing = report.source.get("missing")
             if missing:
