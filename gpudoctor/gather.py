@@ -39,8 +39,6 @@ class Request:
 
 def gather(request: Request) -> Snapshot:
     """The snapshot the request describes: the base facts, then every file the request names read on top."""
-    if request.snapshot and request.reports:
-        raise InputError("--snapshot and --from cannot be combined")
     if request.files and (request.snapshot or request.reports):
         raise InputError("job files alone (Request.files, as `lint` reads them) take no snapshot or reports")
     if request.files:
@@ -49,6 +47,10 @@ def gather(request: Request) -> Snapshot:
         from gpudoctor.snapshot import load
 
         snapshot = load(request.snapshot)
+        if request.reports:  # a recorded node plus its run's logs (or reports)
+            from gpudoctor.ingest.source import overlay_reports
+
+            overlay_reports(snapshot, list(request.reports))
     elif request.reports:
         snapshot = reports_snapshot(request.reports)
     else:

@@ -243,3 +243,30 @@ def test_random_bytes_are_not_a_log(tmp_path):
     path.write_bytes(random.Random(7).randbytes(200_000))
     proc = gpudoctor("check", "--from", path)
     assert proc.returncode == 2 and proc.stderr.count(b"\n") == 1
+
+
+def test_an_echoed_nccl_value_is_judged(tmp_path):
+    """NCCL echoes what it read from the environment: a value it rejects is GD402, with the log line."""
+    log = tmp_path / "rank0.log"
+    log.write_text("node-a:100:100 [0] NCCL INFO NCCL_PROTO set by environment to simple2\n"
+                   "node-a:100:100 [0] NCCL INFO NCCL_IB_HCA set by environment to mlx5_0\n")
+    fired, report = findings(log)
+    assert fired == {("GD402", "error")}
+    assert report["findings"][0]["evidence"] == {"log": f"{log} line 1", "variable": "NCCL_PROTO",
+                                                 "value": "simple2",
+                                                 "problem": report["findings"][0]["evidence"]["problem"]}
+
+
+def test_a_recorded_node_with_its_runs_logs():
+    """`--snapshot node.json --from rank0.log --from rank1.log`: the node has InfiniBand, the two-node run used
+    sockets (GD420 says why it counts), and the snapshot's own facts still judge the machine."""
+    machine = ROOT / "fixtures" / "machines" / "h100x8-healthy.json"
+    proc = gpudoctor("check", "--snapshot", machine, "--from", LOGS / "rank0_node-a.log", "--from",
+                     LOGS / "rank1_node-b.log", "--format", "json")
+    assert proc.returncode == 1, proc.stderr.decode()
+    report = json.loads(proc.stdout)
+    (fallback,) = [f for f in report["findings"] if f["rule"] == "GD420"]
+    assert "8 InfiniBand/RDMA device(s) on the host" in fallback["message"]
+    assert report["source"]["kind"] == "snapshot" and len(report["source"]["paths"]) == 3
+    alone = json.loads(gpudoctor("check", "--snapshot", machine, "--format", "json").stdout)
+    assert alone["summary"]["error"] == 0  # the machine alone is healthy: the error comes from the logs

@@ -17,6 +17,7 @@ from typing import Dict, List, Optional
 
 from gpudoctor.checks import check
 from gpudoctor.checks.devices import job_gpus
+from gpudoctor.checks.log_evidence import or_from_log
 from gpudoctor.checks.nccl_settings import (
     SCOPED_PREFIXES,
     TRUE_WORDS,
@@ -148,7 +149,21 @@ def _not_in_this_version(facts, rule, setting: Setting):
 
 # --- GD402 nccl-invalid-value ------------------------------------------------------------------------------
 
+def nccl_invalid_value_in_log(facts, rule):
+    """NCCL echoes the variables it read (`NCCL_PROTO set by environment to simple2`): judge those values."""
+    for name, echo in sorted((facts.get("logs.nccl_env", None) or {}).items()):
+        value = str(echo.get("value", ""))
+        if spec(name) is None or not isinstance(echo, dict):
+            continue
+        for problem in value_problems(name, value):
+            yield rule.finding(
+                f"{name}={value} (as NCCL echoes it, {echo.get('where')}) {problem.message}",
+                evidence={"log": echo.get("where"), "variable": name, "value": value, "problem": problem.message},
+                fix=rule.fix(f"Correct or remove {name} where the job sets it ({_grammar(spec(name))}).", "unsafe"))
+
+
 @check("GD402")
+@or_from_log(nccl_invalid_value_in_log)
 def nccl_invalid_value(facts, rule):
     findings = []
     for setting in settings(facts):

@@ -76,6 +76,8 @@ def nccl_socket_fallback(facts, rule):
     fell_back = {name: e for name, e in hosts.items() if (_network(e) or "").lower() == "socket"}
     if not fell_back or _ib_disabled(facts):
         return  # GD407 judges NCCL_IB_DISABLE=1
+    if len(_named_hosts(facts)) < 2 and not any("channel_network" in e for e in fell_back.values()):
+        return  # one node: its channels go over P2P/SHM, the network NCCL picked carries nothing
     meant = _fast_network_meant(facts, hosts)
     if not meant:
         return  # an Ethernet-only cluster: sockets are what there is

@@ -130,3 +130,19 @@ def snapshot_from_reports(paths: Sequence[str], stdin: Optional[BinaryIO] = None
     if warnings:
         source["warnings"] = warnings
     return Snapshot(facts=facts, probes=[], source=source, evidence=evidence, conflicts=conflicts)
+
+
+def overlay_reports(snapshot, paths: Sequence[str], stdin: Optional[BinaryIO] = None) -> None:
+    """`--snapshot node.json --from rank0.log`: the recorded machine's facts, with what the reports and logs add
+    (the snapshot's values win; a report that says otherwise is recorded as a conflict)."""
+    given = snapshot_from_reports(paths, stdin)
+    recorded = ParsedReport(kind="snapshot", facts=snapshot.facts, evidence=dict(snapshot.evidence), missing=[],
+                            name="snapshot")
+    added = ParsedReport(kind="report", facts=given.facts, evidence=given.evidence, missing=[],
+                         name=", ".join(given.source["paths"]), conflicts=list(given.conflicts))
+    facts, evidence, conflicts = merge_reports([recorded, added])
+    snapshot.facts.clear()
+    snapshot.facts.update(facts)
+    snapshot.evidence.update(evidence)
+    snapshot.conflicts.extend(c for c in conflicts if c not in snapshot.conflicts)
+    snapshot.source["paths"] = list(snapshot.source.get("paths", [])) + given.source["paths"]
