@@ -17,6 +17,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 from gpudoctor.checks import check
 from gpudoctor.checks.devices import job_gpus
 from gpudoctor.checks.driver_cuda import _toolkit_version_at, _torch_cuda, resolved
+from gpudoctor.checks.log_evidence import cited, log_events, or_from_log
 from gpudoctor.facts import MissingFact
 from gpudoctor.knowledge import major_minor, table, version
 from gpudoctor.model import EnvChange, Location, Severity
@@ -187,7 +188,17 @@ def _build_requests(facts) -> Tuple[List[str], List[str]]:
     return on, bad
 
 
+def ds_build_ops_toolchain_in_log(facts, rule):
+    for event in log_events(facts, "cuda_home_missing")[:1]:
+        yield rule.finding(
+            f"the log shows DeepSpeed could not build its CUDA ops: no CUDA toolkit (CUDA_HOME, nvcc) was found: "
+            f"{event['line']}", evidence=cited(event),
+            fix=rule.fix("Install the CUDA toolkit matching torch's CUDA (`conda install -c nvidia cuda-toolkit`, or "
+                          "the runfile) and export CUDA_HOME, or use a DeepSpeed wheel/image with the ops pre-built."))
+
+
 @check("GD301")
+@or_from_log(ds_build_ops_toolchain_in_log)
 def ds_build_ops_toolchain(facts, rule):
     on, bad = _build_requests(facts)
     if bad:
@@ -239,7 +250,14 @@ def ds_build_ops_toolchain(facts, rule):
                      applicability="unsafe", env=fix_env, commands=(install,)))
 
 
+def ds_jit_needs_ninja_in_log(facts, rule):
+    for event in log_events(facts, "ninja_missing")[:1]:
+        yield rule.finding(f"the log shows a JIT op build failed for lack of ninja: {event['line']}",
+                           evidence=cited(event), fix=rule.fix("pip install ninja (in the job's environment)."))
+
+
 @check("GD302")
+@or_from_log(ds_jit_needs_ninja_in_log)
 def ds_jit_needs_ninja(facts, rule):
     installed = _deepspeed_installed(facts)
     if installed is None:

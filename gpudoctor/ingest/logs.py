@@ -37,7 +37,7 @@ QUOTE_CHARS = 240
 # "Killed"/"exitcode", a driver problem "river" …). Case-sensitive, so the search stays a plain byte scan.
 ANCHORS = (
     b"NCCL", b"NVRM: Xid", b"rror", b"emory", b"Killed", b"exitcode", b"<module>", b"bootstrapping", b"river",
-    b"Installed CUDA version", b"Running tokenizer", b"Map (num_proc",
+    b"xception", b"Running tokenizer", b"Map (num_proc",
 )
 
 _NCCL_LINE = re.compile(
@@ -355,6 +355,12 @@ class LogScanner:
         elif "CUDAMismatchException" in line:
             self._event(name, "cuda_mismatch", where, line)
 
+    def _op_build(self, name: str, where: str, line: str) -> None:
+        if "Ninja is required to load C++ extensions" in line:
+            self._event(name, "ninja_missing", where, line)
+        elif "MissingCUDAException" in line or "CUDA_HOME does not exist" in line:
+            self._event(name, "cuda_home_missing", where, line)
+
     def _preprocessing(self, name: str, where: str, line: str) -> None:
         if self.counts.get("preprocessing", 0) == 0:
             self._event(name, "preprocessing", where, line)
@@ -401,6 +407,9 @@ _HANDLERS: Tuple[Tuple[str, _Handler], ...] = (
     ("forward compatibility", LogScanner._driver),
     ("does not match the version torch", LogScanner._cuda_mismatch),
     ("CUDAMismatchException", LogScanner._cuda_mismatch),
+    ("Ninja is required", LogScanner._op_build),
+    ("MissingCUDAException", LogScanner._op_build),
+    ("CUDA_HOME does not exist", LogScanner._op_build),
     ("Running tokenizer", LogScanner._preprocessing),
     ("Map (num_proc", LogScanner._preprocessing),
 )
