@@ -270,3 +270,13 @@ def test_a_recorded_node_with_its_runs_logs():
     assert report["source"]["kind"] == "snapshot" and len(report["source"]["paths"]) == 3
     alone = json.loads(gpudoctor("check", "--snapshot", machine, "--format", "json").stdout)
     assert alone["summary"]["error"] == 0  # the machine alone is healthy: the error comes from the logs
+
+
+def test_every_event_kind_is_documented():
+    """docs/snapshot.md lists the event kinds the reader writes, no more and no fewer."""
+    import re
+
+    source = (ROOT / "gpudoctor" / "ingest" / "logs.py").read_text()
+    written = set(re.findall(r'_event\(name, "(\w+)"', source))
+    doc = (ROOT / "docs" / "snapshot.md").read_text().split("`events` kinds:", 1)[1].split("— at most", 1)[0]
+    assert written == set(re.findall(r"`(\w+)`", doc))
