@@ -280,3 +280,16 @@ def test_every_event_kind_is_documented():
     written = set(re.findall(r'_event\(name, "(\w+)"', source))
     doc = (ROOT / "docs" / "snapshot.md").read_text().split("`events` kinds:", 1)[1].split("— at most", 1)[0]
     assert written == set(re.findall(r"`(\w+)`", doc))
+
+
+def test_a_line_longer_than_a_chunk_is_cut_not_accumulated(tmp_path):
+    """A progress bar redrawn with \\r and never a newline: read in bounded pieces, the next line still found."""
+    from gpudoctor.ingest.source import CHUNK_BYTES, snapshot_from_reports
+
+    log = tmp_path / "bars.log"
+    with open(log, "wb") as handle:
+        handle.write(b"\r 41%|####      | 1230/3000" * (3 * CHUNK_BYTES // 26))
+        handle.write(b"\nNVRM: Xid (PCI:0000:3b:00): 48, pid=1, DBE\n")
+    facts = snapshot_from_reports([str(log)]).facts
+    (event,) = facts["logs"]["events"]
+    assert event["xid"] == 48 and event["where"].endswith(" line 2")

@@ -50,7 +50,6 @@ _VIA_NET = re.compile(r"via NET/([A-Za-z0-9_ ]{1,40}?)(?:/\d|$)")
 _IFACES = re.compile(r"\[\d{1,3}\]([\w.\-@]{1,40}):")
 _BOOTSTRAP = re.compile(r"Bootstrap ?: ?Using ([\w.\-@]{1,40}):")
 _OOB = re.compile(r"OOB ([\w.\-@]{1,40}):")
-_LOADED_PLUGIN = re.compile(r"(?:Loaded net plugin|Using plugin) ?:? ?(.{1,80}?)\s*(?:\(v\d+\))?\s*$")
 _NCCL_ERROR = re.compile(r"(unhandled system error|unhandled cuda error|invalid usage|internal error|"
                          r"remote process exited or there was a network error|invalid argument)")
 
@@ -96,7 +95,8 @@ class LogScanner:
 
     # -- reading ----------------------------------------------------------------------------------------
     def feed(self, name: str, data: bytes, first_line: int = 1) -> int:
-        """Scan one chunk of `name` (UTF-8 bytes, whole lines, line `first_line` first); returns its line count."""
+        """Scan one chunk of `name` (UTF-8 bytes, whole lines, line `first_line` first); returns the number of
+        newlines in it (the number the next chunk's first line is ahead by)."""
         if name not in self.files:
             self.files.append(name)
         starts = set()
@@ -115,7 +115,7 @@ class LogScanner:
             end = data.find(b"\n", start)
             raw = data[start:end if end >= 0 else len(data)][:MAX_LINE_CHARS]
             self._line(name, line_no, raw.decode("utf-8", errors="replace"))
-        lines = data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
+        lines = data.count(b"\n")  # a last line without its newline is numbered, not counted
         self.lines += lines
         return lines
 
@@ -161,7 +161,7 @@ class LogScanner:
         if v:
             self._note(name)
             entry = self._host(unit)
-            if entry is not None and "nccl_version" not in entry:
+            if "nccl_version" not in entry:
                 entry["nccl_version"] = v.group(1)
                 entry["nccl_version_at"] = where
 

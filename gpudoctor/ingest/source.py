@@ -43,6 +43,8 @@ def utf8_chunks(stream: BinaryIO) -> Iterator[bytes]:
     while block:
         data = carry + (decoder.decode(block).encode("utf-8") if decoder else block)
         cut = data.rfind(b"\n") + 1
+        if not cut and len(data) > CHUNK_BYTES:
+            cut = len(data)  # a line longer than a chunk (a progress bar without newlines): cut it, bounded
         carry = data[cut:]
         if cut:
             yield data[:cut]
