@@ -139,30 +139,41 @@ def nccl_version_mismatch(facts, rule):
                      "each node shows the version."))
 
 
+def _interfaces(entry: dict) -> tuple:
+    """(the interfaces that carry this host's traffic, where the log says so): bootstrap/out-of-band, plus the
+    socket transport's when sockets are the network (with IB, the socket list carries nothing)."""
+    names = list(entry.get("interfaces", []))
+    at = entry.get("interfaces_at", {})
+    if (_network(entry) or "").lower() == "socket" or not names:
+        names += [i for i in entry.get("socket_interfaces", []) if i not in names]
+        at = at or entry.get("socket_interfaces_at", {})
+    return names, at
+
+
 @check("GD423")
 def nccl_interface_unsuitable(facts, rule):
     named = _named_hosts(facts)
-    hosts = {n: e for n, e in named.items() if e.get("interfaces")}
     if len(named) < 2:
         return  # one node: loopback and docker0 are fine
-    bad = {n: [i for i in e["interfaces"] if _UNSUITABLE.match(i)] for n, e in hosts.items()}
+    used = {n: _interfaces(e) for n, e in named.items()}
+    used = {n: pair for n, pair in used.items() if pair[0]}
+    bad = {n: [i for i in names if _UNSUITABLE.match(i)] for n, (names, _) in used.items()}
     bad = {n: found for n, found in bad.items() if found}
-    first = {n: e["interfaces"][0] for n, e in hosts.items()}
+    first = {n: names[0] for n, (names, _) in used.items()}
     if bad:
         name, found = next(iter(bad.items()))
-        at = hosts[name].get("interfaces_at", {})
         message = (f"NCCL uses {', '.join(found)} on {name} in a job across {len(named)} hosts: a loopback "
                    "or container bridge does not reach the other nodes")
     elif len(set(first.values())) > 1:
         name = sorted(first)[0]
-        at = hosts[name].get("interfaces_at", {})
         message = ("ranks picked different socket interfaces ("
                    + ", ".join(f"{i} on {n}" for n, i in sorted(first.items())[:4]) + "): NCCL chooses per host, "
                    "so the ranks may be on different networks")
     else:
         return
+    at = used[name][1]
     yield rule.finding(
-        message, evidence={"interfaces": {n: e["interfaces"] for n, e in hosts.items()}, "log": at.get("where"),
+        message, evidence={"interfaces": {n: names for n, (names, _) in used.items()}, "log": at.get("where"),
                            "line": at.get("line")},
         fix=rule.fix("Name the interface of the cluster network explicitly, the same on every node: "
                      "NCCL_SOCKET_IFNAME=eth0 (a prefix, or `=eth0` for an exact name; `^lo,docker` to exclude), and "

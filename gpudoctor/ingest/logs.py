@@ -193,7 +193,7 @@ class LogScanner:
         elif msg.startswith("NET/Socket") and "Using" in msg:
             self._mark(entry, "socket_listed", where, line)
             for iface in _IFACES.findall(msg):
-                self._add_interface(entry, iface, where, line)
+                self._add_interface(entry, iface, where, line, "socket_interfaces")
         elif "Bootstrap" in msg:
             m = _BOOTSTRAP.search(msg)
             if m:
@@ -207,11 +207,13 @@ class LogScanner:
             self._last_warn = _quote(line)
             self._nccl_warn(name, where, line, host, msg)
 
-    def _add_interface(self, entry: Dict[str, Any], iface: str, where: str, line: str) -> None:
-        names = entry.setdefault("interfaces", [])
+    def _add_interface(self, entry: Dict[str, Any], iface: str, where: str, line: str,
+                       key: str = "interfaces") -> None:
+        """`interfaces`: bootstrap and IB out-of-band; `socket_interfaces`: those the socket transport lists."""
+        names = entry.setdefault(key, [])
         if iface not in names and len(names) < MAX_INTERFACES:
             names.append(iface)
-            self._mark(entry, "interfaces_at", where, line)
+            self._mark(entry, key + "_at", where, line)
 
     def _plugin(self, entry: Dict[str, Any], msg: str, where: str, line: str) -> None:
         if "NET/OFI" in msg and ("Could not find any optimal provider" in msg or "failed" in msg.lower()
