@@ -36,9 +36,10 @@ QUOTE_CHARS = 240
 # every message the readers below look for holds one of them (an error line "rror", an OOM "emory", a kill
 # "Killed"/"exitcode", a driver problem "river" …). Case-sensitive, so the search stays a plain byte scan.
 ANCHORS = (
-    b"NCCL", b"NVRM: Xid", b"rror", b"emory", b"Killed", b"exitcode", b"<module>", b"bootstrapping", b"river",
-    b"xception", b"Running tokenizer", b"Map (num_proc",
+    b"NCCL", b"NVRM: Xid", b"rror", b"emory", b"Killed", b"exitcode", b"bootstrapping", b"river", b"xception",
+    b"examples/s",
 )
+LOOK_BACK_BYTES = 32 * 1024  # a traceback's frames above its error line
 
 _NCCL_LINE = re.compile(
     r"([A-Za-z0-9][\w.\-]{0,200}):(\d{1,10}):(\d{1,10}) \[(\d{1,5})\] (?:[\w./\-]{1,100}:\d{1,6} )?"
@@ -90,7 +91,8 @@ class LogScanner:
         self.counts: Dict[str, int] = {}
         self._found_in: Dict[str, int] = {}
         self._last_warn: Optional[str] = None
-        self._last_frame: Dict[str, Tuple[str, int, int]] = {}
+        self._tail: Dict[str, bytes] = {}
+        self._at: Tuple[str, bytes, int] = ("", b"", 0)
         self._last_host: Dict[str, str] = {}
 
     # -- reading ----------------------------------------------------------------------------------------
@@ -114,10 +116,20 @@ class LogScanner:
             counted_to = start
             end = data.find(b"\n", start)
             raw = data[start:end if end >= 0 else len(data)][:MAX_LINE_CHARS]
+            self._at = (name, data, start)
             self._line(name, line_no, raw.decode("utf-8", errors="replace"))
-        lines = data.count(b"\n")  # a last line without its newline is numbered, not counted
+        lines = line_no - first_line + data.count(b"\n", counted_to)  # a last line without its newline is not counted
+        self._tail[name] = (self._tail.get(name, b"") + data[-LOOK_BACK_BYTES:])[-LOOK_BACK_BYTES:]
         self.lines += lines
         return lines
+
+    def _look_back(self) -> str:
+        """The text just above the line being read (up to LOOK_BACK_BYTES, across chunks of the same file)."""
+        name, data, start = self._at
+        window = data[max(0, start - LOOK_BACK_BYTES):start]
+        if len(window) < LOOK_BACK_BYTES:
+            window = self._tail.get(name, b"")[-(LOOK_BACK_BYTES - len(window)):] + window
+        return window.decode("utf-8", errors="replace")
 
     def found_in(self, name: str) -> bool:
         """Whether anything in file `name` was recognised."""
@@ -315,20 +327,14 @@ class LogScanner:
                                                                      "/torch_" in line):
             self._event(name, "shm_failure", where, line)
 
-    def _frame(self, name: str, where: str, line: str) -> None:
-        m = _MODULE_FRAME.search(line)
-        if m and not any(part in m.group(1) for part in _SITE):
-            self._last_frame[name] = (m.group(1), int(m.group(2)), int(where.rsplit(" ", 1)[1]))
-
     def _bootstrap_phase(self, name: str, where: str, line: str) -> None:
-        if "bootstrapping phase" not in line and "start a new process before the" not in line:
+        if "bootstrapping phase" not in line:
             return
         if any(e["kind"] == "spawn_bootstrap" and e["where"].startswith(name + " ") for e in self.events):
-            return  # one message is several lines
-        frame = self._last_frame.get(name)
-        fields: Dict[str, Any] = {}
-        if frame and int(where.rsplit(" ", 1)[1]) - frame[2] < 200:
-            fields = {"script": frame[0], "script_line": frame[1]}
+            return  # the same message again (every worker prints it)
+        frames = [m for m in _MODULE_FRAME.finditer(self._look_back())
+                  if not any(part in m.group(1) for part in _SITE)]
+        fields = {"script": frames[-1].group(1), "script_line": int(frames[-1].group(2))} if frames else {}
         self._event(name, "spawn_bootstrap", where, line, **fields)
 
     def _arch(self, name: str, where: str, line: str) -> None:
@@ -399,8 +405,6 @@ _HANDLERS: Tuple[Tuple[str, _Handler], ...] = (
     ("Bus error", LogScanner._shm),
     ("bus error", LogScanner._shm),
     ("/torch_", LogScanner._shm),
-    ("<module>", LogScanner._frame),
-    ("new process", LogScanner._bootstrap_phase),
     ("bootstrapping phase", LogScanner._bootstrap_phase),
     ("kernel image", LogScanner._arch),
     ("not compatible with the current PyTorch", LogScanner._arch),
@@ -412,6 +416,5 @@ _HANDLERS: Tuple[Tuple[str, _Handler], ...] = (
     ("Ninja is required", LogScanner._op_build),
     ("MissingCUDAException", LogScanner._op_build),
     ("CUDA_HOME does not exist", LogScanner._op_build),
-    ("Running tokenizer", LogScanner._preprocessing),
-    ("Map (num_proc", LogScanner._preprocessing),
+    ("examples/s", LogScanner._preprocessing),  # the progress bars of datasets' map() / tokenization
 )
