@@ -211,7 +211,9 @@ def test_pip_show_with_cuda_wheels_is_a_cuda_build_not_cpu_only(run_cli):
     driver that supports CUDA 11.4 only is then too old (GD101), and nothing calls torch CPU-only."""
     code, out, _ = run_cli("check", "--from", REPORTS / "pip_show_torch_no_tag.txt", "--format", "plain")
     assert "torch 2.3.0 (CUDA 12)" in out and "CPU-only" not in out
-    assert "inferred: torch.cuda = 12 (inferred from the nvidia-*-cu12 wheels torch requires" in out
+    assert "inferred: torch.cuda = 12 (inferred from the nvidia-*-cu12 wheels torch" in " ".join(out.split())
+    code, out, _ = run_cli("check", "--from", REPORTS / "pip_show_torch_no_tag.txt", "--format", "json")
+    assert "inferred from the nvidia-*-cu12 wheels torch requires" in json.loads(out)["evidence"]["torch.cuda"]
     code, report = check_json(REPORTS / "nvidia_smi_470_table.txt", REPORTS / "pip_show_torch_no_tag.txt")
     assert "GD101" in errors(report) and "GD103" not in errors(report)
     code, out, _ = run_cli("check", "--from", REPORTS / "pip_show_torch_conda.txt", "--format", "plain")
