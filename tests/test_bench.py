@@ -13,7 +13,7 @@ from conftest import ROOT, gpudoctor_cmd
 torch = pytest.importorskip("torch")
 
 from gpudoctor.bench.nccl import bus_factor, parse_size, sweep_sizes  # noqa: E402
-from gpudoctor.cli.bench import render_nccl  # noqa: E402
+from gpudoctor.bench.report import render_nccl  # noqa: E402
 
 FAULTS = ROOT / "tests" / "faults"  # a sitecustomize that injects faults into every process of a command
 CORRUPT, NAN_STEP = "GPUDOCTOR_TEST_CORRUPT_RANK", "GPUDOCTOR_TEST_NAN_STEP"

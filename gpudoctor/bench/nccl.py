@@ -32,7 +32,7 @@ import socket
 from dataclasses import dataclass
 from typing import List, Optional
 
-from gpudoctor.bench import BenchError, BenchUsageError
+from gpudoctor.bench import BenchError, BenchUsageError, require_torch
 from gpudoctor.units import size
 
 SCHEMA = "gpudoctor.bench.nccl/1"
@@ -110,6 +110,26 @@ class NcclConfig:
     backend: str = "auto"  # auto | nccl | gloo
     min_busbw: Optional[float] = None  # GB/s, GD702's threshold
     progress: bool = False  # rank 0 draws a progress bar (gpudoctor.bench.progress)
+
+
+def _size_flag(text: str, flag: str) -> int:
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise BenchUsageError(f"{flag}: {exc}") from None
+
+
+def make_config(min_size: str, max_size: Optional[str], **options) -> NcclConfig:
+    """The sweep asked for as the user wrote its sizes, or a BenchError before any rank starts (the default
+    largest size: 128M on GPUs, 1M on CPU)."""
+    min_bytes = _size_flag(min_size, "-b/--min-bytes")
+    max_bytes = _size_flag(max_size, "-e/--max-bytes") if max_size else None
+    check_sizes(min_bytes, max_bytes if max_bytes is not None else min_bytes)
+    torch = require_torch()
+    if max_bytes is None:
+        default = "128M" if torch.cuda.is_available() and options.get("backend") != "gloo" else "1M"
+        max_bytes = max(min_bytes, parse_size(default))
+    return NcclConfig(min_bytes=min_bytes, max_bytes=max_bytes, **options)
 
 
 def summarize(rows: List[dict], min_busbw: Optional[float], factor: float = 1.0) -> dict:
