@@ -93,12 +93,25 @@ class Rule:
             location=location,
         )
 
-    def fix(self, summary: str, applicability: str = "", **kwargs) -> Fix:
-        """A Fix with this rule's default applicability unless told otherwise."""
+    def fix(self, summary: Optional[str] = None, applicability: str = "", *, case: str = "",
+            values: Optional[Mapping[str, Any]] = None, **kwargs) -> Fix:
+        """A Fix with this rule's default applicability unless told otherwise. Its text is the catalog's (`fix_text`);
+        `summary` is text written in code, left only in the check modules tests/test_catalog.py lists as unmigrated."""
         value = applicability or self.fix_applicability
         if value == "none":
             value = "display-only"
-        return Fix(summary=summary, applicability=Applicability(value), **kwargs)
+        text = summary if summary is not None else self.fix_text(case, values or {})
+        return Fix(summary=text, applicability=Applicability(value), **kwargs)
+
+    def fix_text(self, case: str = "", values: Mapping[str, Any] = {}) -> str:  # noqa: B006 - never mutated
+        """`docs.fix`, or `docs.fixes[case]` where the remedy depends on the case, with each `<name>` of `values`
+        filled in (other `<…>` stay as written: placeholders for the user)."""
+        template = self.docs["fixes"][case] if case else self.docs["fix"]
+        for name, filled in values.items():
+            if f"<{name}>" not in template:
+                raise ValueError(f"{self.id}: the fix text has no <{name}>")
+            template = template.replace(f"<{name}>", str(filled))
+        return template
 
 
 def _with_nulls(facts: dict, paths: Iterable[str]) -> dict:

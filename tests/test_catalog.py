@@ -119,3 +119,78 @@ def test_needs_declare_every_fact_group_a_rule_reads(rule):
         except MissingFact:
             pass  # the groups read so far still count
         assert facts.groups <= declared | {"probes"}, f"{rule.id} reads {facts.groups - declared} undeclared"
+
+
+# A rule's fix text lives in its catalog file: `docs.fix`, or `docs.fixes[case]` where the remedy depends on the
+# case; checks pass only the case and the values (`rule.fix(case="oom", values={...})`). These check modules still
+# write their fix texts in code; the list only shrinks.
+FIX_TEXT_IN_CODE = {"deepspeed", "doctor", "driver_cuda", "fleet", "host", "k8s", "launch", "memory", "nccl",
+                    "nccl_tuning", "script"}
+
+
+def _check_modules() -> dict:
+    """Each check module's short name → the rules whose check it holds."""
+    by_module = {}
+    checks = registered_checks()
+    for rule in RULES:
+        by_module.setdefault(checks[rule.id].__module__.rsplit(".", 1)[1], []).append(rule)
+    return by_module
+
+
+def _fix_calls(module: str) -> list:
+    import ast
+    from pathlib import Path
+
+    import gpudoctor.checks
+
+    tree = ast.parse((Path(gpudoctor.checks.__file__).parent / f"{module}.py").read_text(encoding="utf-8"))
+    return [node for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "fix"]
+
+
+def _text_in_code(call) -> bool:
+    return bool(call.args) or any(keyword.arg == "summary" for keyword in call.keywords)
+
+
+def _cases(call) -> set:
+    """The case names a call can pass: the strings of its `case=` expression, outside calls (`d.get("kind")`)."""
+    import ast
+
+    def strings(node):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            yield node.value
+        elif not isinstance(node, ast.Call):
+            for child in ast.iter_child_nodes(node):
+                yield from strings(child)
+
+    return {text for keyword in call.keywords if keyword.arg == "case" for text in strings(keyword.value)}
+
+
+@pytest.mark.parametrize("module", sorted(_check_modules()))
+def test_fix_text_lives_in_the_catalog(module):
+    calls = _fix_calls(module)
+    if module in FIX_TEXT_IN_CODE:
+        assert any(_text_in_code(call) for call in calls), f"{module} is migrated: drop it from FIX_TEXT_IN_CODE"
+        return
+    assert not [call.lineno for call in calls if _text_in_code(call)], f"checks/{module}.py writes fix text in code"
+    rules = _check_modules()[module]
+    written = {case for rule in rules for case in rule.docs.get("fixes", {})}
+    used = set().union(*(_cases(call) for call in calls)) if calls else set()
+    assert used <= written, f"checks/{module}.py names cases no catalog file has: {used - written}"
+    assert written <= used, f"catalog fix texts no check of checks/{module}.py uses: {written - used}"
+
+
+@pytest.mark.parametrize("rule", [rule for rule in RULES if "fixes" in rule.docs], ids=lambda r: r.id)
+def test_fix_cases_are_text(rule):
+    for case, text in rule.docs["fixes"].items():
+        assert re.match(r"^[a-z][a-z0-9_]*$", case) and len(text.strip()) > 30, (rule.id, case)
+
+
+def test_fix_text_fills_only_its_own_placeholders():
+    rule = next(rule for rule in RULES if rule.id == "GD201")
+    template = rule.docs["fix"]
+    filled = rule.__class__(**{**rule.__dict__, "docs": {**rule.docs, "fix": "Install <version> (<cuXYZ>)."}})
+    assert filled.fix(values={"version": "2.4.1"}).summary == "Install 2.4.1 (<cuXYZ>)."
+    with pytest.raises(ValueError, match="no <gpus>"):
+        filled.fix(values={"gpus": "A100"})
+    assert rule.fix().summary == template and rule.fix(case="info").summary == rule.docs["fixes"]["info"]

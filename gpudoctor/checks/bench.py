@@ -27,9 +27,7 @@ def nccl_wrong_results(facts, rule):
         "NCCL/driver stack corrupts data, and training would silently diverge",
         evidence={"op": result.get("op"), "backend": result.get("backend"), "world_size": result.get("world_size"),
                   "wrong": total, "sizes": [row["bytes"] for row in bad]},
-        fix=rule.fix("Do not train on this machine set until it passes: rerun `gpudoctor bench nccl` on subsets of "
-                     "GPUs/nodes to find the bad one, check `nvidia-smi -q -d ECC` and Xid errors in `dmesg`, try "
-                     "`NCCL_P2P_DISABLE=1` / `NCCL_IB_DISABLE=1` to isolate the transport, and update driver/NCCL."))
+        fix=rule.fix())
 
 
 @check("GD702")
@@ -51,9 +49,7 @@ def nccl_bandwidth_low(facts, rule):
         evidence={"avg_busbw_gbps": avg, "min_busbw_gbps": threshold, "op": result.get("op"),
                   "backend": result.get("backend"), "world_size": result.get("world_size"),
                   "large_from_bytes": summary.get("large_from_bytes")},
-        fix=rule.fix("Find the slow link: run with `NCCL_DEBUG=INFO` and check which transport NCCL picked (P2P/NVLink, "
-                     "SHM, IB or Socket), `nvidia-smi topo -m` for the topology, GD4xx findings for NCCL variables "
-                     "that disable transports, and compare against `all_reduce_perf` from nccl-tests."))
+        fix=rule.fix())
 
 
 @check("GD703")
@@ -62,6 +58,7 @@ def train_step_failed(facts, rule):
     if not result or not result.get("error"):
         return
     error = result["error"]
+    kind = error.get("kind")
     model = result.get("model") or {}
     shape = ", ".join(f"{key} {model[key]}" for key in ("params", "layers", "hidden", "seq_len", "micro_batch")
                       if key in model)
@@ -70,15 +67,4 @@ def train_step_failed(facts, rule):
         f"({result.get('precision', '?')}; {shape}): {error.get('type')}: {error.get('message')}",
         evidence={"step": error.get("step"), "type": error.get("type"), "message": error.get("message"),
                   "device": result.get("device"), "precision": result.get("precision"), "model": dict(model)},
-        fix=rule.fix(_train_advice(error.get("kind"))))
-
-
-def _train_advice(kind) -> str:
-    if kind == "oom":
-        return ("Out of memory: lower the micro batch or sequence length, enable activation checkpointing, use bf16, "
-                "or shard optimizer state (ZeRO/FSDP); `nvidia-smi` shows whether other processes hold memory (GD502).")
-    if kind == "nonfinite":
-        return ("The loss became NaN/inf: on fp16 use loss scaling (GradScaler) or switch to bf16, lower the learning "
-                "rate, and check the GPU with `nvidia-smi -q -d ECC`; a healthy GPU gives a finite loss here.")
-    return ("The step raised: the same error would stop the real job. Rerun `gpudoctor bench train` with smaller "
-            "sizes and the defaults to see whether it depends on the model size, precision or device.")
+        fix=rule.fix(case=kind if kind in ("oom", "nonfinite") else "error"))

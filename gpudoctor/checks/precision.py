@@ -59,15 +59,13 @@ def bf16_unsupported(facts, rule):
             f"bf16 is requested ({'; '.join(_where(r) for r in requests[:3])}) but {names} has no bf16 tensor cores "
             "(compute capability < 8.0): it fails or runs emulated, many times slower",
             evidence=evidence,
-            fix=rule.fix("Use fp16 mixed precision with loss scaling (e.g. `fp16=True` / "
-                         "`precision=\"16-mixed\"` / DeepSpeed `\"fp16\": {\"enabled\": true}`), or a GPU with "
-                         "compute capability ≥ 8.0."))
+            fix=rule.fix())
     else:
         yield rule.finding(
             f"{names} has no bf16 in hardware (compute capability < 8.0); torch.cuda.is_bf16_supported() may still "
             "say True through emulation — use fp16 with loss scaling on this machine",
             evidence=evidence, severity=Severity.INFO,
-            fix=rule.fix("Nothing to do unless a job asks for bf16; then switch it to fp16."))
+            fix=rule.fix(case="info"))
 
 
 @check("GD202")
@@ -83,4 +81,4 @@ def fp8_unsupported(facts, rule):
         f"fp8 is requested ({'; '.join(_where(r) for r in requests[:3])}) but {names} has no fp8 tensor cores "
         "(Transformer Engine needs compute capability ≥ 8.9: Ada, Hopper, Blackwell)",
         evidence={"gpus": names, "requests": [_where(r) for r in requests]},
-        fix=rule.fix("Drop fp8 (use bf16 on compute capability ≥ 8.0, fp16 below), or run on Ada/Hopper/Blackwell."))
+        fix=rule.fix())
