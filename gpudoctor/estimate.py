@@ -42,6 +42,8 @@ from gpudoctor.units import GiB, gib
 OVERHEAD_BYTES = 1 * GiB  # CUDA context + workspaces + NCCL buffers + fragmentation (see module docstring)
 HOST_BUFFER_FACTOR = 1.5  # DeepSpeed's additional_buffer_factor default
 HEADROOM_WARNING = 0.10  # GD501 warns below 10 % free
+MAX_CONFIG_BYTES = 10 * 2**20  # a config.json is a few KiB
+MAX_DIMENSION = 10**9  # hidden size, layers, heads, vocabulary: anything larger is not a real model
 DEFAULTS = {"precision": "bf16", "optimizer": "adamw", "micro_batch": 1, "seq_len": 2048,
             "checkpointing": False, "attention": "flash"}
 PRECISIONS = ("fp32", "bf16", "fp16")
@@ -98,6 +100,9 @@ def _int(config: Mapping[str, Any], *names: str) -> Optional[int]:
     for name in names:
         value = config.get(name)
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            if value > MAX_DIMENSION:
+                raise ModelError(f"the config's {name} ({len(str(value))} digits) is not a model dimension "
+                                 f"(at most {MAX_DIMENSION:,})")
             return value
     return None
 
@@ -157,10 +162,12 @@ def load_model(text: str) -> ModelSpec:
         path = path / "config.json"
     if not path.is_file():
         raise ModelError(f"--model {text!r}: neither a size (0.5B, 7e9, 1.3b) nor a config.json file")
+    from gpudoctor.files import read_bytes
+
     try:
-        with open(path, "rb") as handle:
-            raw = handle.read(10_000_000)
-        data = json.loads(raw.decode("utf-8-sig"))
+        data = json.loads(read_bytes(str(path), MAX_CONFIG_BYTES).decode("utf-8-sig"))
+    except RecursionError:
+        raise ModelError(f"{str(path)!r} is not a config: JSON nested too deeply") from None
     except OSError as exc:
         raise ModelError(f"cannot read {str(path)!r}: {exc.strerror or exc}") from None
     except UnicodeDecodeError:

@@ -1,5 +1,5 @@
-"""The user's files: reading them (`lint FILE...`, `check --env-file/--script`) and the one path by which
-gpudoctor writes a file (`--output`, `fix --write-env`).
+"""The user's files: reading them (`lint FILE...`, `check --env-file/--script`), bounded in size and time, and
+the one path by which gpudoctor writes a file (`--output`, `snapshot -o`, `fix --write-env`).
 
 A reader turns one file into facts on a snapshot (env variables with their lines, script analysis,
 DeepSpeed config). Unreadable files become `inputs` entries (GD003), never exceptions.
@@ -7,12 +7,18 @@ DeepSpeed config). Unreadable files become `inputs` entries (GD003), never excep
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import os
+import select
 import stat
+import sys
 import tempfile
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, List, Optional
+from typing import BinaryIO, Callable, Iterator, List, Optional
 
 from gpudoctor.errors import InputError
 from gpudoctor.snapshot import Snapshot
@@ -20,6 +26,9 @@ from gpudoctor.snapshot import Snapshot
 MAX_BYTES = 20 * 1024 * 1024
 MAX_TREE_FILES = 20000
 SKIP_DIRS = {"node_modules", "__pycache__", "site-packages", "venv", "build", "dist", "wandb", "lightning_logs"}
+FIRST_BYTE_DEADLINE = 30.0  # seconds a FIFO, pipe or terminal may take to deliver its first byte
+FIFO_DEADLINE = 10.0  # seconds `--output FIFO` waits for a reader
+LOCK_SUFFIX = ".gpudoctor.lock"
 
 
 @dataclass(frozen=True)
@@ -53,9 +62,75 @@ def add_input_error(snapshot: Snapshot, path: str, kind: str, error: str,
 
 def read_text(path: Path) -> str:
     """The file's text (UTF-8, undecodable bytes replaced); OSError for missing or oversized files."""
-    if path.stat().st_size > MAX_BYTES:
-        raise OSError(f"larger than {MAX_BYTES // 2**20} MiB")
-    return path.read_bytes().decode("utf-8", "replace")
+    return read_bytes(str(path)).decode("utf-8", "replace")
+
+
+def read_bytes(path: str, limit: int = MAX_BYTES) -> bytes:
+    """The bytes of an input file (`-`: standard input), bounded: OSError when there are more than `limit`, and
+    when a FIFO, pipe, device or terminal gives no first byte within FIRST_BYTE_DEADLINE seconds (a FIFO nobody
+    writes). Once data flows, a pipe is read as it streams (`--from <(cmd)`, `cmd | gpudoctor … -`)."""
+    if path == "-":
+        return _read_fd(sys.stdin.fileno(), limit)
+    status = os.stat(path)
+    if stat.S_ISDIR(status.st_mode):
+        raise IsADirectoryError(errno.EISDIR, "is a directory", path)
+    regular = stat.S_ISREG(status.st_mode)
+    fd = os.open(path, os.O_RDONLY | (0 if regular else os.O_NONBLOCK))  # a FIFO's open waits for no writer
+    try:
+        return _read_fd(fd, limit)
+    finally:
+        os.close(fd)
+
+
+def open_stream(path: str) -> BinaryIO:
+    """An input to read as it streams (`--from`, `-`: standard input), once it has data: a FIFO, pipe or terminal
+    that gives no first byte within FIRST_BYTE_DEADLINE seconds is an OSError, not a hang."""
+    if path == "-":
+        if not stat.S_ISREG(os.fstat(sys.stdin.fileno()).st_mode):
+            _wait_for_data(sys.stdin.fileno())
+        return sys.stdin.buffer
+    status = os.stat(path)
+    if stat.S_ISDIR(status.st_mode):
+        raise IsADirectoryError(errno.EISDIR, "is a directory", path)
+    if stat.S_ISREG(status.st_mode):
+        return open(path, "rb")
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        _wait_for_data(fd)
+    except OSError:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "rb")
+
+
+def _read_fd(fd: int, limit: int) -> bytes:
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        _wait_for_data(fd)
+    chunks, size = [], 0
+    while size <= limit:
+        chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    if size > limit:
+        raise OSError(errno.EFBIG, f"larger than {_size(limit)} (gpudoctor's limit for this input)")
+    return b"".join(chunks)
+
+
+def _wait_for_data(fd: int) -> None:
+    """Wait (bounded) until the stream has data or its writer closed it, then read it blocking."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN | select.POLLHUP)
+    deadline = time.monotonic() + FIRST_BYTE_DEADLINE
+    while not poller.poll(max(0.0, deadline - time.monotonic()) * 1000):
+        if time.monotonic() >= deadline:
+            raise OSError(errno.ETIMEDOUT, f"no data within {FIRST_BYTE_DEADLINE:g} s (a FIFO nobody writes?)")
+    os.set_blocking(fd, True)
+
+
+def _size(limit: int) -> str:
+    return f"{limit // 2**20} MiB" if limit >= 2**20 else f"{limit // 2**10} KiB"
 
 
 def read_input(name: str, what: str) -> str:
@@ -95,30 +170,154 @@ def _load_readers() -> None:
                 raise
 
 
-def write_atomic(path: str, text: str) -> None:
-    """Write via a temporary file in the same folder, fsync, then rename over the target (through a symlink to the
-    file it points at). The file keeps its permission bits; a new file gets 0666 less the umask."""
-    target = os.path.realpath(path)
-    folder = os.path.dirname(target) or "."
+class LockError(OSError):
+    """The lock file beside the target cannot be created or locked."""
+
+
+class ReadOnlyError(PermissionError):
+    """The target exists and is read-only: gpudoctor does not rewrite it unless asked to (--force)."""
+
+
+def _stat(path: str) -> Optional[os.stat_result]:
+    """The target's status through symlinks; None when nothing is there (or a symlink points nowhere)."""
     try:
-        mode = stat.S_IMODE(os.stat(target).st_mode)
-    except FileNotFoundError:
-        umask = os.umask(0)
-        os.umask(umask)
-        mode = 0o666 & ~umask
+        return os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
+def is_regular_target(path: str) -> bool:
+    """Whether writing `path` replaces a regular file (or creates one), as opposed to writing a stream in place."""
+    if path == "-":
+        return False
+    status = _stat(path)
+    return status is None or stat.S_ISREG(status.st_mode)
+
+
+def write_file(path: str, text: str, force: bool = False) -> None:
+    """Write `text` to `path`, the one way gpudoctor writes a file:
+    - `-` is standard output;
+    - a regular file, or a new one, is replaced atomically (a temporary file in the same folder, fsync, rename,
+      fsync of the folder); a symlink is followed to the file it points at (the link stays a link);
+    - a target that is not a regular file (`/dev/stdout`, a FIFO, a device such as `/dev/null`) is written in
+      place, never replaced; a FIFO nobody reads is given up after FIFO_DEADLINE seconds;
+    - a file that exists keeps its owner, group and mode; a new one gets 0666 less the umask;
+    - a read-only file is refused (ReadOnlyError) unless `force`.
+    UTF-8; lone surrogates from undecodable input go back out as the bytes they were. OSError leaves the target as
+    it was. `locked(path)` serialises writers that read, merge and write one file."""
+    if path == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    data = text.encode("utf-8", errors="surrogateescape")
+    status = _stat(path)
+    if status is not None and stat.S_ISDIR(status.st_mode):
+        raise IsADirectoryError(errno.EISDIR, "is a directory", path)
+    if status is not None and not stat.S_ISREG(status.st_mode):
+        _write_in_place(path, data, stat.S_ISFIFO(status.st_mode))
+        return
+    target = os.path.realpath(path)
+    if status is not None and not force and _read_only(target, status):
+        raise ReadOnlyError(errno.EACCES, "is read-only (--force writes it anyway)", path)
+    _replace(target, data, status)
+
+
+def _read_only(target: str, status: os.stat_result) -> bool:
+    # root may write anything, so the mode bits decide: a file nobody may write is meant to stay as it is
+    return not status.st_mode & 0o222 or not os.access(target, os.W_OK)
+
+
+def _write_in_place(path: str, data: bytes, fifo: bool) -> None:
+    flags = os.O_WRONLY | os.O_NOCTTY | (os.O_NONBLOCK if fifo else 0)
+    deadline = time.monotonic() + FIFO_DEADLINE
+    while True:
+        try:
+            fd = os.open(path, flags)  # no O_CREAT, no O_TRUNC: the node stays what it is
+            break
+        except OSError as exc:
+            if exc.errno != errno.ENXIO or time.monotonic() > deadline:
+                if exc.errno == errno.ENXIO:
+                    raise OSError(errno.ENXIO, f"no reader on this FIFO within {FIFO_DEADLINE:g} s", path) from None
+                raise
+            time.sleep(0.05)
+    try:
+        if fifo:
+            os.set_blocking(fd, True)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
+
+
+def _replace(target: str, data: bytes, status: Optional[os.stat_result]) -> None:
+    folder = os.path.dirname(target) or "."
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".gpudoctor", dir=folder)
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(text.encode("utf-8", errors="surrogateescape"))
+            handle.write(data)
             handle.flush()
+            if status is not None:
+                _keep_owner(handle.fileno(), status)
+                os.fchmod(handle.fileno(), stat.S_IMODE(status.st_mode))
+            else:
+                os.fchmod(handle.fileno(), 0o666 & ~_umask())
             os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
         os.replace(tmp, target)
     except BaseException:
-        if os.path.exists(tmp):
+        if os.path.lexists(tmp):
             os.unlink(tmp)
         raise
+    _fsync_folder(folder)
 
+
+def _keep_owner(fd: int, status: os.stat_result) -> None:
+    try:
+        os.fchown(fd, status.st_uid, status.st_gid)
+    except PermissionError:
+        pass  # only root may give a file away; an ordinary user's files are theirs already
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _fsync_folder(folder: str) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some file systems cannot fsync a folder; the rename itself is done
+    finally:
+        os.close(fd)
+
+
+def lock_path(path: str) -> str:
+    target = os.path.realpath(path)
+    return os.path.join(os.path.dirname(target), f".{os.path.basename(target)}{LOCK_SUFFIX}")
+
+
+@contextmanager
+def locked(path: str) -> Iterator[None]:
+    """Hold an exclusive lock for writing `path` (a regular file or a new one; nothing to lock for a stream). The
+    lock file beside the target stays: removing it would let a third writer lock a different file."""
+    if not is_regular_target(path):
+        yield
+        return
+    try:
+        fd = os.open(lock_path(path), os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW, 0o644)  # flock needs no write access
+    except OSError as exc:
+        raise LockError(exc.errno, exc.strerror, exc.filename) from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 def tree_files(root: Path) -> Iterator[Path]:
     """The regular files under `root`, sorted, without following links, skipping hidden folders (.git, .venv),

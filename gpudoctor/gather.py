@@ -17,6 +17,9 @@ from gpudoctor.errors import InputError
 from gpudoctor.snapshot import Snapshot
 
 
+MAX_TIMEOUT = 86400.0  # seconds per probe: a day
+
+
 @dataclass(frozen=True)
 class Request:
     """What to gather. The base is a recorded snapshot, pasted reports, or job files alone (`files`: nothing is
@@ -78,8 +81,8 @@ def live_snapshot(request: Request) -> Snapshot:
     """This machine, probed for the request's fact groups (each probe bounded by the request's timeout)."""
     from gpudoctor.probes import ProbeContext, probes_for, run_probes
 
-    if request.timeout <= 0:
-        raise InputError("--timeout must be positive")
+    if not 0 < request.timeout <= MAX_TIMEOUT:  # also false for nan
+        raise InputError(f"--timeout must be above 0 and at most {MAX_TIMEOUT:g} seconds")
     if os.sep in request.python and not os.path.exists(request.python):
         raise InputError(f"--python {request.python!r}: no such file")
     environ = dict(os.environ if request.environ is None else request.environ)

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
+import regex
 from packaging.version import InvalidVersion, Version
 
 from gpudoctor import schema
@@ -40,6 +41,8 @@ COMBINATORS = ("all", "any", "not")
 QUANTIFIERS = ("all", "any")
 MAX_PATTERN = 200  # characters of a `matches` regular expression
 MAX_SUBJECT = 4096  # characters of a fact value `matches` looks at
+MATCH_TIMEOUT = 0.5  # seconds one `matches` may take (the `regex` engine stops itself; no signal is used)
+MAX_POLICY_BYTES = 2**20
 MAX_DEPTH = 16  # nesting of all/any/not
 
 RULE_KEYS = {"id", "name", "severity", "summary", "message", "require", "forbid", "fix", "docs", "host"}
@@ -218,14 +221,18 @@ def _scalar_test(op: str, literal: Any, path: str) -> Callable[[Any], bool]:
             return found < wanted if op == "version_lt" else found >= wanted
 
         return versioned
-    pattern = re.compile(literal)
+    pattern = regex.compile(literal)
 
     def matches(value: Any) -> bool:
         if value is None:
             return False
         if not isinstance(value, str):
             raise NotComparable(f"{path} ({_kind(value)} {value!r} is not a string)")
-        return pattern.search(value[:MAX_SUBJECT]) is not None
+        try:
+            return pattern.search(value[:MAX_SUBJECT], timeout=MATCH_TIMEOUT) is not None
+        except TimeoutError:
+            raise NotComparable(f"{path} (the pattern {literal!r} ran past {MATCH_TIMEOUT:g} s on its value)") \
+                from None
 
     return matches
 
@@ -265,8 +272,8 @@ def _check_literal(op: str, table: Mapping[str, Any]) -> Any:
         if len(literal) > MAX_PATTERN:
             raise _Invalid(f"operator 'matches': pattern longer than {MAX_PATTERN} characters")
         try:
-            re.compile(literal)
-        except re.error as exc:
+            regex.compile(literal)
+        except regex.error as exc:
             raise _Invalid(f"operator 'matches': bad regular expression {literal!r}: {exc}") from None
     return literal
 
@@ -527,11 +534,14 @@ def compile_rule(table: Any, groups: set, source: str = "") -> Rule:
 def load_policy(path: str) -> tuple:
     """The rules of a policy file, sorted by ID; PolicyError (one line: file, rule, what is wrong) otherwise."""
     where = f"policy {path}"
+    from gpudoctor.files import read_bytes
+
     try:
-        with open(path, "rb") as handle:
-            data = tomllib.load(handle)
+        data = tomllib.loads(read_bytes(path, MAX_POLICY_BYTES).decode("utf-8"))
     except OSError as exc:
         raise PolicyError(f"{where}: cannot read: {exc.strerror or exc}") from None
+    except RecursionError:
+        raise PolicyError(f"{where}: invalid TOML: nested too deeply") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise PolicyError(f"{where}: invalid TOML: {' '.join(str(exc).split())}") from None
     extra = set(data) - {"schema", "rule"}

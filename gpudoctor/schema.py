@@ -32,6 +32,7 @@ class Group:
     doc: str = ""
     keys: Dict[str, Key] = field(default_factory=dict)
     fields: Dict[str, Dict[str, Key]] = field(default_factory=dict)  # keys of a key's objects (nvml.gpus[])
+    values: Optional[str] = None  # the type of a map's values (env: str)
 
 
 def _keys(table: Mapping[str, Any]) -> Dict[str, Key]:
@@ -47,7 +48,7 @@ def groups() -> Dict[str, Group]:
     data = load_toml(rules_dir() / "facts.toml")
     return {name: Group(name, table["from"], table["shape"], table.get("probe"), table.get("lint", False),
                         table.get("doc", "").strip(), _keys(table.get("keys", {})),
-                        {key: _keys(spec) for key, spec in table.get("fields", {}).items()})
+                        {key: _keys(spec) for key, spec in table.get("fields", {}).items()}, table.get("values"))
             for name, table in data.items()}
 
 

@@ -2,23 +2,20 @@
 
 from __future__ import annotations
 
-import copy
 import datetime
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Mapping
+from typing import Any, Dict, List
 
 from gpudoctor import __version__
 from gpudoctor.errors import InputError
+from gpudoctor.fact_types import type_error
 from gpudoctor.model import ProbeResult
+from gpudoctor.redact import redact_data
 
 SCHEMA = "gpudoctor.snapshot/1"
 SCHEMA_NAME, SCHEMA_VERSION = SCHEMA.split("/")
-SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION", re.IGNORECASE)
-URL_CREDENTIALS = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<cred>[^/@\s:]+(:[^/@\s]*)?)@")
-REDACTED = "<redacted>"
 
 
 class SnapshotError(InputError, ValueError):
@@ -37,38 +34,21 @@ class Snapshot:
     created: str = ""
 
     def to_json(self) -> dict:
-        return {
+        """The snapshot document, secrets redacted (gpudoctor.redact)."""
+        return redact_data({
             "schema": SCHEMA,
             "tool": {"name": "gpudoctor", "version": __version__},
             "created": self.created or _now(),
             "source": self.source,
-            "facts": redact(self.facts),
+            "facts": self.facts,
             "probes": [probe.to_json() for probe in self.probes],
             "evidence": self.evidence,
             "conflicts": self.conflicts,
-        }
+        })
 
 
 def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def redact_value(name: str, value: Any) -> Any:
-    """Hide the value of a secret-looking variable, and credentials inside URLs."""
-    if not isinstance(value, str):
-        return value
-    if SECRET_NAME.search(name):
-        return REDACTED
-    return URL_CREDENTIALS.sub(lambda m: m.group("scheme") + REDACTED + "@", value)
-
-
-def redact(facts: Mapping[str, Any]) -> dict:
-    """A copy of the facts with every env value that may be a secret redacted."""
-    data = copy.deepcopy(dict(facts))
-    env = data.get("env")
-    if isinstance(env, dict):
-        data["env"] = {name: redact_value(name, value) for name, value in env.items()}
-    return data
 
 
 def from_json(data: Any, path: str = "<snapshot>") -> Snapshot:
@@ -88,11 +68,16 @@ def from_json(data: Any, path: str = "<snapshot>") -> Snapshot:
     facts = data.get("facts")
     if not isinstance(facts, dict):
         raise SnapshotError(f"{path}: snapshot has no 'facts' object")
+    wrong = type_error(facts)
+    if wrong:
+        raise SnapshotError(f"{path}: {wrong}")
     probes = []
     for item in data.get("probes") or []:
         if isinstance(item, dict) and isinstance(item.get("name"), str):
+            seconds = item.get("seconds")
             probes.append(ProbeResult(item["name"], str(item.get("status", "ok")),
-                                      float(item.get("seconds") or 0), item.get("error")))
+                                      float(seconds) if type(seconds) in (int, float) else 0.0,
+                                      item.get("error") if isinstance(item.get("error"), str) else None))
     source = data.get("source") if isinstance(data.get("source"), dict) else {}
     return Snapshot(
         facts=facts,
@@ -105,13 +90,17 @@ def from_json(data: Any, path: str = "<snapshot>") -> Snapshot:
 
 
 def load(path: str) -> Snapshot:
-    """Read a snapshot file (`-` for stdin is handled by the CLI)."""
+    """Read a snapshot file (at most gpudoctor.files.MAX_BYTES; `-` for stdin is handled by the CLI)."""
+    from gpudoctor.files import read_bytes
+
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = read_bytes(path).decode("utf-8")
     except FileNotFoundError:
         raise SnapshotError(f"cannot read snapshot {path!r}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SnapshotError(f"cannot read snapshot {path!r}: {exc}") from None
+    except OSError as exc:
+        raise SnapshotError(f"cannot read snapshot {path!r}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise SnapshotError(f"cannot read snapshot {path!r}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
     return loads(text, path)
 
 
@@ -120,4 +109,6 @@ def loads(text: str, path: str = "<snapshot>") -> Snapshot:
         data = json.loads(text)
     except ValueError as exc:
         raise SnapshotError(f"cannot read snapshot {path!r}: not JSON ({exc})") from None
+    except RecursionError:
+        raise SnapshotError(f"cannot read snapshot {path!r}: JSON nested too deeply") from None
     return from_json(data, path)

@@ -1,5 +1,6 @@
 """The env-file readers: what each format sets, with its line; bad input is reported with the line, never raised."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -446,7 +447,9 @@ def test_apply_records_every_assignment_and_keeps_unknown_values_out_of_env():
     assert sources["NCCL_ALGO"]["also"] == [{"path": "job.sh", "line": 2, "scope": "job.sh", "value": "Ring",
                                              "shadowed": True}]
     assert "X" not in env and sources["X"]["value"] == "$(hostname)" and sources["X"]["unresolved"]
-    assert sources["HF_TOKEN"]["also"][0]["value"] == "<redacted>"
+    assert sources["HF_TOKEN"]["also"][0]["value"] == "abc"  # in memory; hidden wherever it leaves the program
+    written = json.dumps(snapshot.to_json())
+    assert '"value": "abc"' not in written and '"HF_TOKEN": "def"' not in written
 
 
 def test_read_file_registers_the_readers_for_lint(tmp_path):

@@ -13,7 +13,7 @@ import yaml
 from conftest import FIXTURES, ROOT, gpudoctor_cmd
 from gpudoctor.envfiles import dotenv as dotenv_reader
 from gpudoctor.fix import (Change, Plan, fix_command, plan_fixes, render, render_dotenv, render_k8s, render_shell)
-from gpudoctor.files import write_atomic
+from gpudoctor.files import write_file
 from gpudoctor.fix.envmerge import BEGIN, END, MergeError, merge, read_env, scan, split_lines, unified_diff
 from gpudoctor.model import Applicability, EnvChange, Finding, Fix, Location, Report, Severity
 
@@ -146,7 +146,7 @@ def test_merge_keeps_every_line_byte_for_byte(tmp_path):
                change("CUDA_LAUNCH_BLOCKING", None, "GD409", "Remove it.", path, 8),
                change("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1", "GD404", "Rename.")]
     path, result = _merge_original(tmp_path, changes)
-    write_atomic(str(path), result.new)
+    write_file(str(path), result.new)
     data = path.read_bytes()
     old_lines = split_lines(ORIGINAL.decode("utf-8", "surrogateescape"))
     new_lines = split_lines(data.decode("utf-8", "surrogateescape"))
@@ -252,7 +252,7 @@ def test_write_keeps_mode_and_symlink(tmp_path):
     real.chmod(0o600)
     link = tmp_path / ".env"
     link.symlink_to(real)
-    write_atomic(str(link), "A=2\n")
+    write_file(str(link), "A=2\n")
     assert link.is_symlink() and real.read_text() == "A=2\n"
     assert stat.S_IMODE(real.stat().st_mode) == 0o600
     assert sorted(p.name for p in tmp_path.iterdir()) == [".env", "real.env"]
@@ -267,7 +267,7 @@ def test_failed_write_leaves_the_original_intact(tmp_path, monkeypatch):
 
     monkeypatch.setattr(os, "replace", broken)
     with pytest.raises(OSError):
-        write_atomic(str(path), "X=1\n")
+        write_file(str(path), "X=1\n")
     assert path.read_bytes() == ORIGINAL and [p.name for p in tmp_path.iterdir()] == [".env"]
 
 
@@ -329,14 +329,13 @@ def test_end_to_end_new_env_from_a_job_script_and_by_hand_notes(tmp_path):
     assert "GD402" in done.stderr and "--unsafe" in done.stderr  # what is left is listed
 
 
-def test_end_to_end_conflict_exit_1_file_untouched(tmp_path):
+def test_end_to_end_the_written_file_is_judged_too(tmp_path):
+    """The file's own NCCL_DEBUG=TRACE is judged (GD406 points at its line), so it is replaced, not a conflict."""
     target = tmp_path / ".env"
     target.write_bytes(b"NCCL_DEBUG=TRACE\n")
     done = _run("--env-file", FIXTURES / "jobs" / "job.sbatch", "--write-env", target)
-    assert done.returncode == 1 and "conflict:" in done.stderr and "NCCL_DEBUG=TRACE" in done.stderr
-    assert target.read_bytes().startswith(b"NCCL_DEBUG=TRACE\n") and b"\nNCCL_DEBUG=WARN" not in target.read_bytes()
-    forced = _run("--env-file", FIXTURES / "jobs" / "job.sbatch", "--write-env", target, "--force")
-    assert forced.returncode == 0 and target.read_bytes().startswith(b"# NCCL_DEBUG=TRACE  # gpudoctor GD406")
+    assert done.returncode == 0 and "conflict:" not in done.stderr, done.stderr
+    assert target.read_bytes().startswith(b"# NCCL_DEBUG=TRACE  # gpudoctor GD406")
 
 
 @pytest.mark.parametrize("fmt", ["dotenv", "shell", "slurm", "k8s"])

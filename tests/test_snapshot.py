@@ -6,7 +6,7 @@ import subprocess
 import pytest
 
 from conftest import gpudoctor_cmd
-from gpudoctor.snapshot import REDACTED, redact
+from gpudoctor.redact import REDACTED, redact_data
 
 
 def test_snapshot_round_trip(tmp_path, run_cli):
@@ -35,7 +35,7 @@ def test_secrets_are_redacted_in_snapshots(tmp_path):
 
 def test_redact_leaves_the_input_alone():
     facts = {"env": {"MY_PASSWORD": "p"}}
-    assert redact(facts)["env"]["MY_PASSWORD"] == REDACTED
+    assert redact_data(facts)["env"]["MY_PASSWORD"] == REDACTED
     assert facts["env"]["MY_PASSWORD"] == "p"
 
 

@@ -167,8 +167,10 @@ def _accepts(path: Path, text: str) -> bool:
 
 
 def _read(path: Path, text: str, snapshot) -> None:
+    from gpudoctor.files import read_bytes
+
     try:
-        raw = path.read_bytes()
+        raw = read_bytes(str(path))
     except OSError:
         raw = text.encode("utf-8", "replace")
     add_to_snapshot(snapshot, str(path), analyse(str(path), raw))

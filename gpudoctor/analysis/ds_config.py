@@ -21,10 +21,9 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from gpudoctor.files import FileReader, register
+from gpudoctor.redact import redact_data
 
 MAX_DEPTH = 64  # DeepSpeed configs nest 4-5 levels; deeper input is refused before any recursive code sees it
-SECRET_KEY = re.compile(r"api_key|token|secret|password|passwd|credential|experiment_key", re.IGNORECASE)
-REDACTED = "<redacted>"
 # A file is taken for a DeepSpeed config when it has one of these keys, or two of the weaker ones.
 STRONG_KEYS = re.compile(r'"(zero_optimization|train_micro_batch_size_per_gpu|train_batch_size|'
                          r'zero_allow_untested_optimizer|zero_force_ds_cpu_optimizer)"\s*:')
@@ -173,15 +172,6 @@ def _json_error(exc: ValueError, text: str) -> Dict[str, Any]:
     return {"message": message, "line": None, "column": None}
 
 
-def _redact(node: Any) -> Any:
-    """Comet's api_key and similar values never reach a snapshot (users share them)."""
-    if isinstance(node, dict):
-        return {k: (REDACTED if isinstance(v, str) and SECRET_KEY.search(k) else _redact(v)) for k, v in node.items()}
-    if isinstance(node, list):
-        return [_redact(v) for v in node]
-    return node
-
-
 def parse(text: str) -> Parsed:
     """Read a DeepSpeed config. Never raises: problems are in `error` / `hjson_only` / `duplicates`."""
     if not text.strip("\ufeff \t\r\n"):
@@ -212,7 +202,8 @@ def parse(text: str) -> Parsed:
         return Parsed(error={"message": f"the top level is {kind}; a DeepSpeed config is a JSON object {{...}}",
                              "line": 1, "column": 1}, hjson_only=hjson_only)
     lines, duplicates = _key_positions(clean)
-    return Parsed(config=_redact(data), lines=lines, hjson_only=hjson_only, duplicates=duplicates)
+    # Comet's api_key and the like never reach a snapshot
+    return Parsed(config=redact_data(data), lines=lines, hjson_only=hjson_only, duplicates=duplicates)
 
 
 JSON_SUFFIXES = (".json", ".hjson", ".jsonc")

@@ -17,6 +17,7 @@ from gpudoctor.cli import helptext
 from gpudoctor.cli import lint as lint_cmd
 from gpudoctor.cli import rules as rules_cmd
 from gpudoctor.cli import snapshot as snapshot_cmd
+from gpudoctor.cli.guard import EXIT_SIGINT, EXIT_SIGTERM, Terminated, guarded
 from gpudoctor.errors import InputError
 
 COMMANDS = [check_cmd, lint_cmd, fix_cmd, snapshot_cmd, rules_cmd, bench_cmd]
@@ -43,6 +44,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    """Run one command (inside gpudoctor.cli.guard: redacted output, children cleaned up, SIGTERM handled)."""
+    with guarded():
+        return _main(argv)
+
+
+def _main(argv: Optional[List[str]]) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
     try:
@@ -57,7 +64,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 2
     except KeyboardInterrupt:
         print("gpudoctor: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_SIGINT
+    except Terminated:
+        print("gpudoctor: terminated", file=sys.stderr)
+        return EXIT_SIGTERM
     except BrokenPipeError:
         return 0
     except Exception as exc:  # noqa: BLE001 - exit 3 is the contract for our own bugs

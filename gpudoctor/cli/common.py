@@ -20,7 +20,12 @@ class UsageError(InputError):
 def add_output_options(parser: argparse.ArgumentParser, formats=FORMATS) -> None:
     parser.add_argument("--format", choices=formats, help="output format (default: rich on a terminal, else plain)")
     parser.add_argument("--output", "-o", metavar="FILE", help="write the output to FILE (- or none: stdout)")
+    add_force_option(parser)
     parser.add_argument("--quiet", "-q", action="store_true", help="findings and summary only")
+
+
+def add_force_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--force", action="store_true", help="with --output: also replace a read-only FILE")
 
 
 def add_selection_options(parser: argparse.ArgumentParser) -> None:
@@ -74,16 +79,18 @@ def output_format(args: argparse.Namespace) -> str:
 
 @contextmanager
 def output_stream(args: argparse.Namespace):
-    """stdout (also for `--output -`), or a buffer written to --output FILE at the end (atomically)."""
+    """stdout (also for `--output -`), or a buffer written to --output FILE at the end (gpudoctor.files.write_file:
+    atomic, never replaces a device), secrets redacted."""
     if not to_file(args):
         yield sys.stdout
         return
-    from gpudoctor.files import write_atomic
+    from gpudoctor.files import write_file
+    from gpudoctor.redact import redact_text
 
     buffer = io.StringIO()
     yield buffer
     try:
-        write_atomic(args.output, buffer.getvalue())
+        write_file(args.output, redact_text(buffer.getvalue()), force=getattr(args, "force", False))
     except OSError as exc:
         raise UsageError(f"cannot write {args.output!r}: {exc.strerror or exc}") from None
 

@@ -9,6 +9,7 @@ are left as they are and listed on stderr); 2 for a usage error or an unreadable
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
@@ -37,7 +38,8 @@ def add_parser(subparsers) -> None:
                              "replaced ones commented out, new values in a gpudoctor block")
     parser.add_argument("--dry-run", action="store_true", help="with --write-env: print the diff, write nothing")
     parser.add_argument("--force", action="store_true",
-                        help="with --write-env: also comment out values the user set that no finding judged")
+                        help="with --write-env: also comment out values the user set that no finding judged; with "
+                             "--write-env or --output: also rewrite a read-only file")
     parser.add_argument("--output", "-o", metavar="FILE", help="write the printed changes to FILE")
     parser.add_argument("--quiet", "-q", action="store_true", help="do not list what is left by hand")
     parser.set_defaults(run=run)
@@ -49,10 +51,10 @@ def _check_flags(args: argparse.Namespace) -> None:
             raise UsageError(f"--write-env writes a .env file; --format {args.format} prints to stdout: use one")
         if args.output:
             raise UsageError("--write-env and --output cannot be combined")
-    else:
-        for flag, value in (("--dry-run", args.dry_run), ("--force", args.force)):
-            if value:
-                raise UsageError(f"{flag} only applies with --write-env PATH")
+    elif args.dry_run:
+        raise UsageError("--dry-run only applies with --write-env PATH")
+    elif args.force and not args.output:
+        raise UsageError("--force only applies with --write-env PATH or --output FILE")
 
 
 def _note(text: str) -> None:
@@ -61,13 +63,28 @@ def _note(text: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     _check_flags(args)
+    if not args.write_env:
+        return _fix(args)
+    from gpudoctor.fix.envmerge import same_file
+    from gpudoctor.files import LockError, locked
+
+    if os.path.isfile(args.write_env) and not any(same_file(args.write_env, name) for name in args.env_file):
+        args.env_file.append(args.write_env)  # the file is the job's env: judge its lines, not only this process's
+    try:
+        with locked(args.write_env):  # a second writer waits, then judges and merges what this one wrote
+            return _fix(args)
+    except LockError as exc:
+        raise UsageError(f"cannot write {args.write_env!r}: {exc.strerror or exc} (no lock beside it)") from None
+
+
+def _fix(args: argparse.Namespace) -> int:
     started = time.monotonic()
     rules = selected_rules(args)
     report = evaluate(gather(gather_request(args, groups_for(rules))), rules, started)
     plan = plan_fixes(report, unsafe=args.unsafe)
     conflicts = len(plan.clashes)
     if args.write_env:
-        conflicts += _write_env(args, plan)
+        conflicts += _write_env(args, plan, _unread_lines(report, args.write_env))
     else:
         text = render(plan, args.format)
         with output_stream(args) as stream:
@@ -94,9 +111,17 @@ def _print_left(left) -> None:
         print("\n".join(lines), file=sys.stderr)
 
 
-def _write_env(args: argparse.Namespace, plan) -> int:
-    from gpudoctor.files import write_atomic
+def _unread_lines(report, path: str) -> list:
+    """The lines of the file that gpudoctor could not read (GD003), so it judged them not."""
+    from gpudoctor.fix.envmerge import same_file
+
+    return [item.get("line") for item in report.facts.get("inputs") or []
+            if isinstance(item, dict) and item.get("severity") != "info" and same_file(str(item.get("path")), path)]
+
+
+def _write_env(args: argparse.Namespace, plan, unread: list) -> int:
     from gpudoctor.fix.envmerge import MergeError, merge, read_env, unified_diff
+    from gpudoctor.files import write_file
 
     path = args.write_env
     try:
@@ -114,10 +139,15 @@ def _write_env(args: argparse.Namespace, plan) -> int:
         sys.stdout.write(unified_diff(result.old, result.new, path))
         print(f"{summary} Nothing written (--dry-run).")
     elif result.new == result.old:
-        print(f"{summary} {path} is up to date." if not result.conflicts else f"{summary} Nothing written.")
+        if unread:  # never "up to date" about lines nobody judged
+            where = ", ".join(str(line) for line in unread if line) or "?"
+            print(f"{summary} Nothing written; line(s) {where} of {path} could not be read, so they were not judged "
+                  "(GD003).")
+        else:
+            print(f"{summary} {path} is up to date." if not result.conflicts else f"{summary} Nothing written.")
     else:
         try:
-            write_atomic(path, result.new)
+            write_file(path, result.new, force=args.force)
         except OSError as exc:
             raise UsageError(f"cannot write {path!r}: {exc.strerror or exc} (the file is unchanged)") from None
         print(f"{summary} Wrote {path}.")

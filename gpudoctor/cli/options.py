@@ -8,17 +8,29 @@ from typing import Any, Dict, Optional
 
 from gpudoctor.cli.common import UsageError
 from gpudoctor.estimate import ATTENTIONS, DEFAULTS, OPTIMIZERS, PRECISIONS
-from gpudoctor.gather import Request
+from gpudoctor.gather import MAX_TIMEOUT, Request
 
 TRAINING_FLAGS = ("micro_batch", "seq_len", "precision", "optimizer", "zero_stage", "offload", "world_size",
                   "grad_checkpointing", "attention")
 
 
+def seconds(text: str) -> float:
+    """`--timeout`: a finite number of seconds above 0 and at most MAX_TIMEOUT (`nan`, `inf`, `1e400`, `0`, `-1`
+    are usage errors)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 < value <= MAX_TIMEOUT:  # also false for nan
+        raise argparse.ArgumentTypeError(f"{text!r}: give seconds above 0 and at most {MAX_TIMEOUT:g}")
+    return value
+
+
 def add_machine_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--python", default=sys.executable, metavar="PATH",
                         help="interpreter whose torch/deepspeed to inspect (default: this one)")
-    parser.add_argument("--timeout", type=float, default=15.0, metavar="SECONDS",
-                        help="time limit for each probe (default: 15)")
+    parser.add_argument("--timeout", type=seconds, default=15.0, metavar="SECONDS",
+                        help="time limit for each probe (default: 15; at most a day)")
     parser.add_argument("--quick", action="store_true",
                         help="read torch's versions from its files instead of importing it (fast; whether CUDA "
                              "works, the arch list and import errors stay unknown)")

@@ -58,12 +58,6 @@ def is_env_name(name: str) -> bool:
     return bool(NAME_RE.match(name or ""))
 
 
-def _redacted(name: str, value):
-    from gpudoctor.snapshot import redact_value
-
-    return redact_value(name, value)
-
-
 def _record(item: Assignment) -> dict:
     record = {"path": item.path, "line": item.line}
     if item.context:
@@ -76,7 +70,7 @@ def _record(item: Assignment) -> dict:
         record["unset"] = True
     if item.unresolved:
         record["unresolved"] = item.unresolved
-        record["value"] = _redacted(item.name, item.value)
+        record["value"] = item.value
     return record
 
 
@@ -98,13 +92,13 @@ def apply(snapshot, result: ReadResult, path: str, scope_override: Optional[str]
             # value and record b beside it.
             new["shadowed"] = False
             old.setdefault("also", []).append(new if item.unresolved or item.unset else
-                                              dict(new, value=_redacted(item.name, item.value)))
+                                              dict(new, value=item.value))
             continue
         if old is not None:
             also = old.pop("also", [])
             previous = dict(old)
             if item.name in env and "value" not in previous:
-                previous["value"] = _redacted(item.name, env[item.name])
+                previous["value"] = env[item.name]
             previous["shadowed"] = bool(previous.get("scope") == new.get("scope") and not item.conditional)
             new["also"] = also + [previous]
         sources[item.name] = new

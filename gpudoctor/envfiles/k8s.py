@@ -43,6 +43,7 @@ class ManifestReader:
         self.text = text
         self.path = path
         self.result = ReadResult()
+        self.seen: set = set()  # nodes walked: an alias is walked once, so `*a` nine levels deep is not 9^9 nodes
 
     def read(self) -> ReadResult:
         helm = "{{" in self.text and "}}" in self.text
@@ -62,6 +63,7 @@ class ManifestReader:
         return self.result
 
     def document(self, node, index: int) -> None:
+        self.seen = set()  # ids of this document's nodes (a finished document's ids may be reused)
         top = _mapping(node)
         kind = _scalar(top["kind"][1]) if "kind" in top else None
         name = None
@@ -75,8 +77,9 @@ class ManifestReader:
         self.walk(node, f"k8s:{self.path}#{index}", label, [], 0)
 
     def walk(self, node, scope: str, label: str, trail: List[str], depth: int) -> None:
-        if depth > 60:
+        if depth > 60 or id(node) in self.seen:
             return
+        self.seen.add(id(node))
         if isinstance(node, yaml.MappingNode):
             fields = _mapping(node)
             has_env = "env" in fields and isinstance(fields["env"][1], yaml.SequenceNode)

@@ -13,10 +13,9 @@
 
   Each entry's rule is on a comment line of its own, not after the value: Docker's --env-file and systemd's
   EnvironmentFile take everything after `=` literally.
-- A line is changed only when a finding points at it (the file was read with --env-file, so the finding's location
-  is this file and line). A value the user set that no finding judged, and that differs from what a fix wants, is a
-  conflict: reported and left alone, unless `force`.
-- The write is atomic (a temporary file in the same folder, then a rename) and keeps the file's permission bits.
+- A line is changed only when a finding points at it (`gpudoctor fix --write-env` reads the file it writes as one
+  of the job's env files, so the finding's location is this file and line). A value the user set that no finding
+  judged, and that differs from what a fix wants, is a conflict: reported and left alone, unless `force`.
 
 The lines are found with the grammar of gpudoctor's .env reader (python-dotenv's), so a multi-line quoted value is
 one entry and is commented out whole.
@@ -68,7 +67,7 @@ class Conflict:
         has = f"{self.name}={self.value}" if self.value is not None else self.name
         hint = "--force replaces it" if self.wanted.value is not None else "--force comments it out"
         return (f"{path}:{self.line} sets {has} and {self.wanted.rules[0]} wants {self.wanted.describe()}, but no "
-                f"finding points at that line (was {path} read with --env-file?): left as is; {hint}")
+                f"finding points at that line: left as is; {hint}")
 
 
 @dataclass
@@ -179,7 +178,7 @@ def _read_block(lines: List[str], entries: List[Entry], block: Tuple[int, int]) 
     return managed
 
 
-def _same_file(a: str, b: str) -> bool:
+def same_file(a: str, b: str) -> bool:
     return os.path.realpath(a) == os.path.realpath(b)
 
 
@@ -228,7 +227,7 @@ def merge(old: str, changes: List[Change], path: str, force: bool = False) -> Me
 
     for change in changes:
         mine = [e for e in users if e.key == change.name and e.first not in commented]
-        points = {loc.line for loc in change.locations if loc.line is not None and _same_file(loc.path, path)}
+        points = {loc.line for loc in change.locations if loc.line is not None and same_file(loc.path, path)}
         covered = [e for e in mine if e.first + 1 in points or force]
         if change.unset:
             others = [e for e in mine if e not in covered]
@@ -238,7 +237,7 @@ def merge(old: str, changes: List[Change], path: str, force: bool = False) -> Me
             result.changed += _comment_all(lines, covered, change, eol, commented)
             if managed.pop(change.name, None) is not None:
                 result.changed += 1
-            set_elsewhere = [loc for loc in change.set_at if not _same_file(loc.path, path)]
+            set_elsewhere = [loc for loc in change.set_at if not same_file(loc.path, path)]
             for loc in set_elsewhere:
                 result.elsewhere.append((change, f"remove {change.name} at {loc} (a .env file cannot unset it)"))
             if not mine and change.name not in before and not set_elsewhere:
@@ -261,7 +260,7 @@ def merge(old: str, changes: List[Change], path: str, force: bool = False) -> Me
             managed[change.name] = (change.value, one_line(change.note, 200))
             result.added += 1
         for loc in change.set_at:
-            if not _same_file(loc.path, path):
+            if not same_file(loc.path, path):
                 result.elsewhere.append((change, f"{loc} sets {change.name} too: edit it there, or load {path} "
                                                  "after it"))
 
@@ -294,10 +293,19 @@ def unified_diff(old: str, new: str, path: str) -> str:
 
 
 def read_env(path: str) -> str:
-    """The file's text ('' when it does not exist); bytes that are not UTF-8 survive the round trip."""
+    """The file's text ('' when it does not exist, or is a device or FIFO: those are written in place, never read);
+    bytes that are not UTF-8 survive the round trip."""
+    from gpudoctor.files import MAX_BYTES, is_regular_target
+
+    if os.path.isdir(path):
+        raise IsADirectoryError(21, "is a directory", path)
+    if not is_regular_target(path):
+        return ""
     try:
         with open(path, "rb") as handle:
-            data = handle.read()
+            data = handle.read(MAX_BYTES + 1)
     except FileNotFoundError:
         return ""
+    if len(data) > MAX_BYTES:
+        raise OSError(f"larger than {MAX_BYTES // 2**20} MiB")
     return data.decode("utf-8", errors="surrogateescape")

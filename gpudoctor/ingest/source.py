@@ -15,6 +15,7 @@ import codecs
 import sys
 from typing import BinaryIO, Iterator, List, Optional, Sequence
 
+from gpudoctor.files import open_stream
 from gpudoctor.ingest import ParsedReport, ReportError, merge_reports, missing_facts, parse_report
 from gpudoctor.ingest.logs import LogScanner
 
@@ -56,9 +57,9 @@ def utf8_chunks(stream: BinaryIO) -> Iterator[bytes]:
 
 def _open(path: str, stdin: Optional[BinaryIO]) -> BinaryIO:
     if path == "-":
-        return stdin if stdin is not None else sys.stdin.buffer
+        return stdin if stdin is not None else open_stream("-")
     try:
-        return open(path, "rb")
+        return open_stream(path)  # a FIFO nobody writes is given up, a pipe that delivers streams
     except FileNotFoundError:
         raise ReportError("cannot read report %r: no such file" % path) from None
     except IsADirectoryError:

@@ -1,16 +1,35 @@
 """Run an external command with a hard time limit. argv lists only, never a shell.
 
-The child gets its own process group so that a timeout kills it and everything it started
-(a hung `nvidia-smi` wrapper script that sleeps, a torch import stuck in CUDA init).
+Every child is killed with everything it started:
+- it gets its own process group, so a timeout kills the group (a hung `nvidia-smi` wrapper script that sleeps, a
+  torch import stuck in CUDA init);
+- on Linux it gets a parent-death signal (SIGKILL), so it dies with gpudoctor even when gpudoctor is SIGKILLed (a
+  Prolog's `timeout -k`);
+- a grandchild that left the group with `setsid` comes back to gpudoctor once its parent dies, when gpudoctor is
+  a child subreaper (`reaping`, done by the CLI around one command, never on import), and `kill_strays` ends it.
+A probe that runs several commands shares one deadline among them (`Deadline`).
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
+import sys
+import threading
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Mapping, Optional, Sequence
+from typing import Dict, Iterator, Mapping, Optional, Sequence, Set
+
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+PR_GET_CHILD_SUBREAPER = 37
+
+_started: Dict[int, subprocess.Popen] = {}  # pid -> the children run_command is running now
+_started_lock = threading.Lock()
+_not_ours: Set[int] = set()  # children the process had before `reaping` began: never strays
 
 
 class CommandTimeout(TimeoutError):
@@ -24,6 +43,59 @@ class CommandResult:
     stderr: str
 
 
+class Deadline:
+    """One time budget shared by the commands of one probe: each gets what is left, none the full amount again."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.end = time.monotonic() + seconds
+
+    def left(self, what: str) -> float:
+        remaining = self.end - time.monotonic()
+        if remaining <= 0:
+            raise CommandTimeout(f"{what} not started: the probe's {self.seconds:g} s were used up")
+        return remaining
+
+
+def _prctl():
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+_PRCTL = _prctl()
+
+
+def _die_with_parent(parent: int) -> None:
+    """In the child, before exec: SIGKILL when the parent dies; if it already has, stop here."""
+    _PRCTL(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:
+        os._exit(137)
+
+
+@contextmanager
+def reaping() -> Iterator[None]:
+    """While it lasts, orphaned descendants (a grandchild that called `setsid`, then lost its parent) become
+    children of this process, so that `kill_strays` can end them; at its end every child run_command started, and
+    every stray, is killed. Process-wide: for the CLI around one command, not for a library caller."""
+    import psutil
+
+    _not_ours.update(child.pid for child in psutil.Process().children())
+    previous = ctypes.c_int(0)
+    if _PRCTL:
+        _PRCTL(PR_GET_CHILD_SUBREAPER, ctypes.byref(previous), 0, 0, 0)
+        _PRCTL(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    try:
+        yield
+    finally:
+        kill_all()
+        if _PRCTL:
+            _PRCTL(PR_SET_CHILD_SUBREAPER, previous.value, 0, 0, 0)
+
+
 def run_command(
     argv: Sequence[str],
     timeout: float,
@@ -31,19 +103,27 @@ def run_command(
     stdin_text: Optional[str] = None,
 ) -> CommandResult:
     """Run argv; raise FileNotFoundError if the program is missing, CommandTimeout after `timeout` seconds."""
-    process = subprocess.Popen(
-        list(argv),
-        stdin=subprocess.PIPE if stdin_text is not None else subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=dict(env) if env is not None else None,
-        start_new_session=True,
-    )
+    parent = os.getpid()
+    with _started_lock:  # a stray sweep never mistakes a child being started for a stray
+        process = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.PIPE if stdin_text is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=dict(env) if env is not None else None,
+            start_new_session=True,
+            preexec_fn=(lambda: _die_with_parent(parent)) if _PRCTL else None,
+        )
+        _started[process.pid] = process
     try:
         stdout, stderr = process.communicate(stdin_text.encode() if stdin_text else None, timeout=timeout)
     except subprocess.TimeoutExpired:
         _kill_group(process)
+        kill_strays()
         raise CommandTimeout(f"{argv[0]} did not finish within {timeout:g} s") from None
+    finally:
+        with _started_lock:
+            _started.pop(process.pid, None)
     return CommandResult(process.returncode, stdout.decode("utf-8", "replace"), stderr.decode("utf-8", "replace"))
 
 
@@ -60,3 +140,57 @@ def _kill_group(process: subprocess.Popen) -> None:
             if stream:
                 stream.close()
         process.wait(timeout=2)
+
+
+def kill_strays() -> None:
+    """Kill the descendants this process adopted as a subreaper (they outlived the child that started them)."""
+    import psutil
+
+    with _started_lock:
+        try:
+            children = psutil.Process().children()
+        except psutil.Error:
+            return
+        strays = [child for child in children
+                  if child.pid not in _started and child.pid not in _not_ours and _adopted(child)]
+        for child in strays:
+            try:
+                if _leads_group(child.pid):
+                    os.killpg(child.pid, signal.SIGKILL)  # it and what it started in its own session
+                else:
+                    child.kill()
+            except (ProcessLookupError, PermissionError, psutil.Error):
+                continue
+    for child in strays:
+        try:
+            os.waitpid(child.pid, 0)  # reap it: no zombie left behind
+        except ChildProcessError:
+            pass
+
+
+def kill_all() -> None:
+    """End every child still running (the CLI's last act, and on SIGINT/SIGTERM), then the strays."""
+    with _started_lock:
+        running = list(_started.values())
+    for process in running:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    kill_strays()
+
+
+def _adopted(child) -> bool:
+    """A child in a process group of its own that run_command did not start: an orphan that came back (children this
+    process starts otherwise, such as multiprocessing workers, share its group and are left alone)."""
+    try:
+        return os.getpgid(child.pid) != os.getpgid(0)
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+def _leads_group(pid: int) -> bool:
+    try:
+        return os.getpgid(pid) == pid
+    except ProcessLookupError:
+        return False

@@ -1,4 +1,4 @@
-"""The environment variables the rules read (values redacted only when a snapshot is written)."""
+"""The environment variables the rules read (secret values are redacted on output, gpudoctor.redact)."""
 
 from __future__ import annotations
 

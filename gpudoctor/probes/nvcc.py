@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Optional
 
 from gpudoctor.probes import Probe, ProbeContext
-from gpudoctor.probes.command import run_command
+from gpudoctor.probes.command import Deadline, run_command
 
 RELEASE = re.compile(r"release (\d+)\.(\d+)")
 BUILD = re.compile(r"^Build (\S+)", re.MULTILINE)
@@ -29,7 +29,7 @@ def parse_nvcc_version(text: str) -> dict:
     }
 
 
-def _toolkit_version(root: Path, timeout: float) -> Optional[str]:
+def _toolkit_version(root: Path, deadline: Deadline) -> Optional[str]:
     """A toolkit's version from version.json / version.txt, else from its own nvcc."""
     try:
         data = json.loads((root / "version.json").read_text())
@@ -46,16 +46,18 @@ def _toolkit_version(root: Path, timeout: float) -> Optional[str]:
         pass  # fall back to asking the toolkit's nvcc
     nvcc = root / "bin" / "nvcc"
     if nvcc.is_file():
-        return parse_nvcc_version(run_command([str(nvcc), "--version"], timeout).stdout)["version"]
+        return parse_nvcc_version(run_command([str(nvcc), "--version"], deadline.left(str(nvcc))).stdout)["version"]
     return None
 
 
 def probe_nvcc(ctx: ProbeContext) -> dict:
+    """nvcc on PATH, then each toolkit's version: every command within one deadline of ctx.timeout."""
+    deadline = Deadline(ctx.timeout)
     path = shutil.which("nvcc", path=ctx.environ.get("PATH", os.defpath))
     facts = {"path": path, "version": None, "build": None,
              "cuda_home": ctx.environ.get("CUDA_HOME"), "cuda_path": ctx.environ.get("CUDA_PATH")}
     if path:
-        result = run_command([path, "--version"], ctx.timeout, env=ctx.environ)
+        result = run_command([path, "--version"], deadline.left(path), env=ctx.environ)
         if result.returncode != 0:
             raise RuntimeError(f"{path} --version exited {result.returncode}: {result.stderr.strip()[:200]}")
         facts.update(parse_nvcc_version(result.stdout))
@@ -63,7 +65,7 @@ def probe_nvcc(ctx: ProbeContext) -> dict:
     for home in (facts["cuda_home"], facts["cuda_path"]):
         if home and os.path.isdir(home):
             roots.add(os.path.realpath(home))
-    facts["toolkits"] = [{"path": root, "version": _toolkit_version(Path(root), ctx.timeout)} for root in sorted(roots)]
+    facts["toolkits"] = [{"path": root, "version": _toolkit_version(Path(root), deadline)} for root in sorted(roots)]
     facts["realpaths"] = _realpaths(facts)
     return {"nvcc": facts}
 

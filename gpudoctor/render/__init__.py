@@ -8,6 +8,10 @@ FORMATS = ("rich", "plain", "json", "markdown", "prometheus")
 
 
 def render_report(report, fmt: str, stream: IO, quiet: bool = False) -> None:
+    """Render in one of FORMATS, secrets redacted first (gpudoctor.redact) so that no format can show one."""
+    from gpudoctor.redact import redact_data
+
+    report = redact_data(report)
     if fmt == "json":
         from gpudoctor.render import json_report
 

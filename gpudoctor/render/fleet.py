@@ -15,6 +15,10 @@ from gpudoctor.render.text import MARKS, render_finding, stacked
 
 
 def render(fleet, fmt: str, stream: IO, quiet: bool = False, width: Optional[int] = None) -> None:
+    """The fleet report in `fmt`, secrets redacted first (gpudoctor.redact), as every report is."""
+    from gpudoctor.redact import redact_data
+
+    fleet = redact_data(fleet)
     if fmt == "json":
         from gpudoctor.fleet import to_json
 

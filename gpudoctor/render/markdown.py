@@ -1,4 +1,4 @@
-"""A redacted Markdown report to paste into a bug report instead of `collect_env`."""
+"""A Markdown report to paste into a bug report instead of `collect_env` (redacted, as every format is)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from gpudoctor.knowledge import gpu_cc
 from gpudoctor.model import Report
 from gpudoctor.render.describe import machine_line, plural, python_line
 from gpudoctor.units import size
-from gpudoctor.snapshot import redact
 
 SEVERITY_ICON = {"error": "❌", "warning": "⚠️", "info": "ℹ️"}
 
@@ -44,7 +43,7 @@ def _facts_table(facts: Facts) -> list:
 
 
 def render(report: Report, stream: IO) -> None:
-    facts = Facts(redact(report.facts))
+    facts = Facts(report.facts)
     summary = report.summary()
     out = [
         f"## gpudoctor {__version__} report",

@@ -1,0 +1,225 @@
+"""Hostile input never hangs or crashes gpudoctor: alias bombs, endless or silent inputs, deep nesting, huge
+numbers, wrong-typed snapshot fields, absurd --timeout values and catastrophic policy regexes are each bounded and,
+where the input is at fault, one line and exit 2 — never an internal error (exit 3)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import stat
+import subprocess
+import threading
+import time
+
+import pytest
+
+from conftest import FIXTURES, ROOT, gpudoctor_cmd
+from gpudoctor import files
+from gpudoctor.cli import main
+from gpudoctor.policy import MATCH_TIMEOUT, compile_rule, known_groups
+
+MACHINE = FIXTURES / "machines" / "rtx6000ada-nvcc115-cu124.json"
+REPORT = FIXTURES / "reports" / "collect_env_mig.txt"
+ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="mknod needs root (CI runs as root)")
+
+
+def _run(*argv):
+    """(exit code, stdout, stderr) of one command run in-process."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main([str(a) for a in argv])
+    return code, out.getvalue(), err.getvalue()
+
+
+def _spawn(argv, **kwargs):
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60, **kwargs)
+
+
+def _error(result, *needles):
+    code, _out, err = result
+    _input_error(code, err, *needles)
+
+
+def _input_error(code, err, *needles):
+    assert code == 2, err
+    assert len(err.strip().splitlines()) == 1 and "internal error" not in err, err
+    for needle in needles:
+        assert needle in err, err
+
+
+# ------------------------------------------------------------------------------------------------ YAML aliases
+
+def test_a_yaml_alias_bomb_is_read_in_linear_time(tmp_path):
+    """Nine levels of nine aliases: 9^9 nodes if each alias were walked again (107 s before), 83 nodes walked."""
+    lines = ["apiVersion: v1", "kind: Pod", "metadata: {name: bomb}", "a0: &a0 [" + ",".join(['"lol"'] * 9) + "]"]
+    lines += [f"a{i}: &a{i} [" + ",".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, 10)]
+    lines += ["spec:", "  containers:", "  - name: c", "    image: x", "    env:",
+              "    - {name: NCCL_DEBUG, value: INFO}", "    extra: *a9"]
+    manifest = tmp_path / "bomb.yaml"
+    manifest.write_text("\n".join(lines) + "\n")
+    started = time.monotonic()
+    code, out, err = _run("lint", manifest, "--format", "json")
+    assert time.monotonic() - started < 10 and code in (0, 1), err
+    assert [f["rule"] for f in json.loads(out)["findings"]] == ["GD406"]
+
+
+# ------------------------------------------------------------------------------------------------ sizes, FIFOs
+
+def _endless(tmp_path):
+    """A private copy of /dev/zero: as many bytes as anyone reads."""
+    node = tmp_path / "zero"
+    os.mknod(node, 0o666 | stat.S_IFCHR, os.makedev(1, 5))
+    return node
+
+
+INPUT_OPTIONS = [
+    ("check", "--snapshot"), ("check", "--snapshot", MACHINE, "--policy"), ("fleet",),
+    ("estimate", "--model"), ("check", "--from"), ("lint",), ("check", "--snapshot", MACHINE, "--ds-config"),
+]
+
+
+@ROOT_ONLY
+@pytest.mark.parametrize("argv", INPUT_OPTIONS, ids=lambda a: " ".join(map(str, a)))
+def test_an_endless_input_stops_at_its_size_limit(tmp_path, argv):
+    code, out, err = _run(*argv, _endless(tmp_path))
+    _bounded(argv, code, out, err, "larger than")
+
+
+def _bounded(argv, code, out, err, reason):
+    """Options that read any file name the reason; the others accept only regular files and say so."""
+    if argv[-1] in ("--snapshot", "--policy", "--from", "fleet"):
+        _input_error(code, err, reason)
+    elif code == 1:  # an unreadable file as a finding (GD003)
+        assert "GD003" in out and "internal error" not in err
+    else:
+        _input_error(code, err)
+
+
+@pytest.mark.parametrize("argv", INPUT_OPTIONS, ids=lambda a: " ".join(map(str, a)))
+def test_a_fifo_nobody_writes_is_given_up(tmp_path, monkeypatch, argv):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    monkeypatch.setattr(files, "FIRST_BYTE_DEADLINE", 0.3)
+    started = time.monotonic()
+    code, out, err = _run(*argv, fifo)
+    assert time.monotonic() - started < 20
+    _bounded(argv, code, out, err, "no data within")
+
+
+def test_a_fifo_that_delivers_is_read(tmp_path, monkeypatch):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=lambda: fifo.write_bytes(MACHINE.read_bytes()))
+    writer.start()
+    code, out, err = _run("check", "--snapshot", fifo, "--format", "json")
+    writer.join(10)
+    assert code in (0, 1) and json.loads(out)["schema"] == "gpudoctor.report/1", err
+
+
+def test_process_substitution_and_stdin_pipes_stream():
+    slow = f"(sleep 1; cat {REPORT})"
+    done = _spawn(["bash", "-c", f"{' '.join(gpudoctor_cmd())} check --from <{slow} --format json --fail-on never"])
+    assert done.returncode == 0 and json.loads(done.stdout)["source"]["kind"] == "report", done.stderr
+    piped = _spawn(["bash", "-c", f"{slow} | {' '.join(gpudoctor_cmd())} check --from - --format json "
+                                  "--fail-on never"])
+    assert piped.returncode == 0 and json.loads(piped.stdout)["source"]["kind"] == "report", piped.stderr
+
+
+def test_a_directory_is_an_input_error(tmp_path):
+    for argv in (("check", "--snapshot"), ("check", "--snapshot", MACHINE, "--policy"), ("estimate", "--model"),
+                 ("check", "--from")):
+        code, _out, err = _run(*argv, tmp_path)
+        _input_error(code, err)
+
+
+# ------------------------------------------------------------------------------------------------ nesting, numbers
+
+def test_deep_nesting_is_an_input_error(tmp_path):
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    toml = tmp_path / "deep.toml"
+    toml.write_text("a = " + "[" * 100_000 + "]" * 100_000 + "\n")
+    _error(_run("check", "--snapshot", deep), "nested too deeply")
+    _error(_run("check", "--snapshot", MACHINE, "--policy", toml), "nested too deeply")
+    _error(_run("estimate", "--model", deep), "nested too deeply")
+    snapshot = json.loads(MACHINE.read_text())
+    snapshot["facts"]["extra"] = json.loads("[" * 500 + "]" * 500)
+    within = tmp_path / "within.json"
+    within.write_text(json.dumps(snapshot))
+    _error(_run("check", "--snapshot", within), "facts.extra", "nested deeper than")
+
+
+def test_huge_numbers_are_input_errors(tmp_path):
+    config = tmp_path / "config.json"
+    config.write_text('{"hidden_size": 1%s, "num_hidden_layers": 2, "vocab_size": 10, "num_attention_heads": 2}'
+                      % ("0" * 300))
+    _error(_run("estimate", "--model", config), "hidden_size", "not a model dimension")
+    for value in ("1" + "0" * 300, "1e400", "NaN"):
+        text = MACHINE.read_text().replace('"shm_bytes": ', f'"shm_bytes": {value}, "was": ', 1)
+        path = tmp_path / "snap.json"
+        path.write_text(text)
+        _error(_run("check", "--snapshot", path), "facts.host.shm_bytes")
+
+
+# ------------------------------------------------------------------------------------------------ snapshot types
+
+WRONG_TYPES = [
+    (("host",), "x", "facts.host is a string, expected an object"),
+    (("nvml", "gpus", 0, "memory_total_bytes"), "x", "facts.nvml.gpus[0].memory_total_bytes is a string"),
+    (("nvml", "gpus"), {"a": 1}, "facts.nvml.gpus is an object, expected an array"),
+    (("torch", "version"), 2.5, "facts.torch.version is a number, expected a string"),
+    (("env",), ["NCCL_DEBUG=INFO"], "facts.env is an array"),
+    (("env", "NCCL_DEBUG"), 1, "facts.env.NCCL_DEBUG is an integer, expected a string"),
+]
+
+
+@pytest.mark.parametrize("keys,value,message", WRONG_TYPES, ids=lambda v: str(v)[:30])
+@pytest.mark.parametrize("fmt", ["plain", "json", "markdown", "prometheus"])
+def test_a_snapshot_field_of_the_wrong_type_is_exit_2_naming_it(tmp_path, keys, value, message, fmt):
+    data = json.loads(MACHINE.read_text())
+    node = data["facts"]
+    for key in keys[:-1]:
+        node = node[key]
+    node[keys[-1]] = value
+    path = tmp_path / "snap.json"
+    path.write_text(json.dumps(data))
+    _error(_run("check", "--snapshot", path, "--format", fmt), str(path), message)
+    _error(_run("fleet", path, MACHINE), message)
+
+
+# ------------------------------------------------------------------------------------------------ --timeout
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e400", "0", "-1", "abc"])
+def test_absurd_timeouts_are_usage_errors(value):
+    _error(_run("check", "--snapshot", MACHINE, "--timeout", value), "--timeout")
+
+
+# ------------------------------------------------------------------------------------------------ policy regex
+
+def _matches_rule(pattern):
+    return compile_rule({"id": "SITE900", "severity": "error", "message": "fired",
+                         "forbid": {"fact": "env.NCCL_IB_HCA", "op": "matches", "value": pattern}}, known_groups())
+
+
+def _evaluate(rule, value):
+    from gpudoctor.engine import evaluate
+    from gpudoctor.snapshot import Snapshot
+
+    return evaluate(Snapshot(facts={"env": {"NCCL_IB_HCA": value}}), [rule])
+
+
+def test_a_nested_quantifier_does_not_backtrack_for_minutes():
+    started = time.monotonic()
+    report = _evaluate(_matches_rule(r"^(\w+\s?)*$"), "a" * 4000 + "!")
+    assert time.monotonic() - started < 5 and not report.findings and not report.unknown
+
+
+def test_a_pattern_that_runs_out_of_time_makes_the_rule_unknown_with_the_reason():
+    started = time.monotonic()
+    report = _evaluate(_matches_rule(r"(.*?,){40}X"), "a," * 2000)
+    assert time.monotonic() - started < MATCH_TIMEOUT * 20
+    assert not report.findings and [u.rule for u in report.unknown] == ["SITE900"]
+    assert "ran past" in report.unknown[0].missing

@@ -1,0 +1,108 @@
+"""Every child gpudoctor starts ends with it: one deadline per probe, the process group and a `setsid` grandchild
+killed, a parent-death signal for a SIGKILLed gpudoctor, and SIGINT/SIGTERM exit 130/143 with the children gone."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import ROOT, gpudoctor_cmd
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl and /proc are Linux's")
+
+
+def _toolkit(tmp_path, path_nvcc: str, home_nvcc: str):
+    """An environment whose PATH nvcc and $CUDA_HOME/bin/nvcc run these shell bodies."""
+    bindir, home = tmp_path / "bin", tmp_path / "cuda"
+    (home / "bin").mkdir(parents=True)
+    bindir.mkdir()
+    for tool, body in ((bindir / "nvcc", path_nvcc), (home / "bin" / "nvcc", home_nvcc)):
+        tool.write_text("#!/bin/sh\n" + body + "\n")
+        tool.chmod(0o755)
+    return dict(os.environ, PATH=f"{bindir}:{os.environ['PATH']}", CUDA_HOME=str(home), PYTHONPATH=str(ROOT))
+
+
+def _start(env, timeout: str = "30"):
+    return subprocess.Popen(gpudoctor_cmd() + ["check", "--quick", "--format", "json", "--fail-on", "never",
+                                               "--timeout", timeout],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().split(") ", 1)[1][0] != "Z"  # a zombie has ended
+    except (FileNotFoundError, IndexError):
+        return False
+
+
+def _pids(path) -> list:
+    return [int(word) for word in path.read_text().split()] if path.exists() else []
+
+
+def _wait_for(predicate, seconds: float = 60) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.fixture
+def pidfile(tmp_path):
+    path = tmp_path / "pids"
+    yield path
+    for pid in _pids(path):  # whatever a failing run left behind
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def _all_gone(pidfile) -> bool:
+    return _wait_for(lambda: not any(_alive(pid) for pid in _pids(pidfile)), 5)
+
+
+def test_one_deadline_for_every_command_of_the_nvcc_probe(tmp_path, pidfile):
+    """PATH's nvcc takes most of the 3 s; $CUDA_HOME's gets what is left, not 3 s more, and is not left running."""
+    env = _toolkit(tmp_path, "sleep 2; echo 'Cuda compilation tools, release 12.4, V12.4.131'",
+                   f"echo $$ >> {pidfile}; exec sleep 300")
+    started = time.monotonic()
+    process = _start(env, timeout="3")
+    process.communicate(timeout=120)
+    assert time.monotonic() - started < 60
+    assert _all_gone(pidfile), "the toolkit's nvcc outlived gpudoctor"
+
+
+def test_a_setsid_grandchild_is_killed_with_its_parent(tmp_path, pidfile):
+    env = _toolkit(tmp_path, f"setsid sleep 300 & echo $! >> {pidfile}; echo $$ >> {pidfile}; sleep 300", "exit 1")
+    process = _start(env, timeout="2")
+    process.communicate(timeout=120)
+    assert len(_pids(pidfile)) == 2 and _all_gone(pidfile), "a detached grandchild outlived gpudoctor"
+
+
+def test_a_sigkilled_gpudoctor_takes_its_children_along(tmp_path, pidfile):
+    env = _toolkit(tmp_path, f"echo $$ >> {pidfile}; exec sleep 300", "exit 1")
+    process = _start(env)
+    assert _wait_for(lambda: bool(_pids(pidfile))), "nvcc never started"
+    process.kill()
+    process.communicate(timeout=30)
+    assert _all_gone(pidfile), "a child outlived a SIGKILLed gpudoctor (no parent-death signal)"
+
+
+@pytest.mark.parametrize("signum,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_sigint_and_sigterm_exit_130_and_143_with_the_children_gone(tmp_path, pidfile, signum, code):
+    env = _toolkit(tmp_path, f"echo $$ >> {pidfile}; exec sleep 300", "exit 1")
+    process = _start(env)
+    assert _wait_for(lambda: bool(_pids(pidfile))), "nvcc never started"
+    process.send_signal(signum)
+    _out, err = process.communicate(timeout=30)
+    assert process.returncode == code, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert _all_gone(pidfile)

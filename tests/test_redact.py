@@ -1,0 +1,101 @@
+"""Secrets never leave gpudoctor: one rule (gpudoctor.redact) where text leaves the program, whatever the format,
+the command, or the place a value is quoted (finding messages, evidence, parse errors, diffs, stderr)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import string
+
+import pytest
+from hypothesis import HealthCheck, assume, example, given, settings
+from hypothesis import strategies as st
+
+from conftest import FIXTURES
+from gpudoctor.cli import main
+from gpudoctor.redact import REDACTED, redact_text
+
+MACHINE = FIXTURES / "machines" / "rtx6000ada-nvcc115-cu124.json"
+
+
+@pytest.mark.parametrize("text,hidden", [
+    ("https://me:pa/ss@host.example/simple", "pa/ss"),
+    ("https://me:p@ss@host.example/simple", "p@ss"),
+    ("pip index https://me:p:a@s/s@host.example:8443/x ok", "p:a@s/s"),
+    ("git+https://ghp_abcdef123456@github.com/org/repo.git", "ghp_abcdef123456"),
+    ("--extra-index-url me:hunter2hunter@pypi.internal/simple", "hunter2hunter"),
+    ("cannot parse 'HF_TOKEN=\"hf_abc…'", "hf_abc"),
+    ("export WANDB_API_KEY=0123456789abcdef", "0123456789abcdef"),
+])
+def test_credentials_are_hidden_whatever_the_password_holds(text, hidden):
+    out = redact_text(text)
+    assert hidden not in out and REDACTED in out
+
+
+@pytest.mark.parametrize("text", [
+    "user@example.com wrote", "git@github.com:org/repo.git", "unknown key: offload_param",
+    "NCCL_SOCKET_IFNAME==eth0", "https://download.pytorch.org/whl/cu124",
+])
+def test_text_without_secrets_is_left_alone(text):
+    assert redact_text(text) == text
+
+
+def _run(*argv) -> str:
+    """Everything one command prints (stdout and stderr), run in-process."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        main([str(a) for a in argv])
+    return out.getvalue() + err.getvalue()
+
+
+def _outputs(tmp_path, name: str, secret: str) -> str:
+    env = tmp_path / "job.env"
+    env.write_text(f"{name}='{secret}'\n{name}='{secret}x'\nNCCL_{name}='{secret}'\n"
+                   f"MODEL_URL='https://me:{secret}@hub.example/m'\nNCCL_DEBUG=INFO\n{name}2=\"{secret}\n")
+    target = tmp_path / "target.env"
+    target.write_text(env.read_text())
+    runs = [("check", "--snapshot", MACHINE, "--env-file", env, "--format", fmt)
+            for fmt in ("plain", "json", "markdown", "prometheus")]
+    runs += [("lint", env, "--format", fmt) for fmt in ("plain", "json", "markdown")]
+    runs += [("fix", "--snapshot", MACHINE, "--env-file", env, "--format", fmt) for fmt in ("dotenv", "shell", "k8s")]
+    runs += [("fix", "--snapshot", MACHINE, "--write-env", target, "--dry-run"),
+             ("snapshot", "--from", FIXTURES / "reports" / "collect_env_mig.txt", "--env-file", env)]
+    nodes = []
+    for node, value in (("a", secret), ("b", secret + "x")):  # a hand-made snapshot may carry a raw secret
+        data = json.loads(MACHINE.read_text())
+        data["facts"]["host"]["hostname"] = node
+        data["facts"]["env"].update({name: value, "NCCL_SOCKET_IFNAME": f"=eth{node}"})
+        nodes.append(tmp_path / f"{node}.json")
+        nodes[-1].write_text(json.dumps(data))
+    runs += [("fleet", *nodes, "--format", fmt) for fmt in ("plain", "json")]
+    return "\n".join(_run(*argv) for argv in runs)
+
+
+SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "CREDENTIAL", "AUTH")
+names = st.builds(lambda a, w, b: f"{a}{w}{b}", st.sampled_from(["", "HF_", "MY_APP_", "X"]),
+                  st.sampled_from(SECRET_WORDS), st.sampled_from(["", "_1", "_VALUE", "S"]))
+secrets = st.text(alphabet=string.ascii_letters + string.digits + "!#%&()*+,-./:;<=>?@[]^_{|}~\"", min_size=8,
+                  max_size=24)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(name=names, secret=secrets)
+@example(name="HF_TOKEN", secret="p@ss/w0rd@x")  # the URL's password holds '@' and '/'
+@example(name="DB_PASSWORD", secret='a"b|c<d>e\\')
+def test_a_secret_never_appears_in_any_output(tmp_path, name, secret):
+    assume(secret.strip() and secret.lower() not in _baseline(tmp_path).lower())
+    printed = _outputs(tmp_path, name, secret)
+    for form in {secret, json.dumps(secret)[1:-1], secret.replace("|", "\\|")}:
+        assert form not in printed, f"{name}={secret!r} leaked"
+
+
+_BASELINE: list = []
+
+
+def _baseline(tmp_path) -> str:
+    """What the commands print with a dull secret: a random secret that is ordinary output text (a PCI bus ID's
+    zeros) cannot be told from a leak."""
+    if not _BASELINE:
+        _BASELINE.append(_outputs(tmp_path, "HF_TOKEN", "QQQQQQQQ"))
+    return _BASELINE[0]
