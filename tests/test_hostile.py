@@ -169,10 +169,10 @@ def test_huge_numbers_are_input_errors(tmp_path):
 WRONG_TYPES = [
     (("host",), "x", "facts.host is a string, expected an object"),
     (("nvml", "gpus", 0, "memory_total_bytes"), "x", "facts.nvml.gpus[0].memory_total_bytes is a string"),
-    (("nvml", "gpus"), {"a": 1}, "facts.nvml.gpus is an object, expected an array"),
-    (("torch", "version"), 2.5, "facts.torch.version is a number, expected a string"),
+    (("nvml", "gpus"), {"a": 1}, "facts.nvml.gpus is an object, expected list"),
+    (("torch", "version"), 2.5, "facts.torch.version is a number, expected str"),
     (("env",), ["NCCL_DEBUG=INFO"], "facts.env is an array"),
-    (("env", "NCCL_DEBUG"), 1, "facts.env.NCCL_DEBUG is an integer, expected a string"),
+    (("env", "NCCL_DEBUG"), 1, "facts.env.NCCL_DEBUG is an integer, expected str"),
 ]
 
 

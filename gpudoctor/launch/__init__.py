@@ -68,8 +68,10 @@ def attach_script(job: dict, job_path: str, snapshot) -> None:
             script["analysed_as"] = existing
             return
         if os.path.isfile(candidate):
+            from gpudoctor.files import read_bytes
+
             try:
-                raw = Path(candidate).read_bytes()
+                raw = read_bytes(candidate)  # bounded like every input
             except OSError:
                 continue
             add_to_snapshot(snapshot, candidate, analyse(candidate, raw))

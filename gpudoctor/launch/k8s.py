@@ -51,6 +51,7 @@ class Manifest:
         self.path = path
         self.jobs: List[dict] = []
         self.pods: List[dict] = []
+        self.seen: set = set()  # nodes walked: an alias is walked once (a YAML alias bomb stays linear)
 
     def read(self) -> "Manifest":
         try:
@@ -62,6 +63,7 @@ class Manifest:
         return self
 
     def document(self, node, index: int) -> None:
+        self.seen = set()  # ids of this document's nodes (a finished document's ids may be reused)
         top = _map(node)
         kind = _scalar(top.get("kind"))
         name = _scalar(_map(top.get("metadata")).get("name"))
@@ -79,8 +81,9 @@ class Manifest:
                 job["gpus"] = workers[-1]["gpus"] if workers else None
 
     def walk(self, node, label: str, trail: List[str], extra: dict, depth: int) -> None:
-        if depth > 40:
+        if depth > 40 or id(node) in self.seen:
             return
+        self.seen.add(id(node))
         if isinstance(node, yaml.MappingNode):
             fields = _map(node)
             if isinstance(fields.get("containers"), yaml.SequenceNode):
