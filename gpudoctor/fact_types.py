@@ -76,7 +76,7 @@ def _fits(value: Any, kind: str) -> bool:
         item = kind[len("list of "):] if kind.startswith("list of ") else ""
         return isinstance(value, list) and (not item or all(v is None or _fits(v, item) for v in value))
     checks = {
-        "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
+        "int": lambda v: isinstance(v, int) and not isinstance(v, bool) or isinstance(v, float) and v.is_integer(),
         "float": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
         "str": lambda v: isinstance(v, str),
         "bool": lambda v: isinstance(v, bool),

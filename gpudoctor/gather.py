@@ -82,7 +82,7 @@ def live_snapshot(request: Request) -> Snapshot:
     from gpudoctor.probes import ProbeContext, probes_for, run_probes
 
     if not 0 < request.timeout <= MAX_TIMEOUT:  # also false for nan
-        raise InputError(f"--timeout must be above 0 and at most {MAX_TIMEOUT:g} seconds")
+        raise InputError(f"--timeout must be positive and at most {MAX_TIMEOUT:g} seconds")
     if os.sep in request.python and not os.path.exists(request.python):
         raise InputError(f"--python {request.python!r}: no such file")
     environ = dict(os.environ if request.environ is None else request.environ)
