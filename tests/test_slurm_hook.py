@@ -435,3 +435,36 @@ def test_gd502_in_the_prolog_judges_the_gpus_slurm_gives_the_job(node, tmp_path)
     assert node.srun("true", extra=["--gres=gpu:2"]).returncode != 0
     reason = node.wait_state("drained")
     assert reason.startswith("gpudoctor GD502: GPU 0 (NVIDIA A100-SXM4-80GB) has 20 GiB held"), reason
+
+
+def _processes_with(marker):
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker in (entry / "cmdline").read_bytes().decode(errors="replace"):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def test_a_check_past_the_prolog_timeout_leaves_no_probe_behind(node, tmp_path):
+    """The Prolog's `timeout` sends SIGTERM to gpudoctor while a probe hangs (here the job's interpreter, a stand-in
+    that never answers): gpudoctor ends its probes' process groups before it exits, so nothing is left running
+    under PID 1 on the node, and the job is allowed as for any check past its time limit."""
+    marker = f"hangs-{os.getpid()}-{time.monotonic_ns()}"
+    python = _stub(tmp_path, f"python-{marker}", "while :; do sleep 1; done")
+    node.configure(GPUDOCTOR_SELECT="GD108", GPUDOCTOR_ARGS=f"--python {python}", GPUDOCTOR_TIMEOUT="3",
+                   GPUDOCTOR_PROBE_TIMEOUT="120")
+    try:
+        result = node.srun("true")
+        assert result.returncode == 0, result.stderr + node.logs()
+        assert "check exceeded 3s" in node.last_job()
+        deadline = time.monotonic() + 10
+        while _processes_with(marker) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _processes_with(marker) == [], "a probe outlived the gpudoctor the Prolog terminated"
+    finally:
+        for pid in _processes_with(marker):
+            os.kill(pid, signal.SIGKILL)
