@@ -7,7 +7,7 @@ import traceback
 from typing import Iterable, List, Sequence
 
 from gpudoctor.analysis.suppress import finding_suppressed
-from gpudoctor.catalog import Rule, find_rule
+from gpudoctor.catalog import Rule, find_rule, load_catalog
 from gpudoctor.facts import Facts, MissingFact
 from gpudoctor.model import Finding, Report, Severity, Unknown
 from gpudoctor.snapshot import Snapshot
@@ -44,9 +44,12 @@ def run_rule(rule: Rule, facts: Facts) -> tuple:
         return [_crash_finding(rule, exc)], None
 
 
-def evaluate(snapshot: Snapshot, rules: Sequence[Rule], started: float = 0.0) -> Report:
-    """Run every rule against the snapshot's facts and build the report."""
-    facts = Facts({"probes": [probe.to_json() for probe in snapshot.probes], **snapshot.facts})
+def evaluate(snapshot: Snapshot, rules: Sequence[Rule], started: float = 0.0, known_ids: Iterable[str] = ()) -> Report:
+    """Run every rule against the snapshot's facts and build the report. `known_ids`: rule IDs this run knows
+    beyond the catalog and `rules` (a loaded site policy's, when a selection leaves them out)."""
+    known = sorted({rule.id for rule in load_catalog()} | {rule.id for rule in rules} | set(known_ids))
+    facts = Facts({"probes": [probe.to_json() for probe in snapshot.probes], **snapshot.facts,
+                   "rules": {"known": known}})
     findings: List[Finding] = []
     passed: List[str] = []
     unknown: List[Unknown] = []

@@ -380,3 +380,19 @@ def test_fix_hint_names_the_policy(run_cli):
                            ROOT / "fixtures/policies/site.toml", "-q")
     hint = " ".join(out.split("Write the safe fixes:", 1)[1].split())
     assert "--policy" in hint and "site.toml" in hint
+
+
+def test_gd004_knows_a_loaded_policys_rule_ids(run_cli, tmp_path):
+    """`ignore[SITE003]` names a real rule when the site policy is loaded, also when --select leaves it out;
+    a typo of it (SITE03) is still reported, and without the policy SITE003 names nothing."""
+    script = tmp_path / "train.py"
+    script.write_text("import os\nx = 1  # gpudoctor: ignore[SITE003]\ny = 2  # gpudoctor: ignore[SITE03]\n")
+    policy = FIXTURES / "policies" / "site.toml"
+
+    def gd004_codes(*extra):
+        _, out, _ = run_cli("lint", script, "--format", "json", *extra)
+        return sorted(f["evidence"]["code"] for f in json.loads(out)["findings"] if f["rule"] == "GD004")
+
+    assert gd004_codes("--policy", policy) == ["SITE03"]
+    assert gd004_codes("--policy", policy, "--select", "GD004") == ["SITE03"]
+    assert gd004_codes() == ["SITE003", "SITE03"]

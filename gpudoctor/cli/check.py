@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     snapshot = gather(gather_request(args, groups_for(rules)))
     if getattr(args, "policy", None):
         snapshot.source["policy"] = args.policy  # so the report's `gpudoctor fix` hint names it too
-    report = evaluate(snapshot, rules, started)
+    report = evaluate(snapshot, rules, started, args.site_rule_ids)
     with output_stream(args) as stream:
         render_report(report, output_format(args), stream, quiet=args.quiet)
     return exit_code(report.worst(), args.fail_on)

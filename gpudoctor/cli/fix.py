@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
 def _fix(args: argparse.Namespace) -> int:
     started = time.monotonic()
     rules = selected_rules(args)
-    report = evaluate(gather(gather_request(args, groups_for(rules))), rules, started)
+    report = evaluate(gather(gather_request(args, groups_for(rules))), rules, started, args.site_rule_ids)
     plan = plan_fixes(report, unsafe=args.unsafe)
     conflicts = len(plan.clashes)
     if args.write_env:

@@ -26,7 +26,8 @@ def add_parser(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     snapshot = gather(Request(files=tuple(args.files)))
-    report = evaluate(snapshot, selected_rules(args, host=False), started)
+    rules = selected_rules(args, host=False)
+    report = evaluate(snapshot, rules, started, args.site_rule_ids)
     with output_stream(args) as stream:
         render_report(report, output_format(args), stream, quiet=True)
     return exit_code(report.worst(), args.fail_on)
