@@ -197,3 +197,21 @@ def test_write_env_never_calls_lines_it_could_not_read_up_to_date(tmp_path):
     assert "up to date" not in done.stdout and "line(s) 2 of" in done.stdout and "not judged" in done.stdout
     target.write_text("NCCL_DEBUG=WARN\n")
     assert "is up to date" in _gpudoctor("fix", "--snapshot", MACHINE, "--write-env", target).stdout
+
+
+def test_every_command_that_writes_output_takes_force():
+    """The read-only refusal says `--force writes it anyway`: every subcommand with --output must accept it."""
+    import argparse
+
+    from gpudoctor.cli import build_parser
+
+    def commands(parser, prefix=()):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    yield from commands(sub, prefix + (name,))
+        yield prefix, {flag for action in parser._actions for flag in action.option_strings}
+
+    writers = [(name, flags) for name, flags in commands(build_parser()) if "--output" in flags]
+    assert len(writers) >= 5 and any(name == ("bench", "nccl") for name, _ in writers)
+    assert [name for name, flags in writers if "--force" not in flags] == []
