@@ -408,3 +408,14 @@ def test_unwritable_target_exit_2(run_cli, tmp_path):
     code, _, err = run_cli("fix", "--snapshot", MACHINE, "--env-file", FIXABLE, "--write-env",
                            tmp_path / "missing-folder" / ".env")
     assert code == 2 and "cannot write" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_dry_run_writes_nothing_beside_the_file(run_cli, tmp_path):
+    """--dry-run prints the diff and leaves the folder as it was: no lock file either."""
+    target = tmp_path / "job.env"
+    target.write_text("NCCL_DEBUG=INFO\n")
+    code, out, _ = run_cli("fix", "--snapshot", FIXTURES / "machines" / "h100x8-healthy.json", "--write-env", target,
+                           "--dry-run")
+    assert code in (0, 1) and "NCCL_DEBUG" in out
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["job.env"]
+    assert target.read_text() == "NCCL_DEBUG=INFO\n"

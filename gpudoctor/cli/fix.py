@@ -63,18 +63,25 @@ def _note(text: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     _check_flags(args)
-    if not args.write_env:
+    if args.write_env and os.path.isfile(args.write_env):
+        _judge_target(args)
+    if not args.write_env or args.dry_run:  # a dry run writes nothing, not even the lock file
         return _fix(args)
-    from gpudoctor.fix.envmerge import same_file
     from gpudoctor.files import LockError, locked
 
-    if os.path.isfile(args.write_env) and not any(same_file(args.write_env, name) for name in args.env_file):
-        args.env_file.append(args.write_env)  # the file is the job's env: judge its lines, not only this process's
     try:
         with locked(args.write_env):  # a second writer waits, then judges and merges what this one wrote
             return _fix(args)
     except LockError as exc:
         raise UsageError(f"cannot write {args.write_env!r}: {exc.strerror or exc} (no lock beside it)") from None
+
+
+def _judge_target(args: argparse.Namespace) -> None:
+    """The file is the job's env: judge its lines, not only this process's."""
+    from gpudoctor.fix.envmerge import same_file
+
+    if not any(same_file(args.write_env, name) for name in args.env_file):
+        args.env_file.append(args.write_env)
 
 
 def _fix(args: argparse.Namespace) -> int:
