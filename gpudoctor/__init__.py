@@ -4,7 +4,7 @@ The library's three calls (see docs/library.md): `collect(Request(...))` → Sna
 Report, `format_report(report, fmt)` → text. They are imported on first use, so the command line stays fast.
 """
 
-__version__ = "0.1.0"
+from gpudoctor.version import __version__ as __version__  # re-exported: gpudoctor.__version__
 
 _API = ("Request", "collect", "evaluate", "format_report")
 

@@ -4,18 +4,12 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
-from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Optional, Tuple
 
+from gpudoctor.data import load_toml, rules_dir
 from gpudoctor.model import Applicability, Finding, Fix, Location, Severity
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on old Pythons only
-    import tomli as tomllib
 
 RULE_ID = re.compile(r"^GD[0-9]{3}$")
 PLACEHOLDER = re.compile(r"<([^<>\s]+)>")
@@ -66,19 +60,6 @@ INPUTS = {  # in the order the report names them: what the machine lacks first, 
     "env.TENSOR_MODEL_PARALLEL_SIZE": Input("no TENSOR_MODEL_PARALLEL_SIZE"),
     "probes": Input("no probe ran"),
 }
-
-
-def rules_dir() -> Path:
-    """Where the rule data lives: inside the wheel (`gpudoctor/_rules`) or, in a checkout, `rules/`."""
-    packaged = Path(__file__).resolve().parent / "_rules"
-    if packaged.is_dir():
-        return packaged
-    return Path(__file__).resolve().parent.parent / "rules"
-
-
-def load_toml(path: Path) -> dict:
-    with open(path, "rb") as handle:
-        return tomllib.load(handle)
 
 
 @dataclass(frozen=True)

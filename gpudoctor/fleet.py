@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 
-from gpudoctor import __version__
+from gpudoctor.version import __version__
 from gpudoctor.engine import evaluate
 from gpudoctor.errors import InputError
 from gpudoctor.model import Report, Severity

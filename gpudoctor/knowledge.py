@@ -8,7 +8,7 @@ from typing import Optional
 
 from packaging.version import InvalidVersion, Version
 
-from gpudoctor.catalog import load_toml, rules_dir
+from gpudoctor.data import load_toml, rules_dir
 from gpudoctor.units import GiB
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import sys
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
@@ -24,14 +23,10 @@ from packaging.version import InvalidVersion, Version
 
 from gpudoctor import schema
 from gpudoctor.catalog import Rule
+from gpudoctor.data import TOMLDecodeError, loads_toml
 from gpudoctor.errors import InputError
 from gpudoctor.facts import MissingFact
 from gpudoctor.model import Applicability, EnvChange, Severity
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on old Pythons only
-    import tomli as tomllib
 
 SCHEMA = "gpudoctor.policy/1"
 POLICY_ID = re.compile(r"^[A-Z]+[0-9]+$")
@@ -537,12 +532,12 @@ def load_policy(path: str) -> tuple:
     from gpudoctor.files import read_bytes
 
     try:
-        data = tomllib.loads(read_bytes(path, MAX_POLICY_BYTES).decode("utf-8"))
+        data = loads_toml(read_bytes(path, MAX_POLICY_BYTES).decode("utf-8"))
     except OSError as exc:
         raise PolicyError(f"{where}: cannot read: {exc.strerror or exc}") from None
     except RecursionError:
         raise PolicyError(f"{where}: invalid TOML: nested too deeply") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+    except (TOMLDecodeError, UnicodeDecodeError) as exc:
         raise PolicyError(f"{where}: invalid TOML: {' '.join(str(exc).split())}") from None
     extra = set(data) - {"schema", "rule"}
     if extra:

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
+from gpudoctor.data import load_toml, rules_dir
+
 SHAPES = ("object", "map", "list", "object_or_list")
 
 
@@ -43,8 +45,6 @@ def _keys(table: Mapping[str, Any]) -> Dict[str, Key]:
 @lru_cache(maxsize=1)
 def groups() -> Dict[str, Group]:
     """Every fact group by name, in the schema's order."""
-    from gpudoctor.catalog import load_toml, rules_dir
-
     data = load_toml(rules_dir() / "facts.toml")
     return {name: Group(name, table["from"], table["shape"], table.get("probe"), table.get("lint", False),
                         table.get("doc", "").strip(), _keys(table.get("keys", {})),

@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Dict, List
 
-from gpudoctor import __version__
+from gpudoctor.version import __version__
 from gpudoctor.errors import InputError
 from gpudoctor.fact_types import type_error
 from gpudoctor.model import ProbeResult

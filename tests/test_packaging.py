@@ -33,6 +33,6 @@ def test_wheel_ships_rules_and_works_when_installed(tmp_path):
                              cwd=tmp_path, check=True, env=clean_env).stdout
     assert "GD101  driver-too-old" in listing
     where = subprocess.run([str(target / "bin" / "python"), "-c",
-                            "from gpudoctor.catalog import rules_dir; print(rules_dir())"],
+                            "from gpudoctor.data import rules_dir; print(rules_dir())"],
                            capture_output=True, text=True, cwd=tmp_path, check=True, env=clean_env).stdout
     assert "_rules" in where and str(ROOT) not in where

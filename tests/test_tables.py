@@ -14,10 +14,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python < 3.11
-    import tomli as tomllib
+from gpudoctor.data import load_toml
 
 RULES = Path(__file__).resolve().parent.parent / "rules"
 STATUSES = {"verified", "partly verified", "unverified"}
@@ -26,8 +23,7 @@ CC_RE = re.compile(r"^\d{1,2}\.\d$")
 
 
 def load(name: str) -> dict:
-    with open(RULES / name, "rb") as fh:
-        return tomllib.load(fh)
+    return load_toml(RULES / name)
 
 
 @pytest.fixture(scope="module")

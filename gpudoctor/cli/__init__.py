@@ -7,7 +7,7 @@ import sys
 import traceback
 from typing import List, Optional
 
-from gpudoctor import __version__
+from gpudoctor.version import __version__
 from gpudoctor.cli import bench as bench_cmd
 from gpudoctor.cli import check as check_cmd
 from gpudoctor.cli import estimate as estimate_cmd

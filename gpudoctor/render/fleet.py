@@ -7,7 +7,7 @@ from typing import IO, Optional
 
 from rich.text import Text
 
-from gpudoctor import __version__
+from gpudoctor.version import __version__
 from gpudoctor.model import Severity
 from gpudoctor.render.describe import not_applicable_reasons, plural
 from gpudoctor.render.terminal import keep, say, screen, wrap

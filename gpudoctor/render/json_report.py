@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import IO
 
-from gpudoctor import __version__
+from gpudoctor.version import __version__
 from gpudoctor.model import Report
 
 SCHEMA = "gpudoctor.report/1"

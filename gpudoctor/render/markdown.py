@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import IO
 
-from gpudoctor import __version__
+from gpudoctor.version import __version__
 from gpudoctor.facts import Facts
 from gpudoctor.knowledge import gpu_cc
 from gpudoctor.model import Report

@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterable
 from typing import IO
 
-from gpudoctor import __version__
+from gpudoctor.version import __version__
 from gpudoctor.model import Report, Severity
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"

@@ -7,7 +7,7 @@ from typing import IO, Optional
 from rich.console import Console
 from rich.text import Text
 
-from gpudoctor import __version__
+from gpudoctor.version import __version__
 from gpudoctor.facts import Facts
 from gpudoctor.model import Applicability, Finding, Report, Severity
 from gpudoctor.render.describe import (header_items, machine_line, not_applicable_text, plural, python_line,
