@@ -6,7 +6,7 @@ import time
 import traceback
 from typing import Iterable, List, Optional, Sequence
 
-from gpudoctor.analysis.suppress import finding_suppressed
+from gpudoctor.suppress import finding_suppressed
 from gpudoctor.catalog import INPUTS, Rule, find_rule, load_catalog
 from gpudoctor.facts import Facts, MissingFact
 from gpudoctor.model import Finding, NotApplicable, Report, Severity, Unknown

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpudoctor.analysis import analyse
-from gpudoctor.analysis.suppress import find_suppressions
+from gpudoctor.suppress import find_suppressions
 
 
 def run(source: str, path: str = "train.py"):

@@ -52,7 +52,7 @@ def _analyse_tree(path: str, tree, lines: List[str], text: str, problems: List[P
     from gpudoctor.analysis.distributed import distributed_features
     from gpudoctor.analysis.names import is_main_guard
     from gpudoctor.analysis.requests import find_requests
-    from gpudoctor.analysis.suppress import find_suppressions
+    from gpudoctor.suppress import find_suppressions
     from gpudoctor.analysis.walker import Walker
 
     walker = Walker(tree, lines)

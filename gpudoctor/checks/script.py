@@ -6,7 +6,7 @@ from __future__ import annotations
 import difflib
 from typing import Optional, Tuple
 
-from gpudoctor.analysis.suppress import suppressed
+from gpudoctor.suppress import suppressed
 from gpudoctor.checks import check
 from gpudoctor.checks.log_evidence import cited, log_events, or_from_log
 from gpudoctor.knowledge import version
