@@ -1,0 +1,83 @@
+"""How many causes gpudoctor names on real pastes from public issue threads (fixtures/pastes, docs/pastes.md).
+
+    python benchmarks/pastes.py [--verbose] [--min 0.9]
+
+Each paste is read as `gpudoctor check --from PASTE` reads it (in process). A paste with a cause counts as named when
+every rule its label lists fires; a healthy one counts when no error or warning is reported. Prints one line per
+paste that misses, the score per class and overall; exits 1 when the score is under --min.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import List, Tuple
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+PASTES = ROOT / "fixtures" / "pastes"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    file: str
+    klass: str
+    healthy: bool
+    ok: bool
+    wanted: Tuple[str, ...]
+    reported: Tuple[str, ...]  # rules with a finding ("GD104:error")
+
+
+def labels() -> List[dict]:
+    with open(PASTES / "labels.toml", "rb") as handle:
+        return tomllib.load(handle)["paste"]
+
+
+def judge(label: dict) -> Outcome:
+    from gpudoctor.api import evaluate
+    from gpudoctor.errors import InputError
+    from gpudoctor.ingest.source import snapshot_from_reports
+    from gpudoctor.model import Severity
+
+    try:
+        report = evaluate(snapshot_from_reports([str(PASTES / label["file"])]))
+    except InputError:  # refused: nothing named
+        return Outcome(label["file"], label["class"], label["healthy"], False, tuple(label["rules"]), ("refused",))
+    fired = {f.rule for f in report.findings}
+    loud = [f for f in report.findings if f.severity >= Severity.WARNING]
+    wanted = tuple(label["rules"])
+    ok = not loud if label["healthy"] else bool(wanted) and all(rule in fired for rule in wanted)
+    return Outcome(label["file"], label["class"], label["healthy"], ok, wanted,
+                   tuple(sorted(f"{f.rule}:{f.severity.name.lower()}" for f in report.findings)))
+
+
+def score(outcomes: List[Outcome]) -> float:
+    return sum(o.ok for o in outcomes) / len(outcomes) if outcomes else 0.0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--verbose", action="store_true", help="a line for every paste, not only the misses")
+    parser.add_argument("--min", type=float, default=0.0, help="exit 1 under this score (0 to 1)")
+    args = parser.parse_args()
+    outcomes = [judge(label) for label in labels()]
+    for o in outcomes:
+        if args.verbose or not o.ok:
+            want = "healthy" if o.healthy else " ".join(o.wanted)
+            print(f"{'ok  ' if o.ok else 'MISS'} {o.file}: wanted {want}; reported {' '.join(o.reported) or 'nothing'}")
+    classes = sorted({o.klass for o in outcomes})
+    for klass in classes:
+        mine = [o for o in outcomes if o.klass == klass]
+        print(f"{klass:32} {sum(o.ok for o in mine):3}/{len(mine)}")
+    causes = [o for o in outcomes if not o.healthy]
+    healthy = [o for o in outcomes if o.healthy]
+    print(f"causes named: {sum(o.ok for o in causes)}/{len(causes)}; healthy without error or warning: "
+          f"{sum(o.ok for o in healthy)}/{len(healthy)}; score {score(outcomes):.1%}")
+    return 0 if score(outcomes) >= args.min else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
