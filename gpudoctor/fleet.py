@@ -125,8 +125,6 @@ def fleet_nodes(snapshots: Sequence[Snapshot], paths: Sequence[str]) -> List[Tup
 
 def to_json(fleet: FleetReport) -> dict:
     """The `gpudoctor.fleet/1` document (CONTRACT.md)."""
-    from gpudoctor.render.json_report import not_applicable
-
     nodes = []
     for name, report in fleet.nodes:
         host = report.facts.get("host") or {}
@@ -135,8 +133,8 @@ def to_json(fleet: FleetReport) -> dict:
             "host": {"hostname": host.get("hostname"), "os": host.get("os")},
             "summary": report.summary(),
             "findings": [finding.to_json() for finding in report.findings],
-            "unknown": [{"rule": item.rule, "missing": item.missing} for item in report.unknown],
-            "not_applicable": not_applicable(report),
+            "unknown": [item.to_json() for item in report.unknown],
+            "not_applicable": [item.to_json() for item in report.not_applicable],
         })
     findings = []
     for finding in fleet.cross.findings:

@@ -136,6 +136,9 @@ class Unknown:
     rule: str
     missing: str
 
+    def to_json(self) -> dict:
+        return {"rule": self.rule, "missing": self.missing}
+
 
 @dataclass(frozen=True)
 class NotApplicable:
@@ -144,6 +147,9 @@ class NotApplicable:
 
     rule: str
     reason: str
+
+    def to_json(self) -> dict:
+        return {"rule": self.rule, "reason": self.reason}
 
 
 @dataclass(frozen=True)

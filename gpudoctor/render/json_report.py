@@ -21,19 +21,14 @@ def to_json(report: Report) -> dict:
         "summary": report.summary(),
         "findings": [finding.to_json() for finding in report.findings],
         "passed": list(report.passed),
-        "unknown": [{"rule": item.rule, "missing": item.missing} for item in report.unknown],
-        "not_applicable": not_applicable(report),
+        "unknown": [item.to_json() for item in report.unknown],
+        "not_applicable": [item.to_json() for item in report.not_applicable],
         "probes": [probe.to_json() for probe in report.probes],
         "conflicts": list(report.conflicts),
         "evidence": dict(report.evidence),
         "seconds": round(report.seconds, 3),
         "timings": timings(report),
     }
-
-
-def not_applicable(report: Report) -> list:
-    """The rules that had nothing to judge, each with why (`{"rule": "GD304", "reason": "no DeepSpeed config"}`)."""
-    return [{"rule": item.rule, "reason": item.reason} for item in report.not_applicable]
 
 
 def timings(report: Report) -> dict:
