@@ -190,7 +190,7 @@ def gloo_interface(environ, interfaces: Optional[list]) -> Optional[str]:
     """The one interface gloo should use when GLOO_SOCKET_IFNAME is unset but NCCL_SOCKET_IFNAME is set: the first
     (by name, loopback last) that is up, has an IPv4 address and matches NCCL_SOCKET_IFNAME's syntax (prefixes, `^` to exclude,
     `=` for exact names). None when gloo keeps its own choice (nothing to resolve, or nothing matches)."""
-    from gpudoctor.checks.nccl import nccl_ifname_matches
+    from gpudoctor.facts.nccl_values import nccl_ifname_matches
 
     value = environ.get("NCCL_SOCKET_IFNAME") or ""
     if environ.get("GLOO_SOCKET_IFNAME") or len(value) <= 1 or not interfaces:

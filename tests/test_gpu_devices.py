@@ -10,7 +10,7 @@ import pytest
 import nvmlsim
 from conftest import ROOT, gpudoctor_cmd
 from gpudoctor.catalog import find_rule
-from gpudoctor.checks.devices import job_gpus
+from gpudoctor.facts.devices import job_gpus
 from gpudoctor.engine import evaluate
 from gpudoctor.facts import Facts
 from gpudoctor.snapshot import Snapshot

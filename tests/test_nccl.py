@@ -4,8 +4,8 @@ import pytest
 from conftest import FIXTURES
 
 from gpudoctor.catalog import find_rule, load_catalog
-from gpudoctor.checks.nccl import nccl_ifname_matches
-from gpudoctor.checks.nccl_values import c_strtoll, value_problems
+from gpudoctor.facts.nccl_values import nccl_ifname_matches
+from gpudoctor.facts.nccl_values import c_strtoll, value_problems
 from gpudoctor.engine import evaluate
 from gpudoctor.files import read_file
 from gpudoctor.model import Applicability
@@ -399,7 +399,7 @@ def test_fixes_are_env_changes_gpudoctor_fix_can_apply():
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from gpudoctor.checks.nccl_settings import knowledge  # noqa: E402
+from gpudoctor.facts.nccl_settings import knowledge  # noqa: E402
 
 NAMES = sorted(knowledge()["var"]) + ["NCCL_ALGO_ALL", "NCCL_SOCKET_IFNAM", "nccl_debug", "TORCH_NCCL_X"]
 VALUES = st.text(alphabet=st.sampled_from(list("0123456789abcxyzABCXYZ^=:;,|-_ .%~$x")), max_size=20)

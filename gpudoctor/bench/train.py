@@ -158,7 +158,7 @@ def slice_share(torch, device) -> float:
     if " MIG " not in f" {name} ":
         return 1.0
     try:
-        from gpudoctor.checks.devices import device_by_uuid
+        from gpudoctor.facts.devices import device_by_uuid
         from gpudoctor.probes import ProbeContext
         from gpudoctor.probes.nvml import probe_nvml
 

@@ -1,7 +1,9 @@
 """The Python logic of the rules. Each module registers its functions with `@check("GDxxx")`.
 
 A check is `def fn(facts: Facts, rule: Rule) -> Iterable[Finding]`: it yields findings (none = passed),
-raises `MissingFact` through `facts.get(...)` when a fact it needs is unknown, and never does I/O.
+raises `MissingFact` through `facts.get(...)` when a fact it needs is unknown, and never does I/O. Every module
+here is rules of one family (GD0 doctor.py, GD1 driver_cuda.py, GD4 nccl*.py …); what several rules read the same
+way lives in gpudoctor.facts.
 """
 
 from __future__ import annotations

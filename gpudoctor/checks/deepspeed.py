@@ -15,9 +15,9 @@ from numbers import Number
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from gpudoctor.checks import check
-from gpudoctor.checks.devices import job_gpus
+from gpudoctor.facts.devices import job_gpus
 from gpudoctor.checks.driver_cuda import _toolkit_version_at, _torch_cuda, resolved
-from gpudoctor.checks.log_evidence import cited, log_events, or_from_log
+from gpudoctor.facts.log_evidence import cited, log_events, or_from_log
 from gpudoctor.facts import MissingFact
 from gpudoctor.knowledge import major_minor, table, version
 from gpudoctor.model import EnvChange, Location, Severity

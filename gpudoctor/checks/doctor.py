@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+
 from gpudoctor.checks import check
 from gpudoctor.model import Location, Severity
 
@@ -42,3 +44,22 @@ def input_unreadable(facts, rule):
             fix=rule.fix(),
             location=where,
         )
+
+
+@check("GD004")
+def unknown_suppression(facts, rule):
+    known = set(facts.get("rules.known", None) or ())  # the engine's: the catalog and a loaded site policy
+    for script in (s for s in facts.get("scripts", []) or [] if isinstance(s, dict)):
+        for line, codes in sorted((script.get("suppressions") or {}).items(), key=lambda kv: int(kv[0])
+                                  if str(kv[0]).isdigit() else 0):
+            for code in codes or []:
+                if code == "*" or code in known:
+                    continue
+                where = Location(script.get("path", "?"), int(line) if str(line).isdigit() else None)
+                close = difflib.get_close_matches(str(code), sorted(known), n=1, cutoff=0.6)
+                hint = f" (did you mean {close[0]}?)" if close else ""
+                yield rule.finding(
+                    f"`# gpudoctor: ignore[{code}]` names no gpudoctor rule{hint}; it suppresses nothing.",
+                    location=where,
+                    evidence={"path": script.get("path"), "line": line, "code": code},
+                    fix=rule.fix())

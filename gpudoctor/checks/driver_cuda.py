@@ -7,8 +7,8 @@ import re
 from typing import Optional
 
 from gpudoctor.checks import check
-from gpudoctor.checks.devices import cuda_devices, job_gpus
-from gpudoctor.checks.log_evidence import cited, log_events, or_from_log
+from gpudoctor.facts.devices import cuda_devices, job_gpus
+from gpudoctor.facts.log_evidence import cited, log_events, or_from_log
 from gpudoctor.facts import MissingFact
 from gpudoctor.knowledge import (driver_max_cuda, gpu_cc, major_minor, min_driver, mvc_floor, table, version,
                                  wheel_archs)

@@ -5,7 +5,7 @@ of `logs` facts."""
 from __future__ import annotations
 
 from gpudoctor.checks import check
-from gpudoctor.checks.log_evidence import cited, log_events
+from gpudoctor.facts.log_evidence import cited, log_events
 
 
 @check("GD310")

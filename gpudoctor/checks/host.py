@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from gpudoctor.checks import check
-from gpudoctor.checks.devices import job_gpus
-from gpudoctor.checks.log_evidence import cited, log_count, log_events, or_from_log
+from gpudoctor.facts.devices import job_gpus
+from gpudoctor.facts.log_evidence import cited, log_count, log_events, or_from_log
 from gpudoctor.units import GiB, MiB, size
 
 SHM_MINIMUM = 1 * GiB  # Docker's 64 MiB default and 512 MiB pods fail DataLoader workers and NCCL's SHM transport

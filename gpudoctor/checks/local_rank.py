@@ -9,7 +9,7 @@ from typing import Optional, Tuple
 
 from gpudoctor.checks import check
 from gpudoctor.checks.launch import jobs_with_scripts, where
-from gpudoctor.checks.log_evidence import cited, log_events, or_from_log
+from gpudoctor.facts.log_evidence import cited, log_events, or_from_log
 from gpudoctor.knowledge import version
 from gpudoctor.model import Severity
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import List, Optional
 
 from gpudoctor.checks import check
-from gpudoctor.checks.devices import job_gpus
+from gpudoctor.facts.devices import job_gpus
 from gpudoctor.estimate import HEADROOM_WARNING, Estimate, from_facts
 from gpudoctor.units import gib
 from gpudoctor.knowledge import gpu_memory_bytes

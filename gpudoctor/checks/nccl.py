@@ -17,9 +17,9 @@ import re
 from typing import Dict, List, Optional
 
 from gpudoctor.checks import check
-from gpudoctor.checks.devices import job_gpus
-from gpudoctor.checks.log_evidence import or_from_log
-from gpudoctor.checks.nccl_settings import (
+from gpudoctor.facts.devices import job_gpus
+from gpudoctor.facts.log_evidence import or_from_log
+from gpudoctor.facts.nccl_settings import (
     SCOPED_PREFIXES,
     TRUE_WORDS,
     Setting,
@@ -37,7 +37,7 @@ from gpudoctor.checks.nccl_settings import (
     value_of,
 )
 from gpudoctor.checks.nccl_tuning import is_tuning_knob
-from gpudoctor.checks.nccl_values import Problem, c_strtoll, value_problems
+from gpudoctor.facts.nccl_values import Problem, c_strtoll, nccl_ifname_matches, value_problems
 from gpudoctor.facts import MissingFact
 from gpudoctor.knowledge import version
 from gpudoctor.model import EnvChange, Location, Severity
@@ -283,23 +283,6 @@ def _usable(interface: dict, family: Optional[str]) -> bool:
     elif family == "AF_INET6":
         addresses = [a for a in addresses if ":" in a and not a.startswith("::1")]
     return bool(addresses)
-
-
-def nccl_ifname_matches(value: str, names: List[str]) -> List[str]:
-    """The interface names NCCL_SOCKET_IFNAME selects among `names` (src/os/linux.cc ncclOsFindInterfaces)."""
-    text = value
-    exclude = text.startswith("^")
-    text = text[1:] if exclude else text
-    exact = text.startswith("=")
-    text = text[1:] if exact else text
-    prefixes = [entry.split(":", 1)[0] for entry in text.split(",") if entry.split(":", 1)[0]]
-    if not prefixes:
-        return list(names)
-
-    def matches(name: str) -> bool:
-        return any(name == p if exact else name.startswith(p) for p in prefixes)
-
-    return [name for name in names if matches(name) != exclude]
 
 
 def _describe(interfaces: List[dict]) -> str:

@@ -11,7 +11,7 @@ import re
 from typing import Dict, List, Optional
 
 from gpudoctor.checks import check
-from gpudoctor.checks.log_evidence import cited, log_count, log_events
+from gpudoctor.facts.log_evidence import cited, log_count, log_events
 
 _FAST_ENV = re.compile(r"^(?:NCCL_IB_(?!DISABLE)\w+|FI_\w+|NCCL_NET_PLUGIN|NCCL_NET|NCCL_NET_GDR_LEVEL|"
                        r"NCCL_CROSS_NIC|NCCL_COLLNET_ENABLE|NCCL_GDRCOPY_ENABLE)$")

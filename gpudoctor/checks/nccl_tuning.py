@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import List
 
 from gpudoctor.checks import check
-from gpudoctor.checks.nccl_settings import Setting, knowledge, settings, spec, unique_findings
-from gpudoctor.checks.nccl_values import value_problems
+from gpudoctor.facts.nccl_settings import Setting, knowledge, settings, spec, unique_findings
+from gpudoctor.facts.nccl_values import value_problems
 from gpudoctor.model import EnvChange, Severity
 
 

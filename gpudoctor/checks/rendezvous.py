@@ -4,7 +4,7 @@ default) because another job on the node, or a run still exiting, holds it. A pu
 from __future__ import annotations
 
 from gpudoctor.checks import check
-from gpudoctor.checks.log_evidence import cited, log_events
+from gpudoctor.facts.log_evidence import cited, log_events
 
 
 @check("GD612")

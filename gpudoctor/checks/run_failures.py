@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Dict, Optional, Tuple
 
 from gpudoctor.checks import check
-from gpudoctor.checks.devices import job_gpus
-from gpudoctor.checks.log_evidence import cited, log_count, log_events
+from gpudoctor.facts.devices import job_gpus
+from gpudoctor.facts.log_evidence import cited, log_count, log_events
 from gpudoctor.checks.memory import setup_text
 from gpudoctor.estimate import from_facts
 from gpudoctor.knowledge import table

@@ -1,14 +1,13 @@
-"""GD6xx: training-script mistakes found statically (`facts["scripts"]`, filled by gpudoctor.analysis), and GD004
-for inline suppressions that name no rule. Without a script these rules pass silently."""
+"""GD6xx: training-script mistakes found statically (`facts["scripts"]`, filled by gpudoctor.analysis). Without a
+script these rules pass silently."""
 
 from __future__ import annotations
 
-import difflib
 from typing import Optional, Tuple
 
 from gpudoctor.suppress import suppressed
 from gpudoctor.checks import check
-from gpudoctor.checks.log_evidence import cited, log_events, or_from_log
+from gpudoctor.facts.log_evidence import cited, log_events, or_from_log
 from gpudoctor.knowledge import version
 from gpudoctor.model import Location, Severity
 
@@ -189,22 +188,3 @@ def nemo_run_single_gpu_not_direct(facts, rule):
                           "evidence": item.get("evidence"), "executor": item.get("executor")},
                 fix=rule.fix(docs="https://docs.nvidia.com/nemo-framework/user-guide/latest/"
                                                   "nemo-2.0/quickstart.html"))
-
-
-@check("GD004")
-def unknown_suppression(facts, rule):
-    known = set(facts.get("rules.known", None) or ())  # the engine's: the catalog and a loaded site policy
-    for script in _scripts(facts):
-        for line, codes in sorted((script.get("suppressions") or {}).items(), key=lambda kv: int(kv[0])
-                                  if str(kv[0]).isdigit() else 0):
-            for code in codes or []:
-                if code == "*" or code in known:
-                    continue
-                where = Location(script.get("path", "?"), int(line) if str(line).isdigit() else None)
-                close = difflib.get_close_matches(str(code), sorted(known), n=1, cutoff=0.6)
-                hint = f" (did you mean {close[0]}?)" if close else ""
-                yield rule.finding(
-                    f"`# gpudoctor: ignore[{code}]` names no gpudoctor rule{hint}; it suppresses nothing.",
-                    location=where,
-                    evidence={"path": script.get("path"), "line": line, "code": code},
-                    fix=rule.fix())

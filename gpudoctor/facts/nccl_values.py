@@ -1,4 +1,5 @@
-"""Value grammars of NCCL, PyTorch and libfabric variables: what GD402 finds wrong in a value."""
+"""Value grammars of NCCL, PyTorch and libfabric variables: what GD402 finds wrong in a value, and which network
+interfaces an NCCL_SOCKET_IFNAME value selects."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
-from gpudoctor.checks.nccl_settings import FALSE_WORDS, TRUE_WORDS, knowledge, meta, spec
+from gpudoctor.facts.nccl_settings import FALSE_WORDS, TRUE_WORDS, knowledge, meta, spec
 from gpudoctor.knowledge import version
 
 # --- C-like integer parsing (NCCL reads integers with strtoll(base 0)) ---------------------------------------
@@ -263,3 +264,20 @@ def value_problems(name: str, value: str) -> List[Problem]:
     if kind == "path" and owner == "nccl" and value.startswith("~"):
         return [Problem("starts with `~`, which NCCL does not expand: use an absolute path")]
     return []
+
+
+def nccl_ifname_matches(value: str, names: List[str]) -> List[str]:
+    """The interface names NCCL_SOCKET_IFNAME selects among `names` (src/os/linux.cc ncclOsFindInterfaces)."""
+    text = value
+    exclude = text.startswith("^")
+    text = text[1:] if exclude else text
+    exact = text.startswith("=")
+    text = text[1:] if exact else text
+    prefixes = [entry.split(":", 1)[0] for entry in text.split(",") if entry.split(":", 1)[0]]
+    if not prefixes:
+        return list(names)
+
+    def matches(name: str) -> bool:
+        return any(name == p if exact else name.startswith(p) for p in prefixes)
+
+    return [name for name in names if matches(name) != exclude]
