@@ -36,6 +36,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
+from gpudoctor.adapters import LLAMA_LIKE, decoder_linears, lora_summary
 from gpudoctor.errors import InputError
 from gpudoctor.units import GiB, gib
 
@@ -49,7 +50,7 @@ DEFAULTS = {"precision": "bf16", "optimizer": "adamw", "micro_batch": 1, "seq_le
 PRECISIONS = ("fp32", "bf16", "fp16")
 OPTIMIZERS = ("adam", "adamw", "sgd")
 ATTENTIONS = ("flash", "eager")
-GATED_TYPES = {"llama", "qwen2", "qwen3", "mistral", "gemma", "gemma2", "phi3", "olmo", "olmo2", "internlm2", "yi"}
+GATED_TYPES = LLAMA_LIKE | {"phi3"}
 _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([kmbt])?\s*$", re.IGNORECASE)
 _SCALE = {None: 1, "k": 10**3, "m": 10**6, "b": 10**9, "t": 10**12}
 
@@ -75,6 +76,7 @@ class ModelSpec:
     vocab: Optional[int] = None
     largest_layer_params: Optional[int] = None
     model_type: Optional[str] = None
+    linears: Optional[List[List[Any]]] = None  # one decoder layer's [[module name, in, out], …] (gpudoctor.adapters)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -148,7 +150,8 @@ def count_params(config: Mapping[str, Any]) -> Tuple[int, dict]:
     total = embeddings + layers * per_layer + hidden
     shape = {"layers": layers, "hidden": hidden, "heads": heads, "kv_heads": kv_heads, "intermediate": intermediate,
              "vocab": vocab, "largest_layer_params": max(vocab * hidden, hidden * intermediate, hidden * q),
-             "model_type": model_type or None}
+             "model_type": model_type or None,
+             "linears": decoder_linears(model_type, hidden, q, kv, intermediate, gated)}
     return total, shape
 
 
@@ -199,6 +202,9 @@ class Training:
     attention: str = "flash"
     deepspeed: bool = False
     zero_init: bool = True
+    lora_rank: Optional[int] = None  # LoRA adapters of this rank; the base model frozen (gpudoctor.adapters)
+    lora_targets: Optional[Tuple[str, ...]] = None  # None: PEFT's default for the model type
+    quantize: Optional[str] = None  # 4bit | 8bit base weights (QLoRA)
 
 
 def _ds_settings(config: Mapping[str, Any]) -> Dict[str, Any]:
@@ -269,7 +275,9 @@ def resolve(flags: Mapping[str, Any], ds_config: Optional[Mapping[str, Any]], ds
         offload_optimizer=values["offload_optimizer"], offload_param=values["offload_param"],
         micro_batch=int(values["micro_batch"]), seq_len=int(values["seq_len"]), world_size=world,
         gpus_per_node=max(per_node, 1), checkpointing=bool(values["checkpointing"]), attention=values["attention"],
-        deepspeed=deepspeed)
+        deepspeed=deepspeed, lora_rank=flags.get("lora_rank"),
+        lora_targets=tuple(flags["lora_targets"]) if flags.get("lora_targets") else None,
+        quantize=flags.get("quantize"))
     return training, sources
 
 
@@ -363,6 +371,24 @@ def model_states(params: int, largest_layer: int, t: Training) -> Tuple[int, int
     return weights, grads16 + fp32_grads, opt, host
 
 
+def adapter_states(model: ModelSpec, t: Training) -> Tuple[int, int, int, Dict[str, Any]]:
+    """LoRA/QLoRA (the base frozen, gpudoctor.adapters): (weights, gradients, optimizer) bytes on each GPU and the
+    adapters' summary. ZeRO partitions them as it partitions full weights (stage 3: the base too)."""
+    assert t.lora_rank
+    lora = lora_summary(model.to_json(), t.lora_rank, t.lora_targets, t.quantize)
+    n, stage, trainable = max(t.world_size, 1), (t.zero_stage if t.deepspeed else 0), lora["trainable"]
+    base_b = 4 if t.precision == "fp32" or t.quantize else 2  # prepare_model_for_kbit_training: the rest in fp32
+    weights = (model.params - lora["quantized_params"]) * base_b + lora["quantized_bytes"] + 4 * trainable
+    gradients, optimizer = 4 * trainable, (4 if t.optimizer == "sgd" else 8) * trainable  # fp32 adapters
+    if stage >= 1:
+        optimizer //= n
+    if stage >= 2:
+        gradients //= n
+    if stage == 3:
+        weights = weights // n + 2 * base_b * (model.largest_layer_params or 0)
+    return weights, gradients, optimizer, lora
+
+
 def host_bytes(params: int, largest_layer: int, offloaded_per_rank: int, t: Training) -> int:
     """Host RAM per node, with DeepSpeed's estimator factors (each rank loads the fp32 model; offloaded states)."""
     g = max(t.gpus_per_node, 1)
@@ -393,9 +419,21 @@ def activation_bytes(model: ModelSpec, t: Training) -> Optional[int]:
 
 def estimate(model: ModelSpec, t: Training, sources: Optional[Mapping[str, str]] = None) -> Estimate:
     largest = model.largest_layer_params or 0
-    weights, gradients, optimizer, offloaded = model_states(model.params, largest, t)
-    activations = activation_bytes(model, t)
     notes: List[str] = []
+    lora: Optional[Dict[str, Any]] = None
+    if t.lora_rank:
+        weights, gradients, optimizer, lora = adapter_states(model, t)
+        offloaded = 0
+        lora = {"rank": t.lora_rank, "quantize": t.quantize, **lora}
+        notes.append(f"LoRA r={t.lora_rank} on {','.join(lora['targets'])}: {lora['trainable']:,} trainable "
+                     "parameters in fp32 (PEFT's default), the base frozen"
+                     + (f" ({t.quantize} linear layers, the rest fp32 as prepare_model_for_kbit_training casts them)"
+                        if t.quantize else ""))
+        if t.offload_optimizer != "none" or t.offload_param != "none":
+            notes.append("offload is not modelled with LoRA: the adapters' states are counted on the GPU")
+    else:
+        weights, gradients, optimizer, offloaded = model_states(model.params, largest, t)
+    activations = activation_bytes(model, t)
     if activations is None:
         notes.append("activations not estimated: --model is a size; give the model's config.json for its shape")
     if (t.zero_stage if t.deepspeed else 0) == 3 and not model.largest_layer_params:
@@ -404,7 +442,7 @@ def estimate(model: ModelSpec, t: Training, sources: Optional[Mapping[str, str]]
         notes.append("offload_param is ignored below ZeRO stage 3")
     if "nvme" in (t.offload_optimizer, t.offload_param):
         notes.append("NVMe offload: the states go to disk; pinned host buffers not counted")
-    if not t.deepspeed:
+    if not t.deepspeed and not lora:
         notes.append("no DeepSpeed config: plain data parallel (DDP/AMP), model states 16 B/param mixed or fp32")
     notes.append("data parallel only: tensor/pipeline parallelism not modelled; communication buckets not counted")
     offload = "cpu" in (t.offload_optimizer, t.offload_param if t.zero_stage == 3 else "none")
@@ -416,8 +454,9 @@ def estimate(model: ModelSpec, t: Training, sources: Optional[Mapping[str, str]]
         "gpus_per_node": t.gpus_per_node, "activation_checkpointing": t.checkpointing, "attention": t.attention,
         "layers": model.layers, "hidden": model.hidden, "heads": model.heads, "vocab": model.vocab,
         "largest_layer_params": model.largest_layer_params, "overhead_bytes": OVERHEAD_BYTES,
-        "host_buffer_factor": HOST_BUFFER_FACTOR, "sources": dict(sources or {}), "notes": notes,
-        "formulas": {"model_states": "ZeRO (arXiv:1910.02054) + DeepSpeed 0.19.8 estimators",
+        "host_buffer_factor": HOST_BUFFER_FACTOR, "lora": lora, "sources": dict(sources or {}), "notes": notes,
+        "formulas": {"model_states": "ZeRO (arXiv:1910.02054) + DeepSpeed 0.19.8 estimators"
+                                     + (" + LoRA (arXiv:2106.09685) adapters as PEFT builds them" if lora else ""),
                      "activations": "Korthikanti et al. (arXiv:2205.05198) sbh(34 + 5as/h) per layer + 4sbv"},
     }
     return Estimate(params=model.params, weights=weights, gradients=gradients, optimizer=optimizer,

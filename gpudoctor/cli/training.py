@@ -6,10 +6,11 @@ import argparse
 from typing import Any, Dict, Optional
 
 from gpudoctor.cli.common import UsageError
+from gpudoctor.adapters import QUANTIZE, parse_targets
 from gpudoctor.estimate import ATTENTIONS, DEFAULTS, OPTIMIZERS, PRECISIONS
 
 TRAINING_FLAGS = ("micro_batch", "seq_len", "precision", "optimizer", "zero_stage", "offload", "world_size",
-                  "grad_checkpointing", "attention")
+                  "grad_checkpointing", "attention", "lora_rank", "lora_targets", "quantize")
 
 
 def _positive(text: str) -> int:
@@ -47,6 +48,15 @@ def add_training_options(parser: argparse.ArgumentParser, required: bool = False
     group.add_argument("--attention", choices=ATTENTIONS,
                        help="flash (FlashAttention/SDPA) or eager (stores the a·s² scores) "
                             f"(default: {DEFAULTS['attention']})")
+    group.add_argument("--lora-rank", type=_positive, metavar="R",
+                       help="LoRA fine-tuning: adapters of rank R, the base model frozen (needs a config.json "
+                            "--model)")
+    group.add_argument("--lora-targets", metavar="NAMES",
+                       help="modules the adapters go on, as PEFT's target_modules: q_proj,v_proj or all-linear "
+                            "(default: PEFT's default for the model type)")
+    group.add_argument("--quantize", choices=QUANTIZE,
+                       help="QLoRA: the base model's linear layers loaded in 4 or 8 bits by bitsandbytes "
+                            "(needs --lora-rank)")
 
 
 def training_flags(args: argparse.Namespace) -> Dict[str, Any]:
@@ -57,6 +67,8 @@ def training_flags(args: argparse.Namespace) -> Dict[str, Any]:
         "precision": getattr(args, "precision", None), "optimizer": getattr(args, "optimizer", None),
         "zero_stage": getattr(args, "zero_stage", None), "world_size": getattr(args, "world_size", None),
         "checkpointing": getattr(args, "grad_checkpointing", None), "attention": getattr(args, "attention", None),
+        "lora_rank": getattr(args, "lora_rank", None), "lora_targets": parse_targets(getattr(args, "lora_targets", None)),
+        "quantize": getattr(args, "quantize", None),
         "offload_optimizer": None if offload is None else ("none" if offload == "none" else "cpu"),
         "offload_param": None if offload is None else ("cpu" if offload == "all" else "none"),
     }
@@ -70,4 +82,7 @@ def model_option(args: argparse.Namespace) -> Optional[str]:
             verb = "needs" if len(given) == 1 else "need"
             raise UsageError(f"{', '.join(given)} {verb} --model SIZE_OR_CONFIG")
         return None
+    for name in ("lora_targets", "quantize"):
+        if getattr(args, name, None) is not None and getattr(args, "lora_rank", None) is None:
+            raise UsageError(f"--{name.replace('_', '-')} needs --lora-rank R (the adapters that are trained)")
     return args.model

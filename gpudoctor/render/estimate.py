@@ -14,6 +14,15 @@ DESCRIPTIONS = {
     "activations": "Korthikanti et al.: sbh(34 + 5as/h) per layer + 4sbv logits",
     "overhead": "CUDA context, workspaces, NCCL buffers, fragmentation",
 }
+ADAPTER_DESCRIPTIONS = {
+    "weights": "the frozen base (16-bit, or 4/8-bit linear layers and the rest fp32) + fp32 LoRA adapters",
+    "gradients": "the adapters' fp32 gradients only",
+    "optimizer": "the adapters' fp32 optimizer states only",
+}
+
+
+def _descriptions(est: Estimate) -> dict:
+    return {**DESCRIPTIONS, **(ADAPTER_DESCRIPTIONS if est.assumptions.get("lora") else {})}
 
 
 def _assumption_lines(est: Estimate) -> List[str]:
@@ -26,6 +35,10 @@ def _assumption_lines(est: Estimate) -> List[str]:
     parts.append(f"activation_checkpointing={a['activation_checkpointing']} "
                  f"({sources.get('checkpointing', 'default')})")
     parts.append(f"attention={a['attention']} ({sources.get('attention', 'default')})")
+    lora = a.get("lora")
+    if lora:
+        parts.append(f"lora_rank={lora['rank']}, lora_targets={','.join(lora['targets'])}, "
+                     f"quantize={lora['quantize'] or 'none'} (flag)")
     matched = [f"gpu: {a['gpus_from']}"] if a.get("gpus_from", "").startswith("--gpu") else []
     return matched + ["assumptions: " + ", ".join(parts)] + [f"note: {note}" for note in a.get("notes", [])]
 
@@ -35,7 +48,7 @@ def render_plain(est: Estimate, gpus, stream) -> None:
 
     line_width = width(stream)
     lines = wrap(f"model {est.assumptions['model']}: {est.params:,} parameters", line_width, "", "  ")
-    terms = [(name, gib(value) if value is not None else "not estimated", DESCRIPTIONS[name])
+    terms = [(name, gib(value) if value is not None else "not estimated", _descriptions(est)[name])
              for name, value in est.breakdown().items()]
     terms += [("total", gib(est.total), "per GPU"),
               ("host RAM", gib(est.host_bytes), "per node (DeepSpeed's estimator, × 1.5)")]
@@ -71,7 +84,7 @@ def render_rich(est: Estimate, gpus, stream) -> None:
         table.add_column("per GPU", justify="right", no_wrap=True)
         table.add_column("what")
         for name, value in est.breakdown().items():
-            table.add_row(name, gib(value) if value is not None else "not estimated", escape(DESCRIPTIONS[name]))
+            table.add_row(name, gib(value) if value is not None else "not estimated", escape(_descriptions(est)[name]))
         table.add_row("[bold]total[/]", f"[bold]{gib(est.total)}[/]", "per GPU")
         table.add_row("host RAM", gib(est.host_bytes), "per node (DeepSpeed's estimator, × 1.5)")
         console.print(table, soft_wrap=False)
