@@ -28,18 +28,11 @@ def evaluate(snapshot: Snapshot, rules: Optional[Sequence] = None, select: Seque
              ignore: Sequence[str] = ()) -> Report:
     """The report of the rules on the snapshot: `rules` (default: the catalog, narrowed by `select`/`ignore`
     ID prefixes; the machine rules are left out for job files alone, as `gpudoctor lint` does)."""
-    from gpudoctor.catalog import load_catalog, select_rules, unmatched_code
+    from gpudoctor.catalog import rules_for_run
     from gpudoctor.engine import evaluate as run_rules
-    from gpudoctor.errors import InputError
 
     if rules is None:
-        catalog = load_catalog()
-        problem = unmatched_code(list(select) + list(ignore), [rule.id for rule in catalog])
-        if problem:
-            raise InputError(problem)  # a typo must never turn into a report that judged nothing
-        rules = select_rules(catalog, select, ignore)
-        if snapshot.source.get("kind") == "files":
-            rules = [rule for rule in rules if not rule.host]
+        rules = rules_for_run(select, ignore, host=snapshot.source.get("kind") != "files")
     return run_rules(snapshot, rules)
 
 

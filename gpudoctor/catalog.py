@@ -9,6 +9,7 @@ from functools import lru_cache
 from typing import Any, Callable, Iterable, Mapping, Optional, Tuple
 
 from gpudoctor.data import load_toml, rules_dir
+from gpudoctor.errors import InputError
 from gpudoctor.model import Applicability, Finding, Fix, Location, Severity
 
 RULE_ID = re.compile(r"^GD[0-9]{3}$")
@@ -230,3 +231,21 @@ def select_rules(rules: Iterable[Rule], select: Iterable[str] = (), ignore: Iter
         if selected >= 0 and selected > ignored:
             chosen.append(rule)
     return chosen
+
+
+def rules_for_run(select: Iterable[str] = (), ignore: Iterable[str] = (), site: Iterable[Rule] = (),
+                  host: bool = True) -> list:
+    """The rules a run evaluates, for the command line and the library alike: the catalog and a site policy's
+    rules, narrowed by `select`/`ignore` ID prefixes (by default every rule: GD and the policy's letters, SITE),
+    without the machine rules when `host` is false. A code that matches no rule is an InputError naming its flag:
+    a typo must never turn into a report that judged nothing."""
+    site = tuple(site)
+    known = load_catalog() + site
+    select = [code for code in select if code.strip()]
+    ignore = [code for code in ignore if code.strip()]
+    for flag, codes in (("--select", select), ("--ignore", ignore)):
+        problem = unmatched_code(codes, [rule.id for rule in known])
+        if problem:
+            raise InputError(f"{flag}: {problem}")
+    rules = select_rules(known, select or ["GD"] + [rule.id.rstrip("0123456789") for rule in site], ignore)
+    return rules if host else [rule for rule in rules if not rule.host]

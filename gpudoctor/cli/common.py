@@ -7,7 +7,7 @@ import io
 import sys
 from contextlib import contextmanager
 
-from gpudoctor.catalog import load_catalog, select_rules, unmatched_code
+from gpudoctor.catalog import rules_for_run
 from gpudoctor.errors import InputError
 from gpudoctor.model import exit_code
 from gpudoctor.render import FORMATS, terminal
@@ -57,17 +57,7 @@ def policy_rules(args: argparse.Namespace) -> tuple:
 def selected_rules(args: argparse.Namespace, host: bool = True) -> list:
     site = policy_rules(args)
     args.site_rule_ids = tuple(rule.id for rule in site)  # for GD004: `ignore[SITE003]` names a real rule
-    known = load_catalog() + site
-    for flag, value in (("--select", args.select), ("--ignore", args.ignore)):
-        problem = unmatched_code(value.split(","), [rule.id for rule in known])
-        if problem:
-            raise UsageError(f"{flag}: {problem}")
-    # by default every rule runs: the catalog's (GD) and the policy's, by their letters (SITE) so --ignore can narrow
-    select = args.select.split(",") if args.select.strip() else ["GD"] + [rule.id.rstrip("0123456789") for rule in site]
-    rules = select_rules(known, select, args.ignore.split(","))
-    if not host:
-        rules = [rule for rule in rules if not rule.host]
-    return rules
+    return rules_for_run(args.select.split(","), args.ignore.split(","), site, host)
 
 
 def to_file(args: argparse.Namespace) -> bool:
