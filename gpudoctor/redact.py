@@ -13,6 +13,7 @@ facts are remembered (`remember_facts`), so a value is hidden even where a messa
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import enum
 import re
@@ -23,17 +24,37 @@ REDACTED = "<redacted>"
 SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION", re.IGNORECASE)
 MIN_REMEMBERED = 6  # shorter values (`1`, `false`) under secret-looking names are not hunted through every line
 
-_HOST = r"(?=[A-Za-z0-9\[][^\s/@'\"<>]*(?:[/:?#\s'\"<>,;)\]]|$))"
+# Every pattern below is linear in the text: each quantifier that could run on is bounded or possessive, and each
+# pattern starts only at the beginning of a run of its first characters (a 15 MB token is scanned a few times, not
+# once per character).
+_HOST = r"(?=[A-Za-z0-9\[][^\s/@'\"<>]{0,255}+(?:[/:?#\s'\"<>,;)\]]|$))"
 # scheme://user[:password]@host — the password may hold '/', ':' and '@': the last '@' of the word ends it
-URL_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<cred>[^\s/@:'\"<>]+(?::\S*)?)@" + _HOST)
+URL_CREDENTIALS = re.compile(r"(?<![A-Za-z0-9+.-])(?P<scheme>[A-Za-z][A-Za-z0-9+.-]{0,31}+://)"
+                             r"(?P<cred>[^\s/@:'\"<>]{1,256}+(?::\S{0,1024})?)@" + _HOST)
 # user:password@host with no scheme (pip's --index-url pasted without it, an `.npmrc`-style line)
-BARE_CREDENTIALS = re.compile(r"(?<![\w/.:@-])(?P<cred>[A-Za-z0-9._%+-]+:[^\s'\"<>]*)@" + _HOST)
-# NAME=value / NAME: value where NAME looks secret (a line quoted in a parse error, an export in a diff); a quoted
-# value (its quote perhaps escaped by repr) runs to its closing quote, or to the end of the line
-# (`name: value` only for an upper-case NAME: "unknown key: offload" is prose, not a secret)
-NAMED_VALUE = re.compile(r"(?P<name>\b(?:[A-Za-z_][A-Za-z0-9_]*(?=\s*=)|[A-Z_][A-Z0-9_]*(?=\s*:)))(?P<sep>\s*[=:]\s*)"
-                         r"(?P<value>\\?(?P<q>[\"'])(?:.*?(?<!\\)(?P=q)(?=[\s,;)\]}]|$)|.*)|[^\s'\",;]+)",
-                         re.MULTILINE)
+BARE_CREDENTIALS = re.compile(r"(?<![\w/.:@%+-])(?P<cred>[A-Za-z0-9._%+-]{1,256}+:[^\s'\"<>]{0,1024})@" + _HOST)
+# NAME=value / NAME: value where NAME looks secret (a line quoted in a parse error, an export in a diff, a pasted
+# HTTP header, a dict or JSON key); a quoted value (its quote perhaps escaped by repr) runs to its closing quote,
+# or to the end of the line. `name: value` only for a quoted name, a NAME in upper case, one holding '_' or '-', or
+# a header that is nothing else ("unknown key: offload", "KeyError: 'x'" are prose, not secrets). An HTTP
+# authentication scheme before the value (`Authorization: Bearer …`, `token …`, `Basic …`) stays readable.
+NAMED_VALUE = re.compile(
+    r"(?P<name>\b[A-Za-z_][A-Za-z0-9_]*+(?=\s*=)"
+    r"|(?<=[\"'])[A-Za-z_][\w.-]*+(?=[\"']\s*:)"
+    r"|\b[A-Z_][A-Z0-9_]*+(?=\s*:)"
+    r"|(?<![\w-])[A-Za-z][A-Za-z0-9]*+(?:[_-][A-Za-z0-9]++)++(?=\s*:)"
+    r"|\b(?i:authorization|password|passwd|token|secret|cookie|apikey)(?=\s*:))"
+    r"(?P<sep>[\"']?\s*[=:]\s*)"
+    r"(?P<scheme>(?i:bearer|basic|token|digest|negotiate|ntlm|bot)\s++(?=[^\s'\"]))?"
+    r"(?P<value>\\?(?P<q>[\"'])(?:.*?(?<!\\)(?P=q)(?=[\s,;)\]}]|$)|.*)|[^\s'\",;}]++)",
+    re.MULTILINE)
+# Token formats that are secrets whatever their name: Hugging Face user access tokens (hf_…, huggingface.co/docs/hub/
+# security-tokens), GitHub tokens (ghp_, gho_, ghu_, ghs_, ghr_, github_pat_: github.blog "Behind GitHub's new
+# authentication token formats"), GitLab personal access tokens (glpat-), Slack tokens (xoxb-, xoxp-, …), AWS access
+# key IDs (AKIA…), OpenAI-style secret keys (sk-…) and JSON Web Tokens (eyJ….eyJ….…).
+TOKEN_SHAPES = re.compile(r"(?<![\w-])(?:hf_[A-Za-z0-9]{20,}+|gh[pousr]_[A-Za-z0-9]{20,}+|github_pat_\w{20,}+"
+                          r"|glpat-[\w-]{20,}+|xox[abposr]-[\w-]{10,}+|AKIA[0-9A-Z]{16}|sk-[\w-]{20,}+"
+                          r"|eyJ[\w-]{8,}+\.eyJ[\w-]{8,}+\.[\w-]++)")
 
 _known: set = set()
 
@@ -60,6 +81,7 @@ def remember(value: Any) -> None:
     """Hide this value wherever it appears in output from now on."""
     if isinstance(value, str) and len(value.strip()) >= MIN_REMEMBERED and value != REDACTED:
         _known.add(value)
+        _known.add(base64.b64encode(value.encode("utf-8", "surrogatepass")).decode("ascii"))
 
 
 def remember_env(environ: Mapping[str, str]) -> None:
@@ -100,17 +122,65 @@ def remember_facts(node: Any, record_of_secret: bool = False) -> None:
 def _named(match: "re.Match") -> str:
     if not is_secret_name(match.group("name")) or match.group("value") in (REDACTED, f'"{REDACTED}"'):
         return match.group(0)
-    return f"{match.group('name')}{match.group('sep')}{REDACTED}"
+    return f"{match.group('name')}{match.group('sep')}{match.group('scheme') or ''}{REDACTED}"
+
+
+# Lines holding none of these (ASCII, lower case) hold no secret the patterns find: only the others are searched,
+# so a long log costs a few substring searches per megabyte.
+_MARKERS = (b"@", b"token", b"key", b"secret", b"passw", b"credential", b"auth", b"cookie", b"session", b"hf_",
+            b"ghp_", b"gho_", b"ghu_", b"ghs_", b"ghr_", b"github_pat_", b"glpat-", b"xox", b"akia", b"sk-", b"eyj")
+_DENSE = 2000
+
+
+def _redact_line(text: str) -> str:
+    if "@" in text:
+        if "://" in text:
+            text = URL_CREDENTIALS.sub(lambda m: m.group("scheme") + REDACTED + "@", text)
+        text = BARE_CREDENTIALS.sub(REDACTED + "@", text)
+    text = TOKEN_SHAPES.sub(REDACTED, text)
+    return NAMED_VALUE.sub(_named, text) if SECRET_NAME.search(text) else text
+
+
+def _by_line(text, folded: bytes, newline, redact_line):
+    """`text` with `redact_line` applied to each line whose folded form (same length, ASCII lower case) holds a
+    marker; the other lines are left as they are, untouched."""
+    spans = set()
+    for marker in _MARKERS:
+        at = folded.find(marker)
+        while at >= 0:
+            if len(spans) > _DENSE:  # most lines hold a marker: one pass over the whole text is cheaper
+                return redact_line(text)
+            start, end = text.rfind(newline, 0, at) + 1, text.find(newline, at)
+            end = len(text) if end < 0 else end
+            spans.add((start, end))
+            at = folded.find(marker, end)
+    if not spans:
+        return text
+    parts, done = [], 0
+    for start, end in sorted(spans):
+        parts += [text[done:start], redact_line(text[start:end])]
+        done = end
+    parts.append(text[done:])
+    return text[:0].join(parts)
 
 
 def redact_text(text: str) -> str:
-    """The text with every remembered secret, URL credential and secret-looking NAME=value hidden."""
+    """The text with every remembered secret, URL credential, known token format and secret-looking NAME=value
+    hidden. Linear in the length of the text."""
     for value in sorted(_known, key=len, reverse=True):
         if value in text:
             text = text.replace(value, REDACTED)
-    text = URL_CREDENTIALS.sub(lambda m: m.group("scheme") + REDACTED + "@", text)
-    text = BARE_CREDENTIALS.sub(REDACTED + "@", text)
-    return NAMED_VALUE.sub(_named, text)
+    return _by_line(text, text.encode("ascii", "replace").lower(), "\n", _redact_line)
+
+
+def redact_bytes(data: bytes) -> bytes:
+    """`redact_text` for UTF-8 bytes (a pasted log as it is read): lines without a secret are never decoded."""
+    for value in sorted(_known, key=len, reverse=True):
+        raw = value.encode("utf-8", "surrogateescape")
+        if raw in data:
+            data = data.replace(raw, REDACTED.encode())
+    return _by_line(data, data.lower(), b"\n", lambda line: _redact_line(
+        line.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape"))
 
 
 def redact_data(node: Any) -> Any:

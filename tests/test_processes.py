@@ -106,3 +106,15 @@ def test_sigint_and_sigterm_exit_130_and_143_with_the_children_gone(tmp_path, pi
     assert process.returncode == code, err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
     assert _all_gone(pidfile)
+
+
+def test_a_childs_output_is_capped_and_its_stderr_redacted(monkeypatch):
+    """A probe printing without end keeps gpudoctor's memory bounded; a secret it prints on stderr (quoted in the
+    probe's error) is hidden before anything keeps it."""
+    from gpudoctor.probes import command
+
+    monkeypatch.setattr(command, "OUTPUT_CAP", 1000)
+    body = ("import sys; sys.stdout.write('x' * 3000000); "
+            "sys.stderr.write('HTTP 401: Authorization: Bearer hf_QQQQQQQQQQQQQQQQQQQQQQ')")
+    result = command.run_command([sys.executable, "-c", body], timeout=20)
+    assert len(result.stdout) == 1000 and "QQQQ" not in result.stderr and "Authorization" in result.stderr

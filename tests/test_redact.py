@@ -7,6 +7,7 @@ import contextlib
 import io
 import json
 import string
+import time
 
 import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
@@ -14,7 +15,8 @@ from hypothesis import strategies as st
 
 from conftest import FIXTURES
 from gpudoctor.cli import main
-from gpudoctor.redact import REDACTED, redact_text
+from gpudoctor.ingest.source import utf8_chunks
+from gpudoctor.redact import REDACTED, redact_bytes, redact_text, remember, remembering
 
 MACHINE = FIXTURES / "machines" / "rtx6000ada-nvcc115-cu124.json"
 
@@ -108,3 +110,69 @@ def _baseline(tmp_path) -> str:
     if not _BASELINE:
         _BASELINE.append(_outputs(tmp_path, "HF_TOKEN", "QQQQQQQQ"))
     return _BASELINE[0]
+
+
+PASTED = [  # how credentials show up in pasted logs: request headers, curl lines, printed dicts, JSON bodies
+    ("headers={'Authorization': 'Bearer hf_aBcDeFgHiJkLmNoPqRsTuVwXyZ01}'", "aBcDeFgHiJkLmNoPq"),
+    ("Authorization: Bearer hf_ZZZZZZZZZZZZZZZZZZZZZZZZ", "ZZZZZZZZZZZZ"),
+    ("authorization: token ghp_abcdefghijabcdefghij123", "abcdefghijabcdefghij"),
+    ("Authorization: Basic dXNlcjpwYXNzd29yZDEyMw==", "dXNlcjpwYXNzd29yZDEyMw"),
+    ('curl -H "Authorization: Bearer sk-live-QQQQQQQQQQQQ" https://api.example', "QQQQQQQQQQQQ"),
+    ("X-Api-Key: xkeyxkeyxkey123", "xkeyxkeyxkey123"),
+    ('{"api_key": "jsonkey123456", "model": "x"}', "jsonkey123456"),
+    ("HTTPError: 401 for https://hub.example (token hf_AAAAAAAAAAAAAAAAAAAAAAAAAA)", "AAAAAAAAAAAAAAAAAAAA"),
+]
+
+
+@pytest.mark.parametrize("line,hidden", PASTED)
+def test_pasted_credentials_are_hidden(line, hidden):
+    out = redact_text(line)
+    assert hidden not in out and REDACTED in out
+    assert redact_bytes(line.encode()) == out.encode()
+
+
+@pytest.mark.parametrize("line", ["KeyError: 'model.layers.0'", "x-request-id: 0123456789", "Tokenizer loaded",
+                                  "{'key': 'offload_optimizer'}", "session 3 of 4: ok"])
+def test_prose_and_ordinary_keys_stay_readable(line):
+    assert redact_text(line) == line
+
+
+@pytest.mark.parametrize("fmt", ["plain", "json", "markdown"])
+def test_pasted_log_keeps_no_credential_in_any_format_or_snapshot(tmp_path, fmt):
+    """Every reader of pasted text gets it redacted: the NCCL error line quoted as evidence carries the headers."""
+    log = tmp_path / "rank0.log"
+    log.write_text("torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system "
+                   "error, NCCL version 2.18.1 " + " ".join(line for line, _ in PASTED) + "\n")
+    out = _run("check", "--from", log, "--format", fmt) + _run("snapshot", "--from", log)
+    assert "NCCL error" in out
+    for _, hidden in PASTED:
+        assert hidden not in out
+
+
+def test_pasted_text_is_redacted_as_it_is_read():
+    """Nothing a reader keeps (facts, evidence) can hold a credential: the chunks it gets are already redacted."""
+    stream = io.BytesIO(b"ok\nAuthorization: Bearer hf_QQQQQQQQQQQQQQQQQQQQQQ\n" * 3)
+    assert b"QQQQ" not in b"".join(utf8_chunks(stream))
+
+
+def test_a_remembered_secret_is_hidden_in_base64_too():
+    with remembering():
+        remember("hunter2hunter2")
+        assert "aHVudGVyMmh1bnRlcjI=" not in redact_text("basic aHVudGVyMmh1bnRlcjI= here")
+
+
+def _seconds(text: str) -> float:
+    best = float("inf")
+    for _ in range(3):
+        started = time.perf_counter()
+        redact_text(text)
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+@pytest.mark.parametrize("unit", ["a", "ab1", "a://", "https://a:b", "a-", "a:a@", "A='x", "key=val\n", "hf_",
+                                  '"a": ', "x@"])
+def test_redaction_is_linear(unit):
+    """Four times the text takes about four times as long, never sixteen (a 15 MB token once took minutes)."""
+    small = unit * (20000 // len(unit))
+    assert _seconds(small * 4) < 8 * _seconds(small) + 0.01

@@ -17,6 +17,7 @@ from typing import BinaryIO, Iterator, List, Optional, Sequence
 from gpudoctor.files import open_stream
 from gpudoctor.ingest import ParsedReport, ReportError, merge_reports, missing_facts, parse_report
 from gpudoctor.ingest.logs import LogScanner
+from gpudoctor.redact import redact_bytes
 
 CHUNK_BYTES = 4 * 1024 * 1024
 HEAD_BYTES = 1024 * 1024
@@ -32,8 +33,9 @@ def _encoding(head: bytes) -> str:
 
 
 def utf8_chunks(stream: BinaryIO) -> Iterator[bytes]:
-    """A binary stream as UTF-8 in chunks of whole lines (the last one may lack its newline). UTF-8 passes through
-    undecoded (the log reader decodes only the lines it parses); UTF-16 is decoded and re-encoded."""
+    """A binary stream as UTF-8 in chunks of whole lines (the last one may lack its newline), secrets already
+    redacted (gpudoctor.redact): no reader of pasted text can keep one. UTF-8 passes through undecoded (the log
+    reader decodes only the lines it parses); UTF-16 is decoded and re-encoded."""
     block = stream.read(CHUNK_BYTES)
     encoding = _encoding(block)
     decoder = codecs.getincrementaldecoder(encoding)(errors="replace") if encoding != "utf-8-sig" else None
@@ -47,11 +49,11 @@ def utf8_chunks(stream: BinaryIO) -> Iterator[bytes]:
             cut = len(data)  # a line longer than a chunk (a progress bar without newlines): cut it, bounded
         carry = data[cut:]
         if cut:
-            yield data[:cut]
+            yield redact_bytes(data[:cut])
         block = stream.read(CHUNK_BYTES)
     rest = carry + (decoder.decode(b"", final=True).encode("utf-8") if decoder else b"")
     if rest:
-        yield rest
+        yield redact_bytes(rest)
 
 
 def _open(path: str, stdin: Optional[BinaryIO]) -> BinaryIO:

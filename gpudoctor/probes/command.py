@@ -23,6 +23,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Dict, Iterator, Mapping, Optional, Sequence, Set
 
+from gpudoctor.redact import redact_text
+
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 PR_GET_CHILD_SUBREAPER = 37
@@ -30,6 +32,7 @@ PR_GET_CHILD_SUBREAPER = 37
 _started: Dict[int, subprocess.Popen] = {}  # pid -> the children run_command is running now
 _started_lock = threading.Lock()
 _not_ours: Set[int] = set()  # children the process had before `reaping` began: never strays
+OUTPUT_CAP = 8 * 2 ** 20  # bytes of a child's stdout, and of its stderr, that are kept
 
 
 class CommandTimeout(TimeoutError):
@@ -116,7 +119,7 @@ def run_command(
         )
         _started[process.pid] = process
     try:
-        stdout, stderr = process.communicate(stdin_text.encode() if stdin_text else None, timeout=timeout)
+        stdout, stderr = _communicate(process, stdin_text.encode() if stdin_text else None, timeout)
     except subprocess.TimeoutExpired:
         _kill_group(process)
         kill_strays()
@@ -124,7 +127,44 @@ def run_command(
     finally:
         with _started_lock:
             _started.pop(process.pid, None)
-    return CommandResult(process.returncode, stdout.decode("utf-8", "replace"), stderr.decode("utf-8", "replace"))
+    # stderr is only ever quoted (a probe's error): its secrets are hidden before anything keeps it
+    return CommandResult(process.returncode, stdout.decode("utf-8", "replace"),
+                         redact_text(stderr.decode("utf-8", "replace")))
+
+
+def _drain(stream, kept: list) -> None:
+    """Read a child's pipe to its end, keeping its first OUTPUT_CAP bytes (the rest is read and dropped, so the
+    child never blocks on a full pipe and gpudoctor's memory stays bounded)."""
+    size = 0
+    try:
+        for block in iter(lambda: stream.read(65536), b""):
+            if size < OUTPUT_CAP:
+                kept.append(block[:OUTPUT_CAP - size])
+                size += len(kept[-1])
+    except (OSError, ValueError):  # closed under us: a grandchild kept the pipe open past the deadline
+        pass
+
+
+def _communicate(process: subprocess.Popen, stdin: Optional[bytes], timeout: float):
+    """`Popen.communicate` with each output capped at OUTPUT_CAP bytes; TimeoutExpired after `timeout` s."""
+    outputs: tuple = ([], [])
+    readers = [threading.Thread(target=_drain, args=(stream, kept), daemon=True)
+               for stream, kept in zip((process.stdout, process.stderr), outputs)]
+    for reader in readers:
+        reader.start()
+    if process.stdin:
+        try:
+            process.stdin.write(stdin or b"")
+            process.stdin.close()
+        except (BrokenPipeError, OSError):
+            pass
+    end = time.monotonic() + timeout
+    process.wait(timeout=timeout)
+    for reader in readers:  # output still arriving from a grandchild after the child's exit gets what is left
+        reader.join(max(0.0, end - time.monotonic()))
+        if reader.is_alive():
+            raise subprocess.TimeoutExpired(process.args, timeout)
+    return b"".join(outputs[0]), b"".join(outputs[1])
 
 
 def _kill_group(process: subprocess.Popen) -> None:
@@ -132,14 +172,7 @@ def _kill_group(process: subprocess.Popen) -> None:
         os.killpg(process.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         process.kill()
-    try:
-        process.communicate(timeout=2)
-    except subprocess.TimeoutExpired:
-        # A grandchild in another session still holds the pipes: stop waiting for them.
-        for stream in (process.stdout, process.stderr):
-            if stream:
-                stream.close()
-        process.wait(timeout=2)
+    process.wait(timeout=2)  # the pipe readers end when the last holder of the pipes (a stray, killed next) does
 
 
 def kill_strays() -> None:
