@@ -272,9 +272,11 @@ def test_gd404_both_names_set_with_different_values():
     assert finding.fix.env.unset == ("NCCL_ASYNC_ERROR_HANDLING",) and not finding.fix.env.set
 
 
-def test_gd404_check_pointers_maps_to_check_mode():
+def test_gd404_check_pointers_is_removed_not_renamed_into_check_mode():
+    """Its replacement NCCL_CHECK_MODE=DEBUG_LOCAL is a debugging switch GD409 would remove next."""
     (finding,) = run("GD404", {"env": {"NCCL_CHECK_POINTERS": "1"}, "torch": {"nccl": "2.30.4"}}).findings
-    assert dict(finding.fix.env.set) == {"NCCL_CHECK_MODE": "DEBUG_LOCAL"}
+    assert "NCCL_CHECK_MODE=DEBUG_LOCAL is a debugging switch" in finding.message
+    assert not finding.fix.env.set and finding.fix.env.unset == ("NCCL_CHECK_POINTERS",)
     assert finding.fix.applicability == Applicability.SAFE
 
 

@@ -396,8 +396,17 @@ def _deprecated(facts, rule, setting: Setting, item: dict, env: dict):
         what = f"is deprecated since {label} {item['deprecated']}"
     doc = item.get("doc", "")
     message = f"{setting.name}{'=' + setting.value if setting.value is not None else ''}{setting.where} {what}"
+    new_value = None
+    if replacement and item.get("replacement_value"):
+        new_value = str(item["replacement_value"]) if _truthy(setting.value) else None
+    elif replacement and item.get("rename") is not False and _same_grammar(item, spec(replacement)):
+        new_value = setting.value
     forced = bool(replacement) and is_tuning_knob(replacement) and setting.value is not None
-    if forced:
+    debugging = bool(replacement) and new_value is not None and debug_switch(replacement, new_value) is not None
+    if debugging:  # NCCL_BLOCKING_WAIT=1 must not become TORCH_NCCL_BLOCKING_WAIT=1, which GD409 then removes
+        message += (f"; its replacement {replacement}={new_value} is a debugging switch (GD409): remove it, do not "
+                    "rename it")
+    elif forced:
         # NCCL_MAX_NCHANNELS=8 must not become NCCL_MAX_CTAS=8: the new name is a forced tuning knob too (GD411)
         message += f"; its replacement {replacement} pins the same tuning choice (GD411): remove it, do not rename it"
     elif replacement:
@@ -409,13 +418,11 @@ def _deprecated(facts, rule, setting: Setting, item: dict, env: dict):
         message += f" (applies to {label} >= {since}; the {label} version in use is not known)"
         severity = Severity.INFO
     unset = (setting.name,)
-    new_value = None
-    if replacement and item.get("replacement_value"):
-        new_value = str(item["replacement_value"]) if _truthy(setting.value) else None
-    elif replacement and item.get("rename") is not False and _same_grammar(item, spec(replacement)):
-        new_value = setting.value
     names = {"variable": setting.name, **({"replacement": replacement} if replacement else {})}
-    if forced:
+    if debugging:
+        fix = rule.fix(applicability="safe", case="debug_switch", values={**names, "value": new_value},
+                       env=EnvChange(unset=unset))
+    elif forced:
         fix = rule.fix(applicability="safe" if item.get("removed") or state is True else "unsafe", case="forced_knob",
                        values={**names, "value": setting.value}, env=EnvChange(unset=unset))
     elif replacement and replacement in env:
@@ -672,23 +679,28 @@ def cuda_device_max_connections(facts, rule):
 
 # --- GD409 debug-env-left-on -----------------------------------------------------------------------------
 
+def debug_switch(name: str, value: Optional[str]) -> Optional[dict]:
+    """The rules/nccl_env.toml [[debug_switch]] entry that `name=value` turns on, else None."""
+    item = next((entry for entry in knowledge().get("debug_switch", []) if entry["name"] == name), None)
+    if item is None or value is None:
+        return None
+    value = value.strip()
+    if "contains" in item:
+        return item if any(needle in value for needle in item["contains"]) else None
+    values = item.get("values", [])
+    if "*" in values:
+        return item if value else None
+    return item if value.lower() in [v.lower() for v in values] else None
+
+
 @check("GD409")
 def debug_env_left_on(facts, rule):
     findings = []
-    switches = {item["name"]: item for item in knowledge().get("debug_switch", [])}
     for setting in settings(facts):
-        item = switches.get(setting.name)
-        if item is None or setting.value is None or setting.conditional:
+        item = None if setting.conditional else debug_switch(setting.name, setting.value)
+        if item is None:
             continue
         value = setting.value.strip()
-        if "contains" in item:
-            hits = [needle for needle in item["contains"] if needle in value]
-            if not hits:
-                continue
-        elif "*" not in item.get("values", []) and value.lower() not in [v.lower() for v in item.get("values", [])]:
-            continue
-        elif "*" in item.get("values", []) and not value:
-            continue
         findings.append(rule.finding(
             f"{setting.name}={value}{setting.where} is a debugging switch left on: {item['why']}",
             location=setting.location, evidence=setting.evidence(),

@@ -16,7 +16,7 @@ import time
 from gpudoctor.cli.common import UsageError, add_rule_options, output_stream, selected_rules
 from gpudoctor.cli.options import add_env_file_option, add_from_option, add_machine_options, gather_request
 from gpudoctor.engine import evaluate
-from gpudoctor.fix import FORMATS, plan_fixes, render
+from gpudoctor.fix import FORMATS, converged_plan, render
 from gpudoctor.gather import gather, groups_for
 
 
@@ -85,8 +85,9 @@ def _judge_target(args: argparse.Namespace) -> None:
 def _fix(args: argparse.Namespace) -> int:
     started = time.monotonic()
     rules = selected_rules(args)
-    report = evaluate(gather(gather_request(args, groups_for(rules))), rules, started, args.site_rule_ids)
-    plan = plan_fixes(report, unsafe=args.unsafe)
+    snapshot = gather(gather_request(args, groups_for(rules)))
+    report = evaluate(snapshot, rules, started, args.site_rule_ids)
+    plan = converged_plan(snapshot.facts, rules, report, unsafe=args.unsafe)
     conflicts = len(plan.clashes)
     if args.write_env:
         conflicts += _write_env(args, plan, report)

@@ -125,6 +125,57 @@ def plan_fixes(report: Report, unsafe: bool = False) -> Plan:
     return plan
 
 
+def applied(facts: dict, changes: List[Change]) -> dict:
+    """The facts with the changes made to the job's environment; a changed variable loses its old source record
+    (`--write-env` comments its line out and writes the new value into its own block)."""
+    import copy
+
+    fixed = copy.deepcopy(facts)
+    env, sources = fixed.setdefault("env", {}), fixed.get("env_sources") or {}
+    for change in changes:
+        sources.pop(change.name, None)
+        if change.unset:
+            env.pop(change.name, None)
+        else:
+            env[change.name] = change.value
+    return fixed
+
+
+def still_to_change(env: dict, changes: List[Change]) -> List[Change]:
+    """The changes that would change `env` (an unset of an absent variable, a value it already has: no)."""
+    return [c for c in changes if (c.unset and c.name in env) or (not c.unset and env.get(c.name) != c.value)]
+
+
+def converged_plan(facts: dict, rules, report: Report, unsafe: bool = False, rounds: int = 4) -> Plan:
+    """`plan_fixes`, then the rules run again on the fixed environment until they ask for nothing more: a fix that
+    another rule would change next (a rename into a debugging switch, a corrected value that pins a tuning knob)
+    carries that rule's verdict at once, so running `fix` twice changes nothing the first run did not."""
+    from gpudoctor.engine import evaluate
+    from gpudoctor.snapshot import Snapshot
+
+    plan = plan_fixes(report, unsafe)
+    original = dict(facts.get("env") or {})
+    current = facts
+    for _ in range(rounds):
+        current = applied(current, plan.changes)
+        again = plan_fixes(evaluate(Snapshot(facts=current), rules), unsafe)
+        plan.clashes += [clash for clash in again.clashes if clash not in plan.clashes]
+        more = still_to_change(current["env"], again.changes)
+        if not more:
+            break
+        by_name = {change.name: change for change in plan.changes}
+        for change in more:
+            known = by_name.get(change.name)
+            if known is None:
+                plan.changes.append(change)
+                continue
+            known.value = change.value
+            known.rules += change.rules
+            known.notes += change.notes
+    plan.changes = [c for c in plan.changes if not (c.unset and c.name not in original)]
+    return plan
+
+
 # --- values, quoted for each format ---------------------------------------------------------------------------
 
 _PLAIN = re.compile(r"[A-Za-z0-9_./:,%^=+@-]+")
