@@ -1,8 +1,6 @@
-"""The user's files: reading them (`lint FILE...`, `check --env-file/--script`), bounded in size and time, and
-the one path by which gpudoctor writes a file (`--output`, `snapshot -o`, `fix --write-env`).
-
-A reader turns one file into facts on a snapshot (env variables with their lines, script analysis,
-DeepSpeed config). Unreadable files become `inputs` entries (GD003), never exceptions.
+"""Plain file I/O for the user's files: reading them bounded in size and time (a FIFO nobody writes is an error,
+not a hang), walking a folder, and the one path by which gpudoctor writes a file (`--output`, `snapshot -o`,
+`fix --write-env`), atomically and under a lock. What a file means is the readers' job (gpudoctor.readers).
 """
 
 from __future__ import annotations
@@ -16,12 +14,10 @@ import sys
 import tempfile
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Callable, Iterator, List, Optional
+from typing import BinaryIO, Iterator, Optional
 
 from gpudoctor.errors import InputError
-from gpudoctor.snapshot import Snapshot
 
 MAX_BYTES = 20 * 1024 * 1024
 MAX_TREE_FILES = 20000
@@ -29,35 +25,6 @@ SKIP_DIRS = {"node_modules", "__pycache__", "site-packages", "venv", "build", "d
 FIRST_BYTE_DEADLINE = 30.0  # seconds a FIFO, pipe or terminal may take to deliver its first byte
 FIFO_DEADLINE = 10.0  # seconds `--output FIFO` waits for a reader
 LOCK_SUFFIX = ".gpudoctor.lock"
-
-
-@dataclass(frozen=True)
-class FileReader:
-    """`accepts(path, text)` says whether this reader understands the file; `read` adds its facts.
-    `in_tree`, where given, is the stricter test for files met while walking a directory (a YAML config there
-    is skipped rather than reported as holding no environment)."""
-
-    kind: str
-    accepts: Callable[[Path, str], bool]
-    read: Callable[[Path, str, Snapshot], None]
-    in_tree: Optional[Callable[[Path, str], bool]] = None
-
-
-READERS: List[FileReader] = []
-
-
-def register(reader: FileReader) -> FileReader:
-    READERS.append(reader)
-    return reader
-
-
-def add_input_error(snapshot: Snapshot, path: str, kind: str, error: str,
-                    line: Optional[int] = None, column: Optional[int] = None, severity: str = "") -> None:
-    """An `inputs` entry (GD003). `severity="info"`: the file was read but holds nothing gpudoctor checks."""
-    entry = {"path": path, "kind": kind, "error": error, "line": line, "column": column}
-    if severity:
-        entry["severity"] = severity
-    snapshot.facts.setdefault("inputs", []).append(entry)
 
 
 def read_text(path: Path) -> str:
@@ -142,32 +109,6 @@ def read_input(name: str, what: str) -> str:
         return read_text(path)
     except OSError as exc:
         raise InputError(f"cannot read {what}{' ' if what else ''}{name!r}: {exc.strerror or exc}") from None
-
-
-def read_file(path: Path, snapshot: Snapshot, kind: Optional[str] = None, text: Optional[str] = None) -> None:
-    """Add one file's facts to the snapshot with every reader that accepts it (or only the ones named `kind`):
-    a Python file is both a training script and, for launchers, a source of env-var dicts. `text`: already read."""
-    _load_readers()
-    text = read_text(path) if text is None else text
-    matched = False
-    for reader in READERS:
-        if (kind is None or reader.kind == kind) and reader.accepts(path, text):
-            reader.read(path, text, snapshot)
-            matched = True
-    if not matched:
-        add_input_error(snapshot, str(path), kind or "file", "not a file gpudoctor knows how to read")
-
-
-def _load_readers() -> None:
-    """Import the modules that register readers (kept lazy so `gpudoctor rules` stays fast)."""
-    import importlib
-
-    for module in ("gpudoctor.envfiles", "gpudoctor.analysis", "gpudoctor.analysis.ds_config", "gpudoctor.launch"):
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            if exc.name != module:
-                raise
 
 
 class LockError(OSError):
@@ -319,6 +260,7 @@ def locked(path: str) -> Iterator[None]:
     finally:
         os.close(fd)
 
+
 def tree_files(root: Path) -> Iterator[Path]:
     """The regular files under `root`, sorted, without following links, skipping hidden folders (.git, .venv),
     virtual environments, caches and build output; at most MAX_TREE_FILES."""
@@ -335,28 +277,3 @@ def tree_files(root: Path) -> Iterator[Path]:
             if count > MAX_TREE_FILES:
                 return
             yield path
-
-
-def read_tree(root: Path, snapshot: Snapshot) -> int:
-    """`lint DIR`: read every file under `root` that a reader knows (like ruff, the rest is skipped silently);
-    the number of files read. A folder with none is said (info), never passed in silence."""
-    _load_readers()
-    read = 0
-    for path in tree_files(root):
-        try:
-            if path.stat().st_size > MAX_BYTES:
-                continue
-            raw = path.read_bytes()
-        except OSError:
-            continue
-        if b"\0" in raw[:8192]:
-            continue  # binary
-        text = raw.decode("utf-8", "replace")
-        readers = [r for r in READERS if (r.in_tree or r.accepts)(path, text)]
-        for reader in readers:
-            reader.read(path, text, snapshot)
-        read += bool(readers)
-    if not read:
-        add_input_error(snapshot, str(root), "folder", "no job files, training scripts or configs found in this "
-                        "folder (hidden folders, virtual environments and caches are skipped)", severity="info")
-    return read

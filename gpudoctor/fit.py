@@ -45,7 +45,7 @@ def local_gpus() -> List[dict]:
 
 def ds_config_fact(name: str) -> dict:
     """The DeepSpeed config as a fact; InputError when it cannot be read or is not a DeepSpeed config."""
-    from gpudoctor.analysis.ds_config import parse, to_fact
+    from gpudoctor.readers.ds_config import parse, to_fact
     from gpudoctor.files import read_input
 
     parsed = parse(read_input(name, "DeepSpeed config"))

@@ -102,7 +102,7 @@ def reports_snapshot(paths: Sequence[str]) -> Snapshot:
 def files_snapshot(names: Sequence[str]) -> Snapshot:
     """Job files alone (env files, job scripts, manifests, Dockerfiles, training scripts, DeepSpeed configs); a
     folder is read recursively, skipping the files no reader knows."""
-    from gpudoctor.files import read_tree
+    from gpudoctor.readers.registry import read_tree
 
     snapshot = Snapshot(facts={"env": {}}, source={"kind": "files", "paths": list(names)})
     for name in names:
@@ -115,7 +115,8 @@ def files_snapshot(names: Sequence[str]) -> Snapshot:
 
 def _read(name: str, snapshot: Snapshot, kind: Optional[str], what: str) -> None:
     """Add one file's facts with the readers that know it; InputError when it cannot be read."""
-    from gpudoctor.files import read_file, read_input
+    from gpudoctor.files import read_input
+    from gpudoctor.readers.registry import read_file
 
     read_file(Path(name), snapshot, kind=kind, text=read_input(name, what))
 
@@ -129,7 +130,7 @@ def _scripts(request: Request, snapshot: Snapshot) -> None:
 def _ds_config(request: Request, snapshot: Snapshot) -> None:
     """A DeepSpeed config's facts (GD3xx, and its bf16/fp16 for GD201) join the machine's."""
     if request.ds_config:
-        from gpudoctor.analysis.ds_config import overlay
+        from gpudoctor.readers.ds_config import overlay
 
         overlay(request.ds_config, snapshot)
 
@@ -137,8 +138,8 @@ def _ds_config(request: Request, snapshot: Snapshot) -> None:
 def _env_files(request: Request, snapshot: Snapshot) -> None:
     """The environment as the job will see it: the snapshot's variables overlaid with those the files set."""
     if request.env_files:
-        from gpudoctor.envfiles import overlay
-        from gpudoctor.launch import overlay as launch_overlay
+        from gpudoctor.readers.env import overlay
+        from gpudoctor.readers.launch import overlay as launch_overlay
 
         overlay(list(request.env_files), snapshot)
         launch_overlay(list(request.env_files), snapshot)

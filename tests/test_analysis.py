@@ -1,4 +1,4 @@
-"""The static script analyser (gpudoctor.analysis): what runs at module level, guards, call paths, CUDA ordering,
+"""The static script analyser (gpudoctor.readers.python): what runs at module level, guards, call paths, CUDA ordering,
 nemo_run recipes, precision requests, suppressions, and bad input that must never raise or hang."""
 
 import textwrap
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpudoctor.analysis import analyse
+from gpudoctor.readers.python.script import analyse
 from gpudoctor.suppress import find_suppressions
 
 

@@ -8,9 +8,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import FIXTURES
-from gpudoctor.envfiles import apply, detect, read_env_text
-from gpudoctor.envfiles import dockerfile, dotenv, k8s, pyenv, shell
-from gpudoctor.files import read_file
+from gpudoctor.readers.env import apply, detect, read_env_text
+from gpudoctor.readers import dotenv
+from gpudoctor.readers.dockerfile import env as dockerfile
+from gpudoctor.readers.k8s import env as k8s
+from gpudoctor.readers.python import env as pyenv
+from gpudoctor.readers.shell import parser as shell
+from gpudoctor.readers.registry import read_file
 from gpudoctor.snapshot import Snapshot
 
 

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from conftest import FIXTURES, ROOT, gpudoctor_cmd
-from gpudoctor.envfiles import dotenv as dotenv_reader
+from gpudoctor.readers import dotenv as dotenv_reader
 from gpudoctor.fix import (Change, Plan, fix_command, plan_fixes, render, render_dotenv, render_k8s, render_shell)
 from gpudoctor.files import write_file
 from gpudoctor.fix.envmerge import BEGIN, END, MergeError, merge, read_env, scan, split_lines, unified_diff

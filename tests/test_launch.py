@@ -1,4 +1,4 @@
-"""The launch model (gpudoctor.launch) and GD411, GD604–GD608, GD901–GD903: command lines, SLURM counts, Kubernetes
+"""The launch model (gpudoctor.readers) and GD411, GD604–GD608, GD901–GD903: command lines, SLURM counts, Kubernetes
 pods, and job files in the shapes of real public ones (fixtures/launch/README.md) through the reader, the engine and
 the CLI — including correct jobs that must stay free of errors."""
 
@@ -11,8 +11,9 @@ import pytest
 from conftest import FIXTURES, ROOT, gpudoctor_cmd
 from gpudoctor.catalog import load_catalog
 from gpudoctor.engine import evaluate
-from gpudoctor.files import read_file
-from gpudoctor.launch import commands, slurm
+from gpudoctor.readers.registry import read_file
+from gpudoctor.readers import commands
+from gpudoctor.readers.shell import slurm
 from gpudoctor.snapshot import Snapshot
 
 LAUNCH = FIXTURES / "launch"
@@ -386,7 +387,7 @@ def test_site_policies_read_the_launch_model(tmp_path):
 def test_hostile_job_files_never_crash(tmp_path, name):
     from hypothesis import given, settings, strategies as st
 
-    from gpudoctor.launch import read_launch
+    from gpudoctor.readers.launch import read_launch
 
     alphabet = st.sampled_from(list("srun torchrun python -n --nproc_per_node=8 train.py $(x) ${A:-b} \"'`\\\n\t:[]{}-#|&;"
                                     ) + ["\nkind: PyTorchJob\n", "containers:\n - name: x\n", "nvidia.com/gpu: ",
@@ -448,7 +449,7 @@ def test_a_vendor_profile_exempts_only_its_own_environment():
     _, report = lint(LAUNCH / "nccl_tuned.sbatch", K8S / "eks_efa_pytorchjob.yaml")
     assert [(f.rule, f.location.line) for f in report.findings if f.rule == "GD411"] == [("GD411", 8),
                                                                                          ("GD411", 9)]
-    from gpudoctor.envfiles import overlay
+    from gpudoctor.readers.env import overlay
 
     profile = Snapshot(facts={"env": {}})
     overlay([str(LAUNCH / "nccl_tuned.sbatch")], profile)

@@ -7,7 +7,7 @@ from gpudoctor.catalog import find_rule, load_catalog
 from gpudoctor.facts.nccl_values import nccl_ifname_matches
 from gpudoctor.facts.nccl_values import c_strtoll, value_problems
 from gpudoctor.engine import evaluate
-from gpudoctor.files import read_file
+from gpudoctor.readers.registry import read_file
 from gpudoctor.model import Applicability
 from gpudoctor.snapshot import Snapshot
 
@@ -97,7 +97,7 @@ def test_seed_002_on_this_host_checks_the_interface(tmp_path):
     snapshot = Snapshot(facts={"env": {}, "host": {"interfaces": [
         {"name": "lo", "up": True, "addresses": ["127.0.0.1"]},
         {"name": "ens5", "up": True, "addresses": ["10.0.3.17"]}]}})
-    from gpudoctor.envfiles import overlay
+    from gpudoctor.readers.env import overlay
 
     overlay([str(JOBS / "seed002_nccl_exports.sh")], snapshot)
     report = evaluate(snapshot, [find_rule("GD403")])
@@ -119,7 +119,8 @@ def test_clean_jobs_report_nothing(name):
 
 def test_clean_sbatch_tensor_parallel_needs_the_variable():
     text = (JOBS / "clean_multinode.sbatch").read_text().replace("export CUDA_DEVICE_MAX_CONNECTIONS=1\n", "")
-    from gpudoctor.envfiles import apply, shell
+    from gpudoctor.readers.env import apply
+    from gpudoctor.readers.shell import parser as shell
 
     snapshot = Snapshot(facts={"env": {}})
     apply(snapshot, shell.read(text, "job.sbatch"), "job.sbatch")
@@ -300,7 +301,8 @@ def test_gd405_rtx_4090_after_the_driver_fix_is_a_normal_gpu():
 
 def test_gd406_conditional_debug_is_a_switch_not_a_leftover():
     text = "export NCCL_DEBUG=WARN\nif [ -n \"$DEBUG\" ]; then\n  export NCCL_DEBUG=INFO\nfi\n"
-    from gpudoctor.envfiles import apply, shell
+    from gpudoctor.readers.env import apply
+    from gpudoctor.readers.shell import parser as shell
 
     snapshot = Snapshot(facts={"env": {}})
     apply(snapshot, shell.read(text, "job.sh"), "job.sh")
@@ -337,7 +339,8 @@ def test_gd409_injection_and_conditional():
 
 
 def test_gd410_scopes():
-    from gpudoctor.envfiles import apply, k8s
+    from gpudoctor.readers.env import apply
+    from gpudoctor.readers.k8s import env as k8s
 
     manifest = ("apiVersion: v1\nkind: Pod\nspec:\n  containers:\n  - name: a\n    image: x\n    env:\n"
                 "    - name: NCCL_DEBUG\n      value: INFO\n    - name: NCCL_DEBUG\n      value: WARN\n"
@@ -366,7 +369,9 @@ def test_gd410_scopes():
     ("pyenv", "env = dict(BASE)\nenv['NCCL_ALGO'] = 'Ring'\nenv['NCCL_ALGO'] = 'Tree'\n", True),
 ])
 def test_gd410_one_environment_per_command_and_per_function(reader, text, conflict):
-    from gpudoctor.envfiles import apply, pyenv, shell
+    from gpudoctor.readers.env import apply
+    from gpudoctor.readers.python import env as pyenv
+    from gpudoctor.readers.shell import parser as shell
 
     module = {"shell": shell, "pyenv": pyenv}[reader]
     path = "run.sh" if reader == "shell" else "launch.py"
@@ -376,7 +381,7 @@ def test_gd410_one_environment_per_command_and_per_function(reader, text, confli
 
 
 def test_env_file_overlay_conflicts_across_files(tmp_path):
-    from gpudoctor.envfiles import overlay
+    from gpudoctor.readers.env import overlay
 
     first, second = tmp_path / "a.env", tmp_path / "b.env"
     first.write_text("NCCL_DEBUG=INFO\n")

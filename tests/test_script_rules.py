@@ -10,7 +10,7 @@ import pytest
 from conftest import FIXTURES, ROOT, gpudoctor_cmd
 from gpudoctor.catalog import load_catalog
 from gpudoctor.engine import evaluate
-from gpudoctor.files import read_file
+from gpudoctor.readers.registry import read_file
 from gpudoctor.snapshot import Snapshot
 
 SCRIPTS = FIXTURES / "scripts"

@@ -1,7 +1,7 @@
 """GD3xx: DeepSpeed's op builds against the toolchain, and DeepSpeed configs against what DeepSpeed does with them.
 
 Facts: `env` (DS_* variables), `nvcc`, `torch` (with `torch.deepspeed` and `torch.ninja`), `host.libaio`, and
-`ds_config` (one object, or a list when several configs were read; see gpudoctor.analysis.ds_config).
+`ds_config` (one object, or a list when several configs were read; see gpudoctor.readers.ds_config).
 Tables: rules/deepspeed_env.toml (build variables, the CUDA minor-skew allow-list, ops per optimizer) and
 rules/deepspeed_config.toml (the keys DeepSpeed knows, generated from DeepSpeed itself).
 """

@@ -1,4 +1,4 @@
-"""GD901–GD903: what a Kubernetes GPU pod asks for, from `facts["launch"]["pods"]` (gpudoctor.launch.k8s). The
+"""GD901–GD903: what a Kubernetes GPU pod asks for, from `facts["launch"]["pods"]` (gpudoctor.readers.k8s.pods). The
 fixes show the YAML to add. Without manifests these rules pass silently."""
 
 from __future__ import annotations

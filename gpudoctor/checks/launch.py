@@ -1,5 +1,5 @@
-"""GD604–GD608: the launch model (`facts["launch"]`, filled by gpudoctor.launch from job files) against what the
-training script does (`facts["scripts"][*]["launch"]`, gpudoctor.analysis.distributed). Without job files or
+"""GD604–GD608: the launch model (`facts["launch"]`, from the job files, gpudoctor.readers.launch) against what the
+training script does (`facts["scripts"][*]["launch"]`, gpudoctor.readers.python.distributed). Without job files or
 scripts these rules pass silently: there is nothing to compare."""
 
 from __future__ import annotations

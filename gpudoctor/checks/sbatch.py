@@ -1,5 +1,5 @@
 """GD615: `#SBATCH` directives sbatch never reads — after the first command of the batch script, or misspelt
-(`facts["launch"]["jobs"][*]["ignored_directives"]`, gpudoctor.launch.slurm)."""
+(`facts["launch"]["jobs"][*]["ignored_directives"]`, gpudoctor.readers.shell.slurm)."""
 
 from __future__ import annotations
 

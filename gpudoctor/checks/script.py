@@ -1,5 +1,5 @@
-"""GD6xx: training-script mistakes found statically (`facts["scripts"]`, filled by gpudoctor.analysis). Without a
-script these rules pass silently."""
+"""GD6xx: training-script mistakes found statically (`facts["scripts"]`, filled by gpudoctor.readers.python).
+Without a script these rules pass silently."""
 
 from __future__ import annotations
 

@@ -267,7 +267,7 @@ def fix_command(report: Report) -> str:
     the same snapshot or pasted reports, and the job files the fixes point into as --env-file."""
     from pathlib import Path
 
-    from gpudoctor.envfiles import is_dotenv
+    from gpudoctor.readers.env import is_dotenv
 
     safe = [f for f in report.findings if f.fix and f.fix.env and f.fix.applicability == Applicability.SAFE]
     env_files: List[str] = []

@@ -12,7 +12,7 @@ from __future__ import annotations
 import codecs
 import re
 
-from gpudoctor.envfiles import Assignment, ReadResult
+from gpudoctor.readers.env import Assignment, ReadResult
 
 _WS_MULTI = re.compile(r"\s*")
 _EXPORT = re.compile(r"(?:export[^\S\r\n]+)?")

@@ -20,7 +20,7 @@ from json.decoder import scanstring
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from gpudoctor.files import FileReader, register
+from gpudoctor.readers.registry import FileReader, register
 from gpudoctor.redact import redact_data
 
 MAX_DEPTH = 64  # DeepSpeed configs nest 4-5 levels; deeper input is refused before any recursive code sees it

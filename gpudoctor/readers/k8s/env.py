@@ -15,7 +15,7 @@ from typing import List, Optional
 
 import yaml
 
-from gpudoctor.envfiles import Assignment, ReadResult, is_env_name
+from gpudoctor.readers.env import Assignment, ReadResult, is_env_name
 
 STR_TAG = "tag:yaml.org,2002:str"
 NULL_TAG = "tag:yaml.org,2002:null"
@@ -166,7 +166,7 @@ class ManifestReader:
         return DEPENDENT.sub(replace, value), reason
 
     def command(self, node, scope: str, context: str) -> None:
-        from gpudoctor.envfiles import shell
+        from gpudoctor.readers.shell import parser as shell
         from gpudoctor.knowledge import table
 
         items = [child for child in node.value if isinstance(child, yaml.ScalarNode)]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 from typing import Any, Dict, List, Optional, Set
 
-from gpudoctor.analysis.names import NO_VALUE, canonical, dotted, imports_of, literal, qualified_name, segment
+from gpudoctor.readers.python.names import NO_VALUE, canonical, dotted, imports_of, literal, qualified_name, segment
 
 DTYPE_KEYWORDS = {"torch_dtype", "dtype", "compute_dtype", "bnb_4bit_compute_dtype", "param_dtype", "reduce_dtype",
                   "autocast_dtype", "params_dtype", "pipeline_dtype", "mixed_precision_dtype", "amp_dtype"}

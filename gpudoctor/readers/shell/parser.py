@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-from gpudoctor.envfiles import Assignment, ReadResult, is_env_name
+from gpudoctor.readers.env import Assignment, ReadResult, is_env_name
 
 OPERATORS = sorted([";;&", ";;", ";&", "&&", "||", "|&", "<<<", "<<-", "<<", ">>", "&>>", "&>", "<&", ">&", ">|",
                     "<>", ";", "&", "|", "(", ")", "<", ">"], key=len, reverse=True)

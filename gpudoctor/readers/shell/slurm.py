@@ -18,7 +18,7 @@ Value = Tuple[str, int, bool]  # (text, line, known)
 
 def directives(text: str) -> Dict[str, Value]:
     """`#SBATCH` options of the leading comment block (sbatch stops reading them at the first command)."""
-    from gpudoctor.envfiles.shell import Tokenizer
+    from gpudoctor.readers.shell.parser import Tokenizer
 
     found: Dict[str, Value] = {}
     for number, raw in enumerate(text.lstrip("\ufeff").splitlines(), start=1):

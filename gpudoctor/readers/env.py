@@ -76,7 +76,7 @@ def _record(item: Assignment) -> dict:
 
 def apply(snapshot, result: ReadResult, path: str, scope_override: Optional[str] = None) -> None:
     """Merge one file's assignments, errors and tensor-parallel evidence into the snapshot's facts."""
-    from gpudoctor.files import add_input_error
+    from gpudoctor.readers.inputs import add_input_error
 
     facts = snapshot.facts
     env = facts.setdefault("env", {})
@@ -207,7 +207,11 @@ def is_python(path: Path, text: str = "") -> bool:
 
 def read_env_text(path: Path, text: str, fmt: Optional[str] = None) -> ReadResult:
     """Read the assignments of one file; `fmt` forces a format (dotenv, shell, yaml, dockerfile, python, ncclconf)."""
-    from gpudoctor.envfiles import dockerfile, dotenv, k8s, pyenv, shell
+    from gpudoctor.readers import dotenv
+    from gpudoctor.readers.dockerfile import env as dockerfile
+    from gpudoctor.readers.k8s import env as k8s
+    from gpudoctor.readers.python import env as pyenv
+    from gpudoctor.readers.shell import parser as shell
 
     fmt = fmt or detect(path, text)
     shown = str(path)
@@ -247,10 +251,10 @@ def detect(path: Path, text: str) -> Optional[str]:
 
 
 def _register() -> None:
-    from gpudoctor.files import FileReader, register
+    from gpudoctor.readers.registry import FileReader, register
 
     def read(path: Path, text: str, snapshot) -> None:
-        from gpudoctor.files import add_input_error
+        from gpudoctor.readers.inputs import add_input_error
 
         fmt = detect(path, text)
         result = read_env_text(path, text, fmt)

@@ -7,8 +7,8 @@ from __future__ import annotations
 import ast
 from typing import List
 
-from gpudoctor.analysis.names import imports_of, literal, qualified_name, segment
-from gpudoctor.launch import finish_job
+from gpudoctor.readers.python.names import imports_of, literal, qualified_name, segment
+from gpudoctor.readers.launch import finish_job
 
 GPU_KEYWORDS = ("gpus_per_node", "num_gpus")
 

@@ -5,7 +5,7 @@ a snapshot for `gpudoctor lint train.py` and `gpudoctor check --script train.py`
 
 - `facts["scripts"]`: one entry per script (process starts with their call path and `__main__` guard,
   CUDA_VISIBLE_DEVICES set after CUDA initialisation, nemo_run runs without `direct=True`, inline suppressions,
-  and how it expects to be launched: `launch`, see gpudoctor.analysis.distributed);
+  and how it expects to be launched: `launch`, see gpudoctor.readers.python.distributed);
 - `facts["requests"]`: precision (`bf16`, `fp16`, `fp8`), `tensor_parallel` and DataLoader `workers` requests;
 - `facts["inputs"]`: files that could not be parsed (GD003), with line and column.
 """
@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from gpudoctor.analysis.source import Problem, decode, parse
-from gpudoctor.files import FileReader, add_input_error, register
+from gpudoctor.readers.python.source import Problem, decode, parse
+from gpudoctor.readers.inputs import add_input_error
+from gpudoctor.readers.registry import FileReader, register
 
 REQUEST_KINDS = ("bf16", "fp16", "fp8", "tensor_parallel", "workers")
 # Which rule consumes which request, so that `# gpudoctor: ignore[GD201]` on the line drops the request.
@@ -49,11 +50,11 @@ def analyse(path: str, raw: bytes) -> Analysis:
 
 
 def _analyse_tree(path: str, tree, lines: List[str], text: str, problems: List[Problem]) -> Analysis:
-    from gpudoctor.analysis.distributed import distributed_features
-    from gpudoctor.analysis.names import is_main_guard
-    from gpudoctor.analysis.requests import find_requests
+    from gpudoctor.readers.python.distributed import distributed_features
+    from gpudoctor.readers.python.names import is_main_guard
+    from gpudoctor.readers.python.requests import find_requests
     from gpudoctor.suppress import find_suppressions
-    from gpudoctor.analysis.walker import Walker
+    from gpudoctor.readers.python.walker import Walker
 
     walker = Walker(tree, lines)
     events = walker.run()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Dict, List, Optional, Tuple
 
-from gpudoctor.envfiles import Assignment, ReadResult, is_env_name
+from gpudoctor.readers.env import Assignment, ReadResult, is_env_name
 
 VAR = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)(?::([-+])([^}]*))?\}|([A-Za-z_][A-Za-z0-9_]*))")
 

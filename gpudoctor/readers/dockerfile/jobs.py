@@ -7,8 +7,9 @@ import json
 import re
 from typing import List, Optional, Tuple
 
-from gpudoctor.envfiles.dockerfile import _instructions
-from gpudoctor.launch import commands, finish_job
+from gpudoctor.readers.dockerfile.env import _instructions
+from gpudoctor.readers import commands
+from gpudoctor.readers.launch import finish_job
 
 
 def _form(body: str) -> Tuple[Optional[List[str]], bool]:

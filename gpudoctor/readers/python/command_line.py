@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 from typing import Callable, List, Optional
 
-from gpudoctor.analysis.names import literal, segment
+from gpudoctor.readers.python.names import literal, segment
 
 DEEPSPEED_OPTIONS = ["--deepspeed", "--deepspeed_config", "--deepscale", "--deepscale_config"]
 GROUPS = ("add_argument_group", "add_mutually_exclusive_group")

@@ -52,7 +52,7 @@ def finish_job(job: dict) -> dict:
 
 def attach_script(job: dict, job_path: str, snapshot) -> None:
     """Resolve the job's script relative to the job file and analyse it when it is there (read, never run)."""
-    from gpudoctor.analysis import add_to_snapshot, analyse
+    from gpudoctor.readers.python.script import add_to_snapshot, analyse
 
     script = job.get("script") or {}
     written = script.get("path")
@@ -99,8 +99,11 @@ def add_to_snapshot(snapshot, jobs: List[dict], pods: List[dict], path: str) -> 
 
 def read_launch(path: Path, text: str) -> tuple:
     """(jobs, pods) of one file (empty for files that start nothing)."""
-    from gpudoctor.envfiles import detect
-    from gpudoctor.launch import dockerfile, k8s, nemo, shell
+    from gpudoctor.readers.env import detect
+    from gpudoctor.readers.dockerfile import jobs as dockerfile
+    from gpudoctor.readers.k8s import pods as k8s
+    from gpudoctor.readers.python import nemo
+    from gpudoctor.readers.shell import jobs as shell
 
     fmt = detect(path, text)
     if fmt == "shell":
@@ -125,8 +128,8 @@ def overlay(paths, snapshot) -> None:
 
 
 def _register() -> None:
-    from gpudoctor.envfiles import detect
-    from gpudoctor.files import FileReader, register
+    from gpudoctor.readers.env import detect
+    from gpudoctor.readers.registry import FileReader, register
 
     def accepts(path: Path, text: str) -> bool:
         return detect(path, text) in ("shell", "yaml", "dockerfile", "python")

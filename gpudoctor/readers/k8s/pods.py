@@ -17,7 +17,8 @@ from typing import List, Optional
 
 import yaml
 
-from gpudoctor.launch import commands, finish_job
+from gpudoctor.readers import commands
+from gpudoctor.readers.launch import finish_job
 
 GPU = "nvidia.com/gpu"
 EFA = "vpc.amazonaws.com/efa"
@@ -177,7 +178,7 @@ class Manifest:
         return found
 
     def command_jobs(self, fields: dict, context: str, pod: dict, extra: dict) -> None:
-        from gpudoctor.launch import shell
+        from gpudoctor.readers.shell import jobs as shell
 
         items = []
         for key in ("command", "args"):

@@ -16,7 +16,7 @@ from __future__ import annotations
 import ast
 from typing import Optional
 
-from gpudoctor.envfiles import Assignment, ReadResult, is_env_name
+from gpudoctor.readers.env import Assignment, ReadResult, is_env_name
 
 ENV_KEYWORDS = {"env", "env_vars", "envs", "environment", "extra_env", "env_variables", "environment_variables",
                 "extra_env_vars", "envvars"}
@@ -213,7 +213,7 @@ class Finder(ast.NodeVisitor):
 
 def read(text: str, path: str, report_syntax: Optional[bool] = None) -> ReadResult:
     """Env assignments of a Python file. A file Python cannot parse (syntax error, null bytes, nesting too deep) is
-    reported unless the script analyser (gpudoctor.analysis), which reads the same file, is there to report it
+    reported unless the script analyser (gpudoctor.readers.python), which reads the same file, is there to report it
     (`report_syntax=None`): one cause, one finding."""
     result = ReadResult()
     try:
@@ -222,7 +222,7 @@ def read(text: str, path: str, report_syntax: Optional[bool] = None) -> ReadResu
         if report_syntax is None:
             import importlib.util
 
-            report_syntax = importlib.util.find_spec("gpudoctor.analysis") is None
+            report_syntax = importlib.util.find_spec("gpudoctor.readers.python.script") is None
         if report_syntax and isinstance(exc, SyntaxError):
             result.error(f"Python syntax error: {exc.msg}", exc.lineno, exc.offset)
         elif report_syntax:

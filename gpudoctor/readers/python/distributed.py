@@ -19,7 +19,7 @@
   anywhere) or a `@hydra.main` function, which takes only
   `key=value` overrides — when it takes no local-rank option and handles no `--local…` argument itself;
 - `command_line`: the options the script's own argparse parser takes and requires, where the script shows all of
-  them (gpudoctor.analysis.command_line).
+  them (gpudoctor.readers.python.command_line).
 Every entry carries its line.
 """
 
@@ -28,8 +28,8 @@ from __future__ import annotations
 import ast
 from typing import Any, Dict, List, Optional
 
-from gpudoctor.analysis.command_line import command_line
-from gpudoctor.analysis.names import dotted, imports_of, literal, qualified_name, segment
+from gpudoctor.readers.python.command_line import command_line
+from gpudoctor.readers.python.names import dotted, imports_of, literal, qualified_name, segment
 
 INIT = {
     "torch.distributed.init_process_group": "init_process_group",

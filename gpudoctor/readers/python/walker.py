@@ -19,7 +19,7 @@ import ast
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
-from gpudoctor.analysis.names import (NO_VALUE, attribute_path, canonical, dotted, has_value, imports_of,
+from gpudoctor.readers.python.names import (NO_VALUE, attribute_path, canonical, dotted, has_value, imports_of,
                                       is_main_guard, iter_child_nodes_postorder, literal, segment)
 
 MAX_SUMMARY_EVENTS = 400

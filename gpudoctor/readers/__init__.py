@@ -1,0 +1,1 @@
+"""Job files read into facts, one module (or small package) per format; never executed. `registry` lists them."""

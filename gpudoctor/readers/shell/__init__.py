@@ -1,0 +1,1 @@
+"""Shell and sbatch scripts: the parser (tokens, variables), the jobs they start, `#SBATCH` directives."""
