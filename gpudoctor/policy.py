@@ -27,6 +27,7 @@ from gpudoctor.data import TOMLDecodeError, loads_toml
 from gpudoctor.errors import InputError
 from gpudoctor.facts import MissingFact
 from gpudoctor.model import Applicability, EnvChange, Severity
+from gpudoctor.redact import REDACTED, is_secret_name
 
 SCHEMA = "gpudoctor.policy/1"
 POLICY_ID = re.compile(r"^[A-Z]+[0-9]+$")
@@ -323,8 +324,8 @@ class Condition:
         """The condition in one line, e.g. `nvml.driver_version version_ge "550"`."""
         if self.kind == "leaf":
             text = f"{self.fact.text} {self.op}"
-            if self.op not in ("exists", "missing"):
-                text += " " + json.dumps(self.literal)
+            if self.op not in ("exists", "missing"):  # what a secret is compared with is never shown
+                text += " " + (REDACTED if is_secret_name(self.fact.path) else json.dumps(self.literal))
             return f"{self.quantifier} of {text}" if self.quantifier else text
         if self.kind == "not":
             return f"not ({self.parts[0].describe()})"

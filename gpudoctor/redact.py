@@ -38,6 +38,7 @@ BARE_CREDENTIALS = re.compile(r"(?<![\w/.:@%+-])(?P<cred>[A-Za-z0-9._%+-]{1,256}
 # or to the end of the line. `name: value` only for a quoted name, a NAME in upper case, one holding '_' or '-', or
 # a header that is nothing else ("unknown key: offload", "KeyError: 'x'" are prose, not secrets). An HTTP
 # authentication scheme before the value (`Authorization: Bearer …`, `token …`, `Basic …`) stays readable.
+_VALUE = (r"(?P<value>\\?(?P<q>[\"'])(?:.*?(?<!\\)(?P=q)(?=[\s,;)\]}]|$)|.*)|[^\s'\",;}]++)")
 NAMED_VALUE = re.compile(
     r"(?P<name>\b[A-Za-z_][A-Za-z0-9_]*+(?=\s*=)"
     r"|(?<=[\"'])[A-Za-z_][\w.-]*+(?=[\"']\s*:)"
@@ -45,9 +46,11 @@ NAMED_VALUE = re.compile(
     r"|(?<![\w-])[A-Za-z][A-Za-z0-9]*+(?:[_-][A-Za-z0-9]++)++(?=\s*:)"
     r"|\b(?i:authorization|password|passwd|token|secret|cookie|apikey)(?=\s*:))"
     r"(?P<sep>[\"']?\s*[=:]\s*)"
-    r"(?P<scheme>(?i:bearer|basic|token|digest|negotiate|ntlm|bot)\s++(?=[^\s'\"]))?"
-    r"(?P<value>\\?(?P<q>[\"'])(?:.*?(?<!\\)(?P=q)(?=[\s,;)\]}]|$)|.*)|[^\s'\",;}]++)",
+    r"(?P<scheme>(?i:bearer|basic|token|digest|negotiate|ntlm|bot)\s++(?=[^\s'\"]))?" + _VALUE,
     re.MULTILINE)
+# `export NAME value`, `setenv NAME value` (csh), `ENV NAME value` (a Dockerfile's legacy form): the value after a space
+SPACED_VALUE = re.compile(r"\b(?:export|setenv|ENV|env)[^\S\n]++(?P<name>[A-Za-z_][A-Za-z0-9_]*+)(?P<sep>[^\S\n]++)"
+                          r"(?!=)" + _VALUE, re.MULTILINE)
 # Token formats that are secrets whatever their name: Hugging Face user access tokens (hf_…, huggingface.co/docs/hub/
 # security-tokens), GitHub tokens (ghp_, gho_, ghu_, ghs_, ghr_, github_pat_: github.blog "Behind GitHub's new
 # authentication token formats"), GitLab personal access tokens (glpat-), Slack tokens (xoxb-, xoxp-, …), AWS access
@@ -82,6 +85,8 @@ def remember(value: Any) -> None:
     if isinstance(value, str) and len(value.strip()) >= MIN_REMEMBERED and value != REDACTED:
         _known.add(value)
         _known.add(base64.b64encode(value.encode("utf-8", "surrogatepass")).decode("ascii"))
+        for line in value.splitlines() if "\n" in value or "\r" in value else ():
+            remember(line)  # output is redacted line by line: each line of a multi-line secret on its own
 
 
 def remember_env(environ: Mapping[str, str]) -> None:
@@ -99,11 +104,24 @@ def _secret_slot(key: Any, record_of_secret: bool) -> bool:
     return isinstance(key, str) and (is_secret_name(key) or (record_of_secret and key == "value"))
 
 
+def _remember_moved(node: Any) -> None:
+    """A fix's env change that moves a secret's value under another name (`set: {NCCL_IB_PKEY: …}`, `unset:
+    [NCCL_IB_TOKEN]`): the value stays a secret under its new name."""
+    get = node.get if isinstance(node, Mapping) else lambda key: getattr(node, key, None)
+    unset, values = get("unset"), get("set")
+    if (isinstance(unset, (list, tuple)) and isinstance(values, Mapping)
+            and any(isinstance(name, str) and is_secret_name(name) for name in unset)):
+        for value in values.values():
+            remember(value)
+
+
 def remember_facts(node: Any, record_of_secret: bool = False) -> None:
     """Remember every string under a secret-looking key, and the `value` of a record about a secret variable
-    (`env_sources["HF_TOKEN"]`, `{"name": "HF_TOKEN", "value": …}`) — not its path or context. Dataclasses (a
+    (`env_sources["HF_TOKEN"]`, `{"name": "HF_TOKEN", "value": …}`) — not its path or context — and a secret a
+    fix renames. Dataclasses (a
     Report, a fleet report) are walked field by field."""
     if isinstance(node, Mapping):
+        _remember_moved(node)
         record_of_secret = record_of_secret or _secret_record(node)
         for key, value in node.items():
             if isinstance(value, str):
@@ -115,6 +133,7 @@ def remember_facts(node: Any, record_of_secret: bool = False) -> None:
         for item in node:
             remember_facts(item, record_of_secret)
     elif dataclasses.is_dataclass(node) and not isinstance(node, type):
+        _remember_moved(node)
         for item in dataclasses.fields(node):
             remember_facts(getattr(node, item.name))
 
@@ -122,7 +141,7 @@ def remember_facts(node: Any, record_of_secret: bool = False) -> None:
 def _named(match: "re.Match") -> str:
     if not is_secret_name(match.group("name")) or match.group("value") in (REDACTED, f'"{REDACTED}"'):
         return match.group(0)
-    return f"{match.group('name')}{match.group('sep')}{match.group('scheme') or ''}{REDACTED}"
+    return f"{match.group('name')}{match.group('sep')}{match.groupdict().get('scheme') or ''}{REDACTED}"
 
 
 # Lines holding none of these (ASCII, lower case) hold no secret the patterns find: only the others are searched,
@@ -138,7 +157,9 @@ def _redact_line(text: str) -> str:
             text = URL_CREDENTIALS.sub(lambda m: m.group("scheme") + REDACTED + "@", text)
         text = BARE_CREDENTIALS.sub(REDACTED + "@", text)
     text = TOKEN_SHAPES.sub(REDACTED, text)
-    return NAMED_VALUE.sub(_named, text) if SECRET_NAME.search(text) else text
+    if not SECRET_NAME.search(text):
+        return text
+    return SPACED_VALUE.sub(_named, NAMED_VALUE.sub(_named, text))
 
 
 def _by_line(text, folded: bytes, newline, redact_line):

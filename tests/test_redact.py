@@ -176,3 +176,46 @@ def test_redaction_is_linear(unit):
     """Four times the text takes about four times as long, never sixteen (a 15 MB token once took minutes)."""
     small = unit * (20000 // len(unit))
     assert _seconds(small * 4) < 8 * _seconds(small) + 0.01
+
+
+def _env_with_secrets(tmp_path):
+    env = tmp_path / "job.env"
+    env.write_text('NCCL_IB_TOKEN=tokval12345\nexport NCCL_AUTH_TOKEN ncclTok_abcdef123\n'
+                   'NCCL_SESSION="line1secret\nline2secret"\n')
+    return env
+
+
+SECRET_PARTS = ("tokval12345", "ncclTok_abcdef123", "line1secret", "line2secret")
+
+
+@pytest.mark.parametrize("fmt", ["dotenv", "shell", "slurm", "k8s"])
+def test_fix_never_prints_a_secret_under_its_new_name(tmp_path, fmt):
+    """GD401 renames NCCL_IB_TOKEN to NCCL_IB_PKEY and NCCL_SESSION (multi-line) to NCCL_VERSION: the value is a
+    secret whatever it is called now."""
+    out = _run("fix", "--unsafe", "--snapshot", MACHINE, "--env-file", _env_with_secrets(tmp_path), "--format", fmt)
+    assert "NCCL_IB_PKEY" in out or fmt == "slurm"
+    assert not [part for part in SECRET_PARTS if part in out]
+
+
+def test_fix_dry_run_diff_and_parse_errors_hide_secrets_but_the_file_keeps_them(tmp_path):
+    env = _env_with_secrets(tmp_path)
+    report = tmp_path / "report.json"
+    out = _run("fix", "--unsafe", "--snapshot", MACHINE, "--write-env", env, "--dry-run")
+    out += _run("check", "--snapshot", MACHINE, "--env-file", env, "--format", "json", "--output", report)
+    out += report.read_text() + _run("lint", env, "--format", "plain")
+    assert "NCCL_AUTH_TOKEN <redacted>'" in out
+    assert not [part for part in SECRET_PARTS if part in out]
+    _run("fix", "--unsafe", "--snapshot", MACHINE, "--write-env", env)
+    assert "NCCL_IB_PKEY=tokval12345" in env.read_text()  # the user's own file keeps the real value
+
+
+def test_a_policy_never_shows_the_secret_it_compares(tmp_path):
+    policy = tmp_path / "site.toml"
+    policy.write_text('schema = "gpudoctor.policy/1"\n[[rule]]\nid = "SITE001"\nname = "site-auth"\n'
+                      'severity = "error"\nmessage = "not the site token"\n'
+                      'require = { fact = "env.NCCL_AUTH_TOKEN", op = "eq", value = "sitePolTok_98765" }\n'
+                      '[rule.fix]\nsummary = "Set the site token."\napplicability = "safe"\n'
+                      'env = { set = { NCCL_AUTH_TOKEN = "sitePolTok_98765" } }\n')
+    out = (_run("explain", "SITE001", "--policy", policy) + _run("rules", "--policy", policy)
+           + _run("fix", "--snapshot", MACHINE, "--policy", policy, "--format", "k8s"))
+    assert "env.NCCL_AUTH_TOKEN eq <redacted>" in out and "sitePolTok" not in out

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from gpudoctor.model import Applicability, Location, Report
+from gpudoctor.redact import REDACTED, is_secret_name, remember
 
 FORMATS = ("dotenv", "shell", "slurm", "k8s")
 # slurmstepd reads TaskProlog output with fgets() into a 4096-byte buffer, one line per command (task.c).
@@ -30,10 +31,16 @@ class Change:
     notes: List[str] = field(default_factory=list)
     locations: List[Location] = field(default_factory=list)  # where the findings point
     set_at: List[Location] = field(default_factory=list)  # those of them that are an assignment of this name
+    secret: bool = False  # its name, or the name its value is moved from, looks secret: the value is never printed
 
     @property
     def unset(self) -> bool:
         return self.value is None
+
+    @property
+    def shown(self) -> Optional[str]:
+        """The value as printed (never into the user's own .env file): a secret's is `<redacted>`."""
+        return REDACTED if self.secret and self.value is not None else self.value
 
     @property
     def note(self) -> str:
@@ -41,7 +48,7 @@ class Change:
         return "; ".join(f"{rule}: {note}" if note else rule for rule, note in zip(self.rules, self.notes))
 
     def describe(self) -> str:
-        return f"unset {self.name}" if self.unset else f"{self.name}={self.value}"
+        return f"unset {self.name}" if self.unset else f"{self.name}={self.shown}"
 
 
 @dataclass
@@ -103,10 +110,14 @@ def plan_fixes(report: Report, unsafe: bool = False) -> Plan:
             plan.left.append(Left(finding.rule, "by hand", "run", finding.location, tuple(fix.commands)))
         wanted = [(name, None) for name in env.unset if name not in env.set]
         wanted += [(name, str(value)) for name, value in env.set.items()]
+        moved_secret = any(is_secret_name(name) for name in env.unset)  # a rename carries a secret's value
         for name, value in wanted:
             change = by_name.get(name)
             if change is None:
                 change = by_name[name] = Change(name, value)
+            if value is not None and (moved_secret or is_secret_name(name)):
+                change.secret = True
+                remember(value)
             elif change.value != value:
                 disputed.setdefault(name, [f"{rule} wants {change.describe()}" for rule in change.rules])
                 disputed[name].append(f"{finding.rule} wants {Change(name, value).describe()}")
@@ -202,10 +213,10 @@ def render_dotenv(changes: List[Change]) -> str:
     for change in changes:
         lines.append(_comment(change))
         if change.unset:
-            lines.append(f"# unset {change.name}: a .env file cannot unset a variable; remove its line where it is "
+            lines.append(f"# unset {change.name} (a .env file cannot unset a variable): remove its line where it is "
                          "set (gpudoctor fix --write-env comments it out)")
         else:
-            lines.append(f"{change.name}={dotenv_value(change.value)}")
+            lines.append(f"{change.name}={dotenv_value(change.shown)}")
     return "".join(line + "\n" for line in lines)
 
 
@@ -213,7 +224,7 @@ def render_shell(changes: List[Change]) -> str:
     lines = []
     for change in changes:
         lines.append(_comment(change))
-        lines.append(f"unset {change.name}" if change.unset else f"export {change.name}={shell_value(change.value)}")
+        lines.append(f"unset {change.name}" if change.unset else f"export {change.name}={shell_value(change.shown)}")
     return "".join(line + "\n" for line in lines)
 
 
@@ -228,7 +239,7 @@ def render_slurm(changes: List[Change], left: Optional[List[Left]] = None) -> st
                 left.append(Left(change.rules[0], "not expressible in a TaskProlog line", change.describe()))
             continue
         lines.append(_comment(change))
-        lines.append(f"unset {change.name}" if change.unset else f"export {change.name}={change.value}")
+        lines.append(f"unset {change.name}" if change.unset else f"export {change.name}={change.shown}")
     return "".join(line + "\n" for line in lines)
 
 
@@ -243,7 +254,7 @@ def render_k8s(changes: List[Change]) -> str:
             lines.append(f"  # remove the entry `- name: {change.name}` (a pod's env cannot unset a variable)")
         else:
             lines.append(f"  - name: {change.name}")
-            lines.append(f"    value: {json.dumps(change.value, ensure_ascii=True)}")
+            lines.append(f"    value: {json.dumps(change.shown, ensure_ascii=True)}")
             entries += 1
     if not entries:
         lines[0] = "env: []"
