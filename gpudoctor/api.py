@@ -9,19 +9,32 @@
 from __future__ import annotations
 
 import io
-from typing import Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 from gpudoctor.gather import Request, gather
 from gpudoctor.model import Report
 from gpudoctor.snapshot import Snapshot
 
-__all__ = ["Request", "collect", "evaluate", "format_report"]
+__all__ = ["Request", "collect", "collect_pasted", "describe_rule", "estimate", "evaluate", "format_report",
+           "preview_fix", "rule_catalog"]
 
 
 def collect(request: Request) -> Snapshot:
     """The facts the request describes (this machine, a recorded snapshot, pasted reports, job files …);
     raises gpudoctor.errors.InputError for input it cannot use."""
     return gather(request)
+
+
+def collect_pasted(text: str, paths: Sequence[str] = ()) -> Snapshot:
+    """The facts of pasted report or log text (and of report or log files), read as `check --from FILE... -` reads
+    them: the text is the `<stdin>` part (none: the files alone); raises gpudoctor.errors.InputError when nothing in them is recognised."""
+    from gpudoctor.errors import InputError
+    from gpudoctor.ingest.source import snapshot_from_reports
+
+    if not text and not paths:
+        raise InputError("nothing to read: give the pasted text or report files")
+    return snapshot_from_reports([*paths, "-"] if text else list(paths),
+                                 io.BytesIO(text.encode("utf-8", errors="replace")))
 
 
 def evaluate(snapshot: Snapshot, rules: Optional[Sequence] = None, select: Sequence[str] = (),
@@ -43,3 +56,47 @@ def format_report(report: Report, fmt: str = "plain", quiet: bool = False) -> st
     stream = io.StringIO()
     render_report(report, "plain" if fmt == "rich" else fmt, stream, quiet=quiet)
     return stream.getvalue()
+
+
+def estimate(model: str, training: Optional[Mapping[str, Any]] = None, ds_config: Optional[str] = None,
+             gpu: Optional[str] = None) -> dict:
+    """The `gpudoctor estimate --format json` document (`gpudoctor.estimate/1`): training memory per GPU for `model`
+    (a size such as 7B or a config.json) with the training settings (gpudoctor.estimate's names: micro_batch,
+    seq_len, precision, zero_stage, world_size …; None or absent: the DeepSpeed config's, else the defaults),
+    compared with `gpu` (default: this machine's GPUs)."""
+    from gpudoctor.fit import fit
+
+    est, gpus = fit(model, dict(training or {}), ds_config, gpu)
+    return est.to_json(gpus)
+
+
+def rule_catalog() -> dict:
+    """The `gpudoctor rules --format json` document (`gpudoctor.rules/1`): every rule's ID, name, severity, summary."""
+    from gpudoctor.catalog import catalog_json, load_catalog
+
+    return catalog_json(load_catalog())
+
+
+def describe_rule(rule_id: str) -> dict:
+    """The `gpudoctor explain ID --format json` document: one rule's documentation, fix cases and examples."""
+    from gpudoctor.catalog import find_rule, rule_json
+    from gpudoctor.errors import InputError
+
+    rule = find_rule(rule_id)
+    if rule is None:
+        raise InputError(f"no rule {rule_id!r} (see `gpudoctor rules`)")
+    return rule_json(rule, full=True)
+
+
+def preview_fix(report: Report, env_file: str, unsafe: bool = False) -> dict:
+    """What `gpudoctor fix --write-env ENV_FILE --dry-run` would change in the file, written nowhere
+    (`gpudoctor.fix.preview/1`): the diff, the conflicts left as they are, what is left by hand. Gather the report
+    with the file among `Request.env_files`, so its own lines are judged."""
+    from gpudoctor.fix import plan_fixes
+    from gpudoctor.fix.envfile import write_env
+
+    plan = plan_fixes(report, unsafe=unsafe)
+    result = write_env(env_file, plan, report, dry_run=True)
+    return {"schema": "gpudoctor.fix.preview/1", "path": env_file, "diff": result.out,
+            "conflicts": list(plan.clashes) + list(result.conflicts), "by_hand": list(result.by_hand),
+            "left": [item.head() for item in plan.left]}

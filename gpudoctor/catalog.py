@@ -198,6 +198,23 @@ def find_rule(rule_id: str) -> Optional[Rule]:
     return next((rule for rule in load_catalog() if rule.id == wanted), None)
 
 
+def rule_json(rule: Rule, full: bool = False) -> dict:
+    """One rule as `gpudoctor rules --format json` lists it; `full`: as `explain --format json` shows it, with its
+    documentation (fix cases included) and its firing and passing examples."""
+    data = {"id": rule.id, "name": rule.name, "severity": str(rule.severity), "family": rule.family,
+            "summary": rule.summary, "fix_applicability": rule.fix_applicability}
+    if full:
+        data.update(needs=list(rule.needs), optional=list(rule.optional), host=rule.host, docs=dict(rule.docs),
+                    examples=[{"name": example.name, "fires": example.fires, "severity": example.severity,
+                               "facts": dict(example.facts)} for example in rule.examples])
+    return data
+
+
+def catalog_json(rules: Iterable[Rule]) -> dict:
+    """The `gpudoctor rules --format json` document."""
+    return {"schema": "gpudoctor.rules/1", "rules": [rule_json(rule) for rule in rules]}
+
+
 def unmatched_code(codes: Iterable[str], rule_ids: Iterable[str]) -> Optional[str]:
     """Why the first of `codes` (rule IDs or prefixes, as --select/--ignore take them) that matches no rule is
     wrong, naming the closest real IDs; None when every code matches a rule."""

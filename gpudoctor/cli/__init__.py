@@ -15,6 +15,7 @@ from gpudoctor.cli import fix as fix_cmd
 from gpudoctor.cli import fleet as fleet_cmd
 from gpudoctor.cli import helptext
 from gpudoctor.cli import lint as lint_cmd
+from gpudoctor.cli import mcp as mcp_cmd
 from gpudoctor.cli import rules as rules_cmd
 from gpudoctor.cli import snapshot as snapshot_cmd
 from gpudoctor.cli.guard import EXIT_SIGINT, EXIT_SIGTERM, Terminated, guarded
@@ -23,6 +24,7 @@ from gpudoctor.errors import InputError
 COMMANDS = [check_cmd, lint_cmd, fix_cmd, snapshot_cmd, rules_cmd, bench_cmd]
 COMMANDS.append(estimate_cmd)  # gpudoctor estimate --model …
 COMMANDS.append(fleet_cmd)  # gpudoctor fleet SNAPSHOT…
+COMMANDS.append(mcp_cmd)  # gpudoctor mcp: the tools for AI assistants
 
 
 class _Parser(argparse.ArgumentParser):

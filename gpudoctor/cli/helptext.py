@@ -59,6 +59,10 @@ EXAMPLES: Dict[str, List[Tuple[str, str]]] = {
         ("a 7B model on an 80 GB A100", 'gpudoctor estimate --model 7B --gpu "A100 80GB"'),
         ("ZeRO settings from a DeepSpeed config", "gpudoctor estimate --model 7B --ds-config ds.json --gpu 4090"),
     ],
+    "mcp": [
+        ("serve the tools on stdin/stdout (an assistant starts it)", "gpudoctor mcp"),
+        ("register it with Claude Code", "claude mcp add gpudoctor -- gpudoctor mcp"),
+    ],
     "fleet": [
         ("compare the snapshots of a job's nodes", "gpudoctor fleet node-*.json"),
         ("from inside the job instead", "srun --ntasks-per-node=1 gpudoctor check --fleet"),

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from gpudoctor.catalog import INPUTS, find_rule, load_catalog
+from gpudoctor.catalog import INPUTS, catalog_json, find_rule, load_catalog, rule_json
 from gpudoctor.cli.common import UsageError, add_policy_option, policy_rules
 from gpudoctor.render import terminal
 from gpudoctor.render.terminal import say, screen, width, wrap
@@ -24,19 +24,10 @@ def add_parser(subparsers) -> None:
     explain.set_defaults(run=run_explain)
 
 
-def rule_json(rule, full: bool = False) -> dict:
-    data = {"id": rule.id, "name": rule.name, "severity": str(rule.severity), "family": rule.family,
-            "summary": rule.summary, "fix_applicability": rule.fix_applicability}
-    if full:
-        data.update(needs=list(rule.needs), optional=list(rule.optional), host=rule.host, docs=dict(rule.docs))
-    return data
-
-
 def run_rules(args: argparse.Namespace) -> int:
     rules = load_catalog() + policy_rules(args)
     if args.format == "json":
-        json.dump({"schema": "gpudoctor.rules/1", "rules": [rule_json(r) for r in rules]}, sys.stdout, indent=2,
-                  ensure_ascii=False)
+        json.dump(catalog_json(rules), sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write("\n")
         return 0
     line_width = width(sys.stdout)

@@ -1,0 +1,99 @@
+"""The stdio MCP server (MCP Python SDK 2.x): gpudoctor.mcpserver.tools as read-only tools, the rule catalog as
+resources. Each call runs alone (gpudoctor's probes and redaction are process-wide), its result redacted like
+every other output; input gpudoctor cannot use is a tool error with gpudoctor's one line, never a traceback."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import threading
+from typing import Any, Callable, Dict
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import ValidationError
+
+from gpudoctor import __version__, api
+from gpudoctor.errors import InputError
+from gpudoctor.mcpserver.tools import TOOLS
+from gpudoctor.redact import redact_data, redact_text, remember_env, remembering
+
+INSTRUCTIONS = (
+    "gpudoctor finds what will break or slow a GPU training job: diagnose a pasted log or report (diagnose_text), "
+    "check this machine (check_machine), lint job files (lint_files), estimate training memory (estimate_memory), "
+    "explain a rule (explain_rule), preview the env fixes for a .env file (preview_fix). Every tool is read-only "
+    "and returns gpudoctor's JSON document; each finding has its evidence and fix.")
+READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+_one_at_a_time = threading.Lock()
+
+
+def _text(document: Dict[str, Any]) -> str:
+    return json.dumps(document, indent=2, ensure_ascii=False)
+
+
+def _error(message: str) -> CallToolResult:
+    return CallToolResult(content=[TextContent(text=f"gpudoctor: error: {redact_text(message)}")], is_error=True)
+
+
+def _served(tool: Callable[..., Dict[str, Any]]) -> Callable[..., CallToolResult]:
+    """The tool as the SDK calls it (same signature): one call at a time, the secrets of this process's environment
+    and of what it reads remembered for this call only, the document redacted, failures in one line."""
+
+    @functools.wraps(tool)
+    def call(**arguments: Any) -> CallToolResult:
+        with _one_at_a_time, remembering():
+            remember_env(os.environ)
+            try:
+                document = redact_data(tool(**arguments))
+            except InputError as exc:
+                return _error(str(exc))
+            except Exception as exc:  # noqa: BLE001 - a bug: said in one line, the server keeps serving
+                return _error(f"internal error: {type(exc).__name__}: {exc} (a bug)")
+            return CallToolResult(content=[TextContent(text=_text(document))], structured_content=document)
+
+    return call
+
+
+class Server(MCPServer):
+    """MCPServer whose argument errors are one line naming the parameter, like gpudoctor's usage errors."""
+
+    async def call_tool(self, name: str, arguments: Dict[str, Any], context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if not isinstance(cause, ValidationError):
+                return _error(str(exc))
+            problems = "; ".join(f"{'.'.join(str(part) for part in item['loc'])}: {item['msg']}"
+                                 for item in cause.errors())
+            return _error(f"{name}: {problems}")
+
+
+def build() -> Server:
+    server = Server("gpudoctor", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
+    for tool in TOOLS:
+        server.add_tool(_served(tool), annotations=READ_ONLY, structured_output=False)
+
+    @server.resource("gpudoctor://rules", name="rule-catalog", mime_type="application/json",
+                     description="Every rule: ID, name, severity, family, summary (gpudoctor.rules/1).")
+    def catalog() -> str:
+        return _text(api.rule_catalog())
+
+    @server.resource("gpudoctor://rules/{rule_id}", name="rule", mime_type="application/json",
+                     description="One rule's documentation, fix cases and examples (as explain_rule).")
+    def rule(rule_id: str) -> str:
+        from mcp.server.mcpserver.exceptions import ResourceNotFoundError
+
+        try:
+            return _text(api.describe_rule(rule_id))
+        except InputError as exc:
+            raise ResourceNotFoundError(str(exc)) from None
+
+    return server
+
+
+def serve() -> None:
+    """Serve on stdin/stdout until the client closes them."""
+    build().run("stdio")

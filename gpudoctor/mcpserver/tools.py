@@ -1,0 +1,140 @@
+"""The MCP tools: plain functions over gpudoctor.api, each returning one of gpudoctor's JSON documents (the same as
+the command named in its description prints with `--format json`) and raising gpudoctor.errors.InputError, in one
+line, for input it cannot use. Their docstrings are the descriptions an assistant reads; the parameters' schemas
+come from the annotations (pydantic), bounds included."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Annotated, Any, Dict, List, Literal, Optional
+
+from pydantic import Field
+
+from gpudoctor import api
+from gpudoctor.errors import InputError
+from gpudoctor.estimate import PRECISIONS
+
+MAX_TEXT = 2_000_000  # characters of pasted text; a longer log is read from its file (`paths`)
+MAX_PATHS = 64  # files or folders in one call
+MAX_NAME = 4096  # characters of one path, model or GPU name (PATH_MAX)
+RELATIVE = "relative paths are read from the server's working directory"
+
+Select = Annotated[Optional[List[Annotated[str, Field(max_length=16)]]], Field(
+    None, max_length=MAX_PATHS, description="Only these rule IDs or prefixes (['GD4'], ['GD401', 'GD5']); "
+                                            "default: every rule.")]
+Quick = Annotated[bool, Field(description="Read torch's versions from its files instead of importing it "
+                                                 "in a child process (faster; whether CUDA works stays unknown).")]
+Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME)]
+
+
+def _paths(what: str) -> Any:
+    return Annotated[Optional[List[Name]], Field(max_length=MAX_PATHS,
+                                                 description=f"{what}; each must exist ({RELATIVE}).")]
+
+
+def _report(report) -> Dict[str, Any]:
+    """The `gpudoctor.report/1` document (rendered by gpudoctor, so redacted like every other output)."""
+    return json.loads(api.format_report(report, "json"))
+
+
+def _existing(paths: Optional[List[str]], what: str) -> tuple:
+    for path in paths or ():
+        if not os.path.exists(path):
+            raise InputError(f"{what} {path!r}: no such file or folder (the server runs in {os.getcwd()!r})")
+    return tuple(paths or ())
+
+
+def diagnose_text(
+    text: Annotated[str, Field(max_length=MAX_TEXT, description=(
+        "The pasted text: a failed run's log (NCCL INFO/WARN lines, tracebacks, kernel Xid lines, torchrun or SLURM "
+        f"errors) or a report (collect_env, ds_report, nvidia-smi -q, nvcc --version, pip show torch); at most "
+        f"{MAX_TEXT:,} characters: give a longer log by path."))] = "",
+    paths: _paths("Log or report files to read as well (any size, streamed)") = None,
+    select: Select = None,
+) -> Dict[str, Any]:
+    """Diagnose a pasted log or report, as `gpudoctor check --from FILE` does: the findings with their evidence
+    lines, numbers and fixes, as a gpudoctor.report/1 JSON document. Read-only: the text and files are parsed,
+    never executed; nothing is written and no benchmark runs."""
+    return _report(api.evaluate(api.collect_pasted(text, _existing(paths, "report")), select=select or ()))
+
+
+def check_machine(
+    script: _paths("Training scripts to analyse statically (parsed, never imported or run)") = None,
+    ds_config: Annotated[Optional[Name], Field(description=f"A DeepSpeed config (JSON) to check; {RELATIVE}.")]
+    = None,
+    model: Annotated[Optional[Name], Field(description=(
+        "A model size (7B, 0.5B) or a Hugging Face config.json, for the memory rules."))] = None,
+    select: Select = None,
+    quick: Quick = False,
+) -> Dict[str, Any]:
+    """Check the machine this server runs on, as `gpudoctor check` does: driver, GPUs (NVML), nvcc, the torch and
+    DeepSpeed of the interpreter running this server, the environment, /dev/shm, ulimits, network interfaces;
+    with a training script, DeepSpeed config or model if given. Returns a gpudoctor.report/1 JSON document.
+    Read-only: it probes (each probe bounded in time), writes nothing, runs no benchmark and never runs the
+    user's code; no other interpreter can be named (run `gpudoctor check --python PATH` for the job's own)."""
+    _existing([ds_config] if ds_config else [], "DeepSpeed config")
+    request = api.Request(scripts=_existing(script, "script"), ds_config=ds_config, model=model, quick=quick)
+    return _report(api.evaluate(api.collect(request), select=select or ()))
+
+
+def lint_files(
+    paths: Annotated[List[Name], Field(min_length=1, max_length=MAX_PATHS, description=(
+        "Job files (.env, sbatch/shell scripts, Kubernetes manifests, Dockerfiles, DeepSpeed configs, training "
+        f"scripts) or folders to read recursively; each must exist ({RELATIVE})."))],
+    select: Select = None,
+) -> Dict[str, Any]:
+    """Lint job files and folders, as `gpudoctor lint PATH...` does (the same size and file-count bounds): the
+    rules that judge files alone, no machine probed. Returns a gpudoctor.report/1 JSON document. Read-only: files
+    are parsed, never executed or changed."""
+    return _report(api.evaluate(api.collect(api.Request(files=_existing(paths, "path"))), select=select or ()))
+
+
+def estimate_memory(
+    model: Annotated[Name, Field(description="A model size (7B, 1.3b, 7e9) or a Hugging Face config.json path.")],
+    gpu: Annotated[Optional[Annotated[str, Field(max_length=100)]], Field(description=(
+        'The GPU to compare with ("A100 40GB", "H100 SXM", "4090", or a size such as 24GB); default: this '
+        "machine's GPUs."))] = None,
+    world_size: Annotated[Optional[int], Field(ge=1, le=1_000_000, description="Data-parallel ranks.")] = None,
+    zero_stage: Annotated[Optional[Literal[0, 1, 2, 3]], Field(description="DeepSpeed ZeRO stage.")] = None,
+    precision: Annotated[Optional[Literal[PRECISIONS]], Field(description=(
+        "fp32, or bf16/fp16 mixed precision."))] = None,
+    micro_batch: Annotated[Optional[int], Field(ge=1, le=1_000_000, description="Micro batch per GPU.")] = None,
+    seq_len: Annotated[Optional[int], Field(ge=1, le=100_000_000, description="Sequence length.")] = None,
+    ds_config: Annotated[Optional[Name], Field(description=(
+        f"A DeepSpeed config to take precision, ZeRO stage, offload and micro batch from; {RELATIVE}."))] = None,
+) -> Dict[str, Any]:
+    """Estimate training memory per GPU, term by term (weights, gradients, optimizer states, activations), as
+    `gpudoctor estimate --model` does, and whether it fits the GPU: a gpudoctor.estimate/1 JSON document.
+    Settings not given come from the DeepSpeed config, else gpudoctor's stated defaults (listed under
+    `assumptions`). Read-only: arithmetic on the numbers and files given; nothing is loaded, run or written."""
+    training = {"world_size": world_size, "zero_stage": zero_stage, "precision": precision,
+                "micro_batch": micro_batch, "seq_len": seq_len}
+    _existing([ds_config] if ds_config else [], "DeepSpeed config")
+    return api.estimate(model, training, ds_config, gpu)
+
+
+def explain_rule(
+    rule_id: Annotated[str, Field(min_length=1, max_length=16, description="A rule ID such as GD304.")],
+) -> Dict[str, Any]:
+    """One rule's documentation, as `gpudoctor explain ID --format json` shows it: what it checks, why it matters,
+    how to fix it (each fix case), references, and its firing and passing examples. Read-only."""
+    return api.describe_rule(rule_id)
+
+
+def preview_fix(
+    env_file: Annotated[Name, Field(description=f"The job's .env file; it must exist ({RELATIVE}).")],
+    unsafe: Annotated[bool, Field(description="Also apply the fixes marked unsafe.")] = False,
+    quick: Quick = False,
+) -> Dict[str, Any]:
+    """What `gpudoctor fix --write-env ENV_FILE` would change in the file, as a unified diff, WITHOUT writing it
+    (its --dry-run): the rules judge this machine with the file's variables, and their env fixes are merged into
+    the file's text; conflicts and what is left by hand are listed. Returns a gpudoctor.fix.preview/1 document.
+    Read-only: the file is never written (nor its lock), nothing is run."""
+    if not os.path.isfile(env_file):
+        raise InputError(f"env file {env_file!r}: no such file (the server runs in {os.getcwd()!r})")
+    report = api.evaluate(api.collect(api.Request(env_files=(env_file,), quick=quick)))
+    return api.preview_fix(report, env_file, unsafe)
+
+
+TOOLS = (diagnose_text, check_machine, lint_files, estimate_memory, explain_rule, preview_fix)

@@ -1,0 +1,207 @@
+"""`gpudoctor mcp`: one real server process for the module, driven through the MCP SDK's own stdio client
+(ClientSession over stdio_client); every tool's result is compared with the command line's `--format json` on the
+same input, bad input is a one-line tool error, secrets never come back."""
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import FIXTURES, ROOT, required_or_skip
+
+SECRET = "hf_Zq8sEcReT0123456789"  # a token in the server's environment and in the inputs below
+LOG = FIXTURES / "logs" / "torchrun_watchdog_timeout.log"
+REPORT = FIXTURES / "reports" / "collect_env_rtx3090_driver470_cu121.txt"
+ENV = {"PYTHONPATH": str(ROOT), "HF_TOKEN": SECRET}
+
+
+def test_on_python_3_9_the_command_says_so_and_exits_2(run_cli, monkeypatch):
+    monkeypatch.setattr(sys, "version_info", (3, 9, 18, "final", 0))
+    code, out, err = run_cli("mcp")
+    assert code == 2 and out == ""
+    assert err.startswith("gpudoctor: error: ") and "Python 3.10" in err and len(err.splitlines()) == 1
+
+
+def test_the_rest_of_the_cli_never_imports_the_sdk():
+    script = ("import contextlib, io, sys\nfrom gpudoctor.cli import main\n"
+              "for argv in (['mcp', '--help'], ['rules'], ['lint', 'fixtures/jobs/bad.env']):\n"
+              "    with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
+              "        main(argv)\n"
+              "print(sorted(m for m in sys.modules if m.split('.')[0] in ('mcp', 'mcp_types', 'pydantic')))")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=60,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+@pytest.fixture(scope="module")
+def call():
+    """call(tool, arguments) → (is_error, text, structured) on one `gpudoctor mcp` for the whole module."""
+    if sys.version_info < (3, 10):
+        pytest.skip("the MCP SDK 2.x needs Python 3.10")
+    try:
+        from anyio.from_thread import start_blocking_portal
+        from mcp import ClientSession, StdioServerParameters, stdio_client
+    except ImportError:
+        required_or_skip("GPUDOCTOR_REQUIRE_TOOLS", "the MCP SDK is not installed (pip install '.[test]')")
+    server = StdioServerParameters(command=sys.executable, args=["-m", "gpudoctor", "mcp"],
+                                   env=dict(os.environ, **ENV), cwd=str(ROOT))
+    with start_blocking_portal() as portal, contextlib.ExitStack() as stack:
+        streams = stack.enter_context(portal.wrap_async_context_manager(stdio_client(server)))
+        session = stack.enter_context(portal.wrap_async_context_manager(ClientSession(*streams)))
+        portal.call(session.initialize)
+
+        def run(name, arguments=None):
+            if name == "list_tools":
+                return portal.call(session.list_tools).tools
+            if name == "read":
+                return portal.call(session.read_resource, arguments).contents[0].text
+            result = portal.call(session.call_tool, name, arguments or {})
+            return result.is_error, result.content[0].text, result.structured_content
+
+        yield run
+
+
+@pytest.fixture
+def cli_json(run_cli, monkeypatch):
+    """The command line's JSON for the same input, in the server's environment."""
+    for name, value in ENV.items():
+        monkeypatch.setenv(name, value)
+
+    def run(*argv, stdin=None):
+        if stdin is not None:
+            monkeypatch.setattr(sys, "stdin", open(stdin, encoding="utf-8"))
+        code, out, err = run_cli(*argv, "--format", "json")
+        assert code in (0, 1), err
+        return json.loads(out)
+
+    return run
+
+
+def same_report(tool, cli):
+    """Equal but for the times gpudoctor and NVML took (and each probe took: live checks run twice)."""
+    for document in (tool, cli):
+        document.pop("seconds")
+        document.pop("timings")
+        for probe in document["probes"]:
+            probe.pop("seconds")
+    assert tool == cli
+
+
+def ok(result):
+    is_error, text, structured = result
+    assert not is_error, text
+    assert json.loads(text) == structured
+    return structured
+
+
+def test_the_tools_are_read_only_and_their_inputs_described(call):
+    tools = {tool.name: tool for tool in call("list_tools")}
+    assert set(tools) == {"diagnose_text", "check_machine", "lint_files", "estimate_memory", "explain_rule",
+                          "preview_fix"}
+    for tool in tools.values():
+        assert tool.annotations.read_only_hint and not tool.annotations.destructive_hint
+        assert "Read-only" in tool.description, tool.name
+        for name, schema in tool.input_schema["properties"].items():
+            assert schema.get("description"), f"{tool.name}.{name}"
+    assert "python" not in json.dumps(tools["check_machine"].input_schema).lower()  # no interpreter to run
+    assert tools["diagnose_text"].input_schema["properties"]["text"]["maxLength"] == 2_000_000
+
+
+def test_diagnose_text_is_check_from(call, cli_json):
+    for pasted in (LOG, REPORT):
+        tool = ok(call("diagnose_text", {"text": pasted.read_text(encoding="utf-8")}))
+        assert tool["findings"] and tool["source"]["paths"] == ["<stdin>"]
+        same_report(tool, cli_json("check", "--from", "-", stdin=pasted))
+    tool = ok(call("diagnose_text", {"paths": [str(LOG)], "select": ["GD42"]}))
+    assert [finding["rule"] for finding in tool["findings"]] == ["GD424"]
+    same_report(tool, cli_json("check", "--from", LOG, "--select", "GD42"))
+
+
+def test_lint_files_is_lint(call, cli_json):
+    paths = ["fixtures/jobs/bad.env", "fixtures/ds_configs/zero2_offload.json", "fixtures/launch/k8s"]
+    tool = ok(call("lint_files", {"paths": paths}))
+    assert {"GD304", "GD402"} <= {finding["rule"] for finding in tool["findings"]}
+    same_report(tool, cli_json("lint", *paths))
+
+
+def test_check_machine_is_check_of_this_interpreter(call, cli_json):
+    arguments = {"script": ["fixtures/launch/train_ddp.py"], "ds_config": "fixtures/ds_configs/zero2_offload.json",
+                 "model": "fixtures/models/qwen2.5-0.5b.config.json", "quick": True}
+    tool = ok(call("check_machine", arguments))
+    assert tool["source"]["kind"] == "live" and any(f["rule"] == "GD304" for f in tool["findings"])
+    same_report(tool, cli_json("check", "--quick", "--script", arguments["script"][0], "--ds-config",
+                               arguments["ds_config"], "--model", arguments["model"]))
+    tool = ok(call("check_machine", {"select": ["GD4"], "quick": True}))
+    assert all(rule.startswith("GD4") for rule in tool["passed"] + [f["rule"] for f in tool["findings"]])
+
+
+def test_estimate_memory_is_estimate(call, cli_json):
+    model = "fixtures/models/qwen2.5-0.5b.config.json"
+    tool = ok(call("estimate_memory", {"model": model, "gpu": "A100 40GB", "world_size": 8, "zero_stage": 2,
+                                       "precision": "fp16", "micro_batch": 4, "seq_len": 4096}))
+    assert tool["schema"] == "gpudoctor.estimate/1" and tool["assumptions"]["zero_stage"] == 2
+    assert tool == cli_json("estimate", "--model", model, "--gpu", "A100 40GB", "--world-size", "8",
+                            "--zero-stage", "2", "--precision", "fp16", "--micro-batch", "4", "--seq-len", "4096")
+
+
+def test_explain_rule_and_the_catalog_are_explain_and_rules(call, cli_json):
+    tool = ok(call("explain_rule", {"rule_id": "gd304"}))
+    assert tool["docs"]["fix"] and {example["fires"] for example in tool["examples"]} == {True, False}
+    assert tool == cli_json("explain", "GD304")
+    assert json.loads(call("read", "gpudoctor://rules/GD304")) == tool
+    assert json.loads(call("read", "gpudoctor://rules")) == cli_json("rules")
+
+
+def test_preview_fix_is_fix_dry_run_and_writes_nothing(call, run_cli, tmp_path, monkeypatch):
+    env_file = tmp_path / "job.env"
+    shutil.copy(FIXTURES / "jobs" / "fixable.env", env_file)
+    before = env_file.read_bytes()
+    tool = ok(call("preview_fix", {"env_file": str(env_file), "quick": True}))
+    assert "+NCCL_DEBUG=WARN" in tool["diff"]
+    assert env_file.read_bytes() == before and os.listdir(tmp_path) == ["job.env"]  # not even a lock file
+    for name, value in ENV.items():
+        monkeypatch.setenv(name, value)
+    code, out, _ = run_cli("fix", "--env-file", env_file, "--write-env", env_file, "--dry-run", "--quick")
+    assert code == 0 and tool["diff"] == out
+
+
+@pytest.mark.parametrize("name,arguments,says", [
+    ("lint_files", {"paths": ["no/such.env"]}, "no such file"),
+    ("lint_files", {"paths": []}, "paths"),
+    ("diagnose_text", {}, "nothing to read"),
+    ("diagnose_text", {"text": "hello, nothing to see here\n"}, "not a report"),
+    ("diagnose_text", {"text": "x" * 2_000_001}, "2000000"),
+    ("check_machine", {"select": ["GX9"], "quick": True}, "matches no rule"),
+    ("check_machine", {"script": ["/no/train.py"]}, "no such file"),
+    ("estimate_memory", {"model": "seven billion"}, "seven billion"),
+    ("estimate_memory", {"model": "7B", "zero_stage": 5}, "zero_stage"),
+    ("explain_rule", {"rule_id": "GD999"}, "no rule 'GD999'"),
+    ("preview_fix", {"env_file": "fixtures/jobs"}, "no such file"),
+    ("no_such_tool", {}, "no_such_tool"),
+])
+def test_bad_input_is_a_one_line_tool_error(call, name, arguments, says):
+    is_error, text, structured = call(name, arguments)
+    assert is_error and structured is None
+    assert text.startswith("gpudoctor: error: ") and len(text.splitlines()) == 1, text
+    assert says in text and "Traceback" not in text
+
+
+def test_secrets_in_the_inputs_or_the_environment_never_come_back(call, tmp_path):
+    log = LOG.read_text(encoding="utf-8").replace("[rank1]:[E1107 09:44:03.441268703",
+                                                  f"HF_TOKEN={SECRET} [rank1]:[E1107 09:44:03.441268703", 1)
+    is_error, text, _ = call("diagnose_text", {"text": log})
+    assert not is_error and '"GD424"' in text and "HF_TOKEN=<redacted>" in text  # quoted, and hidden
+    env_file = tmp_path / "job.env"
+    env_file.write_text("WANDB_API_KEY=wandb0secret0value\nNCCL_DEBUG=INFO\n"
+                        "HF_ENDPOINT=https://me:pa55word@hf.internal\n")
+    results = [call("lint_files", {"paths": [str(env_file)]}), call("preview_fix", {"env_file": str(env_file), "quick": True}),
+               call("check_machine", {"quick": True}), call("diagnose_text", {"text": f"token {SECRET}\n"})]
+    assert "WANDB_API_KEY=<redacted>" in results[1][1]  # the diff's context line, hidden
+    texts = [text] + [result[1] for result in results]
+    for secret in (SECRET, "wandb0secret0value", "pa55word"):
+        assert not [text for text in texts if secret in text]
