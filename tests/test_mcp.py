@@ -199,7 +199,8 @@ def test_secrets_in_the_inputs_or_the_environment_never_come_back(call, tmp_path
     env_file = tmp_path / "job.env"
     env_file.write_text("WANDB_API_KEY=wandb0secret0value\nNCCL_DEBUG=INFO\n"
                         "HF_ENDPOINT=https://me:pa55word@hf.internal\n")
-    results = [call("lint_files", {"paths": [str(env_file)]}), call("preview_fix", {"env_file": str(env_file), "quick": True}),
+    results = [call("lint_files", {"paths": [str(env_file)]}),
+               call("preview_fix", {"env_file": str(env_file), "quick": True}),
                call("check_machine", {"quick": True}), call("diagnose_text", {"text": f"token {SECRET}\n"})]
     assert "WANDB_API_KEY=<redacted>" in results[1][1]  # the diff's context line, hidden
     texts = [text] + [result[1] for result in results]

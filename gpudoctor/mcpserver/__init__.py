@@ -12,6 +12,7 @@ import sys
 from typing import Optional
 
 MIN_PYTHON = (3, 10)  # the MCP SDK 2.x's own floor
+INSTALL = "pip install 'mcp>=2.3,<3' (or install gpudoctor with its mcp extra)"
 
 
 def unavailable() -> Optional[str]:
@@ -20,10 +21,10 @@ def unavailable() -> Optional[str]:
         return (f"gpudoctor mcp needs Python {'.'.join(map(str, MIN_PYTHON))} or newer (the MCP SDK does); "
                 f"this is Python {sys.version.split()[0]}")
     if importlib.util.find_spec("mcp") is None:
-        return "gpudoctor mcp needs the MCP Python SDK: pip install 'gpudoctor[mcp]'"
+        return f"gpudoctor mcp needs the MCP Python SDK 2.x: {INSTALL}"
     from importlib.metadata import version
 
     installed = version("mcp")
     if not installed.split(".")[0].isdigit() or int(installed.split(".")[0]) < 2:
-        return f"gpudoctor mcp needs the MCP Python SDK 2.x, not mcp {installed}: pip install 'gpudoctor[mcp]'"
+        return f"gpudoctor mcp needs the MCP Python SDK 2.x, not mcp {installed}: {INSTALL}"
     return None
