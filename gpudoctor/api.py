@@ -15,7 +15,7 @@ from gpudoctor.gather import Request, gather
 from gpudoctor.model import Report
 from gpudoctor.snapshot import Snapshot
 
-__all__ = ["Request", "collect", "collect_pasted", "describe_rule", "estimate", "evaluate", "format_report",
+__all__ = ["Request", "collect", "collect_pasted", "describe_rule", "estimate_memory", "evaluate", "format_report",
            "preview_fix", "rule_catalog"]
 
 
@@ -58,8 +58,8 @@ def format_report(report: Report, fmt: str = "plain", quiet: bool = False) -> st
     return stream.getvalue()
 
 
-def estimate(model: str, training: Optional[Mapping[str, Any]] = None, ds_config: Optional[str] = None,
-             gpu: Optional[str] = None) -> dict:
+def estimate_memory(model: str, training: Optional[Mapping[str, Any]] = None, ds_config: Optional[str] = None,
+                    gpu: Optional[str] = None) -> dict:
     """The `gpudoctor estimate --format json` document (`gpudoctor.estimate/1`): training memory per GPU for `model`
     (a size such as 7B or a config.json) with the training settings (gpudoctor.estimate's names: micro_batch,
     seq_len, precision, zero_stage, world_size …; None or absent: the DeepSpeed config's, else the defaults),

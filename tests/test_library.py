@@ -92,3 +92,25 @@ def test_docs_library_example_runs(monkeypatch, capsys):
     exec(compile(example, "docs/library.md", "exec"), {})
     out = capsys.readouterr().out
     assert "GD402" in out and "2 errors" in out
+
+
+def test_the_other_documents_are_the_clis(run_cli, monkeypatch):
+    def cli(*argv):
+        code, out, err = run_cli(*argv, "--format", "json")
+        assert code in (0, 1), err
+        return json.loads(out)
+
+    model = str(FIXTURES / "models" / "qwen2.5-0.5b.config.json")
+    assert gpudoctor.estimate_memory(model, {"zero_stage": 3, "world_size": 4}, gpu="4090") == cli(
+        "estimate", "--model", model, "--zero-stage", "3", "--world-size", "4", "--gpu", "4090")
+    assert gpudoctor.describe_rule("gd503") == cli("explain", "GD503")
+    assert gpudoctor.rule_catalog() == cli("rules")
+    log = FIXTURES / "logs" / "nccl_efa_plugin_failed.log"
+    report = gpudoctor.evaluate(gpudoctor.collect_pasted(log.read_text(encoding="utf-8")))
+    monkeypatch.setattr("sys.stdin", open(log, encoding="utf-8"))
+    expected = sorted(f["rule"] for f in cli("check", "--from", "-")["findings"])
+    assert expected and sorted(f.rule for f in report.findings) == expected
+    with pytest.raises(InputError, match="nothing to read"):
+        gpudoctor.collect_pasted("")
+    with pytest.raises(InputError, match="no rule 'GD999'"):
+        gpudoctor.describe_rule("GD999")

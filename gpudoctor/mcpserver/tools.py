@@ -5,9 +5,11 @@ come from the annotations (pydantic), bounds included."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
-from typing import Annotated, Any, Dict, List, Literal, Optional
+import time
+from typing import Annotated, Any, Callable, Dict, List, Literal, Optional
 
 from pydantic import Field
 
@@ -33,8 +35,12 @@ def _paths(what: str) -> Any:
                                                  description=f"{what}; each must exist ({RELATIVE}).")]
 
 
-def _report(report) -> Dict[str, Any]:
-    """The `gpudoctor.report/1` document (rendered by gpudoctor, so redacted like every other output)."""
+def _report(collect: Callable[[], Any], select: Optional[List[str]]) -> Dict[str, Any]:
+    """The `gpudoctor.report/1` document of the rules (those of `select`) on what `collect` gathers, with the time it
+    took, as `check` reports it (rendered by gpudoctor, so redacted like every other output)."""
+    started = time.monotonic()
+    report = api.evaluate(collect(), select=select or ())
+    report = dataclasses.replace(report, seconds=time.monotonic() - started)
     return json.loads(api.format_report(report, "json"))
 
 
@@ -56,7 +62,7 @@ def diagnose_text(
     """Diagnose a pasted log or report, as `gpudoctor check --from FILE` does: the findings with their evidence
     lines, numbers and fixes, as a gpudoctor.report/1 JSON document. Read-only: the text and files are parsed,
     never executed; nothing is written and no benchmark runs."""
-    return _report(api.evaluate(api.collect_pasted(text, _existing(paths, "report")), select=select or ()))
+    return _report(lambda: api.collect_pasted(text, _existing(paths, "report")), select)
 
 
 def check_machine(
@@ -75,7 +81,7 @@ def check_machine(
     user's code; no other interpreter can be named (run `gpudoctor check --python PATH` for the job's own)."""
     _existing([ds_config] if ds_config else [], "DeepSpeed config")
     request = api.Request(scripts=_existing(script, "script"), ds_config=ds_config, model=model, quick=quick)
-    return _report(api.evaluate(api.collect(request), select=select or ()))
+    return _report(lambda: api.collect(request), select)
 
 
 def lint_files(
@@ -87,7 +93,7 @@ def lint_files(
     """Lint job files and folders, as `gpudoctor lint PATH...` does (the same size and file-count bounds): the
     rules that judge files alone, no machine probed. Returns a gpudoctor.report/1 JSON document. Read-only: files
     are parsed, never executed or changed."""
-    return _report(api.evaluate(api.collect(api.Request(files=_existing(paths, "path"))), select=select or ()))
+    return _report(lambda: api.collect(api.Request(files=_existing(paths, "path"))), select)
 
 
 def estimate_memory(
@@ -111,7 +117,7 @@ def estimate_memory(
     training = {"world_size": world_size, "zero_stage": zero_stage, "precision": precision,
                 "micro_batch": micro_batch, "seq_len": seq_len}
     _existing([ds_config] if ds_config else [], "DeepSpeed config")
-    return api.estimate(model, training, ds_config, gpu)
+    return api.estimate_memory(model, training, ds_config, gpu)
 
 
 def explain_rule(
