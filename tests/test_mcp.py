@@ -181,7 +181,8 @@ def test_preview_fix_is_fix_dry_run_and_writes_nothing(call, run_cli, tmp_path, 
     ("estimate_memory", {"model": "seven billion"}, "seven billion"),
     ("estimate_memory", {"model": "7B", "zero_stage": 5}, "zero_stage"),
     ("explain_rule", {"rule_id": "GD999"}, "no rule 'GD999'"),
-    ("preview_fix", {"env_file": "fixtures/jobs"}, "no such file"),
+    ("preview_fix", {"env_file": "fixtures/jobs"}, "not a regular file"),
+    ("diagnose_text", {"paths": ["/dev/zero"]}, "not a regular file"),  # it would stream forever
     ("no_such_tool", {}, "no_such_tool"),
 ])
 def test_bad_input_is_a_one_line_tool_error(call, name, arguments, says):

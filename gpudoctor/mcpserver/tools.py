@@ -44,10 +44,14 @@ def _report(collect: Callable[[], Any], select: Optional[List[str]]) -> Dict[str
     return json.loads(api.format_report(report, "json"))
 
 
-def _existing(paths: Optional[List[str]], what: str) -> tuple:
+def _existing(paths: Optional[List[str]], what: str, folders: bool = False) -> tuple:
+    """The paths, each a regular file (or, with `folders`, a folder): never a device or FIFO (/dev/zero streams
+    forever, /dev/stdin is the protocol's)."""
     for path in paths or ():
-        if not os.path.exists(path):
-            raise InputError(f"{what} {path!r}: no such file or folder (the server runs in {os.getcwd()!r})")
+        if not (os.path.isfile(path) or (folders and os.path.isdir(path))):
+            kind = "no such file or folder" if folders else "no such file"
+            why = kind if not os.path.exists(path) else "not a regular file" + (" or folder" if folders else "")
+            raise InputError(f"{what} {path!r}: {why} (the server runs in {os.getcwd()!r})")
     return tuple(paths or ())
 
 
@@ -93,7 +97,7 @@ def lint_files(
     """Lint job files and folders, as `gpudoctor lint PATH...` does (the same size and file-count bounds): the
     rules that judge files alone, no machine probed. Returns a gpudoctor.report/1 JSON document. Read-only: files
     are parsed, never executed or changed."""
-    return _report(lambda: api.collect(api.Request(files=_existing(paths, "path"))), select)
+    return _report(lambda: api.collect(api.Request(files=_existing(paths, "path", folders=True))), select)
 
 
 def estimate_memory(
@@ -137,8 +141,7 @@ def preview_fix(
     (its --dry-run): the rules judge this machine with the file's variables, and their env fixes are merged into
     the file's text; conflicts and what is left by hand are listed. Returns a gpudoctor.fix.preview/1 document.
     Read-only: the file is never written (nor its lock), nothing is run."""
-    if not os.path.isfile(env_file):
-        raise InputError(f"env file {env_file!r}: no such file (the server runs in {os.getcwd()!r})")
+    _existing([env_file], "env file")
     report = api.evaluate(api.collect(api.Request(env_files=(env_file,), quick=quick)))
     return api.preview_fix(report, env_file, unsafe)
 
