@@ -23,10 +23,10 @@ MAX_NAME = 4096  # characters of one path, model or GPU name (PATH_MAX)
 RELATIVE = "relative paths are read from the server's working directory"
 
 Select = Annotated[Optional[List[Annotated[str, Field(max_length=16)]]], Field(
-    None, max_length=MAX_PATHS, description="Only these rule IDs or prefixes (['GD4'], ['GD401', 'GD5']); "
-                                            "default: every rule.")]
-Quick = Annotated[bool, Field(description="Read torch's versions from its files instead of importing it "
-                                                 "in a child process (faster; whether CUDA works stays unknown).")]
+    max_length=MAX_PATHS, description="Only these rule IDs or prefixes (['GD4'], ['GD401', 'GD5']); default: every "
+                                      "rule.")]
+Quick = Annotated[bool, Field(description="Read torch's versions from its files instead of importing it in a child "
+                                          "process (faster; whether CUDA works stays unknown).")]
 Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME)]
 
 
