@@ -174,7 +174,7 @@ def test_preview_fix_is_fix_dry_run_and_writes_nothing(call, run_cli, tmp_path, 
     ("lint_files", {"paths": ["no/such.env"]}, "no such file"),
     ("lint_files", {"paths": []}, "paths"),
     ("diagnose_text", {}, "nothing to read"),
-    ("diagnose_text", {"text": "hello, nothing to see here\n"}, "not a report"),
+    ("diagnose_text", {"text": "\x00\x01\x02" * 100}, "<stdin>"),  # binary: nothing to read in it
     ("diagnose_text", {"text": "x" * 2_000_001}, "2000000"),
     ("check_machine", {"select": ["GX9"], "quick": True}, "matches no rule"),
     ("check_machine", {"script": ["/no/train.py"]}, "no such file"),
