@@ -2,23 +2,22 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from gpudoctor.errors import InputError
 from gpudoctor.estimate import Estimate, from_facts, load_model, model_fact
 from gpudoctor.units import GiB
+from gpudoctor.units import parse as parse_size
 
-_MEMORY = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(GB|GiB|G)\s*$", re.IGNORECASE)
 
 
 def named_gpu(name: str) -> dict:
     """`--gpu`: a GPU as people write it ("A100 40GB", "4090") looked up in rules/gpus.toml, or a memory size."""
     from gpudoctor.knowledge import AmbiguousGpu, gpu_by_user_name
 
-    size = _MEMORY.match(name)
+    size = parse_size(name)
     if size:
-        return {"name": name.strip(), "memory_total_bytes": int(float(size.group(1)) * GiB)}
+        return {"name": name.strip(), "memory_total_bytes": size}
     try:
         spec = gpu_by_user_name(name)
     except AmbiguousGpu as exc:

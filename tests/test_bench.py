@@ -12,7 +12,7 @@ from conftest import ROOT, gpudoctor_cmd
 
 torch = pytest.importorskip("torch")
 
-from gpudoctor.bench.nccl import bus_factor, parse_size, sweep_sizes  # noqa: E402
+from gpudoctor.bench.nccl import BenchUsageError, bus_factor, make_config, sweep_sizes  # noqa: E402
 from gpudoctor.bench.report import render_nccl  # noqa: E402
 
 FAULTS = ROOT / "tests" / "faults"  # a sitecustomize that injects faults into every process of a command
@@ -77,10 +77,8 @@ def test_bus_factors_follow_nccl_tests():
     assert bus_factor("all_reduce", 8) == 1.75
     assert bus_factor("all_gather", 4) == bus_factor("reduce_scatter", 4) == bus_factor("alltoall", 4) == 0.75
     assert bus_factor("broadcast", 8) == 1.0
-    assert parse_size("8") == 8 and parse_size("64K") == 65536 and parse_size("128M") == 128 * 2**20
-    assert parse_size("1G") == 2**30
-    with pytest.raises(ValueError):
-        parse_size("lots")
+    with pytest.raises(BenchUsageError, match="-b/--min-bytes: not a size: 'lots'"):
+        make_config("lots", None)
 
 
 def test_plain_table_prints_the_json_figures():

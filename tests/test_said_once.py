@@ -7,7 +7,7 @@ from gpudoctor.engine import evaluate
 from gpudoctor.ingest import parse_report
 from gpudoctor.knowledge import major_minor
 from gpudoctor.snapshot import Snapshot
-from gpudoctor.units import GiB, MiB, gib, size
+from gpudoctor.units import GiB, MiB, find, gib, parse, size
 
 
 @pytest.mark.parametrize("text,expected", [
@@ -32,6 +32,22 @@ def test_major_minor_in_a_rule(home_version, fires):
             "toolkits": [{"path": "/usr/local/cuda-x", "version": home_version}]}
     report = evaluate(Snapshot(facts={"nvcc": nvcc, "env": {}}), [find_rule("GD106")])
     assert bool(report.findings) is fires
+
+
+@pytest.mark.parametrize("text,bare,expected", [
+    ("79.14 GiB", False, round(79.14 * GiB)), ("1187MiB", False, 1187 * MiB), ("24GB", False, 24 * GiB),
+    ("24 G", False, 24 * GiB), ("64K", False, 65536), ("512 B", False, 512), ("2 TiB", False, 2 * 1024**4),
+    ("8", True, 8), ("128M", True, 128 * MiB), ("8", False, None), ("4090", False, None), ("lots", True, None),
+    ("10 Mbps", False, None), ("A100 40GB", False, None), ("", False, None), (None, False, None),
+])
+def test_one_byte_size_grammar(text, bare, expected):
+    """Torch's OOM totals, nvidia-smi's MiB, --gpu 24GB and nccl-tests' -b 64K are read by one parser."""
+    assert parse(text, bare=bare) == expected
+
+
+def test_a_size_found_in_a_longer_text():
+    assert find("|    0   N/A  N/A   1234   C   python   1187MiB |") == 1187 * MiB
+    assert find("31.26 GB") == round(31.26 * GiB) and find("N/A") is None and find("GPU 0 at 10 Mbps") is None
 
 
 def test_byte_units():

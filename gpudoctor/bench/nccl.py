@@ -27,12 +27,12 @@ of at most VERIFY_BLOCK elements while counting. tests/test_bench_memory.py meas
 from __future__ import annotations
 
 import os
-import re
 import socket
 from dataclasses import dataclass
 from typing import List, Optional
 
 from gpudoctor.bench import BenchError, BenchUsageError, require_torch
+from gpudoctor.units import parse as parse_size
 from gpudoctor.units import size
 
 SCHEMA = "gpudoctor.bench.nccl/1"
@@ -46,15 +46,6 @@ CONTRIBUTING_RANKS = FP32_EXACT // PERIOD  # ranks beyond these contribute zeros
 TAG_STRIDE, TAG_RANKS = 16, 2 ** 20  # copies carry (i mod 13) + 1 + 16·(r mod 2^20) < 2^24
 VERIFY_BLOCK = 1 << 20  # elements compared at once (a boolean scratch of this many bytes)
 LARGE_SIZES = 3  # the summary averages busbw over this many of the largest sizes
-_SIZE = re.compile(r"^\s*([0-9]+)\s*([kmgKMG]?)i?[bB]?\s*$")
-
-
-def parse_size(text: str) -> int:
-    """`8`, `64K`, `128M`, `1G` (powers of 1024, like nccl-tests' -b/-e)."""
-    match = _SIZE.match(str(text))
-    if not match:
-        raise ValueError(f"not a size: {text!r} (examples: 8, 64K, 128M, 1G)")
-    return int(match.group(1)) * 1024 ** "_KMG".index(match.group(2).upper() or "_")
 
 
 def bus_factor(op: str, world: int) -> float:
@@ -113,10 +104,11 @@ class NcclConfig:
 
 
 def _size_flag(text: str, flag: str) -> int:
-    try:
-        return parse_size(text)
-    except ValueError as exc:
-        raise BenchUsageError(f"{flag}: {exc}") from None
+    """`8`, `64K`, `128M`, `1G`: bytes in powers of 1024, like nccl-tests' -b/-e."""
+    size = parse_size(text, bare=True)
+    if size is None:
+        raise BenchUsageError(f"{flag}: not a size: {text!r} (examples: 8, 64K, 128M, 1G)")
+    return size
 
 
 def make_config(min_size: str, max_size: Optional[str], **options) -> NcclConfig:
@@ -128,7 +120,7 @@ def make_config(min_size: str, max_size: Optional[str], **options) -> NcclConfig
     torch = require_torch()
     if max_bytes is None:
         default = "128M" if torch.cuda.is_available() and options.get("backend") != "gloo" else "1M"
-        max_bytes = max(min_bytes, parse_size(default))
+        max_bytes = max(min_bytes, _size_flag(default, "-e/--max-bytes"))
     return NcclConfig(min_bytes=min_bytes, max_bytes=max_bytes, **options)
 
 

@@ -6,7 +6,6 @@ import copy
 import re
 from typing import Any, Dict, List, Optional
 
-from gpudoctor.units import FACTORS
 
 MAX_EVIDENCE_CHARS = 160
 
@@ -17,7 +16,6 @@ _VERSION = re.compile(r"\d+(?:\.\d+)+")
 _CU_TAG = re.compile(r"\+cu(\d{2,3})(?![0-9])")
 _CPU_TAG = re.compile(r"\+cpu(?![a-z0-9])")
 _ROCM_TAG = re.compile(r"\+rocm(\d+(?:\.\d+)*)")
-_SIZE = re.compile(r"(\d+(?:\.\d+)?)[ \t]*([KMGTP]?i?B)\b", re.IGNORECASE)
 
 
 
@@ -60,19 +58,6 @@ def wheel_tag_info(version: str) -> Optional[Dict[str, Any]]:
     if m:
         return {"cuda": None, "tag": "+cpu"}
     return None
-
-
-def mib_to_bytes(value: Optional[str]) -> Optional[int]:
-    """'1187MiB' or '81920 MiB' -> bytes (nvidia-smi prints binary MiB); None when not a size."""
-    if not value:
-        return None
-    m = _SIZE.search(value[:100])
-    if not m:
-        return None
-    factor = FACTORS.get(m.group(2).lower())  # nvidia-smi never prints decimal units: KB/MB/GB are binary
-    if factor is None:
-        return None
-    return int(round(float(m.group(1)) * factor))
 
 
 def to_int(value: Optional[str]) -> Optional[int]:

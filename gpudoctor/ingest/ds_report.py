@@ -20,7 +20,7 @@ import re
 from typing import Any, Dict, Optional
 
 from gpudoctor.knowledge import major_minor
-from gpudoctor.units import FACTORS
+from gpudoctor.units import find as size_bytes
 
 from ._common import Builder, first_version
 from .normalize import Lines
@@ -41,7 +41,6 @@ _ENV_KEYS = (
     ("torch_npu version", "npu"),
 )
 _DOTS = re.compile(r"[ \t]*\.{2,80}[ \t]*")
-_SHM = re.compile(r"(\d+(?:\.\d+)?)[ \t]*(B|KB|MB|GB|TB)\b", re.I)
 _WHEEL_PART = re.compile(r"(torch|cuda|hip)[ \t]+([0-9][\w.+\-]{0,30})", re.I)
 
 
@@ -152,9 +151,8 @@ def _env_block(b: Builder, env: Dict[str, Any]) -> None:
 
     v, i = get("shm")
     if v:
-        m = _SHM.match(v.strip())
-        if m:
-            size = int(round(float(m.group(1)) * FACTORS[m.group(2).lower()]))
+        size = size_bytes(v)
+        if size is not None:
             b.set("host.shm_bytes", size, i, "DeepSpeed prints binary units (GB = GiB), rounded to 2 decimals")
 
     touched = [idx for (_, idx) in env.values()]

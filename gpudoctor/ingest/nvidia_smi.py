@@ -21,7 +21,9 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from gpudoctor.knowledge import major_minor
 
-from ._common import Builder, first_version, mib_to_bytes, to_int, yes_no
+from gpudoctor.units import find as size_bytes
+
+from ._common import Builder, first_version, to_int, yes_no
 from .normalize import Lines
 
 # ------------------------------------------------------------------------------------------------
@@ -292,7 +294,7 @@ def _parse_processes(L: List[str], at: int, gpus: List[Dict[str, Any]]) -> None:
             mem = toks[-1].group()
             if len(toks) >= k + 4:
                 proc["name"] = cell[toks[k + 2].start(): toks[-2].end()]
-            used = mib_to_bytes(mem)
+            used = size_bytes(mem)
             if used is not None:
                 proc["used_bytes"] = used
             if has_gi:
@@ -485,8 +487,8 @@ def _text(text: Optional[str]) -> Optional[str]:
 GPU_FIELDS: Tuple[Tuple[str, Tuple[str, ...], str, Callable[[Optional[str]], Any]], ...] = (
     ("uuid", ("gpu uuid",), "uuid", _uuid),
     ("pci_bus_id", ("pci", "bus id"), "pci/pci_bus_id", _text),
-    ("memory_total_bytes", ("fb memory usage", "total"), "fb_memory_usage/total", mib_to_bytes),
-    ("memory_used_bytes", ("fb memory usage", "used"), "fb_memory_usage/used", mib_to_bytes),
+    ("memory_total_bytes", ("fb memory usage", "total"), "fb_memory_usage/total", size_bytes),
+    ("memory_used_bytes", ("fb memory usage", "used"), "fb_memory_usage/used", size_bytes),
     ("ecc_enabled", ("ecc mode", "current"), "ecc_mode/current_ecc", yes_no),
     ("remapped_rows_pending", ("remapped rows", "pending"), "remapped_rows/remapped_row_pending", yes_no),
     ("remapped_rows_failure", ("remapped rows", "remapping failure occurred"), "remapped_rows/remapped_row_failure",
@@ -497,8 +499,8 @@ MIG_FIELDS: Tuple[Tuple[str, Tuple[str, ...], str, Callable[[Optional[str]], Any
     ("index", ("index",), "index", to_int),
     ("gpu_instance_id", ("gpu instance id",), "gpu_instance_id", to_int),
     ("compute_instance_id", ("compute instance id",), "compute_instance_id", to_int),
-    ("memory_total_bytes", ("fb memory usage", "total"), "fb_memory_usage/total", mib_to_bytes),
-    ("memory_used_bytes", ("fb memory usage", "used"), "fb_memory_usage/used", mib_to_bytes),
+    ("memory_total_bytes", ("fb memory usage", "total"), "fb_memory_usage/total", size_bytes),
+    ("memory_used_bytes", ("fb memory usage", "used"), "fb_memory_usage/used", size_bytes),
 )
 
 
@@ -569,7 +571,7 @@ def _q_processes(procs: _Node) -> List[Dict[str, Any]]:
         elif key in ("name", "process name"):
             target["name"] = value
         elif key == "used gpu memory":
-            used = mib_to_bytes(value)
+            used = size_bytes(value)
             if used is not None:
                 target["used_bytes"] = used
 
@@ -737,7 +739,7 @@ def _gpu_from_xml(g: ET.Element, index: int) -> Optional[Dict[str, Any]]:
                 pn = _xtext(pi, "process_name")
                 if pn:
                     proc["name"] = pn
-                used = mib_to_bytes(_xtext(pi, "used_memory"))
+                used = size_bytes(_xtext(pi, "used_memory"))
                 if used is not None:
                     proc["used_bytes"] = used
                 for tag in ("gpu_instance_id", "compute_instance_id"):
