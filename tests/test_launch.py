@@ -148,6 +148,11 @@ EXPECTED = [
         ("GD901", "warning", "pytorchjob_efa_env_no_device.yaml", 19),
         ("GD902", "error", "pytorchjob_efa_env_no_device.yaml", 23)}),
     (["k8s/eks_efa_pytorchjob.yaml"], {("GD903", "info", "eks_efa_pytorchjob.yaml", 23)}),
+    # next to FI_PROVIDER=efa only NCCL_PROTO=Simple is AWS's own setting: the other knobs are still reported
+    (["k8s/eks_efa_nccl_pinned.yaml"], {("GD903", "info", "eks_efa_nccl_pinned.yaml", 23),
+                                        ("GD411", "warning", "eks_efa_nccl_pinned.yaml", 30),
+                                        ("GD411", "warning", "eks_efa_nccl_pinned.yaml", 34),
+                                        ("GD411", "warning", "eks_efa_nccl_pinned.yaml", 36)}),
     (["k8s/mpijob_efa.yaml"], set()),
     (["k8s/jobset_torchrun.yaml"], set()),
     (["k8s/job_dataparallel.yaml"], {("GD605", "warning", "dp_train.py", 8),
@@ -444,8 +449,9 @@ def test_pre_commit_hook_for_job_files(tmp_path):
     assert cli("lint", config, LAUNCH / "ddp_plain_python.sbatch", "-q").returncode == 1
 
 
-def test_a_vendor_profile_exempts_only_its_own_environment():
-    """The EFA manifests of a folder do not exempt the NCCL knobs an unrelated sbatch script pins."""
+def test_a_vendor_profile_exempts_only_its_own_environment_and_its_own_settings():
+    """The EFA manifests of a folder do not exempt the NCCL knobs an unrelated sbatch script pins; in the same
+    environment EFA exempts only what AWS publishes for it (NCCL_PROTO=simple), not NCCL_ALGO or the channels."""
     _, report = lint(LAUNCH / "nccl_tuned.sbatch", K8S / "eks_efa_pytorchjob.yaml")
     assert [(f.rule, f.location.line) for f in report.findings if f.rule == "GD411"] == [("GD411", 8),
                                                                                          ("GD411", 9)]
@@ -456,7 +462,11 @@ def test_a_vendor_profile_exempts_only_its_own_environment():
     profile.facts["env"]["FI_PROVIDER"] = "efa"  # the same environment (this process) runs EFA
     profile.facts["env_sources"]["FI_PROVIDER"] = {"path": str(LAUNCH / "nccl_tuned.sbatch"), "line": 1,
                                                    "scope": "--env-file"}
-    assert not [f for f in evaluate(profile, LINT_RULES).findings if f.rule == "GD411"]
+    profile.facts["env"]["NCCL_PROTO"] = "simple"
+    profile.facts["env_sources"]["NCCL_PROTO"] = {"path": str(LAUNCH / "nccl_tuned.sbatch"), "line": 2,
+                                                  "scope": "--env-file"}
+    found = [f for f in evaluate(profile, LINT_RULES).findings if f.rule == "GD411"]
+    assert [f.location.line for f in found] == [8, 9] and "AWS EFA is set up here" in found[0].message
 
 
 LOCAL_RANK_SCRIPT = """import argparse, os

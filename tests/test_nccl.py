@@ -48,6 +48,12 @@ def test_seed_002_shell_export_block():
         ("GD406", "NCCL_DEBUG", 24, "info"),
         ("GD406", "NCCL_DEBUG_FILE", 25, "info"),  # no %h/%p: ranks overwrite one file
         ("GD406", "NCCL_DEBUG_SUBSYS", 26, "info"),
+        # the EFA variables of section 7 spare only AWS's own EFA setting (NCCL_PROTO=Simple), not these
+        ("GD411", "NCCL_ALGO", 9, "warning"),
+        ("GD411", "NCCL_BUFFSIZE", 21, "warning"),
+        ("GD411", "NCCL_MAX_NCHANNELS", 18, "warning"),
+        ("GD411", "NCCL_MIN_NCHANNELS", 17, "warning"),
+        ("GD411", "NCCL_P2P_LEVEL", 44, "info"),
     ]
     assert not report.unknown
     by_variable = {f.evidence["variable"]: f for f in report.findings}
@@ -77,7 +83,9 @@ def nccl_only(report):
 
 def test_seed_002_kubernetes_yaml():
     report = lint("seed002_nccl_pod.yaml")
-    assert nccl_only(report) == [("GD406", "NCCL_DEBUG", 14, "info")]
+    # NCCL_PROTO=simple is AWS's EFA setting; the two topology cutoffs are not (info)
+    assert nccl_only(report) == [("GD406", "NCCL_DEBUG", 14, "info"), ("GD411", "NCCL_NET_GDR_LEVEL", 26, "info"),
+                                 ("GD411", "NCCL_P2P_LEVEL", 28, "info")]
     assert "container trainer of Pod distributed-training" in report.findings[0].message
     # the pod of the seed also configures EFA without requesting the device, and has no /dev/shm (GD9xx)
     assert [(f.rule, f.location.line, str(f.severity)) for f in report.findings if f.rule.startswith("GD9")] == [

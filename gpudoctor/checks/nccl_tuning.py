@@ -1,9 +1,9 @@
-"""GD411: NCCL performance knobs pinned in a job (rules/nccl_env.toml `[tuning]`), unless they belong to a vendor's
-network profile set in the same environment."""
+"""GD411: NCCL performance knobs pinned in a job (rules/nccl_env.toml `[tuning]`), unless a vendor's network profile
+set up in the same environment publishes that knob with that value (rules/nccl_env.toml [[tuning.vendor]])."""
 
 from __future__ import annotations
 
-from typing import List
+from typing import Dict, List, Optional
 
 from gpudoctor.checks import check
 from gpudoctor.facts.nccl_settings import Setting, knowledge, settings, spec, unique_findings
@@ -25,37 +25,51 @@ def environment(setting: Setting) -> str:
     return str(setting.record.get("scope") or setting.record.get("path") or "")
 
 
-def vendor_environments(all_settings: List[Setting]) -> set:
-    """The environments that carry a vendor network profile (a variable that names it)."""
-    table = tuning()
-    found = set()
+def vendor_profiles(all_settings: List[Setting]) -> Dict[str, List[dict]]:
+    """Each environment's vendor network profiles (rules/nccl_env.toml [[tuning.vendor]]), by their markers."""
+    found: Dict[str, List[dict]] = {}
     for setting in all_settings:
-        wanted = table.get("vendor_values", {}).get(setting.name)
-        if setting.name.startswith(tuple(table.get("vendor_prefixes", []))) or (
-                wanted and (setting.value or "").strip().lower() == wanted.lower()):
-            found.add(environment(setting))
+        for vendor in tuning().get("vendor", []):
+            wanted = (vendor.get("values") or {}).get(setting.name)
+            if setting.name.startswith(tuple(vendor.get("prefixes", []))) or (
+                    wanted and (setting.value or "").strip().lower() == wanted.lower()):
+                profiles = found.setdefault(environment(setting), [])
+                if vendor not in profiles:
+                    profiles.append(vendor)
     return found
+
+
+def published_by(setting: Setting, profiles: List[dict]) -> Optional[dict]:
+    """The profile that publishes this knob with this value (the vendor's own setting), else None."""
+    for vendor in profiles:
+        values = (vendor.get("knobs") or {}).get(setting.name)
+        if values and ("*" in values or (setting.value or "").strip().lower() in [v.lower() for v in values]):
+            return vendor
+    return None
 
 
 @check("GD411")
 def nccl_tuning_forced(facts, rule):
     everything = settings(facts)
-    vendor = vendor_environments(everything)
+    vendors = vendor_profiles(everything)
     findings = []
     for setting in everything:
         if not is_tuning_knob(setting.name) or setting.value is None or value_problems(setting.name, setting.value):
             continue  # an invalid value is GD402's
-        if environment(setting) in vendor:
-            continue  # part of a vendor's published profile
+        profiles = vendors.get(environment(setting), [])
+        if published_by(setting, profiles):
+            continue  # the vendor's published setting for its network
         default = (spec(setting.name) or {}).get("default") or "chosen by NCCL for each topology and size"
         topology = setting.name in tuning().get("topology", [])
         why = ("a topology cutoff NCCL otherwise reads from the machine: right only for the topology it was chosen "
                "for" if topology else "a value copied from a benchmark or another cluster usually costs bandwidth, "
                "and the next NCCL upgrade may make it wrong")
+        beside = (f" ({' and '.join(v['name'] for v in profiles)} is set up here, but its published settings do not "
+                  "pin this one)" if profiles else "")
         findings.append(rule.finding(
             f"{setting.name}={setting.value}{setting.where} pins a choice NCCL makes per topology, message "
             f"size and NCCL version (default: {default}); NCCL documents it for debugging and experiments, not "
-            f"production: {why}", severity=Severity.INFO if topology else None,
+            f"production: {why}{beside}", severity=Severity.INFO if topology else None,
             location=setting.location, evidence=setting.evidence(default=default),
             fix=rule.fix(values={"variable": setting.name}, env=EnvChange(unset=(setting.name,)))))
     return unique_findings(findings)
