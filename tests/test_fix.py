@@ -12,7 +12,8 @@ import yaml
 
 from conftest import FIXTURES, ROOT, gpudoctor_cmd
 from gpudoctor.readers import dotenv as dotenv_reader
-from gpudoctor.fix import (Change, Plan, fix_command, plan_fixes, render, render_dotenv, render_k8s, render_shell)
+from gpudoctor.fix import (Change, Plan, plan_fixes, render, render_dotenv, render_k8s, render_shell)
+from gpudoctor.render.describe import fix_command
 from gpudoctor.files import write_file
 from gpudoctor.fix.envmerge import BEGIN, END, MergeError, merge, read_env, scan, split_lines, unified_diff
 from gpudoctor.model import Applicability, EnvChange, Finding, Fix, Location, Report, Severity

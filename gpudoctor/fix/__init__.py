@@ -271,34 +271,3 @@ def render(plan: Plan, fmt: str) -> str:
     if fmt == "k8s":
         return render_k8s(plan.changes)
     raise ValueError(f"unknown fix format {fmt!r}")
-
-
-def fix_command(report: Report) -> str:
-    """The `gpudoctor fix` command line that finds the same safe fixes as this report (for the text report's hint):
-    the same snapshot or pasted reports, and the job files the fixes point into as --env-file."""
-    from pathlib import Path
-
-    from gpudoctor.readers.env import is_dotenv
-
-    safe = [f for f in report.findings if f.fix and f.fix.env and f.fix.applicability == Applicability.SAFE]
-    env_files: List[str] = []
-    for finding in safe:
-        path = finding.location.path if finding.location else None
-        if path and not path.endswith(".json") and path not in env_files:
-            env_files.append(path)
-    words = ["gpudoctor", "fix"]
-    source = report.source if isinstance(report.source, dict) else {}
-    paths = [str(p) for p in source.get("paths", []) or []]
-    if source.get("kind") == "snapshot" and paths:
-        words += ["--snapshot", paths[0]]
-    elif source.get("kind") == "report":
-        for path in paths:
-            if path not in env_files:
-                words += ["--from", path]
-    for path in env_files:
-        words += ["--env-file", path]
-    if source.get("policy"):
-        words += ["--policy", str(source["policy"])]
-    target = env_files[0] if len(env_files) == 1 and is_dotenv(Path(env_files[0])) else ".env"
-    words += ["--write-env", target]
-    return " ".join(shlex.quote(word) for word in words)

@@ -1,12 +1,17 @@
-"""One-line descriptions of the machine and the Python stack, shared by the text and Markdown reports."""
+"""One-line descriptions of the machine, the Python stack and the fix command, shared by the text and Markdown
+reports."""
 
 from __future__ import annotations
 
+import shlex
 from collections import Counter
+from pathlib import Path
 from typing import List, Tuple
 
 from gpudoctor.facts import Facts
 from gpudoctor.knowledge import gpu_cc, gpu_memory_bytes, major_minor
+from gpudoctor.model import Applicability, Report
+from gpudoctor.readers.env import is_dotenv
 from gpudoctor.units import size
 
 def plural(count: int, word: str) -> str:
@@ -123,3 +128,30 @@ def not_applicable_reasons(items) -> str:
 def not_applicable_text(report) -> str:
     """`25 not applicable (no DeepSpeed config, no script, …)`: rules with nothing to judge, and why."""
     return f"{len(report.not_applicable)} not applicable ({not_applicable_reasons(report.not_applicable)})"
+
+
+def fix_command(report: Report) -> str:
+    """The `gpudoctor fix` command line that finds the same safe fixes as this report (for the text report's hint):
+    the same snapshot or pasted reports, and the job files the fixes point into as --env-file."""
+    safe = [f for f in report.findings if f.fix and f.fix.env and f.fix.applicability == Applicability.SAFE]
+    env_files: List[str] = []
+    for finding in safe:
+        path = finding.location.path if finding.location else None
+        if path and not path.endswith(".json") and path not in env_files:
+            env_files.append(path)
+    words = ["gpudoctor", "fix"]
+    source = report.source if isinstance(report.source, dict) else {}
+    paths = [str(p) for p in source.get("paths", []) or []]
+    if source.get("kind") == "snapshot" and paths:
+        words += ["--snapshot", paths[0]]
+    elif source.get("kind") == "report":
+        for path in paths:
+            if path not in env_files:
+                words += ["--from", path]
+    for path in env_files:
+        words += ["--env-file", path]
+    if source.get("policy"):
+        words += ["--policy", str(source["policy"])]
+    target = env_files[0] if len(env_files) == 1 and is_dotenv(Path(env_files[0])) else ".env"
+    words += ["--write-env", target]
+    return " ".join(shlex.quote(word) for word in words)

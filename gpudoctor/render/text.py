@@ -10,7 +10,7 @@ from rich.text import Text
 from gpudoctor.version import __version__
 from gpudoctor.facts import Facts
 from gpudoctor.model import Applicability, Finding, Report, Severity
-from gpudoctor.render.describe import (header_items, machine_line, not_applicable_text, plural, python_line,
+from gpudoctor.render.describe import (fix_command, header_items, machine_line, not_applicable_text, plural, python_line,
                                        unknown_reasons)
 from gpudoctor.render.terminal import command_line, keep, longest_unit, say, screen, wrap
 
@@ -149,8 +149,6 @@ def _render(report: Report, console: Console, quiet: bool) -> None:
     mark = "✓ " if judged and not summary["error"] and not summary["warning"] else ""
     say(console, line, f" {mark}", " " * (1 + len(mark)), style=style)
     if any(f.fix and f.fix.env and f.fix.applicability == Applicability.SAFE for f in report.findings):
-        from gpudoctor.fix import fix_command
-
         command = fix_command(report)
         line = command_line(command, console.width, " Write the safe fixes:  ", " Write the safe fixes:\n   $ ")
         console.print(Text.assemble(line[:-len(command)], (command, "cyan")))
