@@ -74,14 +74,21 @@ def evaluate(snapshot: Snapshot, rules: Sequence[Rule], started: float = 0.0, kn
     unknown: List[Unknown] = []
     idle: List[NotApplicable] = []
     scripts = facts.get("scripts", None) or []
+    pasted = snapshot.source.get("kind") == "report"
     for rule in rules:
         if rule.check is None:
+            continue
+        if pasted and not snapshot.facts:  # a text in which nothing was recognised: every rule stays unknown
+            unknown.append(Unknown(rule.id, "report"))
             continue
         nothing_to_judge = not_applicable(rule, facts)
         if nothing_to_judge is not None:
             idle.append(nothing_to_judge)
             continue
+        stated = facts.stated
         produced, missing = run_rule(rule, facts)
+        if pasted and missing is None and not produced and facts.stated == stated:
+            missing = rule.needs[0] if rule.needs else "report"  # the paste states nothing this rule judges
         produced = [f for f in produced if not finding_suppressed(scripts, f)]
         if missing is not None:
             unknown.append(Unknown(rule.id, missing))

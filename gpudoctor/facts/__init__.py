@@ -21,14 +21,20 @@ class MissingFact(LookupError):
         self.path = path
 
 
+_BOOKKEEPING = ("rules", "probes")  # what the engine adds to every snapshot's facts: not something a text states
+
+
 class Facts:
-    """A view over the `facts` object of a snapshot."""
+    """A view over the `facts` object of a snapshot. `stated` counts the reads that found a value that says
+    something (not absent, None or empty): a rule that read none has judged nothing (see engine.evaluate)."""
 
     def __init__(self, data: Mapping[str, Any]):
         self._data = data
+        self.stated = 0
 
     @property
     def data(self) -> Mapping[str, Any]:
+        self.stated += 1
         return self._data
 
     def get(self, path: str, default: Any = _RAISE) -> Any:
@@ -41,6 +47,8 @@ class Facts:
                 if default is _RAISE:
                     raise MissingFact(path)
                 return default
+        if node not in (None, "", [], {}) and not path.startswith(_BOOKKEEPING):
+            self.stated += 1
         return node
 
     def has(self, path: str) -> bool:

@@ -26,7 +26,7 @@ from ._common import Builder, wheel_tag_info
 from .detect import detect
 from .normalize import Lines, normalize
 
-__all__ = ["ParsedReport", "ReportError", "parse_report", "merge_reports", "missing_facts", "NOTABLE_FACTS",
+__all__ = ["ParsedReport", "ReportError", "NothingRecognised", "parse_report", "merge_reports", "missing_facts", "NOTABLE_FACTS",
            "KINDS"]
 
 KINDS = ("collect_env", "ds_report", "nvidia_smi", "nvidia_smi_q", "nvidia_smi_xml", "nvidia_smi_error", "nvcc",
@@ -37,7 +37,11 @@ NOTABLE_FACTS = notable_facts()
 
 
 class ReportError(InputError, ValueError):
-    """Nothing in the text could be recognised as a report gpudoctor reads."""
+    """A text gpudoctor cannot read (empty, binary, a report whose parts all failed to parse)."""
+
+
+class NothingRecognised(ReportError):
+    """A readable text in which nothing is recognised: `check --from` reports that in one line, not as an error."""
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,7 @@ class ParsedReport:
     parts: tuple = ()  # kinds of the parts found, in order of appearance
     conflicts: list = field(default_factory=list)  # differing values inside this one text (first kept)
     warnings: list = field(default_factory=list)   # a cut table, a refused XML, a part that failed to parse
+    lines: int = 0     # lines in the text (set where nothing in it was recognised)
 
 
 _PARSERS: Dict[str, Callable[[Lines, str], Builder]] = {
@@ -87,9 +92,9 @@ def parse_report(text: Any, name: str = "<stdin>") -> ParsedReport:
         if warnings:
             raise ReportError(warnings[0])
         if kinds:
-            raise ReportError("%s: looks like %s output but carries no facts gpudoctor reads (cut too early?)"
+            raise NothingRecognised("%s: looks like %s output but carries no facts gpudoctor reads (cut too early?)"
                               % (name, " + ".join(k.replace("_", " ") for k in kinds)))
-        raise ReportError("%s: not a report gpudoctor reads (collect_env, ds_report, nvidia-smi, nvcc --version, "
+        raise NothingRecognised("%s: not a report gpudoctor reads (collect_env, ds_report, nvidia-smi, nvcc --version, "
                           "pip show torch)" % name)
 
     hints = [p for p in parts if p.kind == "torch_warning"]

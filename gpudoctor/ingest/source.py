@@ -15,7 +15,8 @@ import codecs
 from typing import BinaryIO, Iterator, List, Optional, Sequence
 
 from gpudoctor.files import open_stream
-from gpudoctor.ingest import ParsedReport, ReportError, merge_reports, missing_facts, parse_report
+from gpudoctor.ingest import (NothingRecognised, ParsedReport, ReportError, merge_reports, missing_facts,
+                              parse_report)
 from gpudoctor.ingest.logs import LogScanner
 from gpudoctor.redact import redact_bytes
 
@@ -69,32 +70,44 @@ def _open(path: str, stdin: Optional[BinaryIO]) -> BinaryIO:
         raise ReportError("cannot read report %r: %s" % (path, exc.strerror or exc)) from None
 
 
-def read_one(path: str, scanner: LogScanner, stdin: Optional[BinaryIO] = None) -> Optional[ParsedReport]:
-    """Stream one file through the log reader; the report found in its head, if any. ReportError when the
-    file cannot be read, or nothing in it is recognised."""
+def _binary(head: bytes) -> bool:
+    """Not text: NUL bytes, or mostly bytes that are no UTF-8 (a core dump, an image, a tarball)."""
+    if not head:
+        return False
+    sample = head[:8192]
+    return b"\x00" in sample or sample.decode("utf-8", errors="replace").count("\ufffd") * 10 > len(sample)
+
+
+def read_one(path: str, scanner: LogScanner, stdin: Optional[BinaryIO] = None) -> ParsedReport:
+    """Stream one file through the log reader; the report found in its head (empty `facts` when nothing in it is
+    recognised). ReportError only when the file cannot be read as text: missing, a directory, empty, binary."""
     name = "<stdin>" if path == "-" else path
     stream = _open(path, stdin)
     head: List[bytes] = []
-    kept, line = 0, 1
+    kept, line, last = 0, 1, b""
     try:
         for chunk in utf8_chunks(stream):
+            if not kept and _binary(chunk):
+                raise ReportError("%s: not text (binary data)" % name)
             if kept < HEAD_BYTES:
                 head.append(chunk[:HEAD_BYTES - kept])
                 kept += len(head[-1])
             line += scanner.feed(name, chunk, line)
+            last = chunk[-1:]
     except OSError as exc:
         raise ReportError("cannot read report %r: %s" % (path, exc.strerror or exc)) from None
     finally:
         if path != "-":
             stream.close()
+    if not kept:
+        raise ReportError("%s: the report is empty" % name)
+    lines = line - 1 + (last != b"\n")
     try:
         return parse_report(b"".join(head).decode("utf-8", errors="replace"), name)
-    except ReportError:
-        if scanner.found_in(name):
-            return None
-        if not kept:
-            raise ReportError("%s: the report is empty" % name) from None
-        raise
+    except ReportError as exc:
+        if not isinstance(exc, NothingRecognised):
+            raise
+        return ParsedReport(kind="text", facts={}, evidence={}, missing=[], name=name, lines=lines)
 
 
 def snapshot_from_reports(paths: Sequence[str], stdin: Optional[BinaryIO] = None):
@@ -110,12 +123,16 @@ def snapshot_from_reports(paths: Sequence[str], stdin: Optional[BinaryIO] = None
         except ReportError as exc:
             failed.append(("<stdin>" if path == "-" else path, str(exc)))
             continue
-        if report is not None:
-            reports.append(report)
+        reports.append(report)
+    unknown = [r for r in reports if not r.facts and not scanner.found_in(r.name)]
+    reports = [r for r in reports if r.facts]
     log_facts, log_evidence = scanner.result()
     if log_facts:
         reports.append(ParsedReport(kind="log", facts=log_facts, evidence=log_evidence, missing=[],
                                     name=", ".join(scanner.files), parts=("log",)))
+    if not reports and not failed:
+        return Snapshot(facts={}, probes=[], source={"kind": "report", "paths": [r.name for r in unknown],
+                                                     "formats": [], "missing": [], "nothing": _nothing(unknown)})
     if not reports:
         raise ReportError(failed[0][1] if len(failed) == 1 else
                           "no report could be read: " + "; ".join(msg for _, msg in failed))
@@ -133,7 +150,15 @@ def snapshot_from_reports(paths: Sequence[str], stdin: Optional[BinaryIO] = None
     warnings = [w for r in reports for w in r.warnings]
     if warnings:
         source["warnings"] = warnings
+    if unknown:
+        source["nothing"] = _nothing(unknown)
     return Snapshot(facts=facts, probes=[], source=source, evidence=evidence, conflicts=conflicts)
+
+
+def _nothing(texts: Sequence[ParsedReport]) -> str:
+    """The one line a report prints for texts in which nothing was recognised."""
+    return "; ".join("nothing gpudoctor knows in %d line%s%s" % (
+        r.lines, "" if r.lines == 1 else "s", " of %s" % r.name if len(texts) > 1 else "") for r in texts)
 
 
 def overlay_reports(snapshot, paths: Sequence[str], stdin: Optional[BinaryIO] = None) -> None:

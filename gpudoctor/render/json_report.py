@@ -16,7 +16,8 @@ def to_json(report: Report) -> dict:
     return {
         "schema": SCHEMA,
         "tool": {"name": "gpudoctor", "version": __version__},
-        "source": {"kind": report.source.get("kind", "live"), "paths": list(report.source.get("paths", []))},
+        "source": {"kind": report.source.get("kind", "live"), "paths": list(report.source.get("paths", [])),
+                   **({"nothing": report.source["nothing"]} if report.source.get("nothing") else {})},
         "host": {"hostname": host.get("hostname"), "os": host.get("os")},
         "summary": report.summary(),
         "findings": [finding.to_json() for finding in report.findings],

@@ -109,6 +109,8 @@ def _render(report: Report, console: Console, quiet: bool) -> None:
             what = "recorded snapshot" if kind != "report" else (
                 "log" if report.source.get("formats") == ["log"] else "pasted report")
             say(console, f"source: {what} {paths}", rest="  ", style="dim")
+            if report.source.get("nothing"):
+                say(console, report.source["nothing"], rest="  ")
             missing = report.source.get("missing")
             if missing:
                 say(console, f"not in the report: {', '.join(missing)}", rest="  ", style="dim")
