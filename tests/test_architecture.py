@@ -1,4 +1,7 @@
-"""The architecture, stated as tests: which module may import which (imports inside functions count too)."""
+"""The architecture, stated as tests: which module may import which (imports inside functions count too).
+
+FLOORS is the package from the ground up (docs/ARCHITECTURE.md draws it): a module imports only from its own floor
+or below, so no import runs up and no two parts import each other across floors."""
 
 import ast
 from pathlib import Path
@@ -34,10 +37,69 @@ def imports(path: Path) -> set:
 
 
 MODULES = {module_name(path): imports(path) for path in sorted(PACKAGE.rglob("*.py"))}
+PATHS = {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def imported_modules(path: Path) -> set:
+    """The gpudoctor modules the file's imports load: `from gpudoctor import schema` is gpudoctor.schema, and
+    `from gpudoctor import api, __version__` is gpudoctor.api and gpudoctor (the package's face)."""
+    found = set()
+    package = module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                base = f"{anchor}.{base}" if base else anchor
+            found.update(f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base for alias in node.names)
+    return {name for name in found if name in MODULES}
+
+
+FLOORS = [  # (floor, the top-level parts of gpudoctor on it: "" is the package's face, gpudoctor/__init__.py)
+    ("ground", {"errors", "version", "data", "units", "model", "redact", "spelling", "suppress", "files",
+                "adapters"}),
+    ("knowledge", {"knowledge", "schema", "fact_types", "facts"}),
+    ("documents", {"snapshot", "estimate"}),
+    ("rules", {"checks", "catalog", "engine"}),
+    ("fact sources", {"readers", "probes", "ingest"}),
+    ("gathering", {"gather", "policy", "bench", "fit", "fleet"}),
+    ("output", {"render"}),
+    ("fix", {"fix"}),
+    ("library", {"", "api", "mcpserver"}),
+    ("command line", {"cli", "__main__"}),
+]
+FLOOR_OF = {part: number for number, (_, parts) in enumerate(FLOORS) for part in parts}
+
+
+def part(module: str) -> str:
+    return module.split(".")[1] if "." in module else ""
+
+
+def test_every_part_has_a_floor():
+    assert sorted({part(name) for name in MODULES} - set(FLOOR_OF)) == []
+
+
+def test_no_import_runs_up_a_floor():
+    """engine → readers, render → fix, files → snapshot, checks → gather … are caught here."""
+    offenders = [f"{name} ({FLOORS[FLOOR_OF[part(name)]][0]}) imports {target} ({FLOORS[FLOOR_OF[part(target)]][0]})"
+                 for name in MODULES for target in imported_modules(PATHS[name])
+                 if FLOOR_OF.get(part(target), -1) > FLOOR_OF.get(part(name), -1)]
+    assert offenders == []
+
+
+def test_the_architecture_document_places_every_part():
+    text = (ROOT / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    parts = {part(name) for name in MODULES} - {""}
+    missing = [name for name in sorted(parts)
+               if f"gpudoctor/{name}/" not in text and f"gpudoctor/{name}.py" not in text]
+    assert missing == []
 
 
 def test_the_scan_sees_imports():
     assert "gpudoctor.gather" in MODULES["gpudoctor.cli.check"]
+    assert "gpudoctor.schema" in imported_modules(PATHS["gpudoctor.policy"])  # from gpudoctor import schema
     assert "gpudoctor.cli" in MODULES["gpudoctor.__main__"]
 
 
