@@ -136,6 +136,9 @@ EXPECTED = [
     (["run_cvd.sh"], {("GD607", "error", "train_cvd.py", 11)}),
     (["nemo_pretrain.py"], {("GD608", "warning", "nemo_pretrain.py", 14)}),
     (["launch_local_rank.sh"], {("GD609", "warning", "launch_local_rank.sh", 3)}),
+    # deepspeed.initialize(args=args) sets args.local_rank from LOCAL_RANK: fine unless the script uses it first
+    (["ds_torchrun.sh"], set()),
+    (["ds_torchrun_set_device.sh"], {("GD609", "warning", "ds_torchrun_set_device.sh", 2)}),
     (["nemo_slurm_launcher.py"], {("GD606", "error", "nemo_slurm_launcher.py", 7)}),
     (["nemo_factory_direct.py"], {("GD608", "warning", "nemo_factory_direct.py", 14)}),
     # the user's own fix of seed 000: CUDA_VISIBLE_DEVICES in the executor's env_vars, then a direct run

@@ -57,6 +57,13 @@ def local_rank_refused_in_log(facts, rule):
             fix=rule.fix(case="from_log", values={"script": script, "option": event.get("option")}))
 
 
+def _set_from_env(features: dict) -> bool:
+    """The script hands its namespace to deepspeed.initialize, which sets `local_rank` from LOCAL_RANK, and reads
+    it only after that."""
+    set_by = features.get("local_rank_set_by")
+    return isinstance(set_by, dict) and not set_by.get("used_before")
+
+
 @check("GD609")
 @or_from_log(local_rank_refused_in_log)
 def local_rank_argument(facts, rule):
@@ -79,7 +86,7 @@ def local_rank_argument(facts, rule):
             evidence.update(launcher=passing.get("name"), passes=flag)
             version_note = "" if known else " (torch ≥ 2.0; the torch version is unknown here)"
             if option.get("parse_known"):
-                if features.get("reads_local_rank_env"):
+                if features.get("reads_local_rank_env") or _set_from_env(features):
                     continue
                 yield rule.finding(
                     f"{passing.get('name')} passes `{flag}=N`{version_note} but {at} takes only {' / '.join(takes)} "
@@ -96,11 +103,15 @@ def local_rank_argument(facts, rule):
             continue
         starter = next((entry.get("name") for entry in job.get("launchers", [])
                         if entry.get("name") in SETS_LOCAL_RANK_ENV), None)
-        if starter and not features.get("reads_local_rank_env"):
+        if starter and not features.get("reads_local_rank_env") and not _set_from_env(features):
             evidence.update(launcher=starter)
+            set_by = features.get("local_rank_set_by") or {}
+            used = set_by.get("used_before") or {}
+            later = (f"; {set_by['by']} ({script.get('path')}:{set_by['line']}) sets it from LOCAL_RANK, but "
+                     f"line {used['line']} (`{used['what']}`) uses it before that" if used else "")
             yield rule.finding(
                 f"{starter} sets LOCAL_RANK in the environment and passes no local-rank argument, but the script "
                 f"takes it only from {' / '.join(takes)} ({at}): it stays {option.get('default')!r} in every rank "
-                "(all ranks on one GPU, or a crash)",
+                f"(all ranks on one GPU, or a crash){later}",
                 severity=Severity.WARNING, location=where(job), evidence=evidence,
                 fix=rule.fix(case="read_env", values=values))

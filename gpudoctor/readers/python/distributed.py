@@ -18,6 +18,8 @@
   know — `parse_args()` of an argparse parser made here and extended by no other function (no `parse_known_args`
   anywhere) or a `@hydra.main` function, which takes only
   `key=value` overrides — when it takes no local-rank option and handles no `--local…` argument itself;
+- `local_rank_set_by`: beside a local-rank option, the `deepspeed.initialize(args=ns, …)` that sets `ns.local_rank`
+  from LOCAL_RANK, with `used_before`, the first read of `ns.local_rank` ahead of it (still the option's default);
 - `command_line`: the options the script's own argparse parser takes and requires, where the script shows all of
   them (gpudoctor.readers.python.command_line).
 Every entry carries its line.
@@ -91,6 +93,7 @@ class _Finder:
         found["local_rank_option"] = self.local_rank_option()
         found["reads_local_rank_env"] = any(isinstance(node, ast.Constant) and node.value == "LOCAL_RANK"
                                             for node in ast.walk(self.tree))
+        found["local_rank_set_by"] = self.local_rank_set_by() if found["local_rank_option"] else None
         found["argv_parser"] = None if found["local_rank_option"] else self.argv_parser()
         found["command_line"] = None if _parses_known(self.tree) else command_line(self.tree, self.lines,
                                                                                     self.own_parsers(), self.qualified)
@@ -130,6 +133,36 @@ class _Finder:
                             "options": [o for o in options if isinstance(o, str)],
                             "default": known if isinstance(known, (int, str)) or default is None else "expression",
                             "parse_known": _parses_known(self.tree)}
+        return None
+
+    def local_rank_set_by(self) -> Optional[dict]:
+        """`deepspeed.initialize(args=ns, …)`: DeepSpeed's engine sets `ns.local_rank` from LOCAL_RANK
+        (deepspeed/runtime/engine.py `_configure_with_arguments`). With `used_before`: the first `ns.local_rank` read
+        ahead of the call in the same function (or in a function of the script called there first), which still
+        sees the option's default."""
+        scopes = [self.tree] + [n for n in ast.walk(self.tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        functions = {n.name: n for n in scopes[1:]}
+        for scope in scopes:
+            body = list(_own_nodes(scope))
+            for call in body:
+                if not (isinstance(call, ast.Call) and self.qualified(call.func) == "deepspeed.initialize"):
+                    continue
+                handed = next((kw.value for kw in call.keywords if kw.arg == "args"), call.args[0] if call.args
+                              else None)
+                if not isinstance(handed, ast.Name):
+                    continue
+                before = [n for n in body if getattr(n, "lineno", call.lineno) < call.lineno]
+                used = [n for n in before if _reads_local_rank(n, handed.id)]
+                for helper in before:
+                    if isinstance(helper, ast.Call) and isinstance(helper.func, ast.Name) \
+                            and helper.func.id in functions and any(isinstance(a, ast.Name) and a.id == handed.id
+                                                                    for a in helper.args):
+                        if any(_reads_local_rank(n, None) for n in ast.walk(functions[helper.func.id])):
+                            used.append(helper)
+                first = min(used, key=lambda n: n.lineno) if used else None
+                return {"line": call.lineno, "what": segment(self.lines, call, 70), "by": "deepspeed.initialize",
+                        "used_before": None if first is None else {"line": first.lineno,
+                                                                   "what": segment(self.lines, first, 70)}}
         return None
 
     def own_parsers(self) -> set:
@@ -265,6 +298,23 @@ class _Finder:
                 found["nemo_env_ignored"].append({"line": node.lineno, "what": segment(self.lines, node, 70),
                                                   "executor": first["executor"], "executor_line": first["line"],
                                                   "direct": literal(direct) is True, "no_executor": True})
+
+
+def _own_nodes(scope: ast.AST):
+    """The nodes of a module or function body, not those of the functions and classes defined in it."""
+    todo = list(ast.iter_child_nodes(scope))
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        yield node
+        todo.extend(ast.iter_child_nodes(node))
+
+
+def _reads_local_rank(node: ast.AST, name: Optional[str]) -> bool:
+    """`name.local_rank` read here (any name when `name` is None)."""
+    return isinstance(node, ast.Attribute) and node.attr == "local_rank" and isinstance(node.ctx, ast.Load) \
+        and isinstance(node.value, ast.Name) and (name is None or node.value.id == name)
 
 
 def _argparse_results(tree: ast.Module) -> set:
