@@ -11,6 +11,10 @@ from packaging.version import InvalidVersion, Version
 from gpudoctor.data import load_toml, rules_dir
 from gpudoctor.units import GiB
 
+# The launchers that start every process with RANK, LOCAL_RANK and WORLD_SIZE in its environment: torchrun's
+# elastic agent and those built on it (torch/distributed/run.py; deepspeed's launcher, accelerate launch).
+SETS_LOCAL_RANK_ENV = frozenset({"torchrun", "torch.distributed.launch", "deepspeed", "accelerate"})
+
 
 def version(text) -> Optional[Version]:
     """A comparable version from strings like '535.104.05', '12.4', '2.5.1+cu124'; None if unparsable."""

@@ -27,6 +27,7 @@ from gpudoctor.data import TOMLDecodeError, loads_toml
 from gpudoctor.errors import InputError
 from gpudoctor.facts import MissingFact
 from gpudoctor.model import Applicability, EnvChange, Severity
+from gpudoctor.readers.env import is_env_name
 from gpudoctor.redact import REDACTED, is_secret_name
 
 SCHEMA = "gpudoctor.policy/1"
@@ -436,7 +437,7 @@ def _compile_fix(table: Any, groups: set) -> Tuple[dict, Template, str]:
     if not isinstance(to_unset, list) or not all(isinstance(v, str) for v in to_unset):
         raise _Invalid("fix.env.unset must be a list of variable names")
     for name in list(to_set) + list(to_unset):
-        if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", name):
+        if not is_env_name(name):
             raise _Invalid(f"fix.env: {name!r} is not a variable name")
     commands = table.get("commands", [])
     if not isinstance(commands, list) or not all(isinstance(c, str) for c in commands):

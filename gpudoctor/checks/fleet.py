@@ -12,7 +12,10 @@ from collections import Counter
 from typing import Callable, Dict, List, Tuple
 
 from gpudoctor.checks import check
+from packaging.version import Version
+
 from gpudoctor.facts import MissingFact
+from gpudoctor.knowledge import version
 from gpudoctor.model import Severity
 
 _ABSENT = object()
@@ -91,9 +94,9 @@ def _fact(path: str) -> Callable:
     return value_of
 
 
-def _version_key(text: str) -> tuple:
-    """`550.90.07` → (550, 90, 7): numeric parts compare as numbers."""
-    return tuple(int(part) if part.isdigit() else -1 for part in str(text).split("."))
+def _version_key(text: str) -> Version:
+    """`550.90.07` as a version ("none" and the unreadable oldest)."""
+    return version(text) or Version("0")
 
 
 @check("GD801")

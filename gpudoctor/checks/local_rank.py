@@ -10,11 +10,8 @@ from typing import Optional, Tuple
 from gpudoctor.checks import check
 from gpudoctor.checks.launch import jobs_with_scripts, where
 from gpudoctor.facts.log_evidence import cited, log_events, or_from_log
-from gpudoctor.knowledge import version
+from gpudoctor.knowledge import SETS_LOCAL_RANK_ENV, version
 from gpudoctor.model import Severity
-
-SETS_LOCAL_RANK_ENV = {"torchrun", "torch.distributed.launch", "deepspeed", "accelerate"}
-
 
 def _flag(launcher: str, torch: Optional[str]) -> Tuple[str, Optional[bool]]:
     """(the option the launcher passes, whether that is known) — `torch.distributed.launch` changed it in torch 2.0."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import codecs
 import re
 
-from gpudoctor.readers.env import Assignment, ReadResult
+from gpudoctor.readers.env import Assignment, ReadResult, is_env_name
 
 _WS_MULTI = re.compile(r"\s*")
 _EXPORT = re.compile(r"(?:export[^\S\r\n]+)?")
@@ -128,7 +128,7 @@ def read(text: str, path: str) -> ReadResult:
             # python-dotenv returns None for a bare KEY, replacing any earlier value: load_dotenv() does not set it.
             result.assignments = [item for item in result.assignments if item.name != key]
             continue
-        if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", key):
+        if not is_env_name(key):
             result.error(f"{key!r} is not a valid environment variable name", line)
             continue
         reason = unresolved_reason(value, quote)
@@ -145,7 +145,7 @@ def read_nccl_conf(text: str, path: str) -> ReadResult:
         if not line or line.startswith("#") or "=" not in line:
             continue
         name, value = line.split("=", 1)
-        if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", name):
+        if not is_env_name(name):
             result.error(f"{name!r} is not a variable name (NCCL reads everything before '=' verbatim)", number)
             continue
         if re.search(r"\s#", value) or value != value.strip() or (len(value) > 1 and value[0] in "\"'"):

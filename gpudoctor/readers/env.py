@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Iterable, List, Optional
 
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+CVD = "CUDA_VISIBLE_DEVICES"
 KIND = "env_file"
 NO_ENV = ("no environment variables found: a YAML file that is not a Kubernetes manifest, a Compose file or a list "
           "of NAME=value lines (a training config is fine here)")

@@ -21,8 +21,10 @@ import os
 from pathlib import Path
 from typing import List, Optional
 
+from gpudoctor.knowledge import SETS_LOCAL_RANK_ENV
+
 RANK_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
-SETS_RANK_ENV = {"torchrun", "torch.distributed.launch", "deepspeed", "accelerate", "training-operator"}
+SETS_RANK_ENV = SETS_LOCAL_RANK_ENV | {"training-operator"}  # one process per pod: RANK and WORLD_SIZE, no LOCAL_RANK
 
 
 def ranks_of(launchers: List[dict]) -> tuple:

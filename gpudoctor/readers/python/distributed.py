@@ -30,6 +30,7 @@ from __future__ import annotations
 import ast
 from typing import Any, Dict, List, Optional
 
+from gpudoctor.readers.env import CVD
 from gpudoctor.readers.python.command_line import command_line
 from gpudoctor.readers.python.names import dotted, imports_of, literal, qualified_name, segment
 
@@ -52,7 +53,6 @@ RANK_VARIABLES = ("SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK", "OMPI
                   "PMIX_RANK", "MV2_COMM_WORLD_RANK")
 RANK_WORDS = ("rank", "local_rank", "LOCAL_RANK", "gpu", "device_id", "proc")
 LOCAL_RANK_OPTIONS = ("--local_rank", "--local-rank")
-CVD = "CUDA_VISIBLE_DEVICES"
 
 
 class _Finder:

@@ -19,13 +19,13 @@ import ast
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
+from gpudoctor.readers.env import CVD
 from gpudoctor.readers.python.names import (NO_VALUE, attribute_path, canonical, dotted, has_value, imports_of,
                                       is_main_guard, iter_child_nodes_postorder, literal, segment)
 
 MAX_SUMMARY_EVENTS = 400
 MAX_EVENTS = 5000
 MAX_CALL_DEPTH = 30
-CVD = "CUDA_VISIBLE_DEVICES"
 
 # Calls that start worker processes as soon as they are made.
 STARTERS = {

@@ -7,12 +7,11 @@ from __future__ import annotations
 from typing import List, Optional
 
 from gpudoctor.readers import commands
-from gpudoctor.readers.env import ReadResult
+from gpudoctor.readers.env import CVD, ReadResult
 from gpudoctor.readers.launch import RANK_ENV, finish_job
 from gpudoctor.readers.shell import parser as reader
 from gpudoctor.readers.shell import slurm
 
-CVD = "CUDA_VISIBLE_DEVICES"
 
 
 class LaunchWalker(reader.Walker):
