@@ -5,6 +5,7 @@ same input, bad input is a one-line tool error, secrets never come back."""
 import contextlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -207,3 +208,18 @@ def test_secrets_in_the_inputs_or_the_environment_never_come_back(call, tmp_path
     texts = [text] + [result[1] for result in results]
     for secret in (SECRET, "wandb0secret0value", "pa55word"):
         assert not [text for text in texts if secret in text]
+
+
+def test_the_exchange_in_the_docs_is_real(call):
+    """docs/mcp.md shows one call and its result, the lists of rules shortened: the rest must be what comes back
+    today (the counts of passed, unknown and not-applicable rules move as rules join the catalog)."""
+    page = (ROOT / "docs" / "mcp.md").read_text(encoding="utf-8")
+    arguments, shown = re.findall(r"```json\n(.*?)\n```", page.split("## A real exchange")[1], re.S)
+    shown = json.loads(re.sub(r",\n\s*…", "", shown))
+    result = ok(call("diagnose_text", json.loads(arguments)))
+    for document in (shown, result):
+        document.pop("seconds")
+        for moving in ("passed", "unknown", "not_applicable"):
+            document["summary"].pop(moving)
+            document[moving] = document[moving][:len(shown[moving])]
+    assert result == shown
