@@ -251,7 +251,3 @@ def snapshots_from_payloads(payloads: list) -> List[Tuple[str, Snapshot]]:
         snapshot.source = {"kind": "live", "paths": [], "node": item["node"]}
         nodes.append((item["node"], snapshot))
     return nodes
-
-
-def environment_rank() -> str:
-    return os.environ.get("RANK") or os.environ.get("SLURM_PROCID") or "?"

@@ -129,14 +129,6 @@ def gpu_by_user_name(name: str) -> Optional[dict]:
     return closest[0]
 
 
-def arch_spec(cc: str) -> Optional[dict]:
-    """The gpus.toml [[arch]] row for a compute capability."""
-    for entry in table("gpus").get("arch", []):
-        if str(entry.get("cc")) == cc:
-            return entry
-    return None
-
-
 def gpu_cc(gpu: dict) -> Optional[str]:
     """A GPU's compute capability: as reported, else from the table by name."""
     if gpu.get("cc"):

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, List, Optional
+from typing import List, Optional
 
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 CVD = "CUDA_VISIBLE_DEVICES"
@@ -113,23 +113,6 @@ def apply(snapshot, result: ReadResult, path: str, scope_override: Optional[str]
         add_input_error(snapshot, path, KIND, message, line, column)
 
 
-def all_assignments(sources: dict, env: dict) -> Iterable[tuple]:
-    """(name, record, value) for every assignment known: the winning one first, then the others."""
-    for name, record in sources.items():
-        if record.get("unset"):
-            value = None
-        elif record.get("unresolved"):
-            value = None
-        else:
-            value = env.get(name)
-        yield name, record, value
-        for other in record.get("also", []):
-            if other.get("unset") or other.get("unresolved"):
-                yield name, other, None
-            else:
-                yield name, other, other.get("value")
-
-
 # --- format detection and the reader registry ------------------------------------------------------------
 
 SHELL_SUFFIXES = {".sh", ".bash", ".zsh", ".ksh", ".sbatch", ".slurm", ".job", ".pbs", ".qsub", ".lsf", ".envrc"}
@@ -189,8 +172,6 @@ def is_dockerfile(path: Path, text: str = "") -> bool:
     if (lower in {"dockerfile", "containerfile"} or lower.startswith(("dockerfile.", "containerfile."))
             or lower.endswith(("dockerfile", "containerfile"))):
         return True
-    if path.suffix.lower() in TEXT_SUFFIXES:
-        return False
     body = "\n".join(line for line in text.lstrip("\ufeff")[:8192].splitlines()
                      if line.strip() and not line.lstrip().startswith("#"))
     return bool(DOCKERFILE_FIRST.match(body)) and bool(DOCKERFILE_INSTRUCTION.search(body))

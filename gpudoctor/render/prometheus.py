@@ -20,7 +20,6 @@ from typing import IO
 from gpudoctor.version import __version__
 from gpudoctor.model import Report, Severity
 
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 SEVERITIES = ("error", "warning", "info")
 # a fired rule's state is its worst severity; not_applicable: the input the rule judges was not given
 RULE_STATES = ("passed", "unknown", "not_applicable", "info", "warning", "error")

@@ -23,7 +23,6 @@ from gpudoctor.readers.env import Assignment, ReadResult, is_env_name
 
 OPERATORS = sorted([";;&", ";;", ";&", "&&", "||", "|&", "<<<", "<<-", "<<", ">>", "&>>", "&>", "<&", ">&", ">|",
                     "<>", ";", "&", "|", "(", ")", "<", ">"], key=len, reverse=True)
-SEPARATORS = {";", "&", "&&", "||", "|", "|&", "(", ")", ";;", ";&", ";;&", "\n"}
 REDIRECTIONS = {"<", ">", ">>", "&>", "&>>", "<&", ">&", ">|", "<>", "<<<"}
 SLURM = {"srun", "sbatch", "salloc"}
 MPI = {"mpirun", "mpiexec", "orterun", "oshrun", "mpiexec.hydra", "prun"}
