@@ -5,6 +5,13 @@ python-dotenv (src/dotenv/parser.py): optional `export `, a key (unquoted up to 
 or unquoted (up to the end of the line, ` #comment` removed, trailing space stripped). A line it cannot parse is
 skipped with a warning: here it becomes an error with its line. `${VAR}` is expanded by python-dotenv when it loads
 the file, `$VAR` by a shell that sources it: such values are unknown here (kept verbatim in env_sources).
+
+Why a port and not python-dotenv's own parser: `dotenv.parser.parse_stream` is internal API (no stability promise),
+python-dotenv would become a runtime dependency for one file format, and its bindings say neither how a value was
+quoted (a single-quoted `'${X}'` is literal, a double-quoted one is expanded) nor where the value stands in the
+text, which `gpudoctor fix` needs to rewrite one line of a .env in place (gpudoctor.fix.envmerge reads with these
+same patterns). python-dotenv stays the oracle: tests/test_dotenv_grammar.py holds this reader against it on
+generated inputs.
 """
 
 from __future__ import annotations
