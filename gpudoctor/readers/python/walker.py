@@ -672,78 +672,95 @@ class Walker:
             self.walk_stmt(stmt, scope, frame, guarded, out)
 
     def walk_stmt(self, stmt: ast.stmt, scope: Scope, frame: str, guarded: bool, out: List[Event]) -> None:
-        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            for decorator in stmt.decorator_list:
-                self.walk_expr(decorator, scope, frame, guarded, out)
-            return
-        if isinstance(stmt, ast.ClassDef):
-            klass = scope.classes.get(stmt.name)
-            # a class body runs where it is written; its methods do not
-            body = [s for s in stmt.body if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
-            if klass is not None or body:
-                self.walk_block(body, scope, frame, guarded, out)
-            return
-        if isinstance(stmt, ast.If):
-            guard = is_main_guard(stmt.test)
-            if guard is None:
-                self.walk_expr(stmt.test, scope, frame, guarded, out)
-            self.walk_block(stmt.body, scope, frame, guarded or guard is True, out)
-            self.walk_block(stmt.orelse, scope, frame, guarded or guard is False, out)
-            return
-        if isinstance(stmt, (ast.For, ast.AsyncFor)):
-            self.walk_expr(stmt.iter, scope, frame, guarded, out)
-            for loader in self.iterated(stmt.iter, scope):
-                self.loader_iterated(loader, stmt, f"in `for … in {segment(self.lines, stmt.iter, 50)}`", frame, guarded,
-                                     out)
-            self.bind_loop(stmt, scope)
-            self.walk_block(stmt.body, scope, frame, guarded, out)
-            self.walk_block(stmt.orelse, scope, frame, guarded, out)
-            return
-        if isinstance(stmt, ast.While):
-            self.walk_expr(stmt.test, scope, frame, guarded, out)
-            self.walk_block(stmt.body, scope, frame, guarded, out)
-            self.walk_block(stmt.orelse, scope, frame, guarded, out)
-            return
-        if isinstance(stmt, (ast.With, ast.AsyncWith)):
-            for item in stmt.items:
-                self.walk_expr(item.context_expr, scope, frame, guarded, out)
-                if isinstance(item.optional_vars, ast.Name):
-                    self.bind(item.optional_vars.id, item.context_expr, scope)
-            self.walk_block(stmt.body, scope, frame, guarded, out)
-            return
-        if isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
-            self.walk_block(stmt.body, scope, frame, guarded, out)
-            for handler in stmt.handlers:
-                self.walk_block(handler.body, scope, frame, guarded, out)
-            self.walk_block(stmt.orelse, scope, frame, guarded, out)
-            self.walk_block(stmt.finalbody, scope, frame, guarded, out)
-            return
-        if type(stmt).__name__ == "Match":
-            self.walk_expr(stmt.subject, scope, frame, guarded, out)
-            for case in stmt.cases:
-                self.walk_block(case.body, scope, frame, guarded, out)
-            return
-        if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-            value = stmt.value
-            if value is not None:
-                self.walk_expr(value, scope, frame, guarded, out)
-            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-            for target in targets:
-                self.assign(target, value, stmt, scope, frame, guarded, out, augmented=isinstance(stmt, ast.AugAssign))
-            return
-        if isinstance(stmt, ast.Return):
-            if stmt.value is not None:
-                self.walk_expr(stmt.value, scope, frame, guarded, out)
-                if scope.func is not None:
-                    scope.func.returns.append(stmt.value)
-            return
-        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
-            if scope is not self.module:
-                imports_of([stmt], scope.aliases)
-            return
+        """One statement, dispatched on its kind as ast.NodeVisitor does (`stmt_If`, `stmt_For` …); any other kind
+        has its expressions walked."""
+        getattr(self, f"stmt_{type(stmt).__name__}", self.stmt_other)(stmt, scope, frame, guarded, out)
+
+    def stmt_other(self, stmt: ast.stmt, scope: Scope, frame: str, guarded: bool, out: List[Event]) -> None:
         for child in ast.iter_child_nodes(stmt):
             if isinstance(child, ast.expr):
                 self.walk_expr(child, scope, frame, guarded, out)
+
+    def stmt_FunctionDef(self, stmt, scope: Scope, frame: str, guarded: bool, out: List[Event]) -> None:
+        for decorator in stmt.decorator_list:
+            self.walk_expr(decorator, scope, frame, guarded, out)
+
+    stmt_AsyncFunctionDef = stmt_FunctionDef
+
+    def stmt_ClassDef(self, stmt: ast.ClassDef, scope: Scope, frame: str, guarded: bool, out: List[Event]) -> None:
+        klass = scope.classes.get(stmt.name)
+        # a class body runs where it is written; its methods do not
+        body = [s for s in stmt.body if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        if klass is not None or body:
+            self.walk_block(body, scope, frame, guarded, out)
+
+    def stmt_If(self, stmt: ast.If, scope: Scope, frame: str, guarded: bool, out: List[Event]) -> None:
+        guard = is_main_guard(stmt.test)
+        if guard is None:
+            self.walk_expr(stmt.test, scope, frame, guarded, out)
+        self.walk_block(stmt.body, scope, frame, guarded or guard is True, out)
+        self.walk_block(stmt.orelse, scope, frame, guarded or guard is False, out)
+
+    def stmt_For(self, stmt, scope: Scope, frame: str, guarded: bool, out: List[Event]) -> None:
+        self.walk_expr(stmt.iter, scope, frame, guarded, out)
+        for loader in self.iterated(stmt.iter, scope):
+            self.loader_iterated(loader, stmt, f"in `for … in {segment(self.lines, stmt.iter, 50)}`", frame, guarded,
+                                 out)
+        self.bind_loop(stmt, scope)
+        self.walk_block(stmt.body, scope, frame, guarded, out)
+        self.walk_block(stmt.orelse, scope, frame, guarded, out)
+
+    stmt_AsyncFor = stmt_For
+
+    def stmt_While(self, stmt: ast.While, scope: Scope, frame: str, guarded: bool, out: List[Event]) -> None:
+        self.walk_expr(stmt.test, scope, frame, guarded, out)
+        self.walk_block(stmt.body, scope, frame, guarded, out)
+        self.walk_block(stmt.orelse, scope, frame, guarded, out)
+
+    def stmt_With(self, stmt, scope: Scope, frame: str, guarded: bool, out: List[Event]) -> None:
+        for item in stmt.items:
+            self.walk_expr(item.context_expr, scope, frame, guarded, out)
+            if isinstance(item.optional_vars, ast.Name):
+                self.bind(item.optional_vars.id, item.context_expr, scope)
+        self.walk_block(stmt.body, scope, frame, guarded, out)
+
+    stmt_AsyncWith = stmt_With
+
+    def stmt_Try(self, stmt, scope: Scope, frame: str, guarded: bool, out: List[Event]) -> None:
+        self.walk_block(stmt.body, scope, frame, guarded, out)
+        for handler in stmt.handlers:
+            self.walk_block(handler.body, scope, frame, guarded, out)
+        self.walk_block(stmt.orelse, scope, frame, guarded, out)
+        self.walk_block(stmt.finalbody, scope, frame, guarded, out)
+
+    stmt_TryStar = stmt_Try
+
+    def stmt_Match(self, stmt, scope: Scope, frame: str, guarded: bool, out: List[Event]) -> None:
+        self.walk_expr(stmt.subject, scope, frame, guarded, out)
+        for case in stmt.cases:
+            self.walk_block(case.body, scope, frame, guarded, out)
+
+    def stmt_Assign(self, stmt, scope: Scope, frame: str, guarded: bool, out: List[Event]) -> None:
+        value = stmt.value
+        if value is not None:
+            self.walk_expr(value, scope, frame, guarded, out)
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        for target in targets:
+            self.assign(target, value, stmt, scope, frame, guarded, out, augmented=isinstance(stmt, ast.AugAssign))
+
+    stmt_AnnAssign = stmt_AugAssign = stmt_Assign
+
+    def stmt_Return(self, stmt: ast.Return, scope: Scope, frame: str, guarded: bool, out: List[Event]) -> None:
+        if stmt.value is not None:
+            self.walk_expr(stmt.value, scope, frame, guarded, out)
+            if scope.func is not None:
+                scope.func.returns.append(stmt.value)
+
+    def stmt_Import(self, stmt, scope: Scope, frame: str, guarded: bool, out: List[Event]) -> None:
+        if scope is not self.module:
+            imports_of([stmt], scope.aliases)
+
+    stmt_ImportFrom = stmt_Import
 
     def bind_loop(self, stmt: ast.AST, scope: Scope) -> None:
         """`for k, v in ENV.items()`: remember which keys `k` takes (for `os.environ[k] = v`)."""
