@@ -4,7 +4,7 @@ interfaces an NCCL_SOCKET_IFNAME value selects."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import List, Optional, Tuple
 
 from gpudoctor.facts.nccl_settings import FALSE_WORDS, TRUE_WORDS, knowledge, meta, spec
@@ -119,63 +119,73 @@ def _check_level(item: dict, value: str) -> List[Problem]:
     return [Problem(f"is not a path level ({', '.join(values)}); NCCL ignores it")]
 
 
-def _check_algo_proto(name: str, item: dict, value: str) -> List[Problem]:
-    """NCCL_ALGO / NCCL_PROTO as src/graph/tuning.cc parseList reads them (strict since 2.24)."""
-    strict = meta("nccl_strict_algo_proto") or "2.24"
-    functions = [f.lower() for f in knowledge().get("meta", {}).get("algo_functions", [])]
-    values = [str(v) for v in item.get("values", [])]
-    lowered = {v.lower(): v for v in values}
-    value_since = {k.lower(): v for k, v in (item.get("value_since") or {}).items()}
-    value_until = {k.lower(): v for k, v in (item.get("value_until") or {}).items()}
-    what = "algorithm" if name == "NCCL_ALGO" else "protocol"
-    problems: List[Problem] = []
-    fixed_segments: List[str] = []
-    segments = [s for s in value.split(";") if s != ""]
-    per_function = ";" in value
-    for index, segment in enumerate(segments):
-        prefix, elements = None, segment
-        if ":" in segment:
-            prefix, elements = segment.split(":", 1)
-            per_function = True
-            if prefix.strip().lower() not in functions:
-                problems.append(Problem(f"names an unknown collective {prefix.strip()!r} (valid: "
-                                        f"{', '.join(knowledge()['meta']['algo_functions'])})"))
-                continue
-        elif index > 0:
-            problems.append(Problem(f"has an entry without a `collective:` prefix after the first ({segment!r}): "
-                                    "NCCL rejects it", since=strict))
-            continue
+@dataclass
+class _AlgoList:
+    """NCCL_ALGO / NCCL_PROTO as src/graph/tuning.cc parseList reads them (strict since 2.24): `[^]a,b` or, per
+    collective, `allreduce:a,b;broadcast:^c`. Each `segment` and `token` says its problems and what to keep."""
+
+    name: str
+    item: dict
+    problems: List[Problem] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.strict = meta("nccl_strict_algo_proto") or "2.24"
+        self.functions = [str(f) for f in knowledge().get("meta", {}).get("algo_functions", [])]
+        self.values = [str(v) for v in self.item.get("values", [])]
+        self.lowered = {v.lower(): v for v in self.values}
+        self.since = {k.lower(): v for k, v in (self.item.get("value_since") or {}).items()}
+        self.until = {k.lower(): v for k, v in (self.item.get("value_until") or {}).items()}
+        self.floor = version(meta("nccl_floor"))
+        self.what = "algorithm" if self.name == "NCCL_ALGO" else "protocol"
+
+    def segment(self, index: int, segment: str) -> Optional[str]:
+        """The segment as NCCL would keep it (its unknown tokens dropped); None when NCCL rejects all of it."""
+        prefix, elements = segment.split(":", 1) if ":" in segment else (None, segment)
+        if prefix is not None and prefix.strip().lower() not in [f.lower() for f in self.functions]:
+            self.problems.append(Problem(f"names an unknown collective {prefix.strip()!r} (valid: "
+                                         f"{', '.join(self.functions)})"))
+            return None
+        if prefix is None and index > 0:
+            self.problems.append(Problem(f"has an entry without a `collective:` prefix after the first ({segment!r}): "
+                                         "NCCL rejects it", since=self.strict))
+            return None
         negate = elements.startswith("^")
-        tokens = elements[1:].split(",") if negate else elements.split(",")
-        kept = []
-        for raw in tokens:
-            if raw == "":
-                continue
-            token = raw.strip()
-            key = token.lower()
-            if key not in lowered:
-                problems.append(Problem(f"has an unknown {what} {raw!r} (valid: {', '.join(values)}); since NCCL "
-                                        f"{strict} this makes communicator initialisation fail, before it the token "
-                                        "was silently ignored"))
-                continue
-            if raw != token:
-                problems.append(Problem(f"has spaces around {token!r}: NCCL does not trim them, so the token is "
-                                        f"unknown (init fails since NCCL {strict}, ignored before)"))
-            floor = version(meta("nccl_floor"))
-            if key in value_since and not (floor and version(value_since[key]) <= floor):
-                problems.append(Problem(f"uses {lowered[key]}, which NCCL accepts only since {value_since[key]}",
-                                        before=value_since[key]))
-            if key in value_until:
-                problems.append(Problem(f"uses {lowered[key]}, which NCCL accepts only up to {value_until[key]} "
-                                        "(renamed CollNetDirect / CollNetChain in 2.14)",
-                                        since=_next(value_until[key])))
-            kept.append(lowered[key])
-        text = ("^" if negate else "") + ",".join(kept)
-        fixed_segments.append(f"{prefix.strip()}:{text}" if prefix is not None else text)
-    if per_function:
-        problems.append(Problem(f"uses the per-collective syntax (`collective:{what}s;...`), which NCCL reads only "
-                                f"since {strict}; older NCCL ignores the whole value", before=strict))
-    fixed = ";".join(s for s in fixed_segments if not s.endswith(":") and s not in ("", "^"))
+        kept = [self.token(raw) for raw in (elements[1:] if negate else elements).split(",") if raw != ""]
+        text = ("^" if negate else "") + ",".join(token for token in kept if token is not None)
+        return f"{prefix.strip()}:{text}" if prefix is not None else text
+
+    def token(self, raw: str) -> Optional[str]:
+        """The value NCCL reads for one token; None when it is unknown."""
+        token = raw.strip()
+        key = token.lower()
+        if key not in self.lowered:
+            self.problems.append(Problem(f"has an unknown {self.what} {raw!r} (valid: {', '.join(self.values)}); "
+                                         f"since NCCL {self.strict} this makes communicator initialisation fail, "
+                                         "before it the token was silently ignored"))
+            return None
+        if raw != token:
+            self.problems.append(Problem(f"has spaces around {token!r}: NCCL does not trim them, so the token is "
+                                         f"unknown (init fails since NCCL {self.strict}, ignored before)"))
+        if key in self.since and not (self.floor and version(self.since[key]) <= self.floor):
+            self.problems.append(Problem(f"uses {self.lowered[key]}, which NCCL accepts only since "
+                                         f"{self.since[key]}", before=self.since[key]))
+        if key in self.until:
+            self.problems.append(Problem(f"uses {self.lowered[key]}, which NCCL accepts only up to {self.until[key]} "
+                                         "(renamed CollNetDirect / CollNetChain in 2.14)",
+                                         since=_next(self.until[key])))
+        return self.lowered[key]
+
+
+def _check_algo_proto(name: str, item: dict, value: str) -> List[Problem]:
+    grammar = _AlgoList(name, item)
+    segments = [s for s in value.split(";") if s != ""]
+    kept = [grammar.segment(index, segment) for index, segment in enumerate(segments)]
+    problems = grammar.problems
+    if ";" in value or any(":" in segment for segment in segments):
+        problems.append(Problem(f"uses the per-collective syntax (`collective:{grammar.what}s;...`), which NCCL "
+                                f"reads only since {grammar.strict}; older NCCL ignores the whole value",
+                                before=grammar.strict))
+    fixed = ";".join(s for s in kept if s is not None and not s.endswith(":") and s not in ("", "^"))
     for problem in problems:
         if problem.fixed is None and fixed and fixed != value and not (problem.since or problem.before):
             problem.fixed = fixed
