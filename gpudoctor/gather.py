@@ -113,12 +113,13 @@ def files_snapshot(names: Sequence[str]) -> Snapshot:
     return snapshot
 
 
-def _read(name: str, snapshot: Snapshot, kind: Optional[str], what: str) -> None:
-    """Add one file's facts with the readers that know it; InputError when it cannot be read."""
+def _read(name: str, snapshot: Snapshot, part: Optional[str], what: str) -> None:
+    """Add one file's facts (or only `part` of them) as its format's reader gives them; InputError when it cannot
+    be read."""
     from gpudoctor.files import read_input
     from gpudoctor.readers.registry import read_file
 
-    read_file(Path(name), snapshot, kind=kind, text=read_input(name, what))
+    read_file(Path(name), snapshot, part=part, text=read_input(name, what))
 
 
 def _scripts(request: Request, snapshot: Snapshot) -> None:
@@ -138,11 +139,9 @@ def _ds_config(request: Request, snapshot: Snapshot) -> None:
 def _env_files(request: Request, snapshot: Snapshot) -> None:
     """The environment as the job will see it: the snapshot's variables overlaid with those the files set."""
     if request.env_files:
-        from gpudoctor.readers.env import overlay
-        from gpudoctor.readers.launch import overlay as launch_overlay
+        from gpudoctor.readers.registry import read_env_files
 
-        overlay(list(request.env_files), snapshot)
-        launch_overlay(list(request.env_files), snapshot)
+        read_env_files(list(request.env_files), snapshot)
 
 
 def _model(request: Request, snapshot: Snapshot) -> None:

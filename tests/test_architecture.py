@@ -138,3 +138,44 @@ def test_import_layers(package, forbidden):
     offenders = [f"{name} imports {target}" for name, targets in MODULES.items() if inside(name, package)
                  for target in targets if any(inside(target, banned) for banned in forbidden)]
     assert offenders == []
+
+
+def format_modules() -> set:
+    """The modules and packages of gpudoctor/readers/ that define a format: a top-level `detect` and `read`."""
+    found = set()
+    for path in sorted((PACKAGE / "readers").rglob("*.py")):
+        defined = {node.name for node in ast.parse(path.read_text(encoding="utf-8")).body
+                   if isinstance(node, ast.FunctionDef)}
+        if {"detect", "read"} <= defined:
+            found.add(module_name(path))
+    return found
+
+
+def test_every_format_is_one_registry_entry():
+    from gpudoctor.readers.registry import FORMATS
+
+    names = [fmt.name for fmt in FORMATS]
+    assert len(names) == len(set(names))
+    assert {fmt.read.__module__ for fmt in FORMATS} == format_modules()
+    for fmt in FORMATS:  # a format's detection and its reader live in one module
+        assert fmt.detect.__module__ == fmt.read.__module__, fmt.name
+
+
+def test_only_the_registry_lists_formats():
+    """No other reader, nor gather, keeps its own list of formats (as `detect(...) in ("shell", "yaml")` once did):
+    a new format is one registry entry."""
+    from gpudoctor.readers.registry import FORMATS
+
+    names = {fmt.name for fmt in FORMATS}
+    offenders = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        name = module_name(path)
+        reading = inside(name, "gpudoctor.readers") or name == "gpudoctor.gather"
+        if name == "gpudoctor.readers.registry" or not reading:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+                listed = {item.value for item in node.elts if isinstance(item, ast.Constant)} & names
+                if len(listed) > 1:
+                    offenders.append(f"{module_name(path)}:{node.lineno} {sorted(listed)}")
+    assert offenders == []

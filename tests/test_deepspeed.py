@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES, ROOT
-from gpudoctor.readers.ds_config import add_to_snapshot, looks_like_ds_config, parse
+from gpudoctor.readers.ds_config import add_to_snapshot, parse
+from gpudoctor.readers.ds_config import detect as looks_like_ds_config
 from gpudoctor.catalog import find_rule, load_catalog
 from gpudoctor.engine import evaluate
 from gpudoctor.knowledge import table

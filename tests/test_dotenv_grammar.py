@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpudoctor.readers.dotenv import read
+from gpudoctor.readers.dotenv.grammar import read
 
 dotenv = pytest.importorskip("dotenv", reason="python-dotenv is a test dependency (pip install -e .[test])")
 

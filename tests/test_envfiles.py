@@ -8,13 +8,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import FIXTURES
-from gpudoctor.readers.env import apply, detect, read_env_text
-from gpudoctor.readers import dotenv
+from gpudoctor.readers import python
+from gpudoctor.readers.env import apply
+from gpudoctor.readers.dotenv import grammar as dotenv
 from gpudoctor.readers.dockerfile import env as dockerfile
 from gpudoctor.readers.k8s import env as k8s
-from gpudoctor.readers.python import env as pyenv
 from gpudoctor.readers.shell import parser as shell
-from gpudoctor.readers.registry import read_file
+from gpudoctor.readers.registry import detect, find, read_file
 from gpudoctor.snapshot import Snapshot
 
 
@@ -392,8 +392,13 @@ if True:
 '''
 
 
+def python_env(text: str, name: str = "launch.py"):
+    """The env part of a Python file's facts (`name` is not on disk: `text` is what is read)."""
+    return python.read(Path(name), text).env
+
+
 def test_python_env_dicts_and_environ():
-    result = pyenv.read(PYTHON, "launch.py")
+    result = python_env(PYTHON)
     items = {item.name: item for item in result.assignments}
     assert (items["NCCL_DEBUG"].value, items["NCCL_DEBUG"].line) == ("INFO", 6)
     assert items["NCCL_IB_DISABLE"].value == "1"
@@ -411,25 +416,27 @@ def test_python_env_dicts_and_environ():
     assert items["TORCH_NCCL_AVOID_RECORD_STREAMS"].scope != items["NCCL_DEBUG"].scope
 
 
-def test_python_syntax_error_is_reported_only_when_asked():
-    assert pyenv.read("def broken(:\n", "x.py", report_syntax=True).errors[0][1] == 1
-    assert not pyenv.read("def broken(:\n", "x.py", report_syntax=False).errors
+def test_python_syntax_error_is_reported_once_by_the_script_analysis():
+    facts = python.read(Path("x.py"), "def broken(:\n")
+    assert not facts.env.errors and not facts.env.assignments
+    assert [problem.line for problem in facts.script.problems] == [1]
 
 
 
 def test_lowercase_keys_count_only_in_os_environ():
     text = ("import os\npatched_env = {}\npatched_env['nccl_p2p_disable'] = '1'\n"
             "patched_env['NCCL_IB_DISABLE'] = '1'\nos.environ['nccl_debug'] = 'INFO'\n")
-    names = [item.name for item in pyenv.read(text, "launch.py").assignments]
+    names = [item.name for item in python_env(text).assignments]
     assert names == ["NCCL_IB_DISABLE", "nccl_debug"]  # accelerate's patch_environment upper-cases its keys
 
 
 def test_python_that_cannot_be_parsed_is_reported_once(run_cli, tmp_path):
     deep = tmp_path / "deep.py"  # CPython's own parser gives up on this (RecursionError), as on null bytes
     deep.write_text("import os\nos.environ['NCCL_DEBUG'] = 'WARN'\nx = " + " + ".join(["1"] * 20000) + "\n")
-    assert pyenv.read(deep.read_text(), "deep.py", report_syntax=True).errors
-    assert not pyenv.read(deep.read_text(), "deep.py", report_syntax=False).errors
-    assert not pyenv.read("x = 1\0\n", "nul.py", report_syntax=False).errors
+    facts = python.read(deep, deep.read_text())
+    assert facts.script.problems and not facts.env.errors
+    facts = python.read(Path("nul.py"), "x = 1\0\n")
+    assert facts.script.problems and not facts.env.errors
     report = json.loads(run_cli("lint", deep, "--format", "json")[1])
     assert [f["rule"] for f in report["findings"]] == ["GD003"]
 
@@ -494,7 +501,8 @@ def test_errors_become_inputs_with_their_line(tmp_path):
 @pytest.mark.parametrize("name", sorted(p.name for p in (FIXTURES / "jobs").iterdir()))
 def test_every_job_fixture_reads_without_errors(name):
     path = FIXTURES / "jobs" / name
-    result = read_env_text(path, path.read_text())
+    text = path.read_text()
+    result = find(path, text).read(path, text).env
     assert result.assignments
     if "bad" not in name:
         assert not result.errors, result.errors
@@ -508,7 +516,7 @@ ALPHABET = st.sampled_from(list("export NCCL_=\"'$`(){}[]\\#;&|<>\n\t -:,^~*EOF 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(ALPHABET, max_size=80).map("".join))
 def test_readers_never_raise_on_random_text(text):
-    for read in (shell.read, dotenv.read, dotenv.read_nccl_conf, dockerfile.read, k8s.read, pyenv.read):
+    for read in (shell.read, dotenv.read, dotenv.read_nccl_conf, dockerfile.read, k8s.read, python_env):
         result = read(text, "random")
         for message, line, column in result.errors:
             assert isinstance(message, str)

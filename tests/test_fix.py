@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from conftest import FIXTURES, ROOT, gpudoctor_cmd
-from gpudoctor.readers import dotenv as dotenv_reader
+from gpudoctor.readers.dotenv import grammar as dotenv_reader
 from gpudoctor.fix import (Change, Plan, plan_fixes, render, render_dotenv, render_k8s, render_shell)
 from gpudoctor.render.describe import fix_command
 from gpudoctor.files import write_file

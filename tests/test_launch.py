@@ -395,7 +395,7 @@ def test_site_policies_read_the_launch_model(tmp_path):
 def test_hostile_job_files_never_crash(tmp_path, name):
     from hypothesis import given, settings, strategies as st
 
-    from gpudoctor.readers.launch import read_launch
+    from gpudoctor.readers.registry import find
 
     alphabet = st.sampled_from(list("srun torchrun python -n --nproc_per_node=8 train.py $(x) ${A:-b} \"'`\\\n\t:[]{}-#|&;"
                                     ) + ["\nkind: PyTorchJob\n", "containers:\n - name: x\n", "nvidia.com/gpu: ",
@@ -405,8 +405,9 @@ def test_hostile_job_files_never_crash(tmp_path, name):
     @settings(max_examples=60, deadline=None, database=None)
     @given(st.lists(alphabet, max_size=60).map("".join))
     def check(text):
-        jobs, pods = read_launch(path, text)
-        assert isinstance(jobs, list) and isinstance(pods, list)
+        fmt = find(path, text)
+        facts = fmt.read(path, text)
+        assert isinstance(facts.jobs, list) and isinstance(facts.pods, list)
 
     check()
 
@@ -458,10 +459,10 @@ def test_a_vendor_profile_exempts_only_its_own_environment_and_its_own_settings(
     _, report = lint(LAUNCH / "nccl_tuned.sbatch", K8S / "eks_efa_pytorchjob.yaml")
     assert [(f.rule, f.location.line) for f in report.findings if f.rule == "GD411"] == [("GD411", 8),
                                                                                          ("GD411", 9)]
-    from gpudoctor.readers.env import overlay
+    from gpudoctor.readers.registry import read_env_files
 
     profile = Snapshot(facts={"env": {}})
-    overlay([str(LAUNCH / "nccl_tuned.sbatch")], profile)
+    read_env_files([str(LAUNCH / "nccl_tuned.sbatch")], profile)
     profile.facts["env"]["FI_PROVIDER"] = "efa"  # the same environment (this process) runs EFA
     profile.facts["env_sources"]["FI_PROVIDER"] = {"path": str(LAUNCH / "nccl_tuned.sbatch"), "line": 1,
                                                    "scope": "--env-file"}

@@ -1,5 +1,7 @@
 """GD401-GD410 on the user's own NCCL notes (seed 002), on clean real-world jobs, and on the value grammars."""
 
+from pathlib import Path
+
 import pytest
 from conftest import FIXTURES
 
@@ -105,9 +107,9 @@ def test_seed_002_on_this_host_checks_the_interface(tmp_path):
     snapshot = Snapshot(facts={"env": {}, "host": {"interfaces": [
         {"name": "lo", "up": True, "addresses": ["127.0.0.1"]},
         {"name": "ens5", "up": True, "addresses": ["10.0.3.17"]}]}})
-    from gpudoctor.readers.env import overlay
+    from gpudoctor.readers.registry import read_env_files
 
-    overlay([str(JOBS / "seed002_nccl_exports.sh")], snapshot)
+    read_env_files([str(JOBS / "seed002_nccl_exports.sh")], snapshot)
     report = evaluate(snapshot, [find_rule("GD403")])
     (finding,) = report.findings
     assert finding.location.line == 29 and "ens5" in finding.message
@@ -377,25 +379,25 @@ def test_gd410_scopes():
     ("pyenv", "env = dict(BASE)\nenv['NCCL_ALGO'] = 'Ring'\nenv['NCCL_ALGO'] = 'Tree'\n", True),
 ])
 def test_gd410_one_environment_per_command_and_per_function(reader, text, conflict):
+    from gpudoctor.readers import python
     from gpudoctor.readers.env import apply
-    from gpudoctor.readers.python import env as pyenv
     from gpudoctor.readers.shell import parser as shell
 
-    module = {"shell": shell, "pyenv": pyenv}[reader]
     path = "run.sh" if reader == "shell" else "launch.py"
+    result = shell.read(text, path) if reader == "shell" else python.read(Path(path), text).env
     snapshot = Snapshot(facts={"env": {}})
-    apply(snapshot, module.read(text, path), path)
+    apply(snapshot, result, path)
     assert bool(evaluate(snapshot, [find_rule("GD410")]).findings) is conflict
 
 
 def test_env_file_overlay_conflicts_across_files(tmp_path):
-    from gpudoctor.readers.env import overlay
+    from gpudoctor.readers.registry import read_env_files
 
     first, second = tmp_path / "a.env", tmp_path / "b.env"
     first.write_text("NCCL_DEBUG=INFO\n")
     second.write_text("NCCL_DEBUG=WARN\n")
     snapshot = Snapshot(facts={"env": {"NCCL_DEBUG": "VERSION"}})
-    overlay([str(first), str(second)], snapshot)
+    read_env_files([str(first), str(second)], snapshot)
     assert snapshot.facts["env"]["NCCL_DEBUG"] == "WARN"
     (finding,) = evaluate(snapshot, [find_rule("GD410")]).findings
     assert finding.location.path == str(second)

@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-from gpudoctor.readers import dotenv as grammar
+from gpudoctor.readers.dotenv import grammar
 from gpudoctor.fix import Change, dotenv_value, one_line
 
 BEGIN = "# >>> gpudoctor (do not edit inside; re-run gpudoctor fix to update)"

@@ -20,7 +20,7 @@ from json.decoder import scanstring
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from gpudoctor.readers.registry import FileReader, register
+from gpudoctor.readers.file_facts import FileFacts
 from gpudoctor.redact import redact_data
 
 MAX_DEPTH = 64  # DeepSpeed configs nest 4-5 levels; deeper input is refused before any recursive code sees it
@@ -210,7 +210,7 @@ JSON_SUFFIXES = (".json", ".hjson", ".jsonc")
 OTHER_SUFFIXES = ("", ".txt", ".conf", ".cfg", ".config")
 
 
-def looks_like_ds_config(path: Path, text: str) -> bool:
+def detect(path: Path, text: str) -> bool:
     """A JSON/hjson file with DeepSpeed's keys (a HF `config.json`, a package.json or a Python script is not one)."""
     suffix = path.suffix.lower()
     start = text.lstrip("\ufeff \t\r\n")[:1]
@@ -245,8 +245,14 @@ def to_fact(path: str, parsed: Parsed) -> Dict[str, Any]:
 
 
 def add_to_snapshot(snapshot, path: str, text: str) -> Parsed:
-    """Parse one config and merge its facts into the snapshot (a second config turns `ds_config` into a list)."""
+    """Parse one config and merge its facts into the snapshot."""
     parsed = parse(text)
+    add_parsed(snapshot, path, parsed)
+    return parsed
+
+
+def add_parsed(snapshot, path: str, parsed: Parsed) -> None:
+    """Merge one parsed config's facts into the snapshot (a second config turns `ds_config` into a list)."""
     fact = to_fact(path, parsed)
     facts = snapshot.facts
     existing = facts.get("ds_config")
@@ -259,14 +265,10 @@ def add_to_snapshot(snapshot, path: str, text: str) -> Parsed:
     requests = facts.setdefault("requests", {})
     for kind, items in precision_requests(path, parsed).items():
         requests.setdefault(kind, []).extend(items)
-    return parsed
 
 
-def _read(path: Path, text: str, snapshot) -> None:
-    add_to_snapshot(snapshot, str(path), text)
-
-
-READER = register(FileReader(kind="ds_config", accepts=looks_like_ds_config, read=_read))
+def read(path: Path, text: str) -> FileFacts:
+    return FileFacts(ds_config=parse(text))
 
 
 def overlay(name: str, snapshot) -> None:

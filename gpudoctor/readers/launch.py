@@ -18,7 +18,6 @@ Values that depend on the run (`$SLURM_GPUS_ON_NODE`, `$(nvidia-smi -L | wc -l)`
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import List, Optional
 
 from gpudoctor.knowledge import SETS_LOCAL_RANK_ENV
@@ -97,49 +96,3 @@ def add_to_snapshot(snapshot, jobs: List[dict], pods: List[dict], path: str) -> 
         launch = snapshot.facts.setdefault("launch", {})
         launch.setdefault("jobs", []).extend(jobs)
         launch.setdefault("pods", []).extend(pods)
-
-
-def read_launch(path: Path, text: str) -> tuple:
-    """(jobs, pods) of one file (empty for files that start nothing)."""
-    from gpudoctor.readers.env import detect
-    from gpudoctor.readers.dockerfile import jobs as dockerfile
-    from gpudoctor.readers.k8s import pods as k8s
-    from gpudoctor.readers.python import nemo
-    from gpudoctor.readers.shell import jobs as shell
-
-    fmt = detect(path, text)
-    if fmt == "shell":
-        return shell.jobs(text, str(path)), []
-    if fmt == "yaml":
-        manifest = k8s.read(text, str(path))
-        return manifest.jobs, manifest.pods
-    if fmt == "dockerfile":
-        return dockerfile.jobs(text, str(path)), []
-    if fmt == "python" and "nemo_run" in text:
-        return nemo.jobs(text, str(path)), []
-    return [], []
-
-
-def overlay(paths, snapshot) -> None:
-    """`check --env-file FILE`: the jobs the files start join the snapshot (their scripts analysed when there)."""
-    from gpudoctor.files import read_text
-
-    for name in paths:
-        path = Path(name)
-        add_to_snapshot(snapshot, *read_launch(path, read_text(path)), str(path))
-
-
-def _register() -> None:
-    from gpudoctor.readers.env import detect
-    from gpudoctor.readers.registry import FileReader, register
-
-    def accepts(path: Path, text: str) -> bool:
-        return detect(path, text) in ("shell", "yaml", "dockerfile", "python")
-
-    def read(path: Path, text: str, snapshot) -> None:
-        add_to_snapshot(snapshot, *read_launch(path, text), str(path))
-
-    register(FileReader("launch", accepts, read))
-
-
-_register()

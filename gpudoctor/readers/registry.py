@@ -1,70 +1,96 @@
-"""The reader registry: which reader reads which job file (`lint FILE...`, `lint DIR`, `check --script`).
+"""The one list of job-file formats and the readers' entry points (`lint FILE...`, `lint DIR`, `check --script`,
+`check --env-file`).
 
-A reader turns one file into facts on a snapshot (env variables with their lines, the jobs it launches, script
-analysis, DeepSpeed config). Unreadable files become `inputs` entries (GD003), never exceptions.
+A file is read by the first format in FORMATS whose `detect(path, text)` says yes, once, into a `FileFacts`; the
+parts of it a command asks for join the snapshot. Unreadable files become `inputs` entries (GD003), never
+exceptions. A new format is a module with `detect` and `read(path, text) -> FileFacts`, and one line here.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, List, Optional
+from typing import Callable, Iterable, Optional, Sequence, Tuple
 
-from gpudoctor.files import MAX_BYTES, read_text, tree_files
+from gpudoctor.files import MAX_BYTES, read_input, read_text, tree_files
+from gpudoctor.readers import dockerfile, dotenv, ds_config, k8s, python, shell
+from gpudoctor.readers.env import KIND, apply
+from gpudoctor.readers.file_facts import PARTS, FileFacts
 from gpudoctor.readers.inputs import add_input_error
 
 
+def _always(path: Path) -> bool:
+    return True
+
+
+def _never(path: Path) -> bool:
+    return False
+
+
 @dataclass(frozen=True)
-class FileReader:
-    """`accepts(path, text)` says whether this reader understands the file; `read` adds its facts.
-    `in_tree`, where given, is the stricter test for files met while walking a directory (a YAML config there
-    is skipped rather than reported as holding no environment)."""
+class Format:
+    """`in_tree`: whether a file of this format met while walking a folder is read (`lint DIR`)."""
 
-    kind: str
-    accepts: Callable[[Path, str], bool]
-    read: Callable[[Path, str, object], None]
-    in_tree: Optional[Callable[[Path, str], bool]] = None
+    name: str
+    detect: Callable[[Path, str], bool]
+    read: Callable[[Path, str], FileFacts]
+    in_tree: Callable[[Path], bool] = _always
 
 
-READERS: List[FileReader] = []
+FORMATS: Tuple[Format, ...] = (  # the first that detects a file reads it
+    Format("ncclconf", dotenv.is_nccl_conf, dotenv.read_nccl_conf),
+    Format("dockerfile", dockerfile.detect, dockerfile.read),
+    Format("python", python.detect, python.read),
+    Format("yaml", k8s.detect, k8s.read),
+    Format("shell", shell.detect, shell.read),
+    Format("dotenv", dotenv.detect, dotenv.read, in_tree=dotenv.in_tree),
+    Format("ds_config", ds_config.detect, ds_config.read),
+    Format("config-yaml", k8s.is_yaml, k8s.read_config, in_tree=_never),
+)
 
 
-def register(reader: FileReader) -> FileReader:
-    READERS.append(reader)
-    return reader
+def find(path: Path, text: str) -> Optional[Format]:
+    return next((fmt for fmt in FORMATS if fmt.detect(path, text)), None)
 
 
-def read_file(path: Path, snapshot, kind: Optional[str] = None, text: Optional[str] = None) -> None:
-    """Add one file's facts to the snapshot with every reader that accepts it (or only the ones named `kind`):
-    a Python file is both a training script and, for launchers, a source of env-var dicts. `text`: already read."""
-    _load_readers()
+def detect(path: Path, text: str) -> Optional[str]:
+    """The name of the file's format; None when no reader knows it."""
+    fmt = find(path, text)
+    return fmt.name if fmt else None
+
+
+def add(snapshot, path: str, facts: FileFacts, parts: Sequence[str] = PARTS, scope: Optional[str] = None) -> None:
+    """Let the parts of one file's facts join the snapshot (`scope`: the env scope of files given together)."""
+    from gpudoctor.readers.launch import add_to_snapshot as add_launch
+    from gpudoctor.readers.python.script import add_to_snapshot as add_script
+
+    if "env" in parts and facts.env is not None:
+        apply(snapshot, facts.env, path, scope_override=scope)
+    if "script" in parts and facts.script is not None:
+        add_script(snapshot, path, facts.script)
+    if "ds_config" in parts and facts.ds_config is not None:
+        ds_config.add_parsed(snapshot, path, facts.ds_config)
+    if "launch" in parts:
+        add_launch(snapshot, facts.jobs, facts.pods, path)
+
+
+def read_file(path: Path, snapshot, part: Optional[str] = None, text: Optional[str] = None) -> None:
+    """Add one file's facts to the snapshot (`part`: only that part, e.g. "script" for `check --script`; a file
+    whose format has none is reported). `text`: already read."""
     text = read_text(path) if text is None else text
-    matched = False
-    for reader in READERS:
-        if (kind is None or reader.kind == kind) and reader.accepts(path, text):
-            reader.read(path, text, snapshot)
-            matched = True
-    if not matched:
-        add_input_error(snapshot, str(path), kind or "file", "not a file gpudoctor knows how to read")
-
-
-def _load_readers() -> None:
-    """Import the modules that register readers (kept lazy so `gpudoctor rules` stays fast)."""
-    import importlib
-
-    for module in ("gpudoctor.readers.env", "gpudoctor.readers.python.script", "gpudoctor.readers.ds_config",
-                   "gpudoctor.readers.launch"):
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            if exc.name != module:
-                raise
+    fmt = find(path, text)
+    facts = fmt.read(path, text) if fmt else None
+    if facts is None or part is not None and getattr(facts, part) is None:
+        add_input_error(snapshot, str(path), part or "file", "not a file gpudoctor knows how to read")
+        return
+    add(snapshot, str(path), facts, (part,) if part else PARTS)
+    if facts.note and part is None:
+        add_input_error(snapshot, str(path), KIND, facts.note, severity="info")
 
 
 def read_tree(root: Path, snapshot) -> int:
     """`lint DIR`: read every file under `root` that a reader knows (like ruff, the rest is skipped silently);
     the number of files read. A folder with none is said (info), never passed in silence."""
-    _load_readers()
     read = 0
     for path in tree_files(root):
         try:
@@ -76,11 +102,32 @@ def read_tree(root: Path, snapshot) -> int:
         if b"\0" in raw[:8192]:
             continue  # binary
         text = raw.decode("utf-8", "replace")
-        readers = [r for r in READERS if (r.in_tree or r.accepts)(path, text)]
-        for reader in readers:
-            reader.read(path, text, snapshot)
-        read += bool(readers)
+        fmt = find(path, text)
+        if fmt is not None and fmt.in_tree(path):
+            add(snapshot, str(path), fmt.read(path, text))
+            read += 1
     if not read:
         add_input_error(snapshot, str(root), "folder", "no job files, training scripts or configs found in this "
                         "folder (hidden folders, virtual environments and caches are skipped)", severity="info")
     return read
+
+
+def read_env_files(names: Iterable[str], snapshot) -> None:
+    """`check --env-file FILE` (repeatable): the files' variables override the environment the snapshot has
+    (this process's, or a recorded machine's), in the order given, then the jobs they start join it (their scripts
+    analysed when there). Files given together form one environment, so a variable they set to different values is
+    a conflict (GD410). A file of no format that sets variables is read as a .env file. Raises InputError for a
+    file that cannot be read."""
+    read = []
+    for name in names:
+        path = Path(name)
+        text = read_input(str(name), "env file")
+        fmt = find(path, text)
+        facts = fmt.read(path, text) if fmt else None
+        read.append((str(path), facts if facts is not None and facts.env is not None else dotenv.read(path, text)))
+    for path, facts in read:
+        add(snapshot, path, facts, ("env",), scope="--env-file")
+    for path, facts in read:
+        add(snapshot, path, facts, ("launch",))
+    sources = snapshot.source.setdefault("paths", []) if isinstance(snapshot.source, dict) else []
+    sources.extend(str(name) for name in names if str(name) not in sources)

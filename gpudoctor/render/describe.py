@@ -11,7 +11,7 @@ from typing import List, Tuple
 from gpudoctor.facts import Facts
 from gpudoctor.knowledge import gpu_cc, gpu_memory_bytes, major_minor
 from gpudoctor.model import Applicability, Report
-from gpudoctor.readers.env import is_dotenv
+from gpudoctor.readers.dotenv import is_dotenv
 from gpudoctor.units import size
 
 def plural(count: int, word: str) -> str:

@@ -17,7 +17,7 @@ from gpudoctor.readers.env import Assignment, ReadResult, is_env_name
 VAR = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)(?::([-+])([^}]*))?\}|([A-Za-z_][A-Za-z0-9_]*))")
 
 
-def _instructions(text: str) -> Tuple[List[Tuple[int, str, List[int]]], str]:
+def instructions(text: str) -> Tuple[List[Tuple[int, str, List[int]]], str]:
     """(first line, joined text, line of every character) per instruction, and the escape character."""
     lines = text.lstrip("\ufeff").splitlines()
     escape = "\\"
@@ -130,12 +130,13 @@ def _substitute(value: str, stage: Stage) -> Tuple[str, Optional[str]]:
     return result.replace("\0", "$"), reason
 
 
-def read(text: str, path: str) -> ReadResult:
+def read(text: str, path: str, parsed: Optional[Tuple[list, str]] = None) -> ReadResult:
+    """The ENV of the final stage; `parsed`: the text's `instructions`, when the caller has them."""
     result = ReadResult()
-    instructions, escape = _instructions(text)
+    steps, escape = parsed or instructions(text)
     stages: Dict[str, Stage] = {}
     stage = Stage()
-    for line, body, chars in instructions:
+    for line, body, chars in steps:
         match = re.match(r"^\s*([A-Za-z]+)(\s+|$)", body)
         if not match:
             result.error(f"not a Dockerfile instruction: {body.strip()[:60]!r}", line)

@@ -7,8 +7,8 @@ import json
 import re
 from typing import List, Optional, Tuple
 
-from gpudoctor.readers.dockerfile.env import _instructions
 from gpudoctor.readers import commands
+from gpudoctor.readers.dockerfile.env import instructions
 from gpudoctor.readers.launch import finish_job
 
 
@@ -24,13 +24,14 @@ def _form(body: str) -> Tuple[Optional[List[str]], bool]:
     return text.split(), False
 
 
-def jobs(text: str, path: str) -> List[dict]:
-    instructions, _ = _instructions(text)
+def jobs(text: str, path: str, parsed: Optional[Tuple[list, str]] = None) -> List[dict]:
+    """The job of the final stage; `parsed`: the text's `instructions`, when the caller has them."""
+    steps, _ = parsed or instructions(text)
     entrypoint: Tuple[Optional[List[str]], int] = (None, 0)
     cmd: Tuple[Optional[List[str]], int] = (None, 0)
     stages: dict = {}
     torch: Optional[dict] = None
-    for line, body, _chars in instructions:
+    for line, body, _chars in steps:
         match = re.match(r"^\s*([A-Za-z]+)\s+(.*)$", body, re.S)
         if not match:
             continue

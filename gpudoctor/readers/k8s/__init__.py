@@ -1,1 +1,38 @@
-"""Kubernetes manifests and Docker Compose files: the env of each container, its pod and the job it starts."""
+"""Kubernetes manifests (Pod, Job, PyTorchJob, MPIJob, JobSet … any object with containers) and Docker Compose
+files, composed once: the env of each container (`env`), its pod and the jobs it starts (`pods`). A YAML file that
+is neither (a training config) is read only for its parse errors."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from gpudoctor.readers.env import NO_ENV
+from gpudoctor.readers.file_facts import FileFacts
+
+YAML_SUFFIXES = {".yaml", ".yml"}
+MANIFEST_KEY = re.compile(r"(?m)^\s*(?:-\s+)?(?:apiVersion|kind|services|env|containers)\s*:")
+
+
+def detect(path: Path, text: str) -> bool:
+    return path.suffix.lower() in YAML_SUFFIXES and bool(MANIFEST_KEY.search(text))
+
+
+def is_yaml(path: Path, text: str = "") -> bool:
+    return path.suffix.lower() in YAML_SUFFIXES
+
+
+def read(path: Path, text: str) -> FileFacts:
+    from gpudoctor.readers.k8s import env, nodes, pods
+
+    parsed = nodes.compose(text)
+    manifest = pods.read(text, str(path), parsed)
+    return FileFacts(env=env.read(text, str(path), parsed), jobs=manifest.jobs, pods=manifest.pods)
+
+
+def read_config(path: Path, text: str) -> FileFacts:
+    """A YAML config (NeMo/Hydra, …): its parse errors, or a note that it sets no environment."""
+    from gpudoctor.readers.k8s import env
+
+    result = env.read(text, str(path))
+    return FileFacts(env=result, note=None if result.errors else NO_ENV)

@@ -11,20 +11,17 @@ them: reported with the line), and `bash -c` scripts in `command`/`args`, read w
 from __future__ import annotations
 
 import re
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import yaml
 
 from gpudoctor.readers.env import Assignment, ReadResult, is_env_name
+from gpudoctor.readers.k8s import nodes
+from gpudoctor.readers.k8s.nodes import Documents, compose
 
 STR_TAG = "tag:yaml.org,2002:str"
 NULL_TAG = "tag:yaml.org,2002:null"
 DEPENDENT = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
-SHELLS = {"sh", "bash", "/bin/sh", "/bin/bash", "/usr/bin/bash", "/usr/bin/env", "zsh", "/bin/zsh", "dash"}
-
-
-def _scalar(node) -> Optional[str]:
-    return node.value if isinstance(node, yaml.ScalarNode) else None
 
 
 def _mapping(node) -> dict:
@@ -34,10 +31,6 @@ def _mapping(node) -> dict:
     return {key.value: (key, value) for key, value in node.value if isinstance(key, yaml.ScalarNode)}
 
 
-def _line(node) -> int:
-    return node.start_mark.line + 1
-
-
 class ManifestReader:
     def __init__(self, text: str, path: str):
         self.text = text
@@ -45,31 +38,32 @@ class ManifestReader:
         self.result = ReadResult()
         self.seen: set = set()  # nodes walked: an alias is walked once, so `*a` nine levels deep is not 9^9 nodes
 
-    def read(self) -> ReadResult:
-        helm = "{{" in self.text and "}}" in self.text
+    def read(self, parsed: Optional[Tuple[Documents, Optional[BaseException]]] = None) -> ReadResult:
+        documents, error = parsed or compose(self.text)
         try:
-            for index, document in enumerate(yaml.compose_all(self.text, Loader=yaml.SafeLoader)):
-                if document is not None:
-                    self.document(document, index)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+            for index, document in documents:
+                self.document(document, index)
+        except RecursionError as exc:
+            error = error or exc
+        if isinstance(error, yaml.YAMLError):
+            mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
+            problem = getattr(error, "problem", None) or str(error).splitlines()[0]
             message = f"YAML does not parse: {problem}"
-            if helm:
+            if "{{" in self.text and "}}" in self.text:
                 message += " (this looks like a Helm template: render it first with `helm template`)"
             self.result.error(message, mark.line + 1 if mark else None, mark.column + 1 if mark else None)
-        except RecursionError:
+        elif error is not None:
             self.result.error("YAML nested too deeply to read")
         return self.result
 
     def document(self, node, index: int) -> None:
         self.seen = set()  # ids of this document's nodes (a finished document's ids may be reused)
         top = _mapping(node)
-        kind = _scalar(top["kind"][1]) if "kind" in top else None
+        kind = nodes.scalar(top["kind"][1]) if "kind" in top else None
         name = None
         if "metadata" in top:
             meta = _mapping(top["metadata"][1])
-            name = _scalar(meta["name"][1]) if "name" in meta else None
+            name = nodes.scalar(meta["name"][1]) if "name" in meta else None
         label = " ".join(part for part in (kind, name) if part) or f"document {index + 1}"
         if kind is None and "services" in top and isinstance(top["services"][1], yaml.MappingNode):
             self.compose(top["services"][1], index)
@@ -94,7 +88,7 @@ class ManifestReader:
                 self.walk(item, scope, label, trail + [str(position)], depth + 1)
 
     def container(self, node, fields: dict, scope: str, label: str, trail: List[str]) -> None:
-        name = _scalar(fields["name"][1]) if "name" in fields else None
+        name = nodes.scalar(fields["name"][1]) if "name" in fields else None
         role = next((part for part in reversed(trail) if part in ("Master", "Worker", "Launcher", "Chief", "PS",
                                                                    "Evaluator", "Head")), "")
         where = f"container {name}" if name else "env of " + ".".join(trail[-3:])
@@ -112,11 +106,11 @@ class ManifestReader:
         entry = _mapping(item)
         if "name" not in entry:
             if isinstance(item, yaml.MappingNode):
-                self.result.error("env entry without a name", _line(item))
+                self.result.error("env entry without a name", nodes.line(item))
             return
         name_node = entry["name"][1]
-        name = _scalar(name_node)
-        line = _line(name_node)
+        name = nodes.scalar(name_node)
+        line = nodes.line(name_node)
         if not name or not is_env_name(name):
             self.result.error(f"env name {name!r} is not a valid variable name", line)
             return
@@ -132,13 +126,13 @@ class ManifestReader:
         if value_node is None or value_node.tag == NULL_TAG:
             value = ""
         elif not isinstance(value_node, yaml.ScalarNode):
-            self.result.error(f"{name}: value must be a string", _line(value_node))
+            self.result.error(f"{name}: value must be a string", nodes.line(value_node))
             return
         else:
             value = value_node.value
             if value_node.tag != STR_TAG and value_node.style is None:
                 self.result.error(f"{name}: value {value} is not a string; Kubernetes rejects the manifest "
-                                  f"(quote it: \"{value}\")", _line(value_node), value_node.start_mark.column + 1)
+                                  f"(quote it: \"{value}\")", nodes.line(value_node), value_node.start_mark.column + 1)
         resolved, reason = self.dependent(value, known)
         if "{{" in value:
             reason = reason or "Helm template expression"
@@ -174,11 +168,11 @@ class ManifestReader:
         tp = table("nccl_env").get("tensor_parallel", {})
         # Tensor-parallel flags given as separate list items.
         walker = shell.Walker(self.path, self.result, scope, context, 0, tp)
-        walker.tensor_parallel([shell.Word([("lit", w)], _line(child)) for w, child in zip(words, items)])
+        walker.tensor_parallel([shell.Word([("lit", w)], nodes.line(child)) for w, child in zip(words, items)])
         for position, child in enumerate(items[:-1]):
             if child.value in ("-c", "-lc", "-ec", "-xc") and position >= 0:
                 script = items[position + 1]
-                offset = _line(script) - 1 + (1 if script.style in ("|", ">") else 0)
+                offset = nodes.line(script) - 1 + (1 if script.style in ("|", ">") else 0)
                 shell.read(script.value, self.path, scope=scope, context=context, line_offset=offset,
                            result=self.result)
 
@@ -192,21 +186,21 @@ class ManifestReader:
             env = fields["environment"][1]
             if isinstance(env, yaml.MappingNode):
                 for key, value in env.value:
-                    name = _scalar(key)
+                    name = nodes.scalar(key)
                     if value.tag == NULL_TAG:
                         continue  # passed through from the host environment
-                    text = _scalar(value)
+                    text = nodes.scalar(value)
                     if name and is_env_name(name) and text is not None:
-                        self.result.assignments.append(Assignment(name, text, self.path, _line(key),
+                        self.result.assignments.append(Assignment(name, text, self.path, nodes.line(key),
                                                                   self._compose_reason(text), scope=scope,
                                                                   context=context))
             elif isinstance(env, yaml.SequenceNode):
                 for item in env.value:
-                    text = _scalar(item)
+                    text = nodes.scalar(item)
                     if text and "=" in text:
                         name, value = text.split("=", 1)
                         if is_env_name(name):
-                            self.result.assignments.append(Assignment(name, value, self.path, _line(item),
+                            self.result.assignments.append(Assignment(name, value, self.path, nodes.line(item),
                                                                       self._compose_reason(value), scope=scope,
                                                                       context=context))
 
@@ -216,5 +210,6 @@ class ManifestReader:
         return f"interpolated by Compose from `{match.group(0)}…`" if match else None
 
 
-def read(text: str, path: str) -> ReadResult:
-    return ManifestReader(text, path).read()
+def read(text: str, path: str, parsed: Optional[Tuple[Documents, Optional[BaseException]]] = None) -> ReadResult:
+    """The env of every container; `parsed`: the text's documents (nodes.compose), when the caller has them."""
+    return ManifestReader(text, path).read(parsed)

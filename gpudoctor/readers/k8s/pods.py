@@ -13,11 +13,12 @@ and in an MPIJob `mpirun` starts `slotsPerWorker` ranks on each worker pod.
 from __future__ import annotations
 
 import re
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import yaml
 
 from gpudoctor.readers import commands
+from gpudoctor.readers.k8s.nodes import Documents, compose, line, scalar
 from gpudoctor.readers.launch import finish_job
 
 GPU = "nvidia.com/gpu"
@@ -33,16 +34,8 @@ def _map(node) -> dict:
     return {key.value: value for key, value in node.value if isinstance(key, yaml.ScalarNode)}
 
 
-def _scalar(node) -> Optional[str]:
-    return node.value if isinstance(node, yaml.ScalarNode) else None
-
-
-def _line(node) -> int:
-    return node.start_mark.line + 1
-
-
 def _count(node) -> Optional[int]:
-    text = _scalar(node)
+    text = scalar(node)
     return int(text) if text is not None and re.fullmatch(r"\d+", text.strip()) else None
 
 
@@ -54,20 +47,20 @@ class Manifest:
         self.pods: List[dict] = []
         self.seen: set = set()  # nodes walked: an alias is walked once (a YAML alias bomb stays linear)
 
-    def read(self) -> "Manifest":
+    def read(self, parsed: Optional[Tuple[Documents, Optional[BaseException]]] = None) -> "Manifest":
+        documents, _ = parsed or compose(self.text)  # the env reader reports a parse error (GD003)
         try:
-            for index, document in enumerate(yaml.compose_all(self.text, Loader=yaml.SafeLoader)):
-                if document is not None:
-                    self.document(document, index)
-        except (yaml.YAMLError, RecursionError):
-            pass  # the env reader reports the parse error (GD003)
+            for index, document in documents:
+                self.document(document, index)
+        except RecursionError:
+            pass
         return self
 
     def document(self, node, index: int) -> None:
         self.seen = set()  # ids of this document's nodes (a finished document's ids may be reused)
         top = _map(node)
-        kind = _scalar(top.get("kind"))
-        name = _scalar(_map(top.get("metadata")).get("name"))
+        kind = scalar(top.get("kind"))
+        name = scalar(_map(top.get("metadata")).get("name"))
         label = " ".join(part for part in (kind, name) if part) or f"document {index + 1}"
         if kind is None and isinstance(top.get("services"), yaml.MappingNode):
             self.compose(top["services"])
@@ -102,15 +95,15 @@ class Manifest:
         if isinstance(spec.get("volumes"), yaml.SequenceNode):
             for volume in spec["volumes"].value:
                 fields = _map(volume)
-                if _scalar(fields.get("name")):
-                    volumes[_scalar(fields["name"])] = fields
-        host_ipc = _scalar(spec.get("hostIPC")) == "true"
+                if scalar(fields.get("name")):
+                    volumes[scalar(fields["name"])] = fields
+        host_ipc = scalar(spec.get("hostIPC")) == "true"
         for container in spec["containers"].value:
             self.container(_map(container), container, label, role, volumes, host_ipc, extra)
 
     def container(self, fields: dict, node, label: str, role: str, volumes: dict, host_ipc: bool,
                   extra: dict) -> None:
-        name = _scalar(fields.get("name")) or "?"
+        name = scalar(fields.get("name")) or "?"
         context = f"container {name} of {label}" + (f" ({role})" if role else "")
         resources = _map(fields.get("resources"))
         asked = {}
@@ -120,17 +113,17 @@ class Manifest:
         gpus = None
         if GPU in asked:
             count = _count(asked[GPU])
-            gpus = {"count": count, "line": _line(asked[GPU]), "what": f"{GPU}: {_scalar(asked[GPU])}",
+            gpus = {"count": count, "line": line(asked[GPU]), "what": f"{GPU}: {scalar(asked[GPU])}",
                     "path": self.path}
             if count is None:
-                gpus["unresolved"] = _scalar(asked[GPU]) or "?"
-        pod = {"path": self.path, "line": _line(node), "context": context, "role": role, "gpus": gpus,
+                gpus["unresolved"] = scalar(asked[GPU]) or "?"
+        pod = {"path": self.path, "line": line(node), "context": context, "role": role, "gpus": gpus,
                "host_ipc": host_ipc, "shm": self.shm(fields, volumes),
                "efa": _count(asked[EFA]) if EFA in asked else 0,
-               "efa_line": _line(asked[EFA]) if EFA in asked else None,
+               "efa_line": line(asked[EFA]) if EFA in asked else None,
                "rdma": sorted(key for key in asked if key == EFA or key.startswith(RDMA_PREFIXES)),
                "ipc_lock": self.ipc_lock(fields), "efa_env": self.efa_env(fields),
-               "resources_line": _line(fields["resources"]) if "resources" in fields else None}
+               "resources_line": line(fields["resources"]) if "resources" in fields else None}
         self.pods.append(pod)
         if extra.get("kind") == "MPIJob" and role == "Launcher":
             pod["mpi_launcher"] = True
@@ -143,24 +136,24 @@ class Manifest:
             return None
         for mount in mounts.value:
             entry = _map(mount)
-            if (_scalar(entry.get("mountPath")) or "").rstrip("/") != "/dev/shm":
+            if (scalar(entry.get("mountPath")) or "").rstrip("/") != "/dev/shm":
                 continue
-            volume = volumes.get(_scalar(entry.get("name")) or "", {})
+            volume = volumes.get(scalar(entry.get("name")) or "", {})
             empty = _map(volume.get("emptyDir"))
             host = _map(volume.get("hostPath"))
-            memory = _scalar(empty.get("medium")) == "Memory"
-            return {"line": _line(mount), "memory": memory or (_scalar(host.get("path")) or "").rstrip("/") ==
-                    "/dev/shm", "volume": _scalar(entry.get("name"))}
+            memory = scalar(empty.get("medium")) == "Memory"
+            return {"line": line(mount), "memory": memory or (scalar(host.get("path")) or "").rstrip("/") ==
+                    "/dev/shm", "volume": scalar(entry.get("name"))}
         return None
 
     @staticmethod
     def ipc_lock(fields: dict) -> bool:
         security = _map(fields.get("securityContext"))
-        if _scalar(security.get("privileged")) == "true":
+        if scalar(security.get("privileged")) == "true":
             return True
         added = _map(security.get("capabilities")).get("add")
         if isinstance(added, yaml.SequenceNode):
-            return any((_scalar(item) or "").upper() in ("IPC_LOCK", "CAP_IPC_LOCK", "ALL") for item in added.value)
+            return any((scalar(item) or "").upper() in ("IPC_LOCK", "CAP_IPC_LOCK", "ALL") for item in added.value)
         return False
 
     @staticmethod
@@ -171,10 +164,10 @@ class Manifest:
             return found
         for item in env.value:
             entry = _map(item)
-            name, value = _scalar(entry.get("name")) or "", _scalar(entry.get("value")) or ""
+            name, value = scalar(entry.get("name")) or "", scalar(entry.get("value")) or ""
             if name == "FI_PROVIDER" and value.lower() == "efa" or name.startswith("FI_EFA_") \
                     or "aws-ofi-nccl" in value or name == "NCCL_NET_PLUGIN" and "ofi" in value.lower():
-                found.append({"name": name, "value": value, "line": _line(entry.get("name") or item)})
+                found.append({"name": name, "value": value, "line": line(entry.get("name") or item)})
         return found
 
     def command_jobs(self, fields: dict, context: str, pod: dict, extra: dict) -> None:
@@ -192,13 +185,13 @@ class Manifest:
                                                                                    for s in SHELLS}), None)
         if script_at is not None:
             script = items[script_at + 1]
-            offset = _line(script) - 1 + (1 if script.style in ("|", ">") else 0)
+            offset = line(script) - 1 + (1 if script.style in ("|", ">") else 0)
             found = shell.jobs(script.value, self.path, line_offset=offset, context=context)
         else:
-            words = [(child.value, "$(" not in child.value, _line(child)) for child in items]
-            parsed = commands.parse(words, _line(items[0]))
+            words = [(child.value, "$(" not in child.value, line(child)) for child in items]
+            parsed = commands.parse(words, line(items[0]))
             if parsed:
-                found = [{"path": self.path, "line": _line(items[0]), "launchers": parsed["launchers"],
+                found = [{"path": self.path, "line": line(items[0]), "launchers": parsed["launchers"],
                           "script": parsed["script"], "conditional": False, "env_sets": [],
                           "command": " ".join(w[0] for w in words)[:200]}]
         for job in found:
@@ -218,11 +211,11 @@ class Manifest:
             for entry in launchers:
                 if entry["name"] == "torchrun" and entry.get("source", "").startswith("default") and nproc is not None:
                     count = _count(nproc)
-                    value = _scalar(nproc)
+                    value = scalar(nproc)
                     entry["ranks_per_node"] = count if count is not None else (value if value in ("gpu", "auto")
                                                                                else None)
                     entry["ranks_per_node"] = "gpu" if entry["ranks_per_node"] == "auto" else entry["ranks_per_node"]
-                    entry["source"] = f"spec.nprocPerNode: {value} (line {_line(nproc)})"
+                    entry["source"] = f"spec.nprocPerNode: {value} (line {line(nproc)})"
                 elif entry["name"] == "torchrun" and entry.get("source", "").startswith("default"):
                     entry["ranks_per_node"], entry["source"] = None, "PET_NPROC_PER_NODE from the operator"
         if extra.get("kind") == "MPIJob" and pod.get("mpi_launcher"):
@@ -231,7 +224,7 @@ class Manifest:
                 if entry["name"] == "mpirun" and entry.get("ranks_per_node") is None and "unresolved" not in entry:
                     count = _count(slots) if slots is not None else 1
                     entry["ranks_per_node"] = count
-                    entry["source"] = f"slotsPerWorker: {_scalar(slots)} (line {_line(slots)})" if slots \
+                    entry["source"] = f"slotsPerWorker: {scalar(slots)} (line {line(slots)})" if slots \
                         is not None else "slotsPerWorker default (1)"
 
     def compose(self, services) -> None:
@@ -245,27 +238,28 @@ class Manifest:
                     entry = _map(device)
                     capabilities = entry.get("capabilities")
                     if isinstance(capabilities, yaml.SequenceNode) and any(
-                            _scalar(c) == "gpu" for c in capabilities.value) and "count" in entry:
+                            scalar(c) == "gpu" for c in capabilities.value) and "count" in entry:
                         count = _count(entry["count"])
-                        gpus = {"count": count, "line": _line(entry["count"]), "path": self.path,
-                                "what": f"count: {_scalar(entry['count'])}"}
+                        gpus = {"count": count, "line": line(entry["count"]), "path": self.path,
+                                "what": f"count: {scalar(entry['count'])}"}
                         if count is None:
-                            gpus["unresolved"] = _scalar(entry["count"]) or "?"
+                            gpus["unresolved"] = scalar(entry["count"]) or "?"
             command = fields.get("command")
             words = []
             if isinstance(command, yaml.SequenceNode):
-                words = [(_scalar(c) or "", True) for c in command.value]
+                words = [(scalar(c) or "", True) for c in command.value]
             elif isinstance(command, yaml.ScalarNode):
                 words = [(word, "$" not in word) for word in command.value.split()]
-            parsed = commands.parse(words, _line(command)) if words else None
+            parsed = commands.parse(words, line(command)) if words else None
             if parsed:
                 self.jobs.append(finish_job({
-                    "path": self.path, "line": _line(command), "kind": "compose", "context": context,
+                    "path": self.path, "line": line(command), "kind": "compose", "context": context,
                     "launchers": parsed["launchers"], "script": parsed["script"], "conditional": False,
                     "env_sets": [], "gpus": gpus, "command": " ".join(w[0] for w in words)[:200]}))
 
 
-def read(text: str, path: str) -> Manifest:
-    return Manifest(text, path).read()
+def read(text: str, path: str, parsed: Optional[Tuple[Documents, Optional[BaseException]]] = None) -> Manifest:
+    """The jobs and pods; `parsed`: the text's documents (nodes.compose), when the caller has them."""
+    return Manifest(text, path).read(parsed)
 
 

@@ -1,1 +1,43 @@
-"""Python files: training-script analysis (`ast`; never imported or run), env dicts, nemo_run jobs."""
+"""Python files, parsed once (`ast`; never imported or run): the training-script analysis (`script`), the env dicts
+a launcher sets or hands to the processes it starts (`env`), and the jobs nemo_run executors describe (`nemo`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gpudoctor.readers.file_facts import FileFacts
+
+SUFFIXES = (".py", ".pyw")
+
+
+def detect(path: Path, text: str) -> bool:
+    """By suffix, or by a `#!…python` first line."""
+    if path.suffix.lower() in SUFFIXES:
+        return True
+    first = text[:200].split("\n", 1)[0]
+    return first.startswith("#!") and "python" in first
+
+
+def read(path: Path, text: str) -> FileFacts:
+    """Every fact of one Python file. The bytes are decoded as Python decodes them (BOM, coding cookie): re-read
+    from disk, or `text` when the file is not there."""
+    from gpudoctor.files import read_bytes
+    from gpudoctor.readers.env import ReadResult
+    from gpudoctor.readers.python import env, nemo
+    from gpudoctor.readers.python.names import module_aliases
+    from gpudoctor.readers.python.script import analyse_source
+    from gpudoctor.readers.python.source import decode, parse
+
+    try:
+        raw = read_bytes(str(path))
+    except OSError:
+        raw = text.encode("utf-8", "replace")
+    decoded, problems = decode(raw)
+    source = parse(decoded, str(path))
+    facts = FileFacts(env=ReadResult(), script=analyse_source(str(path), source, problems))
+    if source.tree is not None:
+        aliases = module_aliases(source.tree)
+        facts.env = env.read(source.tree, str(path), aliases)
+        if "nemo_run" in decoded:
+            facts.jobs = nemo.jobs(source.tree, source.lines, str(path), aliases)
+    return facts

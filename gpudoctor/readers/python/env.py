@@ -14,7 +14,7 @@ call) is unknown and kept verbatim. Code inside branches and loops is marked con
 from __future__ import annotations
 
 import ast
-from typing import Optional
+from typing import Dict
 
 from gpudoctor.readers.env import Assignment, ReadResult, is_env_name
 
@@ -35,11 +35,11 @@ def _unparse(node) -> str:
 
 
 class Finder(ast.NodeVisitor):
-    def __init__(self, path: str, result: ReadResult):
+    def __init__(self, path: str, result: ReadResult, aliases: Dict[str, str]):
         self.path = path
         self.result = result
-        self.environ_names = set()
-        self.os_names = {"os"}
+        self.environ_names = {name for name, target in aliases.items() if target == "os.environ"}
+        self.os_names = {"os"} | {name for name, target in aliases.items() if target == "os"}
         self.depth = 0
         self.seen_dicts = set()
         self.function = ""  # os.environ assignments of different functions are different runs
@@ -115,19 +115,6 @@ class Finder(ast.NodeVisitor):
         self.function = outer
 
     visit_AsyncFunctionDef = visit_FunctionDef
-
-    def visit_Import(self, node) -> None:
-        for alias in node.names:
-            if alias.name == "os":
-                self.os_names.add(alias.asname or "os")
-        self.generic_visit(node)
-
-    def visit_ImportFrom(self, node) -> None:
-        if node.module == "os":
-            for alias in node.names:
-                if alias.name == "environ":
-                    self.environ_names.add(alias.asname or "environ")
-        self.generic_visit(node)
 
     def visit_Assign(self, node) -> None:
         for target in node.targets:
@@ -211,25 +198,11 @@ class Finder(ast.NodeVisitor):
         self.generic_visit(node)
 
 
-def read(text: str, path: str, report_syntax: Optional[bool] = None) -> ReadResult:
-    """Env assignments of a Python file. A file Python cannot parse (syntax error, null bytes, nesting too deep) is
-    reported unless the script analyser (gpudoctor.readers.python), which reads the same file, is there to report it
-    (`report_syntax=None`): one cause, one finding."""
+def read(tree: ast.Module, path: str, aliases: Dict[str, str]) -> ReadResult:
+    """Env assignments of a parsed Python file (`aliases`: its imports, names.module_aliases)."""
     result = ReadResult()
     try:
-        tree = ast.parse(text.lstrip("\ufeff"), filename=path)
-    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
-        if report_syntax is None:
-            import importlib.util
-
-            report_syntax = importlib.util.find_spec("gpudoctor.readers.python.script") is None
-        if report_syntax and isinstance(exc, SyntaxError):
-            result.error(f"Python syntax error: {exc.msg}", exc.lineno, exc.offset)
-        elif report_syntax:
-            result.error(f"cannot parse Python: {type(exc).__name__}")
-        return result
-    try:
-        Finder(path, result).visit(tree)
+        Finder(path, result, aliases).visit(tree)
     except RecursionError:
         result.error("Python code nested too deeply to analyse")
     return result

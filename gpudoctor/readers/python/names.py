@@ -91,6 +91,15 @@ def dotted(node: ast.AST) -> Optional[str]:
     return None
 
 
+def module_aliases(tree: ast.Module) -> Dict[str, str]:
+    """The aliases bound by every import statement of a module, functions included (`import os as o`: o → os)."""
+    aliases: Dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            imports_of([node], aliases)
+    return aliases
+
+
 def qualified_name(node: ast.AST, aliases: Dict[str, str]) -> str:
     """The imported dotted name an expression refers to through a module's import aliases (`DDP` →
     `torch.nn.parallel.DistributedDataParallel`); the dotted text itself when its root is not imported."""

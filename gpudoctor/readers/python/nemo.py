@@ -5,9 +5,9 @@ torchrun starts them) and, for Slurm and Docker, `gpus_per_node` / `num_gpus` (t
 from __future__ import annotations
 
 import ast
-from typing import List
+from typing import Dict, List
 
-from gpudoctor.readers.python.names import imports_of, literal, qualified_name, segment
+from gpudoctor.readers.python.names import literal, qualified_name, segment
 from gpudoctor.readers.launch import finish_job
 
 GPU_KEYWORDS = ("gpus_per_node", "num_gpus")
@@ -17,16 +17,8 @@ def _keyword(call: ast.Call, name: str):
     return next((kw.value for kw in call.keywords if kw.arg == name), None)
 
 
-def jobs(text: str, path: str) -> List[dict]:
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return []  # the script reader reports it (GD003)
-    aliases: dict = {}
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            imports_of([node], aliases)
-    lines = text.splitlines()
+def jobs(tree: ast.Module, lines: List[str], path: str, aliases: Dict[str, str]) -> List[dict]:
+    """The executors of a parsed script (`aliases`: its imports, names.module_aliases)."""
     found = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):

@@ -1,7 +1,7 @@
 """Static analysis of training scripts (`ast`; the script is never imported or run).
 
-`analyse(path, raw)` returns the facts one script contributes; the `.py` FileReader registered here puts them into
-a snapshot for `gpudoctor lint train.py` and `gpudoctor check --script train.py`:
+`analyse(path, raw)` returns the facts one script contributes (`analyse_source`: of a script already parsed), which
+`add_to_snapshot` puts into a snapshot for `gpudoctor lint train.py` and `gpudoctor check --script train.py`:
 
 - `facts["scripts"]`: one entry per script (process starts with their call path and `__main__` guard,
   CUDA_VISIBLE_DEVICES set after CUDA initialisation, nemo_run runs without `direct=True`, inline suppressions,
@@ -13,12 +13,10 @@ a snapshot for `gpudoctor lint train.py` and `gpudoctor check --script train.py`
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from gpudoctor.readers.python.source import Problem, decode, parse
 from gpudoctor.readers.inputs import add_input_error
-from gpudoctor.readers.registry import FileReader, register
+from gpudoctor.readers.python.source import Problem, Source, decode, parse
 
 REQUEST_KINDS = ("bf16", "fp16", "fp8", "tensor_parallel", "workers")
 # Which rule consumes which request, so that `# gpudoctor: ignore[GD201]` on the line drops the request.
@@ -37,13 +35,16 @@ class Analysis:
 def analyse(path: str, raw: bytes) -> Analysis:
     """Analyse one script's bytes. Never raises for any input."""
     text, problems = decode(raw)
-    source = parse(text, path)
+    return analyse_source(path, parse(text, path), problems)
+
+
+def analyse_source(path: str, source: Source, problems: List[Problem]) -> Analysis:
+    """Analyse a parsed script (`problems`: those met decoding it). Never raises for any input."""
     problems = problems + source.problems
     if source.tree is None:
         return Analysis(None, {}, problems)
-    lines = text.splitlines()
     try:
-        return _analyse_tree(path, source.tree, lines, text, problems)
+        return _analyse_tree(path, source.tree, source.lines, source.text, problems)
     except (RecursionError, MemoryError):
         problems.append(Problem("too deeply nested to analyse (nested calls or blocks exhaust the analyser's stack)"))
         return Analysis(None, {}, problems)
@@ -159,22 +160,3 @@ def analysed(snapshot, path: str) -> bool:
     return any(isinstance(s, dict) and os.path.normpath(str(s.get("path", ""))) == wanted
                for s in snapshot.facts.get("scripts", []) or [])
 
-
-def _accepts(path: Path, text: str) -> bool:
-    if path.suffix.lower() in (".py", ".pyw"):
-        return True
-    first = text[:200].split("\n", 1)[0]
-    return first.startswith("#!") and "python" in first
-
-
-def _read(path: Path, text: str, snapshot) -> None:
-    from gpudoctor.files import read_bytes
-
-    try:
-        raw = read_bytes(str(path))
-    except OSError:
-        raw = text.encode("utf-8", "replace")
-    add_to_snapshot(snapshot, str(path), analyse(str(path), raw))
-
-
-READER = register(FileReader(kind="script", accepts=_accepts, read=_read))

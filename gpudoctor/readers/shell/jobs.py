@@ -1,10 +1,10 @@
 """Jobs started by sbatch and shell scripts: each command that runs a Python script, with the script's `#SBATCH`
-resources. The shell reader's tokenizer and walker do the quoting and variables; values they cannot know stay
-unknown."""
+resources. The shell parser's tokenizer and walker do the quoting and variables (and, in the same walk, record
+what reaches the environment); values they cannot know stay unknown."""
 
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 from gpudoctor.readers import commands
 from gpudoctor.readers.env import CVD, ReadResult
@@ -93,15 +93,29 @@ class LaunchWalker(reader.Walker):
         return [name for name in RANK_ENV if name in self.vars and self.vars[name].exported]
 
 
+def read_script(text: str, path: str) -> Tuple[ReadResult, List[dict]]:
+    """The env and the jobs of one shell/sbatch script, from one walk."""
+    tokenizer = reader.Tokenizer(text.lstrip("\ufeff"))
+    tokens = tokenizer.run()
+    walker = LaunchWalker(path)
+    for message, line in tokenizer.errors:
+        walker.result.error(message, line)
+    return walker.result, _jobs(walker, tokens, text, path)
+
+
 def jobs(text: str, path: str, line_offset: int = 0, context: str = "") -> List[dict]:
-    """The jobs of one shell/sbatch script (or of a `bash -c` script embedded at `line_offset`)."""
+    """The jobs of a `bash -c` script embedded at `line_offset` in another file."""
+    return _jobs(LaunchWalker(path, line_offset), reader.Tokenizer(text.lstrip("\ufeff")).run(), text, path,
+                 line_offset, context)
+
+
+def _jobs(walker: LaunchWalker, tokens, text: str, path: str, line_offset: int = 0, context: str = "") -> List[dict]:
     from gpudoctor.knowledge import table
 
     batch = slurm.directives(text) if not line_offset else {}
     ignored = slurm.ignored_directives(text) if not line_offset else []
-    walker = LaunchWalker(path, line_offset)
     walker.tp = table("nccl_env").get("tensor_parallel", {})
-    walker.walk(reader.Tokenizer(text.lstrip("\ufeff")).run())
+    walker.walk(tokens)
     found = []
     for command in walker.found:
         launchers = [dict(entry) for entry in command["launchers"]]

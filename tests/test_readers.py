@@ -1,0 +1,75 @@
+"""The reader registry: a job file is read by one format, parsed once, and that one parse gives all its facts."""
+
+import ast
+
+import pytest
+import yaml
+from conftest import FIXTURES
+
+from gpudoctor.readers import registry
+from gpudoctor.readers.dockerfile import env as dockerfile_env
+from gpudoctor.readers.dockerfile import jobs as dockerfile_jobs
+from gpudoctor.readers.shell import parser
+from gpudoctor.snapshot import Snapshot
+
+LAUNCH = FIXTURES / "launch"
+
+
+def count_calls(monkeypatch, owners, name: str) -> list:
+    """Record each call of `owner.name` (for every owner that holds its own reference)."""
+    calls = []
+    for owner in owners:
+        original = getattr(owner, name)
+
+        def counted(*args, _original=original, **kwargs):
+            calls.append(name)
+            return _original(*args, **kwargs)
+
+        monkeypatch.setattr(owner, name, counted)
+    return calls
+
+
+PYTHON_LAUNCHER = '''import os
+import nemo_run as run
+
+os.environ["NCCL_DEBUG"] = "WARN"
+executor = run.SlurmExecutor(ntasks_per_node=8, gpus_per_node=8)
+'''
+
+
+@pytest.mark.parametrize("name,text,owners,parse,parts", [
+    ("launch.py", PYTHON_LAUNCHER, [ast], "parse", ("env", "script", "launch")),
+    ("pod.yaml", (LAUNCH / "k8s" / "jobset_torchrun.yaml").read_text(), [yaml], "compose_all", ("env", "launch")),
+    ("job.sbatch", (LAUNCH / "clean_torchrun.sbatch").read_text(), [parser.Walker], "walk", ("env", "launch")),
+    ("Dockerfile", "FROM pytorch/pytorch:2.4.0-cuda12.1-cudnn9-runtime\nENV NCCL_DEBUG=WARN\n"
+     'CMD ["torchrun", "--nproc_per_node=8", "train.py"]\n', [dockerfile_env, dockerfile_jobs], "instructions",
+     ("env", "launch")),
+])
+def test_one_parse_gives_every_fact_of_a_file(monkeypatch, tmp_path, name, text, owners, parse, parts):
+    path = tmp_path / name
+    path.write_text(text)
+    calls = count_calls(monkeypatch, owners, parse)
+    snapshot = Snapshot(facts={"env": {}})
+    registry.read_file(path, snapshot)
+    assert len(calls) == 1
+    given = {"env": bool(snapshot.facts["env"]), "script": bool(snapshot.facts.get("scripts")),
+             "launch": bool(snapshot.facts.get("launch", {}).get("jobs"))}
+    assert {part for part, found in given.items() if found} == set(parts)
+
+
+def test_check_script_takes_only_the_script_facts(tmp_path):
+    path = tmp_path / "launch.py"
+    path.write_text(PYTHON_LAUNCHER)
+    snapshot = Snapshot(facts={"env": {}})
+    registry.read_file(path, snapshot, part="script")
+    assert snapshot.facts["scripts"] and snapshot.facts["env"] == {} and "launch" not in snapshot.facts
+
+
+def test_a_file_without_the_part_asked_for_is_reported(tmp_path):
+    path = tmp_path / "job.sh"
+    path.write_text("export NCCL_DEBUG=WARN\n")
+    snapshot = Snapshot(facts={"env": {}})
+    registry.read_file(path, snapshot, part="script")
+    (entry,) = snapshot.facts["inputs"]
+    assert entry["kind"] == "script" and "not a file gpudoctor knows" in entry["error"]
+    assert snapshot.facts["env"] == {}
