@@ -54,11 +54,11 @@ def not_applicable(rule: Rule, facts: Facts) -> Optional[NotApplicable]:
 
 
 def run_rule(rule: Rule, facts: Facts) -> tuple:
-    """(findings, missing fact path or None) for one rule; exceptions become a GD001 finding."""
+    """(findings, the MissingFact or None) for one rule; exceptions become a GD001 finding."""
     try:
         return list(rule.check(facts, rule) or ()), None
     except MissingFact as missing:
-        return [], missing.path
+        return [], missing
     except Exception as exc:  # noqa: BLE001 - a rule bug must not stop the report
         return [_crash_finding(rule, exc)], None
 
@@ -88,10 +88,10 @@ def evaluate(snapshot: Snapshot, rules: Sequence[Rule], started: float = 0.0, kn
         stated = facts.stated
         produced, missing = run_rule(rule, facts)
         if pasted and missing is None and not produced and facts.stated == stated:
-            missing = rule.needs[0] if rule.needs else "report"  # the paste states nothing this rule judges
+            missing = MissingFact(rule.needs[0] if rule.needs else "report")  # the paste states nothing it judges
         produced = [f for f in produced if not finding_suppressed(scripts, f)]
         if missing is not None:
-            unknown.append(Unknown(rule.id, missing))
+            unknown.append(Unknown(rule.id, missing.path, missing.reason))
         elif produced:
             findings.extend(produced)
         else:

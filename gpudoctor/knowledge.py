@@ -146,8 +146,9 @@ def gpu_memory_bytes(gpu: dict) -> Optional[int]:
 
 # --- torch wheels --------------------------------------------------------------------------------------
 
-def wheel_archs(torch_version: str, cuda: str) -> Optional[tuple]:
-    """(sass archs, ptx archs) of the official x86_64 wheel for this torch release and CUDA, if known."""
+def wheel_archs(torch_version: str, cuda: str) -> Optional[dict]:
+    """The `[[wheel]]` row of the official x86_64 wheel for this torch release and CUDA (`archs`: SASS, `ptx`,
+    `status`, `source`), if the table has one. Only a `status = "verified"` row may decide a rule."""
     release, wanted = version(major_minor(torch_version)), major_minor(cuda)
     if release is None or wanted is None:
         return None
@@ -156,5 +157,5 @@ def wheel_archs(torch_version: str, cuda: str) -> Optional[tuple]:
             continue
         low, high = version(row.get("torch_min")), version(row.get("torch_max"))
         if (low is None or release >= low) and (high is None or release <= high):
-            return tuple(row.get("archs", [])), tuple(row.get("ptx", []))
+            return row
     return None

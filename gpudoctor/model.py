@@ -135,9 +135,10 @@ class Unknown:
 
     rule: str
     missing: str
+    reason: str = ""  # why, where the missing fact's name does not say it (a knowledge-table row not verified)
 
     def to_json(self) -> dict:
-        return {"rule": self.rule, "missing": self.missing}
+        return {"rule": self.rule, "missing": self.missing, **({"reason": self.reason} if self.reason else {})}
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,6 @@ from gpudoctor.knowledge import (driver_max_cuda, gpu_cc, major_minor, min_drive
                                  wheel_archs)
 from gpudoctor.model import EnvChange, Severity
 
-DEEPSPEED_MINOR_SKEW_OK = {10, 11, 12}  # op_builder accepts same-major skew for these majors only
 
 
 def driver_cuda(facts) -> Optional[str]:
@@ -148,6 +147,33 @@ def _toolkit_fix(rule, runtime: str, nvcc: Optional[str]):
     return rule.fix(case="toolkit", values={"cuda": runtime}, commands=commands)
 
 
+# DeepSpeed's op builder (op_builder/builder.py `cuda_minor_mismatch_ok`, 0.19.8): the toolkit and torch's CUDA may
+# differ in the minor only where both are listed; any other difference raises CUDAMismatchException (CUDA 13: none).
+DEEPSPEED_MINOR_SKEW_OK = {
+    10: {"10.0", "10.1", "10.2"},
+    11: {"11.0", "11.1", "11.2", "11.3", "11.4", "11.5", "11.6", "11.7", "11.8"},
+    12: {"12.0", "12.1", "12.2", "12.3", "12.4", "12.5", "12.6", "12.8", "12.9"},
+}
+BUILD_LOG_EVENTS = ("cuda_mismatch", "cuda_home_missing", "ninja_missing", "nvcc_arch_unsupported",
+                    "host_compiler_unsupported")
+
+
+def extension_build_in_scope(facts) -> Optional[str]:
+    """What makes the job compile CUDA code with this nvcc, or None: DeepSpeed installed (its ops JIT-build at first
+    use), a DeepSpeed config, or a build log."""
+    if facts.get("torch.deepspeed.version", None):
+        return f"DeepSpeed {facts.get('torch.deepspeed.version')} is installed"
+    if facts.get("ds_config", None):
+        return "a DeepSpeed config is given"
+    if log_events(facts, *BUILD_LOG_EVENTS):
+        return "the log shows an extension build"
+    return None
+
+
+def deepspeed_in_scope(facts) -> bool:
+    return bool(facts.get("torch.deepspeed.version", None) or facts.get("ds_config", None))
+
+
 @check("GD102")
 @or_from_log(nvcc_torch_mismatch_in_log)
 def nvcc_torch_mismatch(facts, rule):
@@ -161,18 +187,29 @@ def nvcc_torch_mismatch(facts, rule):
     where = f" ({facts.get('nvcc.path')})" if facts.get("nvcc.path", None) else ""
     evidence = {"nvcc": nvcc, "nvcc_path": facts.get("nvcc.path", None), "torch_cuda": runtime}
     fix = _toolkit_fix(rule, runtime, nvcc)
+    build = extension_build_in_scope(facts)
     if ours.major != theirs.major:
+        consequence = (f"DeepSpeed ops and other CUDA extensions fail to build or load ({build})" if build else
+                       "a CUDA extension built here (DeepSpeed ops, flash-attn, apex) would fail to build or load; "
+                       "nothing in view builds one")
         yield rule.finding(
-            f"nvcc {nvcc}{where} ≠ torch CUDA {runtime} (major {ours.major} vs {theirs.major}): DeepSpeed ops and "
-            "other CUDA extensions fail to build or load", evidence=evidence, fix=fix)
-    elif theirs.major in DEEPSPEED_MINOR_SKEW_OK:
+            f"nvcc {nvcc}{where} ≠ torch CUDA {runtime} (major {ours.major} vs {theirs.major}): {consequence}",
+            evidence={**evidence, "build": build}, fix=fix, severity=Severity.ERROR if build else Severity.WARNING)
+        return
+    allowed = DEEPSPEED_MINOR_SKEW_OK.get(theirs.major, set())
+    if deepspeed_in_scope(facts) and not {nvcc, runtime} <= allowed:
+        skipped = facts.env("DS_SKIP_CUDA_CHECK") == "1"
         yield rule.finding(
-            f"nvcc {nvcc}{where} vs torch CUDA {runtime}: same major, so extensions build, but the minor differs",
-            evidence=evidence, fix=fix, severity=Severity.WARNING)
-    else:
-        yield rule.finding(
-            f"nvcc {nvcc}{where} vs torch CUDA {runtime}: DeepSpeed accepts no minor-version skew on CUDA "
-            f"{theirs.major} and refuses to build its ops", evidence=evidence, fix=fix)
+            f"nvcc {nvcc}{where} vs torch CUDA {runtime}: DeepSpeed's op builder accepts this minor skew only for "
+            f"{', '.join(sorted(allowed, key=version)) or f'no CUDA {theirs.major} version'} and "
+            + ("lets it through only because DS_SKIP_CUDA_CHECK=1" if skipped else
+               "refuses to build its ops (CUDAMismatchException)"),
+            evidence={**evidence, "deepspeed_accepts": sorted(allowed, key=version)}, fix=fix,
+            severity=Severity.WARNING if skipped else Severity.ERROR)
+        return
+    yield rule.finding(
+        f"nvcc {nvcc}{where} vs torch CUDA {runtime}: same major, another minor, which torch's extension builder "
+        "calls \"most likely not a problem\"", evidence=evidence, fix=fix, severity=Severity.INFO)
 
 
 @check("GD103")
@@ -223,12 +260,15 @@ def _arch_list(facts, runtime: str) -> tuple:
     torch_version = facts.get("torch.version")
     if "+cu" not in torch_version:
         raise MissingFact("torch.arch_list")
-    known = wheel_archs(torch_version, runtime)
-    if known is None:
+    row = wheel_archs(torch_version, runtime)
+    if row is None:
         raise MissingFact("torch.arch_list")
-    sass, ptx = known
-    archs = [f"sm_{a.replace('.', '')}" for a in sass] + [f"compute_{a.replace('.', '')}" for a in ptx]
-    return archs, f"the official torch {major_minor(torch_version)} {wheel_tag(runtime)} wheel"
+    wheel = f"the official torch {major_minor(torch_version)} {wheel_tag(runtime)} wheel"
+    if row.get("status") != "verified":
+        raise MissingFact("torch.arch_list", f"the arch list of {wheel} is {row.get('status', 'unverified')} in "
+                                             "gpudoctor's table; torch.cuda.get_arch_list() would tell")
+    archs = [f"sm_{a.replace('.', '')}" for a in row["archs"]] + [f"compute_{a.replace('.', '')}" for a in row["ptx"]]
+    return archs, wheel
 
 
 def gpu_arch_not_in_torch_in_log(facts, rule):

@@ -16,9 +16,10 @@ _ABSENT = object()
 class MissingFact(LookupError):
     """Raised when a rule asks for a fact the snapshot does not carry: the rule becomes UNKNOWN."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, reason: str = ""):
         super().__init__(path)
         self.path = path
+        self.reason = reason  # why the fact cannot be had, where the path alone does not say it
 
 
 _BOOKKEEPING = ("rules", "probes")  # what the engine adds to every snapshot's facts: not something a text states

@@ -68,6 +68,9 @@ _ARCH = re.compile(r"\((x86_64|aarch64|arm64|ppc64le|s390x|AMD64|i386|i686)\)[ \
 _GCN = re.compile(r"^(.*?)[ \t]*\((gfx[0-9a-z]{2,8}[^()]{0,60})\)[ \t]*$")
 _CONDA_CUDA = re.compile(r"cuda(\d{1,2}\.\d{1,2})")
 _TORCH_WARN = re.compile(r"found version[ \t]{1,5}(\d{4,6})")
+# torch/cuda/__init__.py _check_cubins (torch 1.10+): "{name} with CUDA capability sm_{cc} is not compatible with the
+# current PyTorch installation.\nThe current PyTorch install supports CUDA capabilities {' '.join(get_arch_list())}."
+_SUPPORTS = re.compile(r"supports CUDA capabilities[ \t]+((?:(?:sm|compute)_\d{2,3}[af]?[ \t]{0,3}){1,40})")
 
 _YES = {"yes", "true"}
 _NO = {"no", "false"}
@@ -429,6 +432,8 @@ def parse_torch_warnings(lines: Lines, name: str) -> Builder:
         elif "found no nvidia driver on your system" in low:
             warnings.append(s.strip()[:300])
             b.touch(i)
+        elif "supports cuda capabilities" in low:
+            _arch_list_warning(b, lines, i, warnings)
     if warnings:
         seen = []
         for w in warnings:
@@ -436,3 +441,16 @@ def parse_torch_warnings(lines: Lines, name: str) -> Builder:
                 seen.append(w)
         b.set("torch.warnings", seen, b.first_index)
     return b
+
+
+def _arch_list_warning(b: Builder, lines: Lines, i: int, warnings: List[str]) -> None:
+    """torch's capability warning prints the whole `torch.cuda.get_arch_list()`: the arch list, as torch states it
+    (a list a terminal wrapped onto the next lines is joined)."""
+    joined = " ".join(line.strip() for line in lines.lines[i:i + 3])
+    m = _SUPPORTS.search(joined)
+    if not m:
+        return
+    archs = m.group(1).split()
+    b.set("torch.arch_list", archs, i, "torch's capability warning prints torch.cuda.get_arch_list()")
+    above = lines.lines[i - 1].strip() if i else ""
+    warnings.append(((above + " ") if "is not compatible" in above else "") + lines.lines[i].strip()[:300])

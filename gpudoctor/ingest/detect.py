@@ -48,7 +48,7 @@ MARKERS: Dict[str, Tuple[Pattern[str], ...]] = {
     "pip_show": _p(r"name:[ \t]{0,5}(?:torch|pytorch|deepspeed|nvidia-nccl-cu\d{2})[ \t]*(?:\n|$)",
                    r"package\(s\) not found:"),
     "torch_warning": _p(r"found version[ \t\n]{1,5}\d{4,6}", r"driver on your system is too old",
-                        r"found no nvidia driver on your system"),
+                        r"found no nvidia driver on your system", r"supports cuda capabilities[ \t]"),
 }
 
 

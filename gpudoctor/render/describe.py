@@ -95,8 +95,9 @@ def header_items(facts: Facts) -> List[str]:
 
 def unknown_reasons(facts: Facts, unknown) -> str:
     """Why rules could not be evaluated, in a few words."""
-    reasons: List[Tuple[str, int]] = []
-    groups = Counter(item.missing.split(".")[0] for item in unknown)
+    reasons: List[Tuple[str, int]] = [(why, count) for why, count in Counter(
+        f"{item.rule}: {item.reason}" for item in unknown if item.reason).items()]
+    groups = Counter(item.missing.split(".")[0] for item in unknown if not item.reason)
     for group, count in groups.most_common():
         if group == "torch" and facts.get("torch.status", None) in ("missing", "broken"):
             why = f"torch {facts.get('torch.status')}"
