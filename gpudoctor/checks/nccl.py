@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import difflib
 import re
-from typing import Dict, List, Optional
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional
 
 from gpudoctor.checks import check
 from gpudoctor.facts.devices import job_gpus
@@ -381,68 +382,114 @@ def nccl_deprecated_variable(facts, rule):
     return unique_findings(findings)
 
 
+def _deprecation_case(replacement: Optional[str], new_value: Optional[str], setting: Setting, env: dict) -> str:
+    """What a deprecated variable's fix does: the fix case of GD404's catalog entry."""
+    if not replacement:
+        return "remove"
+    if new_value is not None and debug_switch(replacement, new_value) is not None:
+        return "debug_switch"  # NCCL_BLOCKING_WAIT=1 must not become TORCH_NCCL_BLOCKING_WAIT=1, which GD409 removes
+    if is_tuning_knob(replacement) and setting.value is not None:
+        return "forced_knob"  # NCCL_MAX_NCHANNELS=8 must not become NCCL_MAX_CTAS=8, a forced knob too (GD411)
+    if replacement in env:
+        return "replacement_set"
+    return "replace" if new_value is not None else "remove_see_replacement"
+
+
+_DEPRECATION_NOTES = {
+    "debug_switch": "; its replacement {replacement}={value} is a debugging switch (GD409): remove it, do not rename it",
+    "forced_knob": "; its replacement {replacement} pins the same tuning choice (GD411): remove it, do not rename it",
+    "replacement_set": "; use {replacement}{replacement_value}",
+    "replace": "; use {replacement}{replacement_value}",
+    "remove_see_replacement": "; use {replacement}{replacement_value}",
+    "remove": "{doc}",
+}
+
+
+@dataclass
+class _Deprecation:
+    """The fix of a deprecated variable, one method per fix case (`_deprecation_case`)."""
+
+    facts: Any
+    rule: Any
+    setting: Setting
+    item: dict
+    owner: str
+    state: Optional[bool]
+    new_value: Optional[str]
+
+    def names(self, **more) -> dict:
+        replacement = self.item.get("replaced_by")
+        return {"variable": self.setting.name, **({"replacement": replacement} if replacement else {}), **more}
+
+    def unset(self) -> EnvChange:
+        return EnvChange(unset=(self.setting.name,))
+
+    def debug_switch(self):
+        return self.rule.fix(applicability="safe", case="debug_switch", values=self.names(value=self.new_value),
+                             env=self.unset())
+
+    def forced_knob(self):
+        safe = self.item.get("removed") or self.state is True
+        return self.rule.fix(applicability="safe" if safe else "unsafe", case="forced_knob",
+                             values=self.names(value=self.setting.value), env=self.unset())
+
+    def replacement_set(self):
+        return self.rule.fix(applicability="safe", case="replacement_set", values=self.names(), env=self.unset())
+
+    def replace(self):
+        replacement = self.item["replaced_by"]
+        since = (spec(replacement) or {}).get("since")
+        renamed = EnvChange(set={replacement: self.new_value}, unset=(self.setting.name,))
+        if affected(self.facts, self.owner, since) is True or bool(self.item.get("removed")) and self.state is True:
+            return self.rule.fix(applicability="safe", case="replace", values=self.names(value=self.new_value),
+                                 env=renamed)
+        deprecated = self.item.get("removed") or self.item.get("deprecated")
+        return self.rule.fix(applicability="unsafe", case="replace_if_read", env=renamed,
+                             values=self.names(value=self.new_value, owner=owner_label(self.owner),
+                                               since=since or deprecated))
+
+    def remove_see_replacement(self):
+        return self.rule.fix(applicability="safe" if self.item.get("removed") else "unsafe",
+                             case="remove_see_replacement", values=self.names(), env=self.unset())
+
+    def remove(self):
+        return self.rule.fix(applicability="safe", case="remove", values=self.names(), env=self.unset())
+
+
 def _deprecated(facts, rule, setting: Setting, item: dict, env: dict):
     owner = item.get("owner", "nccl")
     label = owner_label(owner)
-    since = item.get("removed") or item.get("deprecated")
+    removed = item.get("removed")
+    since = removed or item.get("deprecated")
     state = affected(facts, owner, since)
     if state is False:
         return None
     replacement = item.get("replaced_by")
-    if item.get("removed"):
-        what = f"was removed in {label} {item['removed']}" + (
+    if removed:
+        what = f"was removed in {label} {removed}" + (
             f" (deprecated since {item['deprecated']})" if item.get("deprecated") else "") + ", so it has no effect"
     else:
         what = f"is deprecated since {label} {item['deprecated']}"
-    doc = item.get("doc", "")
-    message = f"{setting.name}{'=' + setting.value if setting.value is not None else ''}{setting.where} {what}"
     new_value = None
     if replacement and item.get("replacement_value"):
         new_value = str(item["replacement_value"]) if _truthy(setting.value) else None
     elif replacement and item.get("rename") is not False and _same_grammar(item, spec(replacement)):
         new_value = setting.value
-    forced = bool(replacement) and is_tuning_knob(replacement) and setting.value is not None
-    debugging = bool(replacement) and new_value is not None and debug_switch(replacement, new_value) is not None
-    if debugging:  # NCCL_BLOCKING_WAIT=1 must not become TORCH_NCCL_BLOCKING_WAIT=1, which GD409 then removes
-        message += (f"; its replacement {replacement}={new_value} is a debugging switch (GD409): remove it, do not "
-                    "rename it")
-    elif forced:
-        # NCCL_MAX_NCHANNELS=8 must not become NCCL_MAX_CTAS=8: the new name is a forced tuning knob too (GD411)
-        message += f"; its replacement {replacement} pins the same tuning choice (GD411): remove it, do not rename it"
-    elif replacement:
-        message += f"; use {replacement}" + (f"={item['replacement_value']}" if item.get("replacement_value") else "")
-    elif doc and "removed" not in what:
-        message += f" ({doc})"
+    case = _deprecation_case(replacement, new_value, setting, env)
+    doc = item.get("doc", "")
+    message = f"{setting.name}{'=' + setting.value if setting.value is not None else ''}{setting.where} {what}"
+    message += _DEPRECATION_NOTES[case].format(
+        replacement=replacement, value=new_value, doc=f" ({doc})" if doc and not removed else "",
+        replacement_value=f"={item['replacement_value']}" if item.get("replacement_value") else "")
     severity = None
     if state is None:
         message += f" (applies to {label} >= {since}; the {label} version in use is not known)"
         severity = Severity.INFO
-    unset = (setting.name,)
-    names = {"variable": setting.name, **({"replacement": replacement} if replacement else {})}
-    if debugging:
-        fix = rule.fix(applicability="safe", case="debug_switch", values={**names, "value": new_value},
-                       env=EnvChange(unset=unset))
-    elif forced:
-        fix = rule.fix(applicability="safe" if item.get("removed") or state is True else "unsafe", case="forced_knob",
-                       values={**names, "value": setting.value}, env=EnvChange(unset=unset))
-    elif replacement and replacement in env:
-        current = env[replacement]
-        if new_value is not None and str(current) != new_value:
-            message += f"; {replacement}={current} is also set and wins"
-        fix = rule.fix(applicability="safe", case="replacement_set", values=names, env=EnvChange(unset=unset))
-    elif replacement and new_value is not None:
-        replacement_since = (spec(replacement) or {}).get("since")
-        safe = affected(facts, owner, replacement_since) is True or bool(item.get("removed")) and state is True
-        fix = rule.fix(applicability="safe" if safe else "unsafe", case="replace" if safe else "replace_if_read",
-                       values={**names, "value": new_value,
-                               **({} if safe else {"owner": label, "since": replacement_since or since})},
-                       env=EnvChange(set={replacement: new_value}, unset=unset))
-    else:
-        fix = rule.fix(applicability="safe" if item.get("removed") or not replacement else "unsafe",
-                       case="remove_see_replacement" if replacement else "remove", values=names,
-                       env=EnvChange(unset=unset))
+    if case == "replacement_set" and new_value is not None and str(env[replacement]) != new_value:
+        message += f"; {replacement}={env[replacement]} is also set and wins"
+    fix = getattr(_Deprecation(facts, rule, setting, item, owner, state, new_value), case)()
     return rule.finding(message, severity=severity, location=setting.location,
-                        evidence=setting.evidence(deprecated=item.get("deprecated"), removed=item.get("removed"),
+                        evidence=setting.evidence(deprecated=item.get("deprecated"), removed=removed,
                                                   replacement=replacement), fix=fix)
 
 
