@@ -46,6 +46,7 @@ class _Reader:
     def __init__(self, text: str):
         self.text = text
         self.pos = 0
+        self._counted, self._lines = 0, 1
 
     def has_next(self) -> bool:
         return self.pos < len(self.text)
@@ -61,8 +62,13 @@ class _Reader:
         return match.groups()
 
     def line(self, pos: int = None) -> int:
+        """The line number at `pos`, counted on from the last position asked (the reader moves forward: linear)."""
         pos = self.pos if pos is None else pos
-        return self.text.count("\n", 0, pos) + 1
+        if pos < self._counted:
+            self._counted, self._lines = 0, 1
+        self._lines += self.text.count("\n", self._counted, pos)
+        self._counted = pos
+        return self._lines
 
 
 def _decode(pattern: re.Pattern, value: str) -> str:
@@ -125,7 +131,7 @@ def read(text: str, path: str) -> ReadResult:
             failed_at, reader.pos = reader.pos, start
             reader.read(_WS_MULTI)
             line = reader.line()
-            bad = reader.text[reader.pos:].splitlines()[0] if reader.has_next() else ""
+            bad = _REST.match(reader.text, reader.pos).group(0).rstrip("\r\n")
             result.error(f"cannot parse {bad.strip()[:60]!r} (python-dotenv skips this line)", line)
             reader.pos = failed_at  # as python-dotenv: skip the rest of the line where parsing stopped
             reader.read(_REST)
