@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import io
 import os
 import select
 import stat
@@ -23,6 +24,8 @@ MAX_BYTES = 20 * 1024 * 1024
 MAX_TREE_FILES = 20000
 SKIP_DIRS = {"node_modules", "__pycache__", "site-packages", "venv", "build", "dist", "wandb", "lightning_logs"}
 FIRST_BYTE_DEADLINE = 30.0  # seconds a FIFO, pipe or terminal may take to deliver its first byte
+STREAM_DEADLINE = 600.0  # seconds a streamed input (`--from` a pipe, FIFO or device) may take in all
+STREAM_MAX_BYTES = 4 * 2 ** 30  # bytes of a streamed input (`--from`): a log of any real size, not /dev/zero
 FIFO_DEADLINE = 10.0  # seconds `--output FIFO` waits for a reader
 LOCK_SUFFIX = ".gpudoctor.lock"
 
@@ -50,24 +53,50 @@ def read_bytes(path: str, limit: int = MAX_BYTES) -> bytes:
 
 
 def open_stream(path: str) -> BinaryIO:
-    """An input to read as it streams (`--from`, `-`: standard input), once it has data: a FIFO, pipe or terminal
-    that gives no first byte within FIRST_BYTE_DEADLINE seconds is an OSError, not a hang."""
+    """An input to read as it streams (`--from`, `-`: standard input), bounded: at most STREAM_MAX_BYTES, and a
+    FIFO, pipe, terminal or device gives its first byte within FIRST_BYTE_DEADLINE seconds and all of it within
+    STREAM_DEADLINE (a FIFO nobody writes, a writer that stalls, `/dev/zero`): else an OSError, not a hang."""
     if path == "-":
-        if not stat.S_ISREG(os.fstat(sys.stdin.fileno()).st_mode):
-            _wait_for_data(sys.stdin.fileno())
-        return sys.stdin.buffer
+        fd = sys.stdin.fileno()
+        return io.BufferedReader(_Bounded(fd, not stat.S_ISREG(os.fstat(fd).st_mode), close=False))
     status = os.stat(path)
     if stat.S_ISDIR(status.st_mode):
         raise IsADirectoryError(errno.EISDIR, "is a directory", path)
-    if stat.S_ISREG(status.st_mode):
-        return open(path, "rb")
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    try:
-        _wait_for_data(fd)
-    except OSError:
-        os.close(fd)
-        raise
-    return os.fdopen(fd, "rb")
+    regular = stat.S_ISREG(status.st_mode)
+    if regular and status.st_size > STREAM_MAX_BYTES:
+        raise OSError(errno.EFBIG, f"larger than {_size(STREAM_MAX_BYTES)} (gpudoctor's limit for this input)")
+    fd = os.open(path, os.O_RDONLY | (0 if regular else os.O_NONBLOCK))  # a FIFO's open waits for no writer
+    return io.BufferedReader(_Bounded(fd, not regular))
+
+
+class _Bounded(io.RawIOBase):
+    """A file descriptor read with a size cap, and for a stream (not a regular file) deadlines: the first byte,
+    then the whole read."""
+
+    def __init__(self, fd: int, stream: bool, close: bool = True):
+        self.fd, self.stream, self.size, self._close = fd, stream, 0, close
+        self.started = time.monotonic()
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        if self.stream:
+            limit = FIRST_BYTE_DEADLINE if not self.size else STREAM_DEADLINE
+            _wait_for_data(self.fd, self.started + limit,
+                           f"no data within {limit:g} s (a FIFO nobody writes?)" if not self.size else
+                           f"not finished within {limit:g} s (a writer that stalls, or never ends?)")
+        data = os.read(self.fd, len(buffer))
+        self.size += len(data)
+        if self.size > STREAM_MAX_BYTES:
+            raise OSError(errno.EFBIG, f"larger than {_size(STREAM_MAX_BYTES)} (gpudoctor's limit for this input)")
+        buffer[:len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        if not self.closed and self._close:
+            os.close(self.fd)
+        super().close()
 
 
 def _read_fd(fd: int, limit: int) -> bytes:
@@ -85,14 +114,15 @@ def _read_fd(fd: int, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def _wait_for_data(fd: int) -> None:
+def _wait_for_data(fd: int, deadline: Optional[float] = None, message: str = "") -> None:
     """Wait (bounded) until the stream has data or its writer closed it, then read it blocking."""
     poller = select.poll()
     poller.register(fd, select.POLLIN | select.POLLHUP)
-    deadline = time.monotonic() + FIRST_BYTE_DEADLINE
+    deadline = time.monotonic() + FIRST_BYTE_DEADLINE if deadline is None else deadline
     while not poller.poll(max(0.0, deadline - time.monotonic()) * 1000):
         if time.monotonic() >= deadline:
-            raise OSError(errno.ETIMEDOUT, f"no data within {FIRST_BYTE_DEADLINE:g} s (a FIFO nobody writes?)")
+            raise OSError(errno.ETIMEDOUT,
+                          message or f"no data within {FIRST_BYTE_DEADLINE:g} s (a FIFO nobody writes?)")
     os.set_blocking(fd, True)
 
 

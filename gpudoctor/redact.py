@@ -27,12 +27,13 @@ MIN_REMEMBERED = 6  # shorter values (`1`, `false`) under secret-looking names a
 # Every pattern below is linear in the text: each quantifier that could run on is bounded or possessive, and each
 # pattern starts only at the beginning of a run of its first characters (a 15 MB token is scanned a few times, not
 # once per character).
-_HOST = r"(?=[A-Za-z0-9\[][^\s/@'\"<>]{0,255}+(?:[/:?#\s'\"<>,;)\]]|$))"
-# scheme://user[:password]@host — the password may hold '/', ':' and '@': the last '@' of the word ends it
-URL_CREDENTIALS = re.compile(r"(?<![A-Za-z0-9+.-])(?P<scheme>[A-Za-z][A-Za-z0-9+.-]{0,31}+://)"
-                             r"(?P<cred>[^\s/@:'\"<>]{1,256}+(?::\S{0,1024})?)@" + _HOST)
-# user:password@host with no scheme (pip's --index-url pasted without it, an `.npmrc`-style line)
-BARE_CREDENTIALS = re.compile(r"(?<![\w/.:@%+-])(?P<cred>[A-Za-z0-9._%+-]{1,256}+:[^\s'\"<>]{0,1024})@" + _HOST)
+# URL credentials are found word by word (a word ends at whitespace), each word scanned a fixed number of times: scheme://user[:password]@host, and user:password@host without a scheme (pip's --index-url
+# pasted without it, an `.npmrc`-style line). The password may hold '/', ':' and '@': the last '@' of the word
+# followed by a host ends it.
+_WORDS = re.compile(r"(\s++)")
+_HOST_START = re.compile(r"[A-Za-z0-9\[]")
+_SCHEME = re.compile(r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*+://(?P<user>[^/@:'\"<>]++)(?P<sep>[@:]?)")
+_BARE_USER = re.compile(r"(?<![\w/.:@%+-])[A-Za-z0-9._%+-]++:")
 # NAME=value / NAME: value where NAME looks secret (a line quoted in a parse error, an export in a diff, a pasted
 # HTTP header, a dict or JSON key); a quoted value (its quote perhaps escaped by repr) runs to its closing quote,
 # or to the end of the line. `name: value` only for a quoted name, a NAME in upper case, one holding '_' or '-', or
@@ -76,8 +77,8 @@ def remembering() -> Iterator[None]:
 
 def is_secret_name(name: str) -> bool:
     """`HF_TOKEN`, `api_key`, `WANDB_API_KEY`: yes. A bare `key`/`keys` names a mapping's key (a DeepSpeed config
-    key in a finding's evidence, a duplicated key), not a secret."""
-    return bool(SECRET_NAME.search(name)) and name.lower() not in ("key", "keys")
+    key in a finding's evidence, a duplicated key), not a secret; an upper-case `KEY` variable is one."""
+    return bool(SECRET_NAME.search(name)) and name not in ("key", "keys", "Key", "Keys")
 
 
 def remember(value: Any) -> None:
@@ -144,45 +145,60 @@ def _named(match: "re.Match") -> str:
     return f"{match.group('name')}{match.group('sep')}{match.groupdict().get('scheme') or ''}{REDACTED}"
 
 
-# Lines holding none of these (ASCII, lower case) hold no secret the patterns find: only the others are searched,
-# so a long log costs a few substring searches per megabyte.
-_MARKERS = (b"@", b"token", b"key", b"secret", b"passw", b"credential", b"auth", b"cookie", b"session", b"hf_",
-            b"ghp_", b"gho_", b"ghu_", b"ghs_", b"ghr_", b"github_pat_", b"glpat-", b"xox", b"akia", b"sk-", b"eyj")
-_DENSE = 2000
+# Each pattern runs only on the lines holding one of its markers (ASCII, lower case): a long log, or binary noise,
+# costs a few substring searches per megabyte and a pattern search of the few lines that may hold a secret.
+_SECRET_WORDS = (b"token", b"key", b"secret", b"passw", b"credential", b"auth", b"cookie", b"session")
+_TOKEN_PREFIXES = (b"hf_", b"ghp_", b"gho_", b"ghu_", b"ghs_", b"ghr_", b"github_pat_", b"glpat-", b"xox", b"akia",
+                   b"sk-", b"eyj")
+_PASSES = (
+    ((b"@",), lambda text: "".join(_url_credentials(word) if "@" in word and ":" in word else word
+                                   for word in _WORDS.split(text))),
+    (_TOKEN_PREFIXES, lambda text: TOKEN_SHAPES.sub(REDACTED, text)),
+    (_SECRET_WORDS, lambda text: SPACED_VALUE.sub(_named, NAMED_VALUE.sub(_named, text))),
+)
+_DENSE = 2000  # lines with a marker beyond which one pass over the whole text is cheaper than line by line
 
 
-def _redact_line(text: str) -> str:
-    if "@" in text:
-        if "://" in text:
-            text = URL_CREDENTIALS.sub(lambda m: m.group("scheme") + REDACTED + "@", text)
-        text = BARE_CREDENTIALS.sub(REDACTED + "@", text)
-    text = TOKEN_SHAPES.sub(REDACTED, text)
-    if not SECRET_NAME.search(text):
-        return text
-    return SPACED_VALUE.sub(_named, NAMED_VALUE.sub(_named, text))
+def _url_credentials(word: str) -> str:
+    """One word with the credentials of its URL (or user:password@host) hidden."""
+    at = word.rfind("@")
+    while at >= 0 and not _HOST_START.match(word, at + 1):
+        at = word.rfind("@", 0, at)
+    if at < 0:
+        return word
+    parts, done = [], 0
+    for url in _SCHEME.finditer(word, 0, at + 1):
+        if url.group("sep") == ":":  # a password: it runs to the last '@'
+            parts += [word[done:url.start("user")], REDACTED]
+            done = at
+            break
+        if url.group("sep") == "@" and _HOST_START.match(word, url.end()):
+            parts += [word[done:url.start("user")], REDACTED]
+            done = url.end() - 1
+    if parts:
+        return "".join(parts) + word[done:]
+    bare = _BARE_USER.search(word, 0, at)
+    return word[:bare.start()] + REDACTED + word[at:] if bare else word
 
 
-def _by_line(text, folded: bytes, newline, redact_line):
-    """`text` with `redact_line` applied to each line whose folded form (same length, ASCII lower case) holds a
-    marker; the other lines are left as they are, untouched."""
-    spans = set()
-    for marker in _MARKERS:
+def _by_line(text, fold, newline, markers, redact):
+    """`text` with `redact` applied to each line whose folded form (`fold(text)`: same length, ASCII lower case)
+    holds one of the markers; the other lines are left untouched."""
+    folded, spans = fold(text), set()
+    for marker in markers:
         at = folded.find(marker)
         while at >= 0:
-            if len(spans) > _DENSE:  # most lines hold a marker: one pass over the whole text is cheaper
-                return redact_line(text)
+            if len(spans) > _DENSE:
+                return redact(text)
             start, end = text.rfind(newline, 0, at) + 1, text.find(newline, at)
             end = len(text) if end < 0 else end
             spans.add((start, end))
             at = folded.find(marker, end)
-    if not spans:
-        return text
     parts, done = [], 0
     for start, end in sorted(spans):
-        parts += [text[done:start], redact_line(text[start:end])]
+        parts += [text[done:start], redact(text[start:end])]
         done = end
-    parts.append(text[done:])
-    return text[:0].join(parts)
+    return text[:0].join(parts + [text[done:]]) if spans else text
 
 
 def redact_text(text: str) -> str:
@@ -191,17 +207,21 @@ def redact_text(text: str) -> str:
     for value in sorted(_known, key=len, reverse=True):
         if value in text:
             text = text.replace(value, REDACTED)
-    return _by_line(text, text.encode("ascii", "replace").lower(), "\n", _redact_line)
+    for markers, redact in _PASSES:
+        text = _by_line(text, lambda t: t.encode("ascii", "replace").lower(), "\n", markers, redact)
+    return text
 
 
 def redact_bytes(data: bytes) -> bytes:
-    """`redact_text` for UTF-8 bytes (a pasted log as it is read): lines without a secret are never decoded."""
+    """`redact_text` for UTF-8 bytes (a pasted log as it is read): lines without a marker are never decoded."""
     for value in sorted(_known, key=len, reverse=True):
         raw = value.encode("utf-8", "surrogateescape")
         if raw in data:
             data = data.replace(raw, REDACTED.encode())
-    return _by_line(data, data.lower(), b"\n", lambda line: _redact_line(
-        line.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape"))
+    for markers, redact in _PASSES:
+        data = _by_line(data, bytes.lower, b"\n", markers, lambda line, redact=redact: redact(
+            line.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape"))
+    return data
 
 
 def redact_data(node: Any) -> Any:

@@ -120,6 +120,49 @@ def test_a_fifo_that_delivers_is_read(tmp_path, monkeypatch):
     assert code in (0, 1) and json.loads(out)["schema"] == "gpudoctor.report/1", err
 
 
+def test_an_endless_device_is_cut_at_the_size_cap(tmp_path, monkeypatch):
+    """`--from` a link to /dev/zero or /dev/urandom ends: the streamed input has a size cap."""
+    monkeypatch.setattr(files, "STREAM_MAX_BYTES", 2 ** 20)
+    for device in ("/dev/zero", "/dev/urandom"):
+        link = tmp_path / os.path.basename(device)
+        link.symlink_to(device)
+        _error(_run("check", "--from", link), "larger than 1 MiB")
+
+
+def test_silent_stdin_is_one_line_and_exit_2(monkeypatch):
+    monkeypatch.setattr(files, "FIRST_BYTE_DEADLINE", 0.2)
+    read_end, write_end = os.pipe()
+    try:
+        with open(read_end, "rb", closefd=False) as stdin:
+            monkeypatch.setattr("sys.stdin", io.TextIOWrapper(stdin))
+            _error(_run("check", "--from", "-"), "no data within 0.2 s")
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+
+
+def test_a_writer_that_stalls_after_one_line_is_given_up(tmp_path, monkeypatch):
+    """One deadline for the whole read, not only for the first byte."""
+    monkeypatch.setattr(files, "STREAM_DEADLINE", 0.5)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    done = threading.Event()
+
+    def writer():
+        with open(fifo, "w") as handle:
+            handle.write(REPORT.read_text().splitlines()[0] + "\n")
+            handle.flush()
+            done.wait(10)
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        _error(_run("check", "--from", fifo), "not finished within 0.5 s")
+    finally:
+        done.set()
+        thread.join(10)
+
+
 def test_process_substitution_and_stdin_pipes_stream():
     slow = f"(sleep 1; cat {REPORT})"
     done = _spawn(["bash", "-c", f"{' '.join(gpudoctor_cmd())} check --from <{slow} --format json --fail-on never"])

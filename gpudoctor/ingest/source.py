@@ -58,8 +58,8 @@ def utf8_chunks(stream: BinaryIO) -> Iterator[bytes]:
 
 
 def _open(path: str, stdin: Optional[BinaryIO]) -> BinaryIO:
-    if path == "-":
-        return stdin if stdin is not None else open_stream("-")
+    if path == "-" and stdin is not None:
+        return stdin
     try:
         return open_stream(path)  # a FIFO nobody writes is given up, a pipe that delivers streams
     except FileNotFoundError:
@@ -97,7 +97,7 @@ def read_one(path: str, scanner: LogScanner, stdin: Optional[BinaryIO] = None) -
     except OSError as exc:
         raise ReportError("cannot read report %r: %s" % (path, exc.strerror or exc)) from None
     finally:
-        if path != "-":
+        if stream is not stdin:
             stream.close()
     if not kept:
         raise ReportError("%s: the report is empty" % name)
