@@ -134,6 +134,9 @@ EXPECTED = [
     (["torchrun_more_ranks_than_gpus.sbatch"], {("GD606", "error", "torchrun_more_ranks_than_gpus.sbatch", 9)}),
     (["clean_torchrun.sbatch"], set()),
     (["run_cvd.sh"], {("GD607", "error", "train_cvd.py", 11)}),
+    # the same, parsed in the script's own helper function: the value is followed through it
+    (["run_cvd_helper.sh"], {("GD607", "error", "train_cvd_helper.py", 18)}),
+    (["run_cvd_helper_rank.sh"], set()),
     (["nemo_pretrain.py"], {("GD608", "warning", "nemo_pretrain.py", 14)}),
     (["launch_local_rank.sh"], {("GD609", "warning", "launch_local_rank.sh", 3)}),
     # deepspeed.initialize(args=args) sets args.local_rank from LOCAL_RANK: fine unless the script uses it first

@@ -317,19 +317,38 @@ def _reads_local_rank(node: ast.AST, name: Optional[str]) -> bool:
         and isinstance(node.value, ast.Name) and (name is None or node.value.id == name)
 
 
-def _argparse_results(tree: ast.Module) -> set:
-    """Names bound to `parser.parse_args()` / `parse_known_args()` anywhere in the script."""
+def _is_parse(value: ast.AST, helpers: set) -> bool:
+    """`parser.parse_args()` / `parse_known_args()` (or `[0]` of it), or a call of one of the script's `helpers`
+    that return one."""
+    call = value.value if isinstance(value, ast.Subscript) else value
+    if not isinstance(call, ast.Call):
+        return False
+    return isinstance(call.func, ast.Attribute) and call.func.attr in ("parse_args", "parse_known_args") or (
+        isinstance(call.func, ast.Name) and call.func.id in helpers)
+
+
+def _bound_names(scope: ast.AST, helpers: set) -> set:
     names = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Assign) and isinstance(node.value, (ast.Call, ast.Subscript)):
-            call = node.value.value if isinstance(node.value, ast.Subscript) else node.value
-            if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) \
-                    and call.func.attr in ("parse_args", "parse_known_args"):
-                for target in node.targets:
-                    for item in ast.walk(target):
-                        if isinstance(item, ast.Name):
-                            names.add(item.id)
+    for node in ast.walk(scope):
+        if isinstance(node, ast.Assign) and _is_parse(node.value, helpers):
+            for target in node.targets:
+                names.update(item.id for item in ast.walk(target) if isinstance(item, ast.Name))
     return names
+
+
+def _argparse_results(tree: ast.Module) -> set:
+    """Names bound to `parser.parse_args()` / `parse_known_args()` anywhere in the script, directly or through the
+    script's own functions that return the parse (`def parse_args(): …; return parser.parse_args()`)."""
+    functions = [node for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    helpers: set = set()
+    while True:
+        found = {f.name for f in functions for node in ast.walk(f) if isinstance(node, ast.Return)
+                 and node.value is not None and (_is_parse(node.value, helpers) or isinstance(node.value, ast.Name)
+                                                 and node.value.id in _bound_names(f, helpers))}
+        if found <= helpers:
+            break
+        helpers |= found
+    return _bound_names(tree, helpers)
 
 
 def _parses_known(tree: ast.Module) -> bool:
