@@ -97,33 +97,48 @@ def inferred_facts(report: Report) -> list:
 
 
 def _render(report: Report, console: Console, quiet: bool) -> None:
+    """The report's parts in order; --quiet leaves out the header."""
     facts = Facts(report.facts)
-    if not quiet:
-        items = [f"gpudoctor {__version__}", *header_items(facts)]
-        if report.seconds:
-            items.append(f"{report.seconds:.1f} s")
-        say(console, " · ".join(keep(item) for item in items), rest="  ", style="bold")
-        kind = report.source.get("kind")
-        if kind in ("report", "snapshot"):
-            paths = ", ".join(report.source.get("paths", []))
-            what = "recorded snapshot" if kind != "report" else (
-                "log" if report.source.get("formats") == ["log"] else "pasted report")
-            say(console, f"source: {what} {paths}", rest="  ", style="dim")
-            if report.source.get("nothing"):
-                say(console, report.source["nothing"], rest="  ")
-            missing = report.source.get("missing")
-            if missing:
-                say(console, f"not in the report: {', '.join(missing)}", rest="  ", style="dim")
-            for path, why in inferred_facts(report):
-                say(console, f"inferred: {path} = {facts.get(path, '?')} {why}", rest="  ", style="dim")
-        console.print()
-        for label, line in (("Machine", machine_line(facts)), ("Python", python_line(facts))):
-            _print_wrapped(console, line, Text.assemble(" ", (label, "bold"), " " * (10 - len(label))), " " * 11)
-        for conflict in report.conflicts:
-            values = " vs ".join(map(str, conflict.get("values", [])))
-            _print_wrapped(console, f"{conflict.get('fact')}: {values}", Text.assemble(" ", ("conflict", "yellow"),
-                                                                                          "  "), " " * 11)
-        console.print()
+    for part in (() if quiet else (_header, _machine)) + (_findings, _summary, _fix_hint):
+        part(report, facts, console, quiet)
+
+
+def _header(report: Report, facts: Facts, console: Console, quiet: bool) -> None:
+    """`gpudoctor 0.1.0 · host · 1.2 s`, then where the facts come from."""
+    items = [f"gpudoctor {__version__}", *header_items(facts)]
+    if report.seconds:
+        items.append(f"{report.seconds:.1f} s")
+    say(console, " · ".join(keep(item) for item in items), rest="  ", style="bold")
+    kind = report.source.get("kind")
+    if kind not in ("report", "snapshot"):
+        return
+    paths = ", ".join(report.source.get("paths", []))
+    what = "recorded snapshot" if kind != "report" else (
+        "log" if report.source.get("formats") == ["log"] else "pasted report")
+    say(console, f"source: {what} {paths}", rest="  ", style="dim")
+    if report.source.get("nothing"):
+        say(console, report.source["nothing"], rest="  ")
+    missing = report.source.get("missing")
+    if missing:
+        say(console, f"not in the report: {', '.join(missing)}", rest="  ", style="dim")
+    for path, why in inferred_facts(report):
+        say(console, f"inferred: {path} = {facts.get(path, '?')} {why}", rest="  ", style="dim")
+
+
+def _machine(report: Report, facts: Facts, console: Console, quiet: bool) -> None:
+    """The Machine and Python lines and the facts sources disagree on."""
+    console.print()
+    for label, line in (("Machine", machine_line(facts)), ("Python", python_line(facts))):
+        _print_wrapped(console, line, Text.assemble(" ", (label, "bold"), " " * (10 - len(label))), " " * 11)
+    for conflict in report.conflicts:
+        values = " vs ".join(map(str, conflict.get("values", [])))
+        _print_wrapped(console, f"{conflict.get('fact')}: {values}", Text.assemble(" ", ("conflict", "yellow"),
+                                                                                      "  "), " " * 11)
+    console.print()
+
+
+def _findings(report: Report, facts: Facts, console: Console, quiet: bool) -> None:
+    """The findings by family, each family titled when there are several (not with --quiet)."""
     name_width = max((len(f.name) for f in report.findings), default=0)
     id_width = max([5] + [len(f.rule) for f in report.findings])
     below = stacked(report.findings, console.width, name_width, id_width)
@@ -134,6 +149,10 @@ def _render(report: Report, console: Console, quiet: bool) -> None:
             console.print(Text(f" {FAMILY_TITLES.get(family, family)}", style="dim"))
         for finding in (f for f in report.findings if f.family == family):
             render_finding(console, finding, name_width, id_width, below)
+
+
+def _summary(report: Report, facts: Facts, console: Console, quiet: bool) -> None:
+    """`1 error · 2 warnings · 0 info · 40 passed · 3 unknown (…)`, green only when something was judged."""
     summary = report.summary()
     parts = [plural(summary["error"], "error"), plural(summary["warning"], "warning"), f"{summary['info']} info",
              f"{summary['passed']} passed", f"{summary['unknown']} unknown"]
@@ -150,6 +169,10 @@ def _render(report: Report, console: Console, quiet: bool) -> None:
     style = "bold red" if summary["error"] else ("bold yellow" if summary["warning"] or not judged else "bold green")
     mark = "✓ " if judged and not summary["error"] and not summary["warning"] else ""
     say(console, line, f" {mark}", " " * (1 + len(mark)), style=style)
+
+
+def _fix_hint(report: Report, facts: Facts, console: Console, quiet: bool) -> None:
+    """The `gpudoctor fix` command that writes the safe fixes, when there are any."""
     if any(f.fix and f.fix.env and f.fix.applicability == Applicability.SAFE for f in report.findings):
         command = fix_command(report)
         line = command_line(command, console.width, " Write the safe fixes:  ", " Write the safe fixes:\n   $ ")
