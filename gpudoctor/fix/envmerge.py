@@ -214,70 +214,91 @@ def _render_block(managed: Dict[str, Tuple[str, str]], eol: str, export: bool) -
 
 def merge(old: str, changes: List[Change], path: str, force: bool = False) -> MergeResult:
     """The file's new text with `changes` applied (see the module docstring); `old` is '' for a new file."""
-    result = MergeResult(old=old, new=old)
-    lines = split_lines(old)
-    entries = scan(old)
-    eol = next((_eol(line) for line in lines if _eol(line)), "\n")
-    block = _block_range(lines)
-    managed = _read_block(lines, entries, block) if block else {}
-    before = dict(managed)
-    users = [e for e in entries if not (block and block[0] < e.first and e.last < block[1])]
-    export = bool(users) and sum(e.export for e in users) * 2 > len(users)
-    commented: Dict[int, Entry] = {}
-
+    merging = _Merge(old, path, force)
     for change in changes:
-        mine = [e for e in users if e.key == change.name and e.first not in commented]
-        points = {loc.line for loc in change.locations if loc.line is not None and same_file(loc.path, path)}
-        covered = [e for e in mine if e.first + 1 in points or force]
-        if change.unset:
-            others = [e for e in mine if e not in covered]
-            if others:
-                result.conflicts += [Conflict(change.name, e.first + 1, e.value, change) for e in others]
-                continue
-            result.changed += _comment_all(lines, covered, change, eol, commented)
-            if managed.pop(change.name, None) is not None:
-                result.changed += 1
-            set_elsewhere = [loc for loc in change.set_at if not same_file(loc.path, path)]
-            for loc in set_elsewhere:
-                result.elsewhere.append((change, f"remove {change.name} at {loc} (a .env file cannot unset it)"))
-            if not mine and change.name not in before and not set_elsewhere:
-                result.elsewhere.append((change, f"unset {change.name} where the job's environment gets it "
-                                                 f"(a .env file cannot unset it)"))
-            continue
+        (merging.unset if change.unset else merging.set)(change)
+    return merging.finish()
+
+
+class _Merge:
+    """One merge: the user's entries, the managed block, and what each change does to them."""
+
+    def __init__(self, old: str, path: str, force: bool):
+        self.path, self.force = path, force
+        self.result = MergeResult(old=old, new=old)
+        self.lines = split_lines(old)
+        entries = scan(old)
+        self.eol = next((_eol(line) for line in self.lines if _eol(line)), "\n")
+        self.block = block = _block_range(self.lines)
+        self.managed = _read_block(self.lines, entries, block) if block else {}
+        self.before = dict(self.managed)
+        self.users = [e for e in entries if not (block and block[0] < e.first and e.last < block[1])]
+        self.export = bool(self.users) and sum(e.export for e in self.users) * 2 > len(self.users)
+        self.commented: Dict[int, Entry] = {}
+
+    def entries(self, change: Change) -> Tuple[List[Entry], List[Entry]]:
+        """(the user's entries of this name, those of them the change points at: all with --force)."""
+        mine = [e for e in self.users if e.key == change.name and e.first not in self.commented]
+        points = {loc.line for loc in change.locations if loc.line is not None and same_file(loc.path, self.path)}
+        return mine, [e for e in mine if e.first + 1 in points or self.force]
+
+    def unset(self, change: Change) -> None:
+        result = self.result
+        mine, covered = self.entries(change)
+        others = [e for e in mine if e not in covered]
+        if others:
+            result.conflicts += [Conflict(change.name, e.first + 1, e.value, change) for e in others]
+            return
+        result.changed += _comment_all(self.lines, covered, change, self.eol, self.commented)
+        if self.managed.pop(change.name, None) is not None:
+            result.changed += 1
+        set_elsewhere = [loc for loc in change.set_at if not same_file(loc.path, self.path)]
+        for loc in set_elsewhere:
+            result.elsewhere.append((change, f"remove {change.name} at {loc} (a .env file cannot unset it)"))
+        if not mine and change.name not in self.before and not set_elsewhere:
+            result.elsewhere.append((change, f"unset {change.name} where the job's environment gets it "
+                                             f"(a .env file cannot unset it)"))
+
+    def set(self, change: Change) -> None:
+        result = self.result
+        mine, covered = self.entries(change)
         others = [e for e in mine if e not in covered]
         clashing = [e for e in others if e.value != change.value]
         if clashing:
             result.conflicts += [Conflict(change.name, e.first + 1, e.value, change) for e in clashing]
-            continue
-        result.changed += _comment_all(lines, covered, change, eol, commented)
+            return
+        result.changed += _comment_all(self.lines, covered, change, self.eol, self.commented)
+        entry = (change.value, one_line(change.note, 200))
         if others and others[-1] is mine[-1]:
             pass  # the user's own line already gives this value: nothing to add
-        elif change.name in managed:
-            if managed[change.name][0] != change.value:
-                managed[change.name] = (change.value, one_line(change.note, 200))
-                result.changed += 1
-        else:
-            managed[change.name] = (change.value, one_line(change.note, 200))
+        elif change.name not in self.managed:
+            self.managed[change.name] = entry
             result.added += 1
+        elif self.managed[change.name][0] != change.value:
+            self.managed[change.name] = entry
+            result.changed += 1
         for loc in change.set_at:
-            if not same_file(loc.path, path):
-                result.elsewhere.append((change, f"{loc} sets {change.name} too: edit it there, or load {path} "
+            if not same_file(loc.path, self.path):
+                result.elsewhere.append((change, f"{loc} sets {change.name} too: edit it there, or load {self.path} "
                                                  "after it"))
 
-    if managed == before and not commented:
+    def finish(self) -> MergeResult:
+        """The new text: the managed block rewritten in place, or appended."""
+        lines, block, result = self.lines, self.block, self.result
+        if self.managed == self.before and not self.commented:
+            return result
+        if self.managed == self.before and block:
+            new_block = lines[block[0]:block[1] + 1]
+        else:
+            new_block = _render_block(self.managed, self.eol, self.export) if self.managed else []
+        if block:
+            lines[block[0]:block[1] + 1] = new_block
+        elif new_block:
+            if lines and not _eol(lines[-1]):
+                lines[-1] += self.eol  # the last line had no newline: the block goes on a line of its own
+            lines += new_block
+        result.new = "".join(lines)
         return result
-    if managed == before and block:
-        new_block = lines[block[0]:block[1] + 1]
-    else:
-        new_block = _render_block(managed, eol, export) if managed else []
-    if block:
-        lines[block[0]:block[1] + 1] = new_block
-    elif new_block:
-        if lines and not _eol(lines[-1]):
-            lines[-1] += eol  # the last line had no newline: the block goes on a line of its own
-        lines += new_block
-    result.new = "".join(lines)
-    return result
 
 
 def unified_diff(old: str, new: str, path: str) -> str:
