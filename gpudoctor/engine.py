@@ -8,6 +8,7 @@ from typing import Iterable, List, Optional, Sequence
 
 from gpudoctor.suppress import finding_suppressed
 from gpudoctor.catalog import INPUTS, Rule, find_rule, load_catalog
+from gpudoctor.facts.log_evidence import message_findings
 from gpudoctor.facts import Facts, MissingFact
 from gpudoctor.model import Finding, NotApplicable, Report, Severity, Unknown
 from gpudoctor.snapshot import Snapshot
@@ -81,12 +82,15 @@ def evaluate(snapshot: Snapshot, rules: Sequence[Rule], started: float = 0.0, kn
         if pasted and not snapshot.facts:  # a text in which nothing was recognised: every rule stays unknown
             unknown.append(Unknown(rule.id, "report"))
             continue
-        nothing_to_judge = not_applicable(rule, facts)
+        logged = message_findings(facts, rule)  # a message of the atlas that names this rule
+        nothing_to_judge = None if logged else not_applicable(rule, facts)
         if nothing_to_judge is not None:
             idle.append(nothing_to_judge)
             continue
         stated = facts.stated
         produced, missing = run_rule(rule, facts)
+        if logged and (missing is not None or not produced):
+            produced, missing = logged, None
         if pasted and missing is None and not produced and facts.stated == stated:
             missing = MissingFact(rule.needs[0] if rule.needs else "report")  # the paste states nothing it judges
         produced = [f for f in produced if not finding_suppressed(scripts, f)]

@@ -11,6 +11,7 @@ import functools
 from typing import Callable, Iterable, List
 
 from gpudoctor.facts import MissingFact
+from gpudoctor.model import Severity
 
 
 def log_events(facts, *kinds: str) -> List[dict]:
@@ -27,6 +28,17 @@ def log_count(facts, kind: str) -> int:
 def cited(event: dict) -> dict:
     """Evidence for a finding: where the line is and the line itself."""
     return {"log": event.get("where"), "line": event.get("line")}
+
+
+def message_findings(facts, rule) -> list:
+    """The finding of the first message of the atlas (gpudoctor.ingest.atlas) that names this rule: what the
+    message proves, the line as evidence (the engine adds it where the rule's own check finds nothing)."""
+    for event in log_events(facts):
+        if event.get("rule") == rule.id and event.get("proves"):
+            severity = Severity.parse(event["severity"]) if event.get("severity") else None
+            return [rule.finding(f"{event['proves']}: {event.get('line')}", severity=severity,
+                                 evidence={**cited(event), "message": event.get("message")}, fix=rule.fix())]
+    return []
 
 
 def or_from_log(describe: Callable[..., Iterable]) -> Callable:

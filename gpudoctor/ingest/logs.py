@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from . import atlas
 from .normalize import clean_text
 
 MAX_EVENTS_PER_KIND = 20
@@ -37,9 +38,12 @@ QUOTE_CHARS = 240
 # — Killed, killed, oom-kill, oom_kill — or "exitcode", a driver problem "river" …). Case-sensitive, so the search
 # stays a plain byte scan.
 ANCHORS = (
-    b"NCCL", b"NVRM: Xid", b"rror", b"emory", b"ill", b"exitcode", b"bootstrapping", b"river", b"xception",
-    b"examples/s",
+    b"NCCL", b"NVRM:", b"rror", b"emory", b"ill", b"exitcode", b"bootstrapping", b"river", b"xception",
+    b"examples/s", b"apabilit", b"nsufficient", b"uilding wheel", b"nvcc fatal", b"return code",
+    b"detected CUDA version",
 )
+_ANCHOR_TEXT = {word: word.decode() for word in ANCHORS}
+_MESSAGE_KEYS = ("kind", "where", "line", "message", "rule", "proves", "severity", "host")
 LOOK_BACK_BYTES = 32 * 1024  # a traceback's frames above its error line
 
 _NCCL_LINE = re.compile(
@@ -138,6 +142,8 @@ class LogScanner:
         self.nccl_env: Dict[str, Dict[str, str]] = {}
         self.events: List[Dict[str, Any]] = []
         self.counts: Dict[str, int] = {}
+        self.message_facts: Dict[str, Dict[str, Any]] = {}  # fact path → what a message states, where
+        self._events_seen = 0
         self._found_in: Dict[str, int] = {}
         self._last_warn: Optional[str] = None
         self._unplaced: List[Tuple[Dict[str, Any], str, Optional[str]]] = []  # (event, file, task) with no host
@@ -154,11 +160,11 @@ class LogScanner:
         newlines in it (the number the next chunk's first line is ahead by)."""
         if name not in self.files:
             self.files.append(name)
-        starts = set()
+        starts: Dict[int, List[str]] = {}
         for word in ANCHORS:
             pos = data.find(word)
             while pos >= 0:
-                starts.add(data.rfind(b"\n", 0, pos) + 1)
+                starts.setdefault(data.rfind(b"\n", 0, pos) + 1, []).append(_ANCHOR_TEXT[word])
                 end = data.find(b"\n", pos)
                 if end < 0:
                     break
@@ -170,7 +176,7 @@ class LogScanner:
             end = data.find(b"\n", start)
             raw = data[start:end if end >= 0 else len(data)][:MAX_LINE_CHARS]
             self._at = (name, data, start)
-            self._line(name, line_no, raw.decode("utf-8", errors="replace"))
+            self._line(name, line_no, raw.decode("utf-8", errors="replace"), tuple(starts[start]))
         lines = line_no - first_line + data.count(b"\n", counted_to)  # a last line without its newline is not counted
         self._tail[name] = (self._tail.get(name, b"") + data[-LOOK_BACK_BYTES:])[-LOOK_BACK_BYTES:]
         self.lines += lines
@@ -189,7 +195,7 @@ class LogScanner:
         return self._found_in.get(name, 0) > 0
 
     # -- one line ---------------------------------------------------------------------------------------
-    def _line(self, name: str, line_no: int, raw: str) -> None:
+    def _line(self, name: str, line_no: int, raw: str, anchors: Tuple[str, ...] = ()) -> None:
         line = clean_text(raw).strip() if ("\x1b" in raw or "[" in raw or "\r" in raw) else raw.strip()
         if not line:
             return
@@ -207,10 +213,27 @@ class LogScanner:
             host = self._label_host.get((name, self._label)) if self._label is not None else None
             self._version(name, host or self._last_host.get(name, "file " + name), where, line)
         called = set()
+        seen = self._events_seen
         for trigger, handler in _HANDLERS:
             if trigger in line and handler not in called:
                 called.add(handler)
                 handler(self, name, where, line)
+        if self._events_seen == seen:
+            self._message(name, where, line, anchors)
+
+    def _message(self, name: str, where: str, line: str, anchors: Tuple[str, ...]) -> None:
+        """A message of the atlas (gpudoctor.ingest.atlas) that no reader above explained."""
+        found = atlas.match(line, anchors)
+        if found is None:
+            return
+        message, m = found
+        fields = {k: v for k, v in m.groupdict().items() if v is not None}
+        for path, group in message.facts:
+            if group in fields and path not in self.message_facts and len(self.message_facts) < MAX_HOSTS:
+                value = fields[group].split() if path.endswith("_list") else fields[group]
+                self.message_facts[path] = {"value": value, "where": where, "line": _quote(line)}
+        self._event(name, message.event, where, line, message=message.id, rule=message.rule, proves=message.proves,
+                    severity=message.severity, **{k: v for k, v in fields.items() if k not in _MESSAGE_KEYS})
 
     def _attribute(self, name: str, host: str) -> None:
         """Remember which host a file and an `srun --label` task belong to (for lines that name no host)."""
@@ -338,6 +361,7 @@ class LogScanner:
 
     def _event(self, name: str, kind: str, where: str, line: str, **fields: Any) -> None:
         self._note(name)
+        self._events_seen += 1
         seen = self.counts.get(kind, 0)
         self.counts[kind] = seen + 1
         if seen < MAX_EVENTS_PER_KIND:

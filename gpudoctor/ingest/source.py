@@ -130,6 +130,8 @@ def snapshot_from_reports(paths: Sequence[str], stdin: Optional[BinaryIO] = None
     if log_facts:
         reports.append(ParsedReport(kind="log", facts=log_facts, evidence=log_evidence, missing=[],
                                     name=", ".join(scanner.files), parts=("log",)))
+    if scanner.message_facts:
+        reports.append(_stated(scanner))
     if not reports and not failed:
         return Snapshot(facts={}, probes=[], source={"kind": "report", "paths": [r.name for r in unknown],
                                                      "formats": [], "missing": [], "nothing": _nothing(unknown)})
@@ -153,6 +155,21 @@ def snapshot_from_reports(paths: Sequence[str], stdin: Optional[BinaryIO] = None
     if unknown:
         source["nothing"] = _nothing(unknown)
     return Snapshot(facts=facts, probes=[], source=source, evidence=evidence, conflicts=conflicts)
+
+
+def _stated(scanner: LogScanner) -> ParsedReport:
+    """The facts messages state (torch's capability warning: the arch list), after the reports: a report's own value
+    wins, a message that says otherwise is a conflict."""
+    facts: dict = {}
+    evidence = {}
+    for path, stated in scanner.message_facts.items():
+        *parents, last = path.split(".")
+        node = facts
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[last] = stated["value"]
+        evidence[path] = "%s: '%s'" % (stated["where"], stated["line"])
+    return ParsedReport(kind="message", facts=facts, evidence=evidence, missing=[], name="messages")
 
 
 def _nothing(texts: Sequence[ParsedReport]) -> str:

@@ -1,0 +1,126 @@
+"""The atlas of messages: what torch, CUDA, NCCL, DeepSpeed, the launchers and the NVIDIA stack print about the
+environment, kept as data in `rules/messages/*.toml` (one file per project; docs/messages.md is generated from them
+with `python -m gpudoctor.ingest.atlas > docs/messages.md`).
+
+Each entry names who prints the message and where, the literal `anchor` of the log reader's byte prefilter
+(gpudoctor.ingest.logs.ANCHORS) that admits its line, a `trigger` literal the line must hold, a `pattern` whose named
+groups are the numbers and names the message states, the `event` it proves, the `rule` it feeds, and real samples
+with their public source. `facts` maps a fact path (rules/facts.toml) to the group that states it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Dict, List, Optional, Pattern, Tuple
+
+from gpudoctor.data import load_toml, rules_dir
+
+
+@dataclass(frozen=True)
+class Sample:
+    text: str
+    source: str
+
+
+@dataclass(frozen=True)
+class Message:
+    id: str
+    project: str
+    where: str
+    anchor: str
+    trigger: str
+    pattern: Pattern[str]
+    event: str
+    rule: str
+    proves: str
+    severity: Optional[str]
+    facts: Tuple[Tuple[str, str], ...]
+    samples: Tuple[Sample, ...]
+
+
+@dataclass(frozen=True)
+class NearMiss:
+    text: str
+    why: str
+    project: str
+
+
+def _message(project: str, raw: dict) -> Message:
+    return Message(
+        id=raw["id"], project=project, where=raw["where"], anchor=raw["anchor"], trigger=raw["trigger"],
+        pattern=re.compile(raw["pattern"]), event=raw["event"], rule=raw["rule"], proves=raw["proves"],
+        severity=raw.get("severity"), facts=tuple(sorted(raw.get("facts", {}).items())),
+        samples=tuple(Sample(s["text"], s["source"]) for s in raw.get("sample", ())))
+
+
+@lru_cache(maxsize=1)
+def _load() -> Tuple[Tuple[Message, ...], Tuple[NearMiss, ...]]:
+    messages: List[Message] = []
+    near: List[NearMiss] = []
+    for path in sorted((rules_dir() / "messages").glob("*.toml")):
+        data = load_toml(path)
+        project = data["project"]
+        messages.extend(_message(project, raw) for raw in data.get("message", ()))
+        near.extend(NearMiss(raw["text"], raw["why"], project) for raw in data.get("near_miss", ()))
+    return tuple(messages), tuple(near)
+
+
+def messages() -> Tuple[Message, ...]:
+    return _load()[0]
+
+
+def near_misses() -> Tuple[NearMiss, ...]:
+    return _load()[1]
+
+
+@lru_cache(maxsize=1)
+def by_anchor() -> Dict[str, Tuple[Message, ...]]:
+    """The entries under the anchor that admits them, in the atlas's order."""
+    grouped: Dict[str, List[Message]] = {}
+    for message in messages():
+        grouped.setdefault(message.anchor, []).append(message)
+    return {anchor: tuple(found) for anchor, found in grouped.items()}
+
+
+def match(line: str, anchors: Tuple[str, ...]) -> Optional[Tuple[Message, "re.Match[str]"]]:
+    """The first entry, among those of the anchors found in the line, whose trigger and pattern match it."""
+    table = by_anchor()
+    for anchor in anchors:
+        for message in table.get(anchor, ()):
+            if message.trigger in line:
+                found = message.pattern.search(line)
+                if found:
+                    return message, found
+    return None
+
+
+def render() -> str:
+    """docs/messages.md: the messages gpudoctor knows, per project."""
+    out = ["# The messages gpudoctor knows", "",
+           "Generated from `rules/messages/*.toml` by `python -m gpudoctor.ingest.atlas > docs/messages.md`. "
+           "`gpudoctor check --from` reads each of these anywhere in a pasted text or a log; a message that states a "
+           "fact (a GPU, its architecture, a CUDA version) gives it to the rules, and the line is the evidence. "
+           f"{len(messages())} messages from {len({m.project for m in messages()})} projects.", ""]
+    projects: Dict[str, List[Message]] = {}
+    for message in messages():
+        projects.setdefault(message.project, []).append(message)
+    for project, found in projects.items():
+        out += [f"## {project}", "", "| message | printed by | proves | rule | sample |", "| --- | --- | --- | --- | --- |"]
+        for m in found:
+            first = m.samples[0] if m.samples else None
+            line = next((ln.strip() for ln in first.text.splitlines() if m.trigger in ln), "") if first else ""
+            line = (line[:117] + "...") if len(line) > 120 else line
+            cell = f"[{_cell(line)}]({first.source})" if first else ""
+            out.append(f"| `{_cell(m.trigger)}` | {_cell(m.where)} | {_cell(m.proves)} | {m.rule} | {cell} |")
+        out.append("")
+    return "\n".join(out)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("`", "'")
+
+
+if __name__ == "__main__":
+    print(render(), end="")

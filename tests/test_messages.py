@@ -1,0 +1,61 @@
+"""The atlas of messages (rules/messages/*.toml, gpudoctor.ingest.atlas): every entry's real samples fire its rule when
+pasted, through the log reader's byte prefilter; near-miss lines fire nothing; docs/messages.md is generated from it."""
+
+import io
+
+import pytest
+
+from conftest import ROOT
+from gpudoctor.api import evaluate
+from gpudoctor.catalog import load_catalog
+from gpudoctor.ingest import atlas
+from gpudoctor.ingest.logs import ANCHORS
+from gpudoctor.ingest.source import snapshot_from_reports
+from gpudoctor.model import Severity
+
+SAMPLES = [pytest.param(m, s, id=f"{m.id}-{i}") for m in atlas.messages() for i, s in enumerate(m.samples)]
+
+
+def pasted(text: str):
+    return evaluate(snapshot_from_reports(["-"], stdin=io.BytesIO(text.encode())))
+
+
+def test_the_atlas_is_large_and_its_entries_well_formed():
+    messages = atlas.messages()
+    rules = {rule.id for rule in load_catalog()}
+    assert len({m.id for m in messages}) == len(messages)
+    for m in messages:
+        assert m.anchor.encode() in ANCHORS, f"{m.id}: anchor {m.anchor!r} is not one of the log reader's ANCHORS"
+        assert m.anchor in m.trigger or m.anchor in m.pattern.pattern or m.samples, m.id
+        assert m.rule in rules and m.samples, m.id
+        assert all(s.source.startswith("https://") for s in m.samples), m.id
+
+
+@pytest.mark.parametrize("message,sample", SAMPLES)
+def test_each_sample_passes_the_prefilter_and_fires_its_rule(message, sample):
+    lines = [line for line in sample.text.splitlines() if message.pattern.search(line)]
+    assert lines, f"{message.id}: no line of the sample matches the pattern"
+    assert any(message.anchor in line and message.trigger in line for line in lines), \
+        f"{message.id}: the matching line lacks the anchor {message.anchor!r} or the trigger"
+    report = pasted(sample.text)
+    assert message.rule in {f.rule for f in report.findings}, [f.rule for f in report.findings]
+
+
+@pytest.mark.parametrize("near", atlas.near_misses(), ids=lambda n: n.text[:50])
+def test_near_miss_lines_fire_nothing(near):
+    report = pasted(near.text)
+    assert not [f for f in report.findings if f.severity >= Severity.WARNING], near.why
+
+
+def test_a_message_states_its_facts_to_the_rules():
+    """torch's capability warning gives the arch list to the rules, as torch.cuda.get_arch_list() would."""
+    report = pasted("NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with the current PyTorch "
+                    "installation.\nThe current PyTorch install supports CUDA capabilities sm_50 sm_60 sm_70 sm_75 "
+                    "sm_80 sm_86 sm_90.\n")
+    assert report.facts["torch"]["arch_list"] == ["sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"]
+    assert "line 2" in report.evidence["torch.arch_list"]
+
+
+def test_docs_messages_is_generated_from_the_atlas():
+    assert (ROOT / "docs" / "messages.md").read_text(encoding="utf-8") == atlas.render(), \
+        "regenerate: python -m gpudoctor.ingest.atlas > docs/messages.md"
