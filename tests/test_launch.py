@@ -19,7 +19,7 @@ from gpudoctor.snapshot import Snapshot
 LAUNCH = FIXTURES / "launch"
 K8S = LAUNCH / "k8s"
 LINT_RULES = [rule for rule in load_catalog() if not rule.host]
-JOB_RULES = {"GD411", "GD604", "GD605", "GD606", "GD607", "GD608", "GD609", "GD610", "GD611", "GD613", "GD614", "GD615", "GD901", "GD902", "GD903"}
+JOB_RULES = {"GD411", "GD604", "GD605", "GD606", "GD607", "GD608", "GD609", "GD610", "GD611", "GD613", "GD614", "GD615", "GD616", "GD901", "GD902", "GD903"}
 
 
 def words(line: str):
@@ -137,6 +137,9 @@ EXPECTED = [
     # the same, parsed in the script's own helper function: the value is followed through it
     (["run_cvd_helper.sh"], {("GD607", "error", "train_cvd_helper.py", 18)}),
     (["run_cvd_helper_rank.sh"], set()),
+    # the global rank as the device: an error on two nodes, nothing on the one node it was written for
+    (["global_rank_2nodes.sbatch"], {("GD616", "error", "train_global_rank.py", 12)}),
+    (["global_rank_1node.sh"], set()),
     (["nemo_pretrain.py"], {("GD608", "warning", "nemo_pretrain.py", 14)}),
     (["launch_local_rank.sh"], {("GD609", "warning", "launch_local_rank.sh", 3)}),
     # deepspeed.initialize(args=args) sets args.local_rank from LOCAL_RANK: fine unless the script uses it first
@@ -787,3 +790,23 @@ def test_a_misspelt_sbatch_directive_is_read_as_a_comment(tmp_path, directive, f
     _, report = lint(job)
     found = [f for f in report.findings if f.rule == "GD615"]
     assert [(f.location.line, f.evidence["misspelt"]) for f in found] == ([(3, True)] if fires else [])
+
+
+@pytest.mark.parametrize("body,expected", [
+    ("rank = dist.get_rank()\ntorch.cuda.set_device(rank)\n", ["dist.get_rank()"]),
+    ('rank = int(os.environ["RANK"])\ndevice = torch.device("cuda", rank)\n', ["RANK"]),
+    ('torch.cuda.set_device(int(os.environ["SLURM_PROCID"]))\n', ["SLURM_PROCID"]),
+    ('model.cuda(dist.get_rank())\n', ["dist.get_rank()"]),
+    # the local rank, a modulo of the node's GPUs, and mp.spawn's process index are per-node indices
+    ('torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))\n', []),
+    ("rank = dist.get_rank()\ntorch.cuda.set_device(rank % torch.cuda.device_count())\n", []),
+    ("rank = dist.get_rank()\ndef worker(rank, world):\n    torch.cuda.set_device(rank)\n", []),
+])
+def test_global_rank_devices(body, expected):
+    import ast
+
+    from gpudoctor.readers.python.distributed import distributed_features
+
+    source = "import os\nimport torch\nimport torch.distributed as dist\n" + body
+    found = distributed_features(ast.parse(source), source.splitlines())["global_rank_device"]
+    assert [entry["rank"] for entry in found] == expected

@@ -18,6 +18,8 @@
   know — `parse_args()` of an argparse parser made here and extended by no other function (no `parse_known_args`
   anywhere) or a `@hydra.main` function, which takes only
   `key=value` overrides — when it takes no local-rank option and handles no `--local…` argument itself;
+- `global_rank_device`: calls that make a global rank (RANK, `dist.get_rank()`, SLURM_PROCID …) a CUDA device
+  (gpudoctor.readers.python.rank_device);
 - `local_rank_set_by`: beside a local-rank option, the `deepspeed.initialize(args=ns, …)` that sets `ns.local_rank`
   from LOCAL_RANK, with `used_before`, the first read of `ns.local_rank` ahead of it (still the option's default);
 - `command_line`: the options the script's own argparse parser takes and requires, where the script shows all of
@@ -32,7 +34,9 @@ from typing import Any, Dict, List, Optional
 
 from gpudoctor.readers.env import CVD
 from gpudoctor.readers.python.command_line import command_line
-from gpudoctor.readers.python.names import dotted, imports_of, literal, qualified_name, segment
+from gpudoctor.readers.python.names import (dotted, imports_of, iter_child_nodes_postorder, literal, qualified_name,
+                                             segment)
+from gpudoctor.readers.python.rank_device import global_rank_devices
 
 INIT = {
     "torch.distributed.init_process_group": "init_process_group",
@@ -93,6 +97,7 @@ class _Finder:
         found["local_rank_option"] = self.local_rank_option()
         found["reads_local_rank_env"] = any(isinstance(node, ast.Constant) and node.value == "LOCAL_RANK"
                                             for node in ast.walk(self.tree))
+        found["global_rank_device"] = global_rank_devices(self.tree, self.lines, self.qualified)
         found["local_rank_set_by"] = self.local_rank_set_by() if found["local_rank_option"] else None
         found["argv_parser"] = None if found["local_rank_option"] else self.argv_parser()
         found["command_line"] = None if _parses_known(self.tree) else command_line(self.tree, self.lines,
@@ -143,7 +148,7 @@ class _Finder:
         scopes = [self.tree] + [n for n in ast.walk(self.tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
         functions = {n.name: n for n in scopes[1:]}
         for scope in scopes:
-            body = list(_own_nodes(scope))
+            body = [n for n in iter_child_nodes_postorder(scope) if n is not scope]
             for call in body:
                 if not (isinstance(call, ast.Call) and self.qualified(call.func) == "deepspeed.initialize"):
                     continue
@@ -298,17 +303,6 @@ class _Finder:
                 found["nemo_env_ignored"].append({"line": node.lineno, "what": segment(self.lines, node, 70),
                                                   "executor": first["executor"], "executor_line": first["line"],
                                                   "direct": literal(direct) is True, "no_executor": True})
-
-
-def _own_nodes(scope: ast.AST):
-    """The nodes of a module or function body, not those of the functions and classes defined in it."""
-    todo = list(ast.iter_child_nodes(scope))
-    while todo:
-        node = todo.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            continue
-        yield node
-        todo.extend(ast.iter_child_nodes(node))
 
 
 def _reads_local_rank(node: ast.AST, name: Optional[str]) -> bool:
