@@ -13,9 +13,14 @@ from gpudoctor.readers.env import apply
 from gpudoctor.readers.dotenv import grammar as dotenv
 from gpudoctor.readers.dockerfile import env as dockerfile
 from gpudoctor.readers.k8s import env as k8s
-from gpudoctor.readers.shell import parser as shell
 from gpudoctor.readers.registry import detect, find, read_file
+from gpudoctor.readers.shell.jobs import read_script
 from gpudoctor.snapshot import Snapshot
+
+
+def shell_env(text: str, path: str):
+    """What a shell script sets (the env part of its one walk)."""
+    return read_script(text, path)[0]
 
 
 def found(result):
@@ -105,7 +110,7 @@ def test_shell_export_forms_and_lines():
         "env NCCL_PROTO=Simple torchrun train.py\n"
         "unset B\n"
     )
-    got = found(shell.read(text, "job.sbatch"))
+    got = found(shell_env(text, "job.sbatch"))
     assert got["NCCL_DEBUG"] == ("WARN", 3)
     assert "EDITOR" not in got  # propagated, value unknown
     assert got["NCCL_IB_HCA"] == ("=mlx5_0,mlx5_1", 4)
@@ -122,14 +127,14 @@ def test_shell_export_forms_and_lines():
 
 def test_shell_sbatch_directives_stop_at_the_first_command():
     text = "#!/bin/bash\n#SBATCH --export=X=1\necho start\n#SBATCH --export=Y=2\n"
-    got = found(shell.read(text, "job.sbatch"))
+    got = found(shell_env(text, "job.sbatch"))
     assert "X" in got and "Y" not in got
 
 
 def test_shell_dynamic_values_are_unresolved():
     text = ('export A="$(hostname)-x"\nexport B=${SLURM_LOCALID:-0}\nexport C=`date`\nexport D=~/logs\n'
             "export E='$literal'\nexport F=\"${A}\"\n")
-    result = shell.read(text, "job.sh")
+    result = shell_env(text, "job.sh")
     items = {item.name: item for item in result.assignments}
     for name in "ABCDF":
         assert items[name].unresolved, name
@@ -139,7 +144,7 @@ def test_shell_dynamic_values_are_unresolved():
 
 def test_shell_heredoc_bodies_are_skipped():
     text = "cat > cfg.sh <<'EOF'\nexport INSIDE=1\nEOF\nexport OUTSIDE=1\ncat <<-END\n\texport TAB=1\n\tEND\n"
-    got = found(shell.read(text, "job.sh"))
+    got = found(shell_env(text, "job.sh"))
     assert set(got) == {"OUTSIDE"}
     assert got["OUTSIDE"][1] == 4
 
@@ -156,7 +161,7 @@ def test_shell_conditionals_and_functions():
         "export AFTER=1\n"
     )
     items = {}
-    for item in shell.read(text, "job.sh").assignments:
+    for item in shell_env(text, "job.sh").assignments:
         items.setdefault(item.name, []).append(item)
     assert [i.conditional for i in items["NCCL_DEBUG"]] == [False, True]
     assert items["CUDA_LAUNCH_BLOCKING"][0].conditional
@@ -166,7 +171,7 @@ def test_shell_conditionals_and_functions():
 
 
 def test_shell_set_a_exports_assignments():
-    got = found(shell.read("set -a\nNCCL_DEBUG=WARN\nset +a\nNOT_EXPORTED=1\n", "job.sh"))
+    got = found(shell_env("set -a\nNCCL_DEBUG=WARN\nset +a\nNOT_EXPORTED=1\n", "job.sh"))
     assert got == {"NCCL_DEBUG": ("WARN", 2)}
 
 
@@ -179,7 +184,7 @@ def test_shell_launcher_options():
         "apptainer exec --env NCCL_NET=IB,NCCL_IB_TIMEOUT=22 image.sif python x.py\n"
         "SINGULARITYENV_NCCL_TOPO_FILE=/t.xml singularity exec i.sif python x.py\n"
     )
-    got = found(shell.read(text, "job.sh"))
+    got = found(shell_env(text, "job.sh"))
     assert got["NCCL_DEBUG"] == ("INFO", 1)
     assert got["NCCL_IB_HCA"] == ("mlx5", 1)
     assert "LD_LIBRARY_PATH" not in got
@@ -196,7 +201,7 @@ def test_shell_tensor_parallel_flags():
     text = ("TP=4\npython pretrain_gpt.py --tensor-model-parallel-size $TP --pipeline-model-parallel-size 2\n"
             "python megatron_gpt.py model.tensor_model_parallel_size=2\n"
             "python x.py --tensor-model-parallel-size=$UNKNOWN\n")
-    result = shell.read(text, "job.sh")
+    result = shell_env(text, "job.sh")
     assert [(e["line"], e["size"], e["frameworks"]) for e in result.tensor_parallel] == [
         (2, 4, ["megatron"]), (3, 2, ["nemo"])]
 
@@ -206,7 +211,7 @@ def test_shell_tensor_parallel_flags():
     "}}}} fi done esac", "export", "\\", "export A=$'\\x41'\n", "a=(1 2 3)\nexport a\n", "#SBATCH --export",
 ])
 def test_shell_odd_input_never_raises(text):
-    shell.read(text, "odd.sh")
+    shell_env(text, "odd.sh")
 
 
 # --- Kubernetes / Compose -----------------------------------------------------------------------------------
@@ -308,6 +313,18 @@ def test_k8s_bash_c_scripts_are_read_with_their_lines():
     assert got["NCCL_SOCKET_IFNAME"] == ("eth0", 68)
     assert got["NCCL_TOPO_FILE"] == ("/etc/nccl/topology.xml", 27)
 
+
+
+@pytest.mark.parametrize("command,args,expected", [
+    ('["/bin/bash", "-c"]', '["export NCCL_DEBUG=INFO\\ntorchrun train.py"]', {"NCCL_DEBUG": ("INFO", 9)}),
+    ('["bash", "-c", "export NCCL_DEBUG=INFO; torchrun train.py"]', "[]", {"NCCL_DEBUG": ("INFO", 7)}),
+    ('["sh"]', '["-c", "export NCCL_DEBUG=INFO; torchrun train.py"]', {"NCCL_DEBUG": ("INFO", 9)}),
+    ('["python", "-c", "export A=1"]', "[]", {}),  # whatever it holds, `python -c` runs Python, not a shell
+])
+def test_k8s_the_script_a_shell_runs_is_read_wherever_command_and_args_split_it(command, args, expected):
+    text = (f"apiVersion: v1\nkind: Pod\nspec:\n  containers:\n  - name: a\n    image: x\n    command: {command}\n"
+            f"    args:\n      {args}\n")
+    assert found(k8s.read(text, "pod.yaml")) == expected
 
 def test_compose_environment_mapping_and_list():
     text = ("services:\n  train:\n    image: x\n    environment:\n      NCCL_DEBUG: INFO\n      PASS:\n"
@@ -466,7 +483,7 @@ def test_apply_records_every_assignment_and_keeps_unknown_values_out_of_env():
     snapshot = Snapshot(facts={"env": {"NCCL_DEBUG": "WARN", "KEEP": "1"}})
     text = ("export NCCL_DEBUG=INFO\nexport NCCL_ALGO=Ring\nexport NCCL_ALGO=Tree\nexport X=$(hostname)\n"
             "export HF_TOKEN=abc\nexport HF_TOKEN=def\n")
-    apply(snapshot, shell.read(text, "job.sh"), "job.sh")
+    apply(snapshot, shell_env(text, "job.sh"), "job.sh")
     env, sources = snapshot.facts["env"], snapshot.facts["env_sources"]
     assert env["NCCL_DEBUG"] == "INFO" and env["KEEP"] == "1"
     assert "also" not in sources["NCCL_DEBUG"]  # the process's value is overridden, not a conflict
@@ -516,7 +533,7 @@ ALPHABET = st.sampled_from(list("export NCCL_=\"'$`(){}[]\\#;&|<>\n\t -:,^~*EOF 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(ALPHABET, max_size=80).map("".join))
 def test_readers_never_raise_on_random_text(text):
-    for read in (shell.read, dotenv.read, dotenv.read_nccl_conf, dockerfile.read, k8s.read, python_env):
+    for read in (shell_env, dotenv.read, dotenv.read_nccl_conf, dockerfile.read, k8s.read, python_env):
         result = read(text, "random")
         for message, line, column in result.errors:
             assert isinstance(message, str)
@@ -524,6 +541,6 @@ def test_readers_never_raise_on_random_text(text):
 
 def test_windows_line_endings():
     shell_text = "#!/bin/bash\r\n#SBATCH --export=ALL,X=1\r\nexport Y=2 \\\r\n  Z=3\r\n"
-    assert found(shell.read(shell_text, "job.sh")) == {"X": ("1", 2), "Y": ("2", 3), "Z": ("3", 4)}
+    assert found(shell_env(shell_text, "job.sh")) == {"X": ("1", 2), "Y": ("2", 3), "Z": ("3", 4)}
     assert found(dotenv.read("A=1\r\nB='2'\r\n", ".env")) == {"A": ("1", 1), "B": ("2", 2)}
     assert found(dockerfile.read("FROM x\r\nENV A=1 \\\r\n    B=2\r\n", "Dockerfile")) == {"A": ("1", 2), "B": ("2", 3)}

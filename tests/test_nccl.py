@@ -130,10 +130,10 @@ def test_clean_jobs_report_nothing(name):
 def test_clean_sbatch_tensor_parallel_needs_the_variable():
     text = (JOBS / "clean_multinode.sbatch").read_text().replace("export CUDA_DEVICE_MAX_CONNECTIONS=1\n", "")
     from gpudoctor.readers.env import apply
-    from gpudoctor.readers.shell import parser as shell
+    from gpudoctor.readers.shell.jobs import read_script
 
     snapshot = Snapshot(facts={"env": {}})
-    apply(snapshot, shell.read(text, "job.sbatch"), "job.sbatch")
+    apply(snapshot, read_script(text, "job.sbatch")[0], "job.sbatch")
     report = evaluate(snapshot, [find_rule("GD408")])
     (finding,) = report.findings
     assert finding.location.line == 59 and "--tensor-model-parallel-size" in finding.message
@@ -312,10 +312,10 @@ def test_gd405_rtx_4090_after_the_driver_fix_is_a_normal_gpu():
 def test_gd406_conditional_debug_is_a_switch_not_a_leftover():
     text = "export NCCL_DEBUG=WARN\nif [ -n \"$DEBUG\" ]; then\n  export NCCL_DEBUG=INFO\nfi\n"
     from gpudoctor.readers.env import apply
-    from gpudoctor.readers.shell import parser as shell
+    from gpudoctor.readers.shell.jobs import read_script
 
     snapshot = Snapshot(facts={"env": {}})
-    apply(snapshot, shell.read(text, "job.sh"), "job.sh")
+    apply(snapshot, read_script(text, "job.sh")[0], "job.sh")
     assert snapshot.facts["env"]["NCCL_DEBUG"] == "WARN"
     assert not evaluate(snapshot, [find_rule("GD406"), find_rule("GD410")]).findings
 
@@ -381,10 +381,10 @@ def test_gd410_scopes():
 def test_gd410_one_environment_per_command_and_per_function(reader, text, conflict):
     from gpudoctor.readers import python
     from gpudoctor.readers.env import apply
-    from gpudoctor.readers.shell import parser as shell
+    from gpudoctor.readers.shell.jobs import read_script
 
     path = "run.sh" if reader == "shell" else "launch.py"
-    result = shell.read(text, path) if reader == "shell" else python.read(Path(path), text).env
+    result = read_script(text, path)[0] if reader == "shell" else python.read(Path(path), text).env
     snapshot = Snapshot(facts={"env": {}})
     apply(snapshot, result, path)
     assert bool(evaluate(snapshot, [find_rule("GD410")]).findings) is conflict

@@ -73,3 +73,16 @@ def test_a_file_without_the_part_asked_for_is_reported(tmp_path):
     (entry,) = snapshot.facts["inputs"]
     assert entry["kind"] == "script" and "not a file gpudoctor knows" in entry["error"]
     assert snapshot.facts["env"] == {}
+
+
+def test_a_container_script_is_walked_once_for_its_env_and_its_jobs(monkeypatch, tmp_path):
+    path = tmp_path / "pod.yaml"
+    path.write_text("apiVersion: v1\nkind: Pod\nspec:\n  containers:\n  - name: a\n    image: x\n"
+                    '    command: ["/bin/bash", "-c"]\n    args:\n    - |\n      export NCCL_DEBUG=WARN\n'
+                    "      torchrun --nproc_per_node=8 train.py\n")
+    calls = count_calls(monkeypatch, [parser.Walker], "walk")
+    snapshot = Snapshot(facts={"env": {}})
+    registry.read_file(path, snapshot)
+    assert len(calls) == 1
+    assert snapshot.facts["env"] == {"NCCL_DEBUG": "WARN"}
+    assert [job["line"] for job in snapshot.facts["launch"]["jobs"]] == [11]

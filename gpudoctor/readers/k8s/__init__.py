@@ -24,10 +24,12 @@ def is_yaml(path: Path, text: str = "") -> bool:
 
 def read(path: Path, text: str) -> FileFacts:
     from gpudoctor.readers.k8s import env, nodes, pods
+    from gpudoctor.readers.k8s.scripts import Scripts
 
-    parsed = nodes.compose(text)
-    manifest = pods.read(text, str(path), parsed)
-    return FileFacts(env=env.read(text, str(path), parsed), jobs=manifest.jobs, pods=manifest.pods)
+    parsed, scripts = nodes.compose(text), Scripts(str(path))
+    found = env.read(text, str(path), parsed, scripts)  # first: a container's script is walked in its env scope
+    manifest = pods.read(text, str(path), parsed, scripts)
+    return FileFacts(env=found, jobs=manifest.jobs, pods=manifest.pods)
 
 
 def read_config(path: Path, text: str) -> FileFacts:

@@ -18,6 +18,7 @@ import yaml
 from gpudoctor.readers.env import Assignment, ReadResult, is_env_name
 from gpudoctor.readers.k8s import nodes
 from gpudoctor.readers.k8s.nodes import Documents, compose
+from gpudoctor.readers.k8s.scripts import Scripts, script_node
 
 STR_TAG = "tag:yaml.org,2002:str"
 NULL_TAG = "tag:yaml.org,2002:null"
@@ -32,9 +33,10 @@ def _mapping(node) -> dict:
 
 
 class ManifestReader:
-    def __init__(self, text: str, path: str):
+    def __init__(self, text: str, path: str, scripts: Optional[Scripts] = None):
         self.text = text
         self.path = path
+        self.scripts = scripts or Scripts(path)
         self.result = ReadResult()
         self.seen: set = set()  # nodes walked: an alias is walked once, so `*a` nine levels deep is not 9^9 nodes
 
@@ -98,9 +100,7 @@ class ManifestReader:
         if "env" in fields and isinstance(fields["env"][1], yaml.SequenceNode):
             for item in fields["env"][1].value:
                 self.env_entry(item, known, container_scope, context)
-        for key in ("command", "args"):
-            if key in fields and isinstance(fields[key][1], yaml.SequenceNode):
-                self.command(fields[key][1], container_scope, context)
+        self.command(fields, container_scope, context)
 
     def env_entry(self, item, known: dict, scope: str, context: str) -> None:
         entry = _mapping(item)
@@ -159,22 +159,25 @@ class ManifestReader:
 
         return DEPENDENT.sub(replace, value), reason
 
-    def command(self, node, scope: str, context: str) -> None:
-        from gpudoctor.readers.shell import parser as shell
+    def command(self, fields: dict, scope: str, context: str) -> None:
+        """Megatron/NeMo tensor-parallel flags given as list items, and what an `sh -c` script sets."""
         from gpudoctor.knowledge import table
+        from gpudoctor.readers.shell import parser as shell
 
-        items = [child for child in node.value if isinstance(child, yaml.ScalarNode)]
-        words = [child.value for child in items]
         tp = table("nccl_env").get("tensor_parallel", {})
-        # Tensor-parallel flags given as separate list items.
-        walker = shell.Walker(self.path, self.result, scope, context, 0, tp)
-        walker.tensor_parallel([shell.Word([("lit", w)], nodes.line(child)) for w, child in zip(words, items)])
-        for position, child in enumerate(items[:-1]):
-            if child.value in ("-c", "-lc", "-ec", "-xc") and position >= 0:
-                script = items[position + 1]
-                offset = nodes.line(script) - 1 + (1 if script.style in ("|", ">") else 0)
-                shell.read(script.value, self.path, scope=scope, context=context, line_offset=offset,
-                           result=self.result)
+        items = []
+        for key in ("command", "args"):
+            if key in fields and isinstance(fields[key][1], yaml.SequenceNode):
+                listed = [child for child in fields[key][1].value if isinstance(child, yaml.ScalarNode)]
+                walker = shell.Walker(self.path, self.result, scope, context, 0, tp)
+                walker.tensor_parallel([shell.Word([("lit", child.value)], nodes.line(child)) for child in listed])
+                items += listed
+        script = script_node(items)
+        if script is not None:
+            found = self.scripts.env(script, scope, context)
+            self.result.assignments += found.assignments
+            self.result.errors += found.errors
+            self.result.tensor_parallel += found.tensor_parallel
 
     def compose(self, services, index: int) -> None:
         for service_name, (_, service) in _mapping(services).items():
@@ -210,6 +213,8 @@ class ManifestReader:
         return f"interpolated by Compose from `{match.group(0)}…`" if match else None
 
 
-def read(text: str, path: str, parsed: Optional[Tuple[Documents, Optional[BaseException]]] = None) -> ReadResult:
-    """The env of every container; `parsed`: the text's documents (nodes.compose), when the caller has them."""
-    return ManifestReader(text, path).read(parsed)
+def read(text: str, path: str, parsed: Optional[Tuple[Documents, Optional[BaseException]]] = None,
+         scripts: Optional[Scripts] = None) -> ReadResult:
+    """The env of every container; `parsed`, `scripts`: the text's documents (nodes.compose) and container scripts,
+    when the caller shares them with the pod reader."""
+    return ManifestReader(text, path, scripts).read(parsed)

@@ -19,12 +19,12 @@ import yaml
 
 from gpudoctor.readers import commands
 from gpudoctor.readers.k8s.nodes import Documents, compose, line, scalar
+from gpudoctor.readers.k8s.scripts import Scripts, script_node
 from gpudoctor.readers.launch import finish_job
 
 GPU = "nvidia.com/gpu"
 EFA = "vpc.amazonaws.com/efa"
 RDMA_PREFIXES = ("rdma/", "mellanox.com/", "nvidia.com/hostdev", "nvidia.com/rdma")
-SHELLS = {"sh", "bash", "/bin/sh", "/bin/bash", "/usr/bin/bash", "/usr/bin/env", "zsh", "dash"}
 ROLES = ("Master", "Worker", "Launcher", "Chief", "Head")
 
 
@@ -40,9 +40,10 @@ def _count(node) -> Optional[int]:
 
 
 class Manifest:
-    def __init__(self, text: str, path: str):
+    def __init__(self, text: str, path: str, scripts: Optional[Scripts] = None):
         self.text = text
         self.path = path
+        self.scripts = scripts or Scripts(path)
         self.jobs: List[dict] = []
         self.pods: List[dict] = []
         self.seen: set = set()  # nodes walked: an alias is walked once (a YAML alias bomb stays linear)
@@ -171,8 +172,6 @@ class Manifest:
         return found
 
     def command_jobs(self, fields: dict, context: str, pod: dict, extra: dict) -> None:
-        from gpudoctor.readers.shell import jobs as shell
-
         items = []
         for key in ("command", "args"):
             if isinstance(fields.get(key), yaml.SequenceNode):
@@ -180,13 +179,9 @@ class Manifest:
         if not items:
             return
         found: List[dict] = []
-        script_at = next((i for i, child in enumerate(items[:-1]) if child.value in ("-c", "-lc", "-ec", "-xc")
-                          and i > 0 and items[i - 1].value.rsplit("/", 1)[-1] in {s.rsplit("/", 1)[-1]
-                                                                                   for s in SHELLS}), None)
-        if script_at is not None:
-            script = items[script_at + 1]
-            offset = line(script) - 1 + (1 if script.style in ("|", ">") else 0)
-            found = shell.jobs(script.value, self.path, line_offset=offset, context=context)
+        script = script_node(items)
+        if script is not None:
+            found = self.scripts.jobs(script)
         else:
             words = [(child.value, "$(" not in child.value, line(child)) for child in items]
             parsed = commands.parse(words, line(items[0]))
@@ -258,8 +253,10 @@ class Manifest:
                     "env_sets": [], "gpus": gpus, "command": " ".join(w[0] for w in words)[:200]}))
 
 
-def read(text: str, path: str, parsed: Optional[Tuple[Documents, Optional[BaseException]]] = None) -> Manifest:
-    """The jobs and pods; `parsed`: the text's documents (nodes.compose), when the caller has them."""
-    return Manifest(text, path).read(parsed)
+def read(text: str, path: str, parsed: Optional[Tuple[Documents, Optional[BaseException]]] = None,
+         scripts: Optional[Scripts] = None) -> Manifest:
+    """The jobs and pods; `parsed`, `scripts`: the text's documents (nodes.compose) and container scripts, when the
+    caller shares them with the env reader."""
+    return Manifest(text, path, scripts).read(parsed)
 
 

@@ -17,8 +17,8 @@ from gpudoctor.readers.shell import slurm
 class LaunchWalker(reader.Walker):
     """The env walker, also recording the commands that start Python scripts."""
 
-    def __init__(self, path: str, line_offset: int = 0):
-        super().__init__(path, ReadResult(), path, "", line_offset)
+    def __init__(self, path: str, line_offset: int = 0, scope: str = "", context: str = ""):
+        super().__init__(path, ReadResult(), scope or path, context, line_offset)
         self.found: List[dict] = []
         self.prefix_cvd: Optional[tuple] = None
 
@@ -93,20 +93,16 @@ class LaunchWalker(reader.Walker):
         return [name for name in RANK_ENV if name in self.vars and self.vars[name].exported]
 
 
-def read_script(text: str, path: str) -> Tuple[ReadResult, List[dict]]:
-    """The env and the jobs of one shell/sbatch script, from one walk."""
+def read_script(text: str, path: str, line_offset: int = 0, scope: str = "", context: str = "") \
+        -> Tuple[ReadResult, List[dict]]:
+    """The env and the jobs of one shell/sbatch script, from one walk; or of a `bash -c` script embedded at
+    `line_offset` in another file (its assignments in `scope`, said to be in `context`)."""
     tokenizer = reader.Tokenizer(text.lstrip("\ufeff"))
     tokens = tokenizer.run()
-    walker = LaunchWalker(path)
+    walker = LaunchWalker(path, line_offset, scope, context)
     for message, line in tokenizer.errors:
-        walker.result.error(message, line)
-    return walker.result, _jobs(walker, tokens, text, path)
-
-
-def jobs(text: str, path: str, line_offset: int = 0, context: str = "") -> List[dict]:
-    """The jobs of a `bash -c` script embedded at `line_offset` in another file."""
-    return _jobs(LaunchWalker(path, line_offset), reader.Tokenizer(text.lstrip("\ufeff")).run(), text, path,
-                 line_offset, context)
+        walker.result.error(message, line + line_offset)
+    return walker.result, _jobs(walker, tokens, text, path, line_offset, context)
 
 
 def _jobs(walker: LaunchWalker, tokens, text: str, path: str, line_offset: int = 0, context: str = "") -> List[dict]:

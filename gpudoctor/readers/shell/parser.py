@@ -608,18 +608,3 @@ class Walker:
                 self.result.tensor_parallel.append({
                     "source": self.path, "line": self.line(word), "what": shown if value == value_word.text
                     else f"{shown} (= {value})", "size": int(value), "frameworks": frameworks})
-
-
-def read(text: str, path: str, scope: Optional[str] = None, context: str = "", line_offset: int = 0,
-         result: Optional[ReadResult] = None) -> ReadResult:
-    """Read one script (or an embedded `bash -c` script, with the line of its first line minus one)."""
-    from gpudoctor.knowledge import table
-
-    result = result if result is not None else ReadResult()
-    tokenizer = Tokenizer(text.lstrip("\ufeff"))
-    tokens = tokenizer.run()
-    for message, line in tokenizer.errors:
-        result.error(message, line + line_offset)
-    walker = Walker(path, result, scope or path, context, line_offset, table("nccl_env").get("tensor_parallel", {}))
-    walker.walk(tokens)
-    return result
