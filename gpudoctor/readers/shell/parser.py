@@ -25,6 +25,9 @@ OPERATORS = sorted([";;&", ";;", ";&", "&&", "||", "|&", "<<<", "<<-", "<<", ">>
                     "<>", ";", "&", "|", "(", ")", "<", ">"], key=len, reverse=True)
 REDIRECTIONS = {"<", ">", ">>", "&>", "&>>", "<&", ">&", ">|", "<>", "<<<"}
 SLURM = {"srun", "sbatch", "salloc"}
+# the commands that change the environment, and the Walker method that reads each
+BUILTINS = {**dict.fromkeys(("export", "declare", "typeset", "local", "readonly"), "declare"), "unset": "unset",
+            "set": "set_options", "env": "env_command"}
 MPI = {"mpirun", "mpiexec", "orterun", "oshrun", "mpiexec.hydra", "prun"}
 CONTAINERS = {"docker", "podman", "nvidia-docker", "enroot", "apptainer", "singularity"}
 CONTAINER_ENV_PREFIXES = ("SINGULARITYENV_", "APPTAINERENV_")
@@ -423,67 +426,79 @@ class Walker:
         self.builtin(rest, conditional)
 
     def builtin(self, words: List[Word], conditional: bool) -> None:
-        head = words[0].text
-        args = words[1:]
-        if head in ("export", "declare", "typeset", "local", "readonly"):
-            flags = "".join(w.text[1:] for w in args if w.text.startswith("-") and not w.text.startswith("--"))
-            export = head == "export" or "x" in flags
-            unexport = head == "export" and "n" in flags
-            for word in args:
-                if word.text.startswith("-"):
-                    continue
-                split = word.split_assignment()
-                name = split[0] if split else word.text
-                if not is_env_name(name):
-                    continue
-                if unexport:
-                    self.exported[name] = False
-                    self.add(name, None, word.line, conditional, unset=True)
-                    continue
-                if export:
-                    self.exported[name] = True
-                if split:
-                    literal_value, reason, defaults = self.resolve_defaults(split[1])
-                    if export or self.allexport or self.exported.get(name):
-                        self.add(name, split[1], word.line, conditional or head == "local")
-                    self.vars[name] = ShellVar(literal_value, word.line, reason is None, conditional, export,
-                                               split[1], defaults)
-                elif export and name in self.vars:
-                    var = self.vars[name]
-                    original = Word([("lit", var.value)], var.line) if var.literal or var.word is None else var.word
-                    self.add(name, original, var.line, conditional or var.conditional,
-                             defaults=tuple(var.defaults if var.literal else ()))
+        """A command that changes the environment (`export`, `unset`, `set -a`, `env A=1 cmd` …), dispatched on its
+        name through BUILTINS; any other command may pass variables to a launcher (`launcher_env`)."""
+        handler = BUILTINS.get(words[0].text)
+        if handler is None:
+            self.launcher_env(words, conditional)
+        else:
+            getattr(self, handler)(words[0].text, words[1:], conditional)
+
+    def declare(self, head: str, args: List[Word], conditional: bool) -> None:
+        """export, declare, typeset, local, readonly: `-x` exports, `export -n` unexports."""
+        flags = "".join(w.text[1:] for w in args if w.text.startswith("-") and not w.text.startswith("--"))
+        export = head == "export" or "x" in flags
+        unexport = head == "export" and "n" in flags
+        for word in args:
+            split = word.split_assignment()
+            name = split[0] if split else word.text
+            if word.text.startswith("-") or not is_env_name(name):
+                continue
+            if unexport:
+                self.exported[name] = False
+                self.add(name, None, word.line, conditional, unset=True)
+                continue
+            if export:
+                self.exported[name] = True
+            if split:
+                self.assign_declared(name, split[1], word.line, conditional or head == "local", conditional, export)
+            elif export and name in self.vars:
+                self.export_assigned(name, conditional)
+
+    def export_assigned(self, name: str, conditional: bool) -> None:
+        """`export NAME` of a variable assigned before: the job gets the value it was given."""
+        var = self.vars[name]
+        original = Word([("lit", var.value)], var.line) if var.literal or var.word is None else var.word
+        self.add(name, original, var.line, conditional or var.conditional,
+                 defaults=tuple(var.defaults if var.literal else ()))
+
+    def assign_declared(self, name: str, value: Word, line: int, scoped: bool, conditional: bool,
+                        export: bool) -> None:
+        literal_value, reason, defaults = self.resolve_defaults(value)
+        if export or self.allexport or self.exported.get(name):
+            self.add(name, value, line, scoped)
+        self.vars[name] = ShellVar(literal_value, line, reason is None, conditional, export, value, defaults)
+
+    def unset(self, head: str, args: List[Word], conditional: bool) -> None:
+        if any(w.text == "-f" for w in args):
             return
-        if head == "unset":
-            if any(w.text == "-f" for w in args):
-                return
-            for word in args:
-                if is_env_name(word.text):
-                    self.vars.pop(word.text, None)
-                    self.add(word.text, None, word.line, conditional, unset=True)
-            return
-        if head == "set":
-            for index, word in enumerate(args):
-                if word.text.startswith(("-", "+")) and not word.text.startswith(("--", "++")) and "a" in word.text:
-                    self.allexport = word.text.startswith("-")
-                if word.text in ("-o", "+o") and index + 1 < len(args) and args[index + 1].text == "allexport":
-                    self.allexport = word.text == "-o"
-            return
-        if head == "env":
-            index = 1
-            while index < len(words):
-                text = words[index].text
-                split = words[index].split_assignment()
-                if split:
-                    self.add(split[0], split[1], words[index].line, conditional, "set by `env`")
-                elif text in ("-u", "--unset") and index + 1 < len(words):
-                    index += 1
-                elif not text.startswith("-"):
-                    self.builtin(words[index:], conditional)
-                    return
+        for word in args:
+            if is_env_name(word.text):
+                self.vars.pop(word.text, None)
+                self.add(word.text, None, word.line, conditional, unset=True)
+
+    def set_options(self, head: str, args: List[Word], conditional: bool) -> None:
+        """`set -a` / `set -o allexport` export every later assignment; `+a` / `+o` stop it."""
+        for index, word in enumerate(args):
+            if word.text.startswith(("-", "+")) and not word.text.startswith(("--", "++")) and "a" in word.text:
+                self.allexport = word.text.startswith("-")
+            if word.text in ("-o", "+o") and index + 1 < len(args) and args[index + 1].text == "allexport":
+                self.allexport = word.text == "-o"
+
+    def env_command(self, head: str, args: List[Word], conditional: bool) -> None:
+        """`env [-u NAME] A=1 cmd …`: the assignments, then the command it runs."""
+        index = 0
+        while index < len(args):
+            text = args[index].text
+            split = args[index].split_assignment()
+            if split:
+                self.add(split[0], split[1], args[index].line, conditional, "set by `env`")
+            elif text in ("-u", "--unset") and index + 1 < len(args):
                 index += 1
-            return
-        self.launcher_env(words, conditional)
+            elif not text.startswith("-"):
+                self.builtin(args[index:], conditional)
+                return
+            index += 1
 
     def launcher_env(self, words: List[Word], conditional: bool) -> None:
         """Environment options of launchers anywhere on the command line (srun … docker run -e …)."""
