@@ -7,7 +7,7 @@ Report, `format_report(report, fmt)` → text. They are imported on first use, s
 from gpudoctor.version import __version__ as __version__  # re-exported: gpudoctor.__version__
 
 _API = ("Request", "collect", "evaluate", "format_report", "collect_pasted", "estimate_memory", "rule_catalog",
-        "describe_rule", "preview_fix")
+        "describe_rule", "message_atlas", "preview_fix")
 
 
 def __getattr__(name):

@@ -16,7 +16,7 @@ from gpudoctor.model import Report
 from gpudoctor.snapshot import Snapshot
 
 __all__ = ["Request", "collect", "collect_pasted", "describe_rule", "estimate_memory", "evaluate", "format_report",
-           "preview_fix", "rule_catalog"]
+           "message_atlas", "preview_fix", "rule_catalog"]
 
 
 def collect(request: Request) -> Snapshot:
@@ -86,6 +86,19 @@ def describe_rule(rule_id: str) -> dict:
     if rule is None:
         raise InputError(f"no rule {rule_id!r} (see `gpudoctor rules`)")
     return rule_json(rule, full=True)
+
+
+def message_atlas() -> dict:
+    """The messages gpudoctor reads in a paste or log (`gpudoctor.messages/1`, the data of docs/messages.md): for
+    each, who prints it and where, the literal it is found by and its pattern, what it proves, the facts it states,
+    the rule it feeds, and real samples with their public source."""
+    from gpudoctor.ingest.atlas import messages
+
+    return {"schema": "gpudoctor.messages/1", "messages": [
+        {"id": m.id, "project": m.project, "where": m.where, "trigger": m.trigger, "pattern": m.pattern.pattern,
+         "event": m.event, "proves": m.proves, "rule": m.rule, "severity": m.severity, "facts": dict(m.facts),
+         "samples": [{"text": sample.text, "source": sample.source} for sample in m.samples]}
+        for m in messages()]}
 
 
 def preview_fix(report: Report, env_file: str, unsafe: bool = False) -> dict:

@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from conftest import FIXTURES, ROOT, required_or_skip
+from gpudoctor.data import loads_toml
 
 SECRET = "hf_Zq8sEcReT0123456789"  # a token in the server's environment and in the inputs below
 LOG = FIXTURES / "logs" / "torchrun_watchdog_timeout.log"
@@ -156,6 +157,16 @@ def test_explain_rule_and_the_catalog_are_explain_and_rules(call, cli_json):
     assert tool == cli_json("explain", "GD304")
     assert json.loads(call("read", "gpudoctor://rules/GD304")) == tool
     assert json.loads(call("read", "gpudoctor://rules")) == cli_json("rules")
+
+
+def test_the_message_atlas_is_a_resource(call):
+    atlas = json.loads(call("read", "gpudoctor://messages"))
+    assert atlas["schema"] == "gpudoctor.messages/1"
+    data = [loads_toml(path.read_text(encoding="utf-8")) for path in (ROOT / "rules" / "messages").glob("*.toml")]
+    expected = {(raw["id"], raw["trigger"], raw["rule"], len(raw.get("sample", ()))) for project in data
+                for raw in project.get("message", ())}
+    assert expected and {(m["id"], m["trigger"], m["rule"], len(m["samples"])) for m in atlas["messages"]} == expected
+    assert all(sample["source"].startswith("https://") for m in atlas["messages"] for sample in m["samples"])
 
 
 def test_preview_fix_is_fix_dry_run_and_writes_nothing(call, run_cli, tmp_path, monkeypatch):

@@ -1,6 +1,7 @@
-"""The stdio MCP server (MCP Python SDK 2.x): gpudoctor.mcpserver.tools as read-only tools, the rule catalog as
-resources. Each call runs alone (gpudoctor's probes and redaction are process-wide), its result redacted like
-every other output; input gpudoctor cannot use is a tool error with gpudoctor's one line, never a traceback."""
+"""The stdio MCP server (MCP Python SDK 2.x): gpudoctor.mcpserver.tools as read-only tools, the rule catalog and
+the message atlas as resources. Each call runs alone (gpudoctor's probes and redaction are process-wide), its result
+redacted like every other output; input gpudoctor cannot use is a tool error with gpudoctor's one line, never a
+traceback."""
 
 from __future__ import annotations
 
@@ -90,6 +91,12 @@ def build() -> Server:
             return _text(api.describe_rule(rule_id))
         except InputError as exc:
             raise ResourceNotFoundError(str(exc)) from None
+
+    @server.resource("gpudoctor://messages", name="message-atlas", mime_type="application/json",
+                     description="The messages gpudoctor reads in logs and pastes (torch, NCCL, DeepSpeed …): who "
+                                 "prints each, what it proves, the rule it feeds, real samples (gpudoctor.messages/1).")
+    def atlas() -> str:
+        return _text(api.message_atlas())
 
     return server
 
