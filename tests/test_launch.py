@@ -140,6 +140,10 @@ EXPECTED = [
     # the global rank as the device: an error on two nodes, nothing on the one node it was written for
     (["global_rank_2nodes.sbatch"], {("GD616", "error", "train_global_rank.py", 12)}),
     (["global_rank_1node.sh"], set()),
+    # the Hugging Face Trainer: plain python on several GPUs is DataParallel; DeepSpeed there is one process
+    (["hf_plain_python.sh"], {("GD605", "warning", "hf_plain_python.sh", 3)}),
+    (["hf_deepspeed_plain.sbatch"], {("GD604", "warning", "hf_deepspeed_plain.sbatch", 7)}),
+    (["hf_torchrun.sh"], set()),
     (["nemo_pretrain.py"], {("GD608", "warning", "nemo_pretrain.py", 14)}),
     (["launch_local_rank.sh"], {("GD609", "warning", "launch_local_rank.sh", 3)}),
     # deepspeed.initialize(args=args) sets args.local_rank from LOCAL_RANK: fine unless the script uses it first

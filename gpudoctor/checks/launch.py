@@ -78,6 +78,20 @@ def distributed_script_without_launcher(facts, rule):
     for job, script, features in jobs_with_scripts(facts):
         if features.get("spawns") or any(i.get("kind", "").startswith("Lightning") for i in features.get("init", [])):
             continue  # the script (or Lightning) starts its own ranks
+        trainer = features.get("hf_trainer")
+        engine = trainer and plain_python(job) and trainer_engine(job, trainer)
+        if engine and (gpus_of(job) is None or gpus_of(job) > 1):
+            gpus = gpus_of(job)
+            on = f"{gpus} GPUs ({gpus_text(job)})" if gpus else "the node's GPUs"
+            yield rule.finding(
+                f"{job_label(job)} starts the Hugging Face Trainer with {engine} ({script['path']}:"
+                f"{trainer['line']}) as one plain python process: no launcher sets RANK/WORLD_SIZE/LOCAL_RANK, so "
+                f"{engine} runs a world of one process on one GPU and shards nothing across {on}",
+                severity=Severity.WARNING, location=where(job),
+                evidence={"job": job.get("path"), "line": job.get("line"), "engine": engine, "gpus": gpus,
+                          "script": script["path"], "init_line": trainer["line"]},
+                fix=rule.fix(commands=(launcher_fix(job, gpus),)))
+            continue
         inits = [i for i in features.get("init", []) if i.get("kind") in TORCH_INIT]
         others = [i for i in features.get("init", []) if i.get("kind", "").startswith(("deepspeed", "Accelerator"))]
         if any(i.get("sets_rank") and i.get("init_method") not in (None, "env://") for i in inits):
@@ -123,7 +137,8 @@ def distributed_script_without_launcher(facts, rule):
 @check("GD605")
 def dataparallel_multi_gpu(facts, rule):
     """One finding per script (the first wrap on several GPUs, else the first), naming the other wraps' lines."""
-    run_by = {}
+    run_by: dict = {}
+    reported = set()
     for job, script, _ in jobs_with_scripts(facts):
         run_by.setdefault(script["path"], []).append(job)
     for script in scripts(facts):
@@ -137,6 +152,7 @@ def dataparallel_multi_gpu(facts, rule):
             wraps.append((not several, len(wraps), call, ids, several))
         if not wraps:
             continue
+        reported.add(script["path"])
         _, _, call, ids, several = min(wraps, key=lambda wrap: wrap[:2])
         others = sorted({c.get("line") for _, _, c, _, _ in wraps if c is not call and c.get("line")})
         on = (f"on {max(counts)} GPUs" if counts and max(counts) > 1 else
@@ -154,6 +170,48 @@ def dataparallel_multi_gpu(facts, rule):
             fix=rule.fix(values={"script": script["path"]},
                          commands=("torchrun --nproc_per_node=NUM_GPUS " + script["path"],),
                          docs="https://pytorch.org/tutorials/intermediate/ddp_tutorial.html"))
+    yield from trainer_data_parallel(facts, rule, reported)
+
+
+def plain_python(job: dict) -> bool:
+    """One process started without a launcher that sets LOCAL_RANK (`python train.py`, `srun python …` one task)."""
+    launchers = names(job)
+    return bool(launchers) and launchers[-1] == "python" and not set(launchers) & (RANK_STARTERS - {"srun"}) \
+        and job.get("ranks_per_node") in (1, None) and "LOCAL_RANK" not in (job.get("env_sets") or [])
+
+
+def trainer_engine(job: dict, trainer: dict) -> Optional[str]:
+    """"DeepSpeed" / "FSDP" when the Trainer is given one, in TrainingArguments or on the job's command line."""
+    words = str(job.get("command", "")).split()
+    for flag, engine in (("deepspeed", "DeepSpeed"), ("fsdp", "FSDP")):
+        if trainer.get(flag) or trainer.get("command_line") and any(
+                w == f"--{flag}" or w.startswith(f"--{flag}=") for w in words):
+            return engine
+    return None
+
+
+HF_DEVICES = ("transformers' TrainingArguments._setup_devices sets n_gpu = torch.cuda.device_count() when no launcher "
+              "set LOCAL_RANK, and Trainer._wrap_model wraps the model in torch.nn.DataParallel when n_gpu > 1")
+
+
+def trainer_data_parallel(facts, rule, reported: set):
+    """The Hugging Face Trainer started as one plain process on several GPUs: DataParallel, not DDP."""
+    for job, script, features in jobs_with_scripts(facts):
+        trainer = features.get("hf_trainer")
+        if not trainer or script["path"] in reported or not plain_python(job) or trainer_engine(job, trainer):
+            continue
+        gpus = gpus_of(job)
+        if gpus is not None and gpus <= 1:
+            continue
+        reported.add(script["path"])
+        on = f"on {gpus} GPUs ({gpus_text(job)})" if gpus else "on every visible GPU"
+        yield rule.finding(
+            f"{job_label(job)} starts the Hugging Face Trainer ({script['path']}:{trainer['line']} "
+            f"`{trainer['what']}`) as one process {on}: {HF_DEVICES} — one process driving every GPU, not "
+            "DistributedDataParallel",
+            severity=None if gpus else Severity.INFO, location=where(job),
+            evidence={"script": script["path"], "line": trainer["line"], "gpus": gpus, "trainer": trainer},
+            fix=rule.fix(case="trainer", values={"script": script["path"]}, commands=(launcher_fix(job, gpus),)))
 
 
 def starts_own_ranks(facts, job: dict, unknown_too: bool) -> bool:

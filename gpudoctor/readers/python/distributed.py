@@ -18,6 +18,8 @@
   know — `parse_args()` of an argparse parser made here and extended by no other function (no `parse_known_args`
   anywhere) or a `@hydra.main` function, which takes only
   `key=value` overrides — when it takes no local-rank option and handles no `--local…` argument itself;
+- `hf_trainer`: a Hugging Face `Trainer` (transformers, trl) made here: its line, whether `TrainingArguments` set
+  `deepspeed`/`fsdp`, and `command_line` when an `HfArgumentParser` takes them from the command line;
 - `global_rank_device`: calls that make a global rank (RANK, `dist.get_rank()`, SLURM_PROCID …) a CUDA device
   (gpudoctor.readers.python.rank_device);
 - `local_rank_set_by`: beside a local-rank option, the `deepspeed.initialize(args=ns, …)` that sets `ns.local_rank`
@@ -74,7 +76,7 @@ class _Finder:
         return qualified_name(node, self.aliases)
 
     def run(self) -> Dict[str, Any]:
-        found: Dict[str, Any] = {"init": [], "spawns": [], "reads_rank_env": [], "data_parallel": [],
+        found: Dict[str, Any] = {"hf_trainer": None, "init": [], "spawns": [], "reads_rank_env": [], "data_parallel": [],
                                  "sets_visible_devices": [], "nemo_env_ignored": []}
         executors: Dict[str, dict] = {}
         self.factories = self.executor_factories()
@@ -94,6 +96,8 @@ class _Finder:
                         executors[node.targets[0].id] = executor
         self.nemo_runs(found, executors)
         found["init"].sort(key=lambda e: e["line"])
+        if found["hf_trainer"] and found["hf_trainer"]["line"] is None:
+            found["hf_trainer"] = None  # arguments without a Trainer: nothing is wrapped here
         found["local_rank_option"] = self.local_rank_option()
         found["reads_local_rank_env"] = any(isinstance(node, ast.Constant) and node.value == "LOCAL_RANK"
                                             for node in ast.walk(self.tree))
@@ -207,6 +211,8 @@ class _Finder:
                         known = literal(value)
                         entry[key] = known if isinstance(known, (str, int, list)) else "expression"
             found["init"].append(entry)
+        elif self.hf_trainer(call, name, found):
+            pass
         elif name in SPAWNS:
             found["spawns"].append(dict(where, call=name))
         elif name in DATA_PARALLEL:
@@ -217,6 +223,23 @@ class _Finder:
                                                else (None if ids is None else "expression")))
         elif short in ("putenv", "setdefault", "update") and call.args:
             self.environ_call(call, name, found)
+
+    def hf_trainer(self, call: ast.Call, name: str, found: Dict[str, Any]) -> bool:
+        """A Hugging Face Trainer (transformers', trl's) or its arguments: where DeepSpeed/FSDP are configured."""
+        if not name.startswith(("transformers.", "trl.")) or not name.endswith(("Trainer", "TrainingArguments",
+                                                                                   "Config", "HfArgumentParser")):
+            return False
+        entry = found["hf_trainer"] = found["hf_trainer"] or {"line": None, "what": None, "deepspeed": False,
+                                                              "fsdp": False, "command_line": False}
+        short = name.rsplit(".", 1)[-1]
+        if short == "HfArgumentParser":
+            entry["command_line"] = True  # --deepspeed / --fsdp may come from the command line
+        elif short.endswith("Trainer") and entry["line"] is None:
+            entry.update(line=call.lineno, what=segment(self.lines, call, 70))
+        for keyword in call.keywords:
+            if keyword.arg in ("deepspeed", "fsdp") and literal(keyword.value) not in (None, "", False, []):
+                entry[keyword.arg] = True
+        return True
 
     # -- CUDA_VISIBLE_DEVICES ----------------------------------------------------------------------------------
     def environ_assignment(self, target: ast.AST, value: ast.AST, node: ast.AST, found: Dict[str, Any]) -> None:
