@@ -4,7 +4,9 @@
     facts, evidence, conflicts = merge_reports([report, other])
 
 Formats: PyTorch ``collect_env``, DeepSpeed ``ds_report``, ``nvidia-smi`` (table, ``-L``, ``-q``, ``-q -x``, error
-messages), ``nvcc --version``, ``pip show torch``, and torch's driver warnings anywhere in a text. A text may hold
+messages, ``topo -m`` and ``topo -p2p``), ``nvcc --version``, ``pip show torch``, ``pip list``/``pip freeze``/``conda
+list``, the ``env`` commands of transformers/accelerate/LLaMA-Factory, nccl-tests output, ``ldconfig -p`` and
+``LD_LIBRARY_PATH`` lines, and torch's driver and capability warnings anywhere in a text. A text may hold
 several of them; each part is parsed and the parts merge. Pure functions: no I/O, no imports of torch.
 
 Known vs unknown: a key that is absent is unknown; ``None`` means known to be absent (``torch.cuda: None`` is a
@@ -21,7 +23,8 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from gpudoctor.errors import InputError
 from gpudoctor.schema import notable_facts
 
-from . import collect_env, ds_report, nvcc, nvidia_smi, pip_show
+from . import (collect_env, ds_report, env_commands, libpath, nccl_tests, nvcc, nvidia_smi, packages, pip_show,
+               topology)
 from ._common import Builder, wheel_tag_info
 from .detect import detect
 from .normalize import Lines, normalize
@@ -30,7 +33,8 @@ __all__ = ["ParsedReport", "ReportError", "NothingRecognised", "parse_report", "
            "KINDS"]
 
 KINDS = ("collect_env", "ds_report", "nvidia_smi", "nvidia_smi_q", "nvidia_smi_xml", "nvidia_smi_error", "nvcc",
-         "pip_show", "torch_warning", "mixed")
+         "pip_show", "torch_warning", "nvidia_smi_topo", "nccl_tests", "env_command", "package_list", "library_path",
+         "mixed")
 
 # Facts most rules need (the schema's `notable` keys); a report that lacks them says so in `missing`.
 NOTABLE_FACTS = notable_facts()
@@ -67,6 +71,11 @@ _PARSERS: Dict[str, Callable[[Lines, str], Builder]] = {
     "nvcc": nvcc.parse,
     "pip_show": pip_show.parse,
     "torch_warning": collect_env.parse_torch_warnings,
+    "nvidia_smi_topo": topology.parse,
+    "nccl_tests": nccl_tests.parse,
+    "env_command": env_commands.parse,
+    "package_list": packages.parse,
+    "library_path": libpath.parse,
 }
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import re
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 
 MAX_EVIDENCE_CHARS = 160
@@ -83,6 +83,13 @@ def yes_no(value: Optional[str]) -> Optional[bool]:
 
 def is_not_collected(value: Optional[str]) -> bool:
     return value is None or value.strip().lower() in NOT_COLLECTED
+
+
+def raw_lines(lines: Any) -> List[Tuple[Optional[int], str]]:
+    """Each line of the text as pasted (cleaned of colours and CR, not of prompts: a `# …` comment line that the
+    line parsers see as a root prompt is kept), with its index in `lines.lines` for citing (None when joined)."""
+    index = {no - 1: idx for idx, no in enumerate(lines.nos)}
+    return [(index.get(j), line) for j, line in enumerate(lines.text.split("\n"))]
 
 
 class Builder:

@@ -22,6 +22,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from gpudoctor.knowledge import major_minor
 
+from . import packages
 from ._common import Builder, first_version, is_not_collected
 from .normalize import Lines
 
@@ -379,14 +380,10 @@ def _libraries(b: Builder, libs: List[Tuple[int, str, str]]) -> None:
             pkg, ver = parts[0].lower().replace("_", "-"), parts[1]
             if pkg == "pytorch" and len(parts) >= 3:
                 conda_torch = (parts[2], idx)
-        if pkg.startswith("nvidia-nccl-cu"):
-            b.set("torch.nccl", ver, idx, "NCCL wheel torch loads")
-        elif pkg == "deepspeed":
-            b.set("torch.deepspeed.version", ver, idx)
-        elif pkg in ("torch", "pytorch") and not b.has("torch.version") and not b.has("torch.status"):
-            b.set("torch.version", ver, idx, "from the library list")
-            b.set("torch.status", "ok", idx)
-        elif pkg.startswith("nvidia-cuda-runtime-cu") and runtime is None:
+        if pkg in ("torch", "pytorch") and (b.has("torch.version") or b.has("torch.status")):
+            continue
+        packages.record(b, pkg, ver, idx)
+        if pkg.startswith("nvidia-cuda-runtime-cu") and runtime is None:
             runtime = (ver, idx, pkg)
     if not b.has("torch.cuda"):
         # No 'CUDA used to build PyTorch' line (a cut report): use what the packages say, as evidence shows.

@@ -1,0 +1,123 @@
+"""The formats users paste beside collect_env: nvidia-smi topo, nccl-tests, the Hugging Face `env` commands, package
+lists, ldconfig and LD_LIBRARY_PATH — found anywhere in a text, as their producers print them."""
+
+import pytest
+
+from gpudoctor.ingest import parse_report
+
+TOPO = """$ nvidia-smi topo -m
+\tGPU0\tGPU1\tGPU2\tGPU3\tCPU Affinity\tNUMA Affinity
+GPU0\t X \tPIX\tSYS\tSYS\t0-23\t0
+GPU1\tPIX\t X \tSYS\tSYS\t0-23\t0
+GPU2\tSYS\tSYS\t X \tPIX\t24-47\t1
+GPU3\tSYS\tSYS\tPIX\t X \t24-47\t1
+
+Legend:
+  X    = Self
+$ nvidia-smi topo -p2p r
+ \tGPU0\tGPU1\tGPU2\tGPU3
+ GPU0\tX\tOK\tCNS\tCNS
+ GPU1\tOK\tX\tCNS\tCNS
+ GPU2\tCNS\tCNS\tX\tOK
+ GPU3\tCNS\tCNS\tOK\tX
+"""
+NVLINK = "        GPU0    GPU1    NIC0    CPU Affinity\nGPU0     X      NV12    SYS     0-47\nGPU1    NV12     X      SYS     0-47\n"
+NCCL_TESTS = """\x1b[0m$ ./build/all_reduce_perf -b 128M -e 128M -g 2\r
+# nThread 1 nGpus 2 minBytes 134217728 maxBytes 134217728 step: 1048576(bytes) warmup iters: 5 iters: 20 validation: 1\r
+#  Rank  0 Group  0 Pid  12345 on  node1 device  0 [0x18] NVIDIA H100 80GB HBM3\r
+#  Rank  1 Group  0 Pid  12345 on  node1 device  1 [0x2a] NVIDIA H100 80GB HBM3\r
+#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\r
+   134217728      33554432     float     sum      -1    712.3  188.43  188.43      5    710.1  189.01  189.01    N/A\r
+# Out of bounds values : 5 FAILED\r
+# Avg bus bandwidth    : 188.7\r
+"""
+HF_ENV = """Copy-and-paste the text below in your GitHub issue and FILL OUT the two last points.
+
+- `transformers` version: 4.41.2
+- Platform: Linux-5.15.0-107-generic-x86_64-with-glibc2.35
+- DeepSpeed version: not installed
+- PyTorch version (GPU?): 2.3.0+cu121 (True)
+- GPU type: Tesla V100-SXM2-32GB
+"""
+LLAMA_FACTORY = """```
+- `llamafactory` version: 0.8.2
+- PyTorch version: 2.3.0+cu121 (GPU)
+- GPU type: NVIDIA A800-SXM4-80GB
+- GPU number: 8
+- GPU memory: 79.33GB
+- DeepSpeed version: 0.14.0
+```"""
+PIP_LIST = """Package                  Version
+------------------------ ------------
+torch                    2.3.0+cu121
+nvidia-cudnn-cu12        8.9.2.26
+nvidia-nccl-cu12         2.20.5
+"""
+CONDA_LIST = """# packages in environment at /opt/conda:
+#
+# Name                    Version                   Build  Channel
+pytorch                   2.1.0           py3.10_cuda11.8_cudnn8.7.0_0    pytorch
+"""
+LDCONFIG = """\tlibcudnn.so.8 (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/libcudnn.so.8
+\tlibc.so.6 (libc6,x86-64) => /lib/x86_64-linux-gnu/libc.so.6
+export LD_LIBRARY_PATH=/usr/local/cuda-11.8/lib64:$LD_LIBRARY_PATH
+"""
+
+
+def test_topology_links_and_p2p_read():
+    topology = parse_report("Here is my topology:\n" + TOPO + "thanks", "t").facts["nvml"]["topology"]
+    assert topology["links"]["0"] == {"1": "PIX", "2": "SYS", "3": "SYS"} and topology["pcie_only"] is True
+    assert topology["p2p_read"]["1"] == {"0": "OK", "2": "CNS", "3": "CNS"}
+    assert parse_report(NVLINK, "n").facts["nvml"]["topology"] == {"links": {"0": {"1": "NV12"}, "1": {"0": "NV12"}},
+                                                                   "pcie_only": False}
+
+
+def test_nccl_tests_rows_and_verdicts():
+    result = parse_report(NCCL_TESTS, "n").facts["bench"]["nccl"]
+    assert (result["op"], result["world_size"], result["out_of_bounds"]) == ("all_reduce", 2, 5)
+    (row,) = result["rows"]
+    assert (row["bytes"], row["busbw_gbps"], row["wrong"]) == (134217728, 188.43, 5)
+    assert result["summary"]["avg_busbw_gbps"] == 188.7
+
+
+def test_nccl_tests_failure_line():
+    text = "node1: Test CUDA failure common.cu:941 'system not yet initialized'\n .. node1 pid 9: Test failure\n"
+    failure = parse_report(text, "f").facts["bench"]["nccl"]["failure"]
+    assert failure == {"library": "CUDA", "where": "common.cu:941", "error": "system not yet initialized",
+                       "line": "node1: Test CUDA failure common.cu:941 'system not yet initialized'"}
+
+
+def test_transformers_env():
+    facts = parse_report(HF_ENV, "e").facts
+    assert facts["torch"]["version"] == "2.3.0+cu121" and facts["torch"]["cuda_available"] is True
+    assert facts["torch"]["deepspeed"] == {"version": None}
+    assert facts["nvml"]["gpus"] == [{"index": 0, "name": "Tesla V100-SXM2-32GB"}]
+
+
+def test_llama_factory_env():
+    report = parse_report(LLAMA_FACTORY, "l")
+    assert report.facts["torch"]["deepspeed"]["version"] == "0.14.0" and report.facts["torch"]["device_count"] == 8
+    gpus = report.facts["nvml"]["gpus"]
+    assert len(gpus) == 8 and gpus[7]["name"] == "NVIDIA A800-SXM4-80GB" and gpus[0]["memory_total_bytes"] > 79 * 2**30
+    assert "same model" in report.evidence["nvml.gpus"] and not report.conflicts
+
+
+@pytest.mark.parametrize("text,torch,cuda", [(PIP_LIST, "2.3.0+cu121", "12.1"), (CONDA_LIST, "2.1.0", "11.8"),
+                                             ("torch==2.4.1\nnvidia-cublas-cu12==12.1.3.1\n", "2.4.1", None)])
+def test_package_lists(text, torch, cuda):
+    facts = parse_report(text, "p").facts["torch"]
+    assert facts["version"] == torch and facts.get("cuda") == cuda
+    if "nvidia" in text:
+        assert facts["cuda_wheels"]
+
+
+def test_ldconfig_and_library_path():
+    facts = parse_report(LDCONFIG, "l").facts
+    assert facts["host"]["libraries"] == [{"name": "libcudnn.so.8", "library": "cudnn", "version": "8",
+                                           "path": "/usr/lib/x86_64-linux-gnu/libcudnn.so.8"}]
+    assert facts["env"]["LD_LIBRARY_PATH"] == "/usr/local/cuda-11.8/lib64:$LD_LIBRARY_PATH"
+
+
+def test_formats_in_one_paste_merge():
+    report = parse_report(HF_ENV + "\n" + PIP_LIST + "\n" + TOPO, "all")
+    assert {"env_command", "package_list", "nvidia_smi_topo"} <= set(report.parts) and not report.conflicts
