@@ -149,6 +149,8 @@ EXPECTED = [
     # deepspeed.initialize(args=args) sets args.local_rank from LOCAL_RANK: fine unless the script uses it first
     (["ds_torchrun.sh"], set()),
     (["ds_torchrun_set_device.sh"], {("GD609", "warning", "ds_torchrun_set_device.sh", 2)}),
+    # the script applies the executor's env_vars itself before the direct run: nothing is lost
+    (["nemo_env_applied.py"], set()),
     (["nemo_slurm_launcher.py"], {("GD606", "error", "nemo_slurm_launcher.py", 7)}),
     (["nemo_factory_direct.py"], {("GD608", "warning", "nemo_factory_direct.py", 14)}),
     # the user's own fix of seed 000: CUDA_VISIBLE_DEVICES in the executor's env_vars, then a direct run

@@ -305,7 +305,28 @@ class _Finder:
             return None
         return {"executor": name.rsplit(".", 1)[-1], "line": call.lineno, "what": segment(self.lines, call, 70)}
 
+    def applied_env_vars(self) -> set:
+        """Executors whose `env_vars` the script applies to its own environment itself:
+        `os.environ.update(executor.env_vars)`, or `os.environ[k] = v` in a loop over `executor.env_vars.items()`."""
+        applied = set()
+        for node in ast.walk(self.tree):
+            sources: List[ast.AST] = []
+            if isinstance(node, ast.Call) and self.qualified(node.func) == "os.environ.update" and node.args:
+                sources = [node.args[0]]
+            elif isinstance(node, ast.For) and any(
+                    isinstance(t, ast.Subscript) and self.qualified(t.value) == "os.environ"
+                    for item in node.body if isinstance(item, ast.Assign) for t in item.targets):
+                sources = [node.iter.func.value if isinstance(node.iter, ast.Call)
+                           and isinstance(node.iter.func, ast.Attribute) else node.iter]
+            for source in sources:
+                if isinstance(source, ast.Attribute) and source.attr == "env_vars" \
+                        and isinstance(source.value, ast.Name):
+                    applied.add(source.value.id)
+        return applied
+
     def nemo_runs(self, found: Dict[str, Any], executors: Dict[str, dict]) -> None:
+        applied = self.applied_env_vars()
+        executors = {name: made for name, made in executors.items() if name not in applied}
         for node in ast.walk(self.tree):
             if not (isinstance(node, ast.Call) and self.qualified(node.func) == "nemo_run.run"):
                 continue
