@@ -59,6 +59,11 @@ def _small(node: ast.AST) -> bool:
     return (getattr(node, "end_lineno", 0) or 0) - (getattr(node, "lineno", 0) or 0) < 20
 
 
+# the RequestFinder methods that recognise a request in a call, in the order they are tried
+CALL_FORMS = ("positional_dtypes", "cast_method", "nemo_recipe", "fp8_autocast", "float8_training", "autocast",
+              "workers")
+
+
 class RequestFinder:
     def __init__(self, tree: ast.Module, lines: List[str], path: str):
         self.tree = tree
@@ -129,54 +134,73 @@ class RequestFinder:
         return bool(value) if isinstance(value, (bool, int)) else None
 
     def call(self, call: ast.Call) -> None:
+        """What one call asks for: its keywords (`keyword`), then each recogniser of CALL_FORMS."""
         name = self.qualified(call.func)
         short = name.rsplit(".", 1)[-1] if name else (call.func.attr if isinstance(call.func, ast.Attribute) else "")
         label = short or "call"
         for kw in call.keywords:
-            if kw.arg is None:
-                continue
-            self.keyword(label, kw, call)
-        # positional dtypes: model.to(torch.bfloat16), torch.autocast("cuda", torch.bfloat16)
+            if kw.arg is not None:
+                self.keyword(label, kw, call)
+        for form in CALL_FORMS:
+            getattr(self, form)(call, name, short, label)
+
+    def positional_dtypes(self, call: ast.Call, name: str, short: str, label: str) -> None:
+        """model.to(torch.bfloat16), torch.autocast("cuda", torch.bfloat16)."""
         for arg in call.args:
             kind = _dtype(arg, self.aliases) if not isinstance(arg, ast.Constant) or short == "to" else None
             if kind:
                 self.add(kind, call, f"{label}({segment(self.lines, arg, 30)})")
-        if isinstance(call.func, ast.Attribute) and not call.args and not call.keywords:
-            if call.func.attr == "bfloat16":
-                self.add("bf16", call, f"{segment(self.lines, call, 40)}")
-            elif call.func.attr == "half":
-                self.add("fp16", call, f"{segment(self.lines, call, 40)}")
-        lowered = name.lower()
-        if name.startswith("nemo.") or ".recipes.precision" in lowered:
-            if "bf16" in short:
-                self.add("bf16", call, f"{short}()")
-            if "fp8" in short:
-                self.add("fp8", call, f"{short}()")
-            if "fp16" in short:
-                self.add("fp16", call, f"{short}()")
-        if short in ("fp8_autocast",) and ("transformer_engine" in name or name == short):
+
+    def cast_method(self, call: ast.Call, name: str, short: str, label: str) -> None:
+        """model.bfloat16(), model.half()."""
+        kind = {"bfloat16": "bf16", "half": "fp16"}.get(call.func.attr) if isinstance(call.func, ast.Attribute) \
+            and not call.args and not call.keywords else None
+        if kind:
+            self.add(kind, call, f"{segment(self.lines, call, 40)}")
+
+    def nemo_recipe(self, call: ast.Call, name: str, short: str, label: str) -> None:
+        """NeMo's precision recipes: bf16_mixed(), fp16_with_fp8_mixed() …"""
+        if name.startswith("nemo.") or ".recipes.precision" in name.lower():
+            for kind in ("bf16", "fp8", "fp16"):
+                if kind in short:
+                    self.add(kind, call, f"{short}()")
+
+    def fp8_autocast(self, call: ast.Call, name: str, short: str, label: str) -> None:
+        """Transformer Engine's fp8_autocast(), unless enabled=False."""
+        if short == "fp8_autocast" and ("transformer_engine" in name or name == short):
             enabled = next((kw.value for kw in call.keywords if kw.arg == "enabled"), None)
             if enabled is None or self.truthy(enabled):
                 self.add("fp8", call, segment(self.lines, call, 60))
-        if name in ("torchao.float8.convert_to_float8_training",) or short == "convert_to_float8_training":
+
+    def float8_training(self, call: ast.Call, name: str, short: str, label: str) -> None:
+        """torchao.float8.convert_to_float8_training()."""
+        if short == "convert_to_float8_training":
             self.add("fp8", call, f"{short}()")
-        if short in ("autocast",) and (name.startswith("torch") or name == "autocast") \
-                and not any(kw.arg == "dtype" for kw in call.keywords) and not call.args[1:] \
-                and not any(kw.arg == "enabled" and self.truthy(kw.value) is False for kw in call.keywords):
-            device = literal(call.args[0]) if call.args else next(
-                (literal(kw.value) for kw in call.keywords if kw.arg == "device_type"), "cuda")
-            if name.startswith("torch.cuda.amp") or device == "cuda":
-                self.add("fp16", call, f"{segment(self.lines, call, 50)} (float16 by default on CUDA)")
-        if short in ("DataLoader",) or name.endswith("TrainingArguments"):
-            keyword = "num_workers" if short == "DataLoader" else "dataloader_num_workers"
-            node = next((kw.value for kw in call.keywords if kw.arg == keyword), None)
-            if node is None and short == "DataLoader" and len(call.args) > 5:
-                node = call.args[5]
-            value = literal(node) if node is not None else NO_VALUE
-            if value is NO_VALUE and isinstance(node, ast.Name):
-                value = self.constants.get(node.id, NO_VALUE)
-            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-                self.add("workers", call, f"{label}({keyword}={value})", count=value)
+
+    def autocast(self, call: ast.Call, name: str, short: str, label: str) -> None:
+        """torch.autocast("cuda") without a dtype: float16 on CUDA."""
+        if short != "autocast" or not (name.startswith("torch") or name == "autocast") or call.args[1:] \
+                or any(kw.arg == "dtype" or kw.arg == "enabled" and self.truthy(kw.value) is False
+                       for kw in call.keywords):
+            return
+        device = literal(call.args[0]) if call.args else next(
+            (literal(kw.value) for kw in call.keywords if kw.arg == "device_type"), "cuda")
+        if name.startswith("torch.cuda.amp") or device == "cuda":
+            self.add("fp16", call, f"{segment(self.lines, call, 50)} (float16 by default on CUDA)")
+
+    def workers(self, call: ast.Call, name: str, short: str, label: str) -> None:
+        """DataLoader(num_workers=N) (the sixth positional argument), TrainingArguments(dataloader_num_workers=N)."""
+        if short != "DataLoader" and not name.endswith("TrainingArguments"):
+            return
+        keyword = "num_workers" if short == "DataLoader" else "dataloader_num_workers"
+        node = next((kw.value for kw in call.keywords if kw.arg == keyword), None)
+        if node is None and short == "DataLoader" and len(call.args) > 5:
+            node = call.args[5]
+        value = literal(node) if node is not None else NO_VALUE
+        if value is NO_VALUE and isinstance(node, ast.Name):
+            value = self.constants.get(node.id, NO_VALUE)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            self.add("workers", call, f"{label}({keyword}={value})", count=value)
 
     def keyword(self, label: str, kw: ast.keyword, call: ast.Call) -> None:
         arg, value = kw.arg, kw.value
