@@ -50,13 +50,8 @@ FORMATS: Tuple[Format, ...] = (  # the first that detects a file reads it
 
 
 def find(path: Path, text: str) -> Optional[Format]:
+    """The file's format; None when no reader knows it."""
     return next((fmt for fmt in FORMATS if fmt.detect(path, text)), None)
-
-
-def detect(path: Path, text: str) -> Optional[str]:
-    """The name of the file's format; None when no reader knows it."""
-    fmt = find(path, text)
-    return fmt.name if fmt else None
 
 
 def add(snapshot, path: str, facts: FileFacts, parts: Sequence[str] = PARTS, scope: Optional[str] = None) -> None:
