@@ -109,87 +109,88 @@ def _strip_bullet(s: str) -> str:
     return s
 
 
+# the lists that follow a key on lines of their own, and which lines belong to each
+_LIST_ITEMS = {
+    "gpus": lambda text: bool(_GPU_LINE.match(text) or _MIG_LINE.match(text)),
+    "cudnn": lambda text: "cudnn" in text.lower() or text.startswith("/") or text[1:3] == ":\\",
+    "libs": lambda text: True,  # its [pip]/[conda] lines are read as library lines
+}
+
+
+class _Scan:
+    """collect_env's lines one at a time: `Key: value` lines, [pip]/[conda] library lines, the lines of a list
+    (GPUs, cuDNN files) and a value wrapped onto the next line by a mail client or a narrow terminal."""
+
+    def __init__(self) -> None:
+        self.values: Dict[str, Tuple[str, int]] = {}
+        self.lists: Dict[str, List[Tuple[int, str]]] = {"gpus": [], "cudnn": []}
+        self.libs: List[Tuple[int, str, str]] = []
+        self.loose_hits: List[Tuple[str, str, int]] = []
+        self.strong = False
+        self.open: Optional[str] = None  # the list the following lines belong to
+        self.last: Optional[str] = None  # the field whose value a wrapped line may continue
+
+    def line(self, index: int, text: str) -> None:
+        key = _match_key(text) if text else None
+        library = _LIB_LINE.match(text) if text and not key else None
+        if key:
+            self.key(index, *key)
+        elif library:
+            self.libs.append((index, library.group(1), library.group(2)))
+            self.last = None
+        elif not text or text.lower() == "cpu:":
+            self.open = self.last = None
+        elif not self.list_item(index, text):
+            self.other(index, text)
+
+    def key(self, index: int, field: str, value: str, colon: bool) -> None:
+        if not colon:  # `PyTorch version 2.1.0`: taken only where nothing says it with a colon
+            self.loose_hits.append((field, value, index))
+            return
+        self.strong = self.strong or field in _STRONG
+        self.values.setdefault(field, (value, index))
+        self.last = field if value and field != "libs" else None
+        opens = field == "libs" or not value or (field == "cudnn" and value.lower().startswith(
+            "probably one of the following"))
+        self.open = field if opens and field in _LIST_ITEMS else None
+
+    def list_item(self, index: int, text: str) -> bool:
+        """Whether the line belongs to the open list (kept in it); a line that does not closes it."""
+        if self.open is None:
+            return False
+        if not _LIST_ITEMS[self.open](text):
+            self.open = None
+            return False
+        if self.open in self.lists:
+            self.lists[self.open].append((index, text))
+        return True
+
+    def other(self, index: int, text: str) -> None:
+        if self.last == "gpus" and _GPU_LINE.match(text):
+            self.lists["gpus"].append((index, text))  # an inline first GPU, the others on the following lines
+        elif self.last in self.values and not _GPU_LINE.match(text) and not _KEYLIKE.match(text) \
+                and not text.startswith(("/", "[")):
+            value, first = self.values[self.last]
+            self.values[self.last] = ((value + " " + text).strip(), first)
+        else:
+            self.last = None
+
+
 def parse(lines: Lines, name: str) -> Builder:
-    b = Builder(name, lines, "collect_env")
-    L = lines.lines
-    n = len(L)
-    values: Dict[str, Tuple[str, int]] = {}
-    gpu_lines: List[Tuple[int, str]] = []
-    cudnn_lines: List[Tuple[int, str]] = []
-    libs: List[Tuple[int, str, str]] = []
-    strong = False
-    multi: Optional[str] = None  # field collecting the following lines
-    last: Optional[str] = None   # field whose value a wrapped line may continue
-    loose_hits: List[Tuple[str, str, int]] = []
-
-    for i in range(n):
-        s = _strip_bullet(L[i].strip())
-        if not s:
-            multi = None
-            last = None
-            continue
-        km = _match_key(s)
-        if km:
-            field, value, colon = km
-            if not colon:
-                loose_hits.append((field, value, i))
-                continue
-            if field in _STRONG:
-                strong = True
-            if field not in values:
-                values[field] = (value, i)
-            multi = None
-            last = field if value else None
-            if field == "gpus" and not value:
-                multi = "gpus"
-            elif field == "cudnn" and (not value or value.lower().startswith("probably one of the following")):
-                multi = "cudnn"
-            elif field == "libs":
-                multi = "libs"
-                last = None
-            continue
-        lm = _LIB_LINE.match(s)
-        if lm:
-            libs.append((i, lm.group(1), lm.group(2)))
-            last = None
-            continue
-        if s.lower() == "cpu:":
-            multi = None
-            last = None
-            continue
-        if multi == "gpus":
-            if _GPU_LINE.match(s) or _MIG_LINE.match(s):
-                gpu_lines.append((i, s))
-                continue
-            multi = None
-        elif multi == "cudnn":
-            if "cudnn" in s.lower() or s.startswith("/") or s[1:3] == ":\\":
-                cudnn_lines.append((i, s))
-                continue
-            multi = None
-        elif multi == "libs":
-            continue
-        if last == "gpus" and _GPU_LINE.match(s):
-            gpu_lines.append((i, s))  # an inline first GPU, the others on the following lines
-            continue
-        # A value wrapped onto the next line by a mail client or a narrow terminal.
-        if last and last in values and not _GPU_LINE.match(s) and not _KEYLIKE.match(s) \
-                and not s.startswith("/") and not s.startswith("["):
-            value, idx = values[last]
-            values[last] = ((value + " " + s).strip(), idx)
-            continue
-        last = None
-
-    if not strong and not values.get("torch_version"):
+    builder = Builder(name, lines, "collect_env")
+    scan = _Scan()
+    for index, line in enumerate(lines.lines):
+        scan.line(index, _strip_bullet(line.strip()))
+    values = scan.values
+    if not scan.strong and not values.get("torch_version"):
         # Only hand-edited 'PyTorch version 1.5.0' lines, no real collect_env key: not a collect_env.
-        return b
-    for field, value, i in loose_hits:
-        values.setdefault(field, (value, i))
+        return builder
+    for field, value, index in scan.loose_hits:
+        values.setdefault(field, (value, index))
     if values:
-        b.touch(min(i for _, i in values.values()))
-
-    _interpret(b, values, gpu_lines, cudnn_lines, libs)
-    return b
+        builder.touch(min(index for _, index in values.values()))
+    _interpret(builder, values, scan.lists["gpus"], scan.lists["cudnn"], scan.libs)
+    return builder
 
 
 Lookup = Callable[[str], Tuple[Optional[str], Optional[int]]]  # a field's (value, line index), (None, None) when the report lacks it
