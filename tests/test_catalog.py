@@ -33,6 +33,8 @@ def test_rule_is_well_formed(rule):
     assert rule.fix_applicability in ("safe", "unsafe", "display-only", "none")
     assert any(ex.fires for ex in rule.examples), f"{rule.id} needs a firing example"
     assert any(not ex.fires for ex in rule.examples), f"{rule.id} needs a passing example"
+    for example in rule.examples:  # `explain --format json` shows them: they say what the example is
+        assert not re.search(r"\bseed \d|issue \d|#\d", example.name), f"{rule.id}: internal label {example.name!r}"
 
 
 EXAMPLES = [(rule, example) for rule in RULES for example in rule.examples]

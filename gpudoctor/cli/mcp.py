@@ -10,7 +10,7 @@ from gpudoctor.cli.common import UsageError
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
-        "mcp", help="serve the read-only tools to an AI assistant (MCP over stdio; needs the mcp extra)")
+        "mcp", help="serve read-only tools to an AI assistant (MCP, stdio; needs the mcp extra)")
     parser.set_defaults(run=run)
 
 
