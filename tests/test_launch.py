@@ -172,6 +172,9 @@ EXPECTED = [
     (["k8s/jobset_torchrun.yaml"], set()),
     (["k8s/job_dataparallel.yaml"], {("GD605", "warning", "dp_train.py", 8),
                                      ("GD901", "warning", "job_dataparallel.yaml", 11)}),
+    # one GPU: /dev/shm matters only for the worker processes the script starts
+    (["k8s/convert_job.yaml"], set()),
+    (["k8s/finetune_1gpu_job.yaml"], {("GD901", "warning", "finetune_1gpu_job.yaml", 11)}),
     (["k8s/dp_train.py"], {("GD605", "info", "dp_train.py", 8)}),
 ]
 
@@ -730,6 +733,7 @@ def test_one_gpu_pod_without_shm_blames_the_dataloader_not_nccl(tmp_path, gpus, 
     _, report = lint(manifest)
     (finding,) = [f for f in report.findings if f.rule == "GD901"]
     assert ("NCCL" in finding.message) is nccl and "DataLoader workers" in finding.message
+    assert str(finding.severity) == ("warning" if nccl else "info")  # one GPU: only if the job starts workers
 
 
 @pytest.mark.parametrize("lines,fires", [

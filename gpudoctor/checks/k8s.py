@@ -4,7 +4,7 @@ fixes show the YAML to add. Without manifests these rules pass silently."""
 from __future__ import annotations
 
 from gpudoctor.checks import check
-from gpudoctor.model import Location
+from gpudoctor.model import Location, Severity
 
 
 def pods(facts) -> list:
@@ -23,22 +23,47 @@ def _gpus(pod: dict):
     return count if isinstance(count, int) else (gpus.get("unresolved") and "?")
 
 
+def _scripts_of(facts, pod: dict) -> list:
+    """The analyses of the scripts the pod's container starts ([] when none was there to read)."""
+    from gpudoctor.checks.launch import jobs, script_of
+
+    return [script for job in jobs(facts) if job.get("path") == pod.get("path")
+            and job.get("context") == pod.get("context") for script in [script_of(facts, job)] if script]
+
+
+def _shm_users(facts, pod: dict, gpus) -> tuple:
+    """What in this pod would use /dev/shm, and whether that is known: the worker processes its scripts start
+    (DataLoader workers, mp.spawn …) and, with several GPUs, NCCL's shared-memory transport between them."""
+    scripts = _scripts_of(facts, pod)
+    starts = [(script["path"], start) for script in scripts for start in script.get("process_starts") or []]
+    users = [f"the worker processes of {path}:{start.get('line')} ({start.get('what')})"
+             for path, start in starts[:2]]
+    if not scripts:
+        users.append("DataLoader workers or other worker processes, if the job starts any")
+    if gpus != 1:
+        users.append("NCCL's shared-memory transport between the pod's GPUs")
+    return users, bool(scripts) or gpus != 1
+
+
 @check("GD901")
 def k8s_gpu_pod_no_shm(facts, rule):
     for pod in pods(facts):
         gpus = _gpus(pod)
         if not gpus or pod.get("host_ipc") or (pod.get("shm") or {}).get("memory"):
             continue
+        users, known = _shm_users(facts, pod, gpus)
+        if not users:
+            continue  # one GPU and a script that starts no worker process: nothing there needs /dev/shm
         shm = pod.get("shm")
         said = (f"/dev/shm is the volume {shm.get('volume')!r} (line {shm.get('line')}), which is not "
                 f"`medium: Memory`" if shm else "/dev/shm is not mounted")
-        users = "DataLoader workers" if gpus == 1 else "DataLoader workers (and NCCL's shared-memory transport)"
         yield rule.finding(
             f"{pod['context']} asks for {gpus} GPU(s) ({(pod.get('gpus') or {}).get('what')}) but {said} and the "
-            f"pod is not hostIPC: the container runtime's default /dev/shm is 64 MiB, and {users} fail with "
-            f"\"Bus error\" or \"No space left on device\"",
-            location=Location(pod.get("path", "?"), pod.get("line")),
-            evidence={"container": pod.get("context"), "gpus": gpus, "shm": shm, "host_ipc": False},
+            f"pod is not hostIPC: the container runtime's default /dev/shm is 64 MiB, and {' and '.join(users)} "
+            f"fail with \"Bus error\" or \"No space left on device\"",
+            severity=None if known else Severity.INFO, location=Location(pod.get("path", "?"), pod.get("line")),
+            evidence={"container": pod.get("context"), "gpus": gpus, "shm": shm, "host_ipc": False,
+                      "users": users},
             fix=rule.fix(values={"container": _name(pod)},
                          docs="https://kubernetes.io/docs/concepts/storage/volumes/#emptydir"))
 
