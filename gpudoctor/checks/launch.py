@@ -78,58 +78,70 @@ def distributed_script_without_launcher(facts, rule):
     for job, script, features in jobs_with_scripts(facts):
         if features.get("spawns") or any(i.get("kind", "").startswith("Lightning") for i in features.get("init", [])):
             continue  # the script (or Lightning) starts its own ranks
-        trainer = features.get("hf_trainer")
-        engine = trainer and plain_python(job) and trainer_engine(job, trainer)
-        if engine and (gpus_of(job) is None or gpus_of(job) > 1):
-            gpus = gpus_of(job)
-            on = f"{gpus} GPUs ({gpus_text(job)})" if gpus else "the node's GPUs"
-            yield rule.finding(
-                f"{job_label(job)} starts the Hugging Face Trainer with {engine} ({script['path']}:"
-                f"{trainer['line']}) as one plain python process: no launcher sets RANK/WORLD_SIZE/LOCAL_RANK, so "
-                f"{engine} runs a world of one process on one GPU and shards nothing across {on}",
-                severity=Severity.WARNING, location=where(job),
-                evidence={"job": job.get("path"), "line": job.get("line"), "engine": engine, "gpus": gpus,
-                          "script": script["path"], "init_line": trainer["line"]},
-                fix=rule.fix(commands=(launcher_fix(job, gpus),)))
-            continue
-        inits = [i for i in features.get("init", []) if i.get("kind") in TORCH_INIT]
-        others = [i for i in features.get("init", []) if i.get("kind", "").startswith(("deepspeed", "Accelerator"))]
-        if any(i.get("sets_rank") and i.get("init_method") not in (None, "env://") for i in inits):
-            continue  # rank and world size given explicitly with a tcp:// or file:// rendezvous
-        launchers = set(names(job))
-        if job.get("sets_rank_env") or not (inits or others):
-            continue
-        first = (inits or others)[0]
-        said = f"{script['path']}:{first['line']} `{first['what']}`"
-        gpus = gpus_of(job)
-        env_ranks = {"RANK", "WORLD_SIZE"} <= set(job.get("env_sets") or [])
-        if launchers & {"srun", "mpirun"}:
-            if not inits or features.get("reads_rank_env") or env_ranks:
-                continue
-            starter = "srun" if "srun" in launchers else "mpirun"
-            message = (f"{job_label(job)} starts {job.get('ranks_what')} rank(s) per node with {starter}, which sets "
-                       f"{'SLURM_PROCID' if starter == 'srun' else 'OMPI_COMM_WORLD_RANK'}, not RANK/WORLD_SIZE, and "
-                       f"the script initialises torch.distributed from the environment ({said}): every rank stops "
-                       f"with \"environment variable RANK expected, but not set\"")
-            severity = None
-        elif gpus is not None and gpus > 1:
-            message = (f"{job_label(job)} starts one process with plain python on a node with {gpus} GPUs "
-                       f"({gpus_text(job)}), but the script is written for one process per GPU ({said}): "
-                       + ("nothing sets RANK/WORLD_SIZE, so it stops with \"environment variable RANK expected, "
-                          f"but not set\" (and one process would use one GPU while {gpus - 1} stay idle)" if inits
-                          else f"it trains on one GPU while {gpus - 1} stay idle"))
-            severity = None if inits else Severity.WARNING
-        elif inits and not env_ranks and job.get("kind") in ("sbatch", "shell", "compose", "k8s"):
-            message = (f"{job_label(job)} starts the script with plain python and nothing sets RANK/WORLD_SIZE, "
-                       f"but the script initialises torch.distributed from the environment ({said}): it stops with "
-                       f"\"environment variable RANK expected, but not set\"")
-            severity = None
-        else:
-            continue
-        yield rule.finding(message, severity=severity, location=where(job),
-                           evidence={"job": job.get("path"), "line": job.get("line"), "launchers": sorted(launchers),
-                                     "gpus": gpus, "script": script["path"], "init_line": first["line"]},
-                           fix=rule.fix(commands=(launcher_fix(job, gpus),)))
+        found = _trainer_alone(job, script, features) or _env_init_alone(job, script, features)
+        if found:
+            message, severity, evidence = found
+            yield rule.finding(message, severity=severity, location=where(job), evidence=evidence,
+                               fix=rule.fix(commands=(launcher_fix(job, evidence["gpus"]),)))
+
+
+def _trainer_alone(job: dict, script: dict, features: dict) -> Optional[tuple]:
+    """(message, severity, evidence) of the Hugging Face Trainer with DeepSpeed or FSDP under plain python."""
+    trainer = features.get("hf_trainer")
+    engine = trainer and plain_python(job) and trainer_engine(job, trainer)
+    gpus = gpus_of(job)
+    if not engine or (gpus is not None and gpus <= 1):
+        return None
+    on = f"{gpus} GPUs ({gpus_text(job)})" if gpus else "the node's GPUs"
+    return (f"{job_label(job)} starts the Hugging Face Trainer with {engine} ({script['path']}:"
+            f"{trainer['line']}) as one plain python process: no launcher sets RANK/WORLD_SIZE/LOCAL_RANK, so "
+            f"{engine} runs a world of one process on one GPU and shards nothing across {on}", Severity.WARNING,
+            {"job": job.get("path"), "line": job.get("line"), "engine": engine, "gpus": gpus,
+             "script": script["path"], "init_line": trainer["line"]})
+
+
+def _env_init_alone(job: dict, script: dict, features: dict) -> Optional[tuple]:
+    """(message, severity, evidence) of a script that initialises torch.distributed (or DeepSpeed, Accelerate)
+    from the environment, started where nothing sets RANK/WORLD_SIZE."""
+    inits = [i for i in features.get("init", []) if i.get("kind") in TORCH_INIT]
+    others = [i for i in features.get("init", []) if i.get("kind", "").startswith(("deepspeed", "Accelerator"))]
+    if any(i.get("sets_rank") and i.get("init_method") not in (None, "env://") for i in inits):
+        return None  # rank and world size given explicitly with a tcp:// or file:// rendezvous
+    if job.get("sets_rank_env") or not (inits or others):
+        return None
+    first = (inits or others)[0]
+    said = f"{script['path']}:{first['line']} `{first['what']}`"
+    launchers = set(names(job))
+    found = _env_init_message(job, launchers, inits, said, features)
+    if found is None:
+        return None
+    return found + ({"job": job.get("path"), "line": job.get("line"), "launchers": sorted(launchers),
+                     "gpus": gpus_of(job), "script": script["path"], "init_line": first["line"]},)
+
+
+def _env_init_message(job: dict, launchers: set, inits: list, said: str, features: dict) -> Optional[tuple]:
+    """(message, severity) by how the job starts the script: srun/mpirun, plain python on several GPUs, or on one."""
+    gpus = gpus_of(job)
+    env_ranks = {"RANK", "WORLD_SIZE"} <= set(job.get("env_sets") or [])
+    if launchers & {"srun", "mpirun"}:
+        if not inits or features.get("reads_rank_env") or env_ranks:
+            return None
+        starter = "srun" if "srun" in launchers else "mpirun"
+        return (f"{job_label(job)} starts {job.get('ranks_what')} rank(s) per node with {starter}, which sets "
+                f"{'SLURM_PROCID' if starter == 'srun' else 'OMPI_COMM_WORLD_RANK'}, not RANK/WORLD_SIZE, and "
+                f"the script initialises torch.distributed from the environment ({said}): every rank stops "
+                f"with \"environment variable RANK expected, but not set\""), None
+    if gpus is not None and gpus > 1:
+        return (f"{job_label(job)} starts one process with plain python on a node with {gpus} GPUs "
+                f"({gpus_text(job)}), but the script is written for one process per GPU ({said}): "
+                + ("nothing sets RANK/WORLD_SIZE, so it stops with \"environment variable RANK expected, "
+                   f"but not set\" (and one process would use one GPU while {gpus - 1} stay idle)" if inits
+                   else f"it trains on one GPU while {gpus - 1} stay idle")), None if inits else Severity.WARNING
+    if inits and not env_ranks and job.get("kind") in ("sbatch", "shell", "compose", "k8s"):
+        return (f"{job_label(job)} starts the script with plain python and nothing sets RANK/WORLD_SIZE, "
+                f"but the script initialises torch.distributed from the environment ({said}): it stops with "
+                f"\"environment variable RANK expected, but not set\""), None
+    return None
 
 
 # --- GD605 dataparallel-multi-gpu ----------------------------------------------------------------------------
