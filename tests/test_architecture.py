@@ -19,20 +19,27 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imports(path: Path) -> set:
-    """Every gpudoctor module the file imports (`from gpudoctor.x import y` counts as x and x.y)."""
-    found = set()
+def import_statements(path: Path):
+    """(module, names) for each import in the file, relative ones made absolute: `import a.b` is ("a.b", []),
+    `from .x import y, z` is ("gpudoctor.pkg.x", ["y", "z"])."""
     package = module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
+            yield from ((alias.name, []) for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
                 anchor = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
                 base = f"{anchor}.{base}" if base else anchor
-            found.add(base)
-            found.update(f"{base}.{alias.name}" for alias in node.names)
+            yield base, [alias.name for alias in node.names]
+
+
+def imports(path: Path) -> set:
+    """Every gpudoctor module the file imports (`from gpudoctor.x import y` counts as x and x.y)."""
+    found = set()
+    for base, names in import_statements(path):
+        found.add(base)
+        found.update(f"{base}.{name}" for name in names)
     return {name for name in found if name == "gpudoctor" or name.startswith("gpudoctor.")}
 
 
@@ -44,16 +51,8 @@ def imported_modules(path: Path) -> set:
     """The gpudoctor modules the file's imports load: `from gpudoctor import schema` is gpudoctor.schema, and
     `from gpudoctor import api, __version__` is gpudoctor.api and gpudoctor (the package's face)."""
     found = set()
-    package = module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
-                base = f"{anchor}.{base}" if base else anchor
-            found.update(f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base for alias in node.names)
+    for base, names in import_statements(path):
+        found.update(f"{base}.{name}" if f"{base}.{name}" in MODULES else base for name in names or [""])
     return {name for name in found if name in MODULES}
 
 
