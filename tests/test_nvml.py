@@ -56,7 +56,7 @@ def test_lost_gpu_node_facts_are_complete(node, collect):
         assert gpu["ecc_enabled"] is True and gpu["ecc_uncorrected_volatile"] == 0
         assert gpu["remapped_rows_pending"] is False and gpu["retired_pages_pending"] is False
         assert gpu["nvlink_active_links"] == 12
-    assert gpus[5] == {"index": 5, "error_kind": "gpu_lost", "error": "GPU is lost"}
+    assert gpus[5] == {"index": 5, "error_kind": "gpu_lost", "error": "GPU is lost", "error_query": "handle"}
     assert gpus[2]["processes"] == [{"pid": 4190001, "name": None, "used_bytes": 30 * GiB}]
     # P2P: every pair of the healthy non-MIG GPUs; the MIG GPU has no peer; the lost GPU is not asked
     assert gpus[0]["p2p_read_peers"] == [1, 2, 3, 4, 6] and gpus[7]["p2p_read_peers"] == []
@@ -82,7 +82,7 @@ def test_gpu_lost_during_the_queries_keeps_what_was_read(collect):
     node = h100s(3)
     node["gpus"][1]["query_error"] = "gpu_lost"
     gpus = collect(node)["gpus"]
-    assert gpus[1] == {"index": 1, "error_kind": "gpu_lost", "error": "GPU is lost"}
+    assert gpus[1] == {"index": 1, "error_kind": "gpu_lost", "error": "GPU is lost", "error_query": "name"}
     assert gpus[0]["name"] == gpus[2]["name"] == "NVIDIA H100 PCIe"
 
 
@@ -104,8 +104,12 @@ def test_optional_tells_unsupported_from_lost_and_lets_bugs_through():
     assert nvml_child._optional(pynvml, raises(pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED))) is None
     assert nvml_child._optional(pynvml, raises(pynvml.NVMLError_FunctionNotFound())) is None
     assert nvml_child._optional(pynvml, raises(pynvml.NVMLLibraryMismatchError("no _v3"))) is None
-    with pytest.raises(nvml_child.GpuLost):
+    with pytest.raises(nvml_child.GpuFailed):
         nvml_child._optional(pynvml, raises(pynvml.NVMLError(pynvml.NVML_ERROR_GPU_IS_LOST)))
+    unknown = raises(pynvml.NVMLError(pynvml.NVML_ERROR_UNKNOWN))
+    assert nvml_child._optional(pynvml, unknown) is None, "an optional query: that fact is unknown"
+    with pytest.raises(nvml_child.GpuFailed, match="Unknown Error"):
+        nvml_child._optional(pynvml, unknown, identity="uuid")
     for bug in (TypeError("wrong type"), ctypes.ArgumentError("argument 3: wrong type")):
         with pytest.raises(type(bug)):
             nvml_child._optional(pynvml, raises(bug))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from gpudoctor.checks import check
 from gpudoctor.facts.devices import job_gpus
 from gpudoctor.facts.log_evidence import cited, log_count, log_events, or_from_log
+from gpudoctor.knowledge import table
 from gpudoctor.units import GiB, MiB, size
 
 SHM_MINIMUM = 1 * GiB  # Docker's 64 MiB default and 512 MiB pods fail DataLoader workers and NCCL's SHM transport
@@ -105,9 +106,23 @@ def gpu_memory_occupied(facts, rule):
             fix=rule.fix())
 
 
+def _nvml_error(gpu: dict) -> dict:
+    """rules/nvml_errors.toml's entry for the code a GPU failed with (an unnamed code: an internal error)."""
+    known = {entry["kind"]: entry for entry in table("nvml_errors")["error"]}
+    return known.get(gpu["error_kind"], {"meaning": "an NVML error this version of gpudoctor does not name"})
+
+
+def _failure(gpu: dict) -> str:
+    """A broken GPU: which query failed, NVML's message, what the code means."""
+    query = gpu.get("error_query")
+    lost = ": look for Xid 79 in `dmesg`" if gpu["error_kind"] == "gpu_lost" else ""
+    return (f"NVML's {query + ' ' if query else ''}query failed: {gpu.get('error') or gpu['error_kind']} "
+            f"({_nvml_error(gpu)['meaning']}{lost})")
+
+
 def _health_problems(gpu: dict) -> list:
-    if gpu.get("error_kind") == "gpu_lost":
-        return [f"NVML: {gpu.get('error') or 'GPU is lost'} (fallen off the bus: look for Xid 79 in `dmesg`)"]
+    if gpu.get("error_kind"):  # the probe keeps an error only on a GPU that is broken (hidden ones are apart)
+        return [_failure(gpu)]
     problems = []
     if gpu.get("ecc_uncorrected_volatile"):
         problems.append(f"uncorrectable ECC errors since the last reset: {gpu['ecc_uncorrected_volatile']}")
@@ -121,12 +136,18 @@ def _health_problems(gpu: dict) -> list:
 
 
 def _health_fix(gpu: dict, rule):
-    """A lost GPU needs a reboot, a failed row remap a replacement; the other problems a reset."""
+    """A lost GPU needs a reboot, a failed row remap a replacement; a failing NVML query what its code calls for
+    (rules/nvml_errors.toml's action); the other problems a reset."""
+    index = {"index": gpu["index"]} if gpu.get("index") is not None else {}
     if gpu.get("error_kind") == "gpu_lost":
         return rule.fix(case="gpu_lost")
+    if gpu.get("error_kind"):
+        action = _nvml_error(gpu).get("action")
+        return rule.fix(case="nvml_service" if action == "nvml_service" else "nvml_reboot" if action == "nvml_reboot"
+                        else "nvml_reset", values=index)
     if gpu.get("remapped_rows_failure"):
         return rule.fix(case="remap_failed")
-    return rule.fix(values={"index": gpu["index"]} if gpu.get("index") is not None else {})
+    return rule.fix(values=index)
 
 
 @check("GD506")
@@ -135,10 +156,11 @@ def gpu_unhealthy(facts, rule):
     for gpu in gpus:
         problems = _health_problems(gpu)
         if problems:
-            what = ", ".join(str(v) for v in (gpu.get("name"), gpu.get("uuid")) if v) or "no name or UUID"
+            what = ", ".join(str(v) for v in (gpu.get("name"), gpu.get("uuid")) if v)
             yield rule.finding(
-                f"GPU {gpu.get('index')} ({what}): {'; '.join(problems)}",
-                evidence={"gpu": gpu.get("index"), "uuid": gpu.get("uuid"), "problems": problems},
+                f"GPU {gpu.get('index')}{f' ({what})' if what else ''}: {'; '.join(problems)}",
+                evidence={"gpu": gpu.get("index"), "uuid": gpu.get("uuid"), "problems": problems,
+                          **({"nvml_error": gpu["error_kind"]} if gpu.get("error_kind") else {})},
                 fix=_health_fix(gpu, rule))
     expected = facts.env("SLURM_GPUS_ON_NODE")
     if expected and expected.isdigit() and int(expected) > len(gpus):

@@ -1,9 +1,13 @@
 """Read the NVIDIA driver and GPUs through NVML. Runs in a child process (a wedged driver can hang NVML calls)
 and prints one JSON object. Standalone: imports nothing from gpudoctor.
 
-Every query goes through `_optional`: an NVML error leaves that one fact unknown, except a lost GPU
-(NVML_ERROR_GPU_IS_LOST), which ends the GPU's queries and is recorded on it. A GPU the process may not open
-(NVML_ERROR_NO_PERMISSION, e.g. SLURM's ConstrainDevices) is listed apart, in `hidden_gpus`, and counts nowhere.
+Every query goes through `_optional`. NVML's return codes (nvml.h, nvmlReturn_t) say three things:
+- the query went unanswered (UNANSWERED: not supported on this GPU, an entry point or struct version this driver
+  lacks): that one fact is unknown — normal on consumer GPUs and old drivers;
+- this process may not open the GPU (HIDDEN: SLURM's ConstrainDevices, a container's device cgroup): the GPU is
+  listed apart, in `hidden_gpus`, and counts nowhere;
+- anything else on the handle or an identity query (name, UUID, memory), and a lost GPU on any query: the GPU is
+  broken; its queries end and the code is recorded on it (`error_kind`, `error_query`).
 """
 
 from __future__ import annotations
@@ -14,22 +18,22 @@ import re
 import sys
 import time
 
-ERROR_KINDS = {
-    "NVML_ERROR_LIBRARY_NOT_FOUND": "library_not_found",
-    "NVML_ERROR_DRIVER_NOT_LOADED": "driver_not_loaded",
-    "NVML_ERROR_LIB_RM_VERSION_MISMATCH": "driver_mismatch",
-    "NVML_ERROR_NO_PERMISSION": "no_permission",
-    "NVML_ERROR_GPU_IS_LOST": "gpu_lost",
-    "NVML_ERROR_UNKNOWN": "unknown",
-}
+RENAMED = {"LIB_RM_VERSION_MISMATCH": "driver_mismatch", "GPU_IS_LOST": "gpu_lost"}  # else NVML's name, lowercase
+UNANSWERED = frozenset({"not_supported", "function_not_found", "invalid_argument", "insufficient_size",
+                        "argument_version_mismatch", "not_found", "no_data", "deprecated"})
+HIDDEN = frozenset({"no_permission", "operating_system"})  # nvml.h: "blocked by the operating system/cgroups"
 P2P_STATUS = {0: "ok", 1: "chipset_not_supported", 2: "gpu_not_supported", 3: "topology_not_supported",
               4: "disabled_by_regkey", 5: "not_supported", 6: "unknown"}
 PROCESS_QUERIES = ("nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2")
 NOT_AVAILABLE = (1 << 64) - 1  # NVML_VALUE_NOT_AVAILABLE for unsigned long long (MIG, WDDM)
 
 
-class GpuLost(Exception):
-    """The GPU stopped answering (NVML_ERROR_GPU_IS_LOST: fallen off the bus, Xid 79)."""
+class GpuFailed(Exception):
+    """A query that must answer did not: the GPU is lost, broken, or hidden from this process."""
+
+    def __init__(self, kind: str, message: str, query: str = ""):
+        super().__init__(message)
+        self.kind, self.query = kind, query
 
 
 def kernel_module_version(path: str = "/proc/driver/nvidia/version"):
@@ -49,20 +53,26 @@ def _text(value):
 
 
 def _error_kind(nvml, exc) -> str:
-    for name, kind in ERROR_KINDS.items():
-        if getattr(nvml, name, object()) == getattr(exc, "value", None):
-            return kind
+    """NVML's name for the return code, lowercase (`unknown`, `insufficient_power`, …); `other` for a code this
+    nvidia-ml-py does not name."""
+    value = getattr(exc, "value", None)
+    for name in dir(nvml):
+        if name.startswith("NVML_ERROR_") and getattr(nvml, name) == value:
+            suffix = name[len("NVML_ERROR_"):]
+            return RENAMED.get(suffix, suffix.lower())
     return "other"
 
 
-def _optional(nvml, call, *args):
-    """The value of an NVML call; None when the driver or GPU cannot answer it (not supported, an entry point
-    this driver lacks, …). Raises GpuLost for a lost GPU; anything but an NVML error propagates (a bug)."""
+def _optional(nvml, call, *args, identity: str = ""):
+    """The value of an NVML call; None when it went unanswered (UNANSWERED, an entry point this driver lacks).
+    Raises GpuFailed for a lost GPU, and for any other failure of an `identity` query (its name: `name`, `uuid`,
+    `memory`); anything but an NVML error propagates (a bug)."""
     try:
         return call(*args)
     except nvml.NVMLError as exc:
-        if getattr(exc, "value", None) == nvml.NVML_ERROR_GPU_IS_LOST:
-            raise GpuLost(str(exc)) from None
+        kind = _error_kind(nvml, exc)
+        if kind == "gpu_lost" or (identity and kind not in UNANSWERED):
+            raise GpuFailed(kind, str(exc), identity) from None
         return None
     except getattr(nvml, "NVMLLibraryMismatchError", ()):  # an unversioned call on a driver without that version
         return None
@@ -122,23 +132,25 @@ def _process_facts(nvml, handle):
     return facts
 
 
-def _memory(nvml, handle, device: dict) -> None:
-    """Total and used memory: the v2 struct (R510+) keeps the driver's reserved memory out of `used`."""
+def _memory(nvml, handle, device: dict, strict: bool = False) -> None:
+    """Total and used memory: the v2 struct (R510+) keeps the driver's reserved memory out of `used`. `strict`:
+    a GPU's own memory, whose failure marks it broken (a MIG device's may go unanswered)."""
+    identity = "memory" if strict else ""
     memory = None
     if hasattr(nvml, "nvmlMemory_v2"):
-        memory = _optional(nvml, nvml.nvmlDeviceGetMemoryInfo, handle, nvml.nvmlMemory_v2)
+        memory = _optional(nvml, nvml.nvmlDeviceGetMemoryInfo, handle, nvml.nvmlMemory_v2, identity=identity)
     if memory is not None:
         device["memory_reserved_bytes"] = int(memory.reserved)
     else:
-        memory = _optional(nvml, nvml.nvmlDeviceGetMemoryInfo, handle)
+        memory = _optional(nvml, nvml.nvmlDeviceGetMemoryInfo, handle, identity=identity)
     if memory is not None:
         device["memory_total_bytes"] = int(memory.total)
         device["memory_used_bytes"] = int(memory.used)
 
 
-def _identity(nvml, handle, device: dict) -> None:
+def _identity(nvml, handle, device: dict, strict: bool = False) -> None:
     for key, call in (("name", nvml.nvmlDeviceGetName), ("uuid", nvml.nvmlDeviceGetUUID)):
-        value = _optional(nvml, call, handle)
+        value = _optional(nvml, call, handle, identity=key if strict else "")
         if value is not None:
             device[key] = _text(value)
 
@@ -191,8 +203,8 @@ def _mig_devices(nvml, handle) -> list:
 
 
 def _gpu(nvml, handle, gpu: dict) -> None:
-    """Fill `gpu` with the GPU's facts (as far as it gets before a GpuLost)."""
-    _identity(nvml, handle, gpu)
+    """Fill `gpu` with the GPU's facts (as far as it gets before a GpuFailed)."""
+    _identity(nvml, handle, gpu, strict=True)
     pci = _optional(nvml, nvml.nvmlDeviceGetPciInfo, handle)
     if pci is not None:
         gpu["pci_bus_id"] = _text(pci.busId)
@@ -202,7 +214,7 @@ def _gpu(nvml, handle, gpu: dict) -> None:
     cc = _optional(nvml, nvml.nvmlDeviceGetCudaComputeCapability, handle)
     if cc:
         gpu["cc"] = f"{cc[0]}.{cc[1]}"
-    _memory(nvml, handle, gpu)
+    _memory(nvml, handle, gpu, strict=True)
     _health(nvml, handle, gpu)
     mig = _optional(nvml, nvml.nvmlDeviceGetMigMode, handle)
     if mig is not None:
@@ -233,7 +245,7 @@ def _p2p_read(nvml, handles: dict) -> dict:
                 continue
             try:
                 status = _optional(nvml, nvml.nvmlDeviceGetP2PStatus, handles[i], handles[j], index)
-            except GpuLost:
+            except GpuFailed:
                 continue
             if status is not None:
                 matrix[i][j] = matrix[j][i] = P2P_STATUS.get(status, "unknown")
@@ -253,26 +265,28 @@ def _p2p_facts(nvml, handles: dict, gpus: dict, facts: dict) -> None:
         facts["p2p_supported"] = all(status == "ok" for status in answered)
 
 
+def _handle(nvml, index: int):
+    try:
+        return nvml.nvmlDeviceGetHandleByIndex(index)
+    except nvml.NVMLError as exc:
+        raise GpuFailed(_error_kind(nvml, exc), str(exc), "handle") from None
+
+
 def _gpus(nvml, count: int, facts: dict) -> None:
-    """Every GPU NVML counts: usable ones (lost ones with their error) in `gpus`, forbidden ones apart."""
+    """Every GPU NVML counts: usable ones (broken ones with their error) in `gpus`, forbidden ones apart."""
     gpus, hidden, handles = {}, [], {}
     for index in range(count):
-        try:
-            handle = nvml.nvmlDeviceGetHandleByIndex(index)
-        except nvml.NVMLError as exc:
-            kind = _error_kind(nvml, exc)
-            entry = {"index": index, "error_kind": kind, "error": str(exc)}
-            if kind == "no_permission":
-                hidden.append(entry)
-            else:
-                gpus[index] = entry
-            continue
         gpu = gpus[index] = {"index": index}
         try:
+            handle = _handle(nvml, index)
             _gpu(nvml, handle, gpu)
             handles[index] = handle
-        except GpuLost as exc:
-            gpu.update(error_kind="gpu_lost", error=str(exc))
+        except GpuFailed as exc:
+            if exc.kind in HIDDEN:
+                del gpus[index]
+                hidden.append({"index": index, "error_kind": exc.kind, "error": str(exc)})
+            else:
+                gpu.update(error_kind=exc.kind, error=str(exc), **({"error_query": exc.query} if exc.query else {}))
     facts["gpus"] = list(gpus.values())
     if hidden:
         facts["hidden_gpus"] = hidden

@@ -14,7 +14,8 @@ The description (every key optional; a fact left out makes its query answer NOT_
     ecc: {enabled, volatile, aggregate}, retired_pending, remapped_rows: [corrected, uncorrected, pending, failure],
     mig: {enabled, max_devices, devices: [{slot, name, uuid, memory, gi, ci, sm_count, gi_slices, ci_slices,
     processes}]}, nvlink: {links, active}, processes: [{pid, used_bytes}],
-    handle_error / query_error: an NVML error ("no_permission", "gpu_lost", …) for the handle or every query}].
+    handle_error / query_error: an NVML error (its kind in rules/nvml_errors.toml: "no_permission", "gpu_lost",
+    "unknown", … or a number) for the handle or every query}].
 """
 
 from __future__ import annotations
@@ -27,13 +28,13 @@ import sys
 from pathlib import Path
 
 from conftest import required_or_skip
+from gpudoctor.knowledge import table
 
 HERE = Path(__file__).resolve().parent
 SOURCE = HERE / "fake_nvml.c"
 NODES = HERE / "nodes"
 CHILD = HERE.parents[1] / "gpudoctor" / "probes" / "nvml_child.py"
-ERRORS = {"no_permission": 4, "not_supported": 3, "driver_not_loaded": 9, "gpu_lost": 15,
-          "lib_rm_version_mismatch": 18, "unknown": 999}
+ERRORS = {entry["kind"]: entry["code"] for entry in table("nvml_errors")["error"]}  # nvml.h's return codes
 P2P = {"ok": 0, "chipset_not_supported": 1, "gpu_not_supported": 2, "topology_not_supported": 3,
        "disabled_by_regkey": 4, "not_supported": 5}
 _built: dict = {}

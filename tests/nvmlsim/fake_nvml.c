@@ -17,7 +17,7 @@
 #define NOT_FOUND 6
 #define INSUFFICIENT_SIZE 7
 #define ARGUMENT_VERSION_MISMATCH 25
-#define MAX_GPUS 16
+#define MAX_GPUS 40
 #define MAX_MIGS 8
 #define MAX_PROCS 16
 #define MEMORY_V2 0x02000028u

@@ -1,0 +1,143 @@
+"""Every NVML return code, as the probe reads it from a simulated driver (tests/nvmlsim) and as GD506 judges it:
+a query the GPU does not support leaves a fact unknown, a GPU hidden by cgroups is left out, and a handle or
+identity query failing with any other code is a broken GPU, reported as an error with what the code means and
+what to do. Both directions: a healthy node is never drained, a broken GPU never passes the Prolog."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import nvmlsim
+from conftest import ROOT
+from gpudoctor.catalog import find_rule
+from gpudoctor.engine import evaluate
+from gpudoctor.knowledge import table
+from gpudoctor.probes import nvml_child
+from gpudoctor.snapshot import Snapshot
+
+GiB = 1024**3
+CODES = table("nvml_errors")["error"]
+BY_KIND = {entry["kind"]: entry for entry in CODES}
+FIXES = find_rule("GD506").docs["fixes"]
+
+
+def gpu(index: int, **extra) -> dict:
+    return {"name": "NVIDIA H100 80GB HBM3", "uuid": f"GPU-{index:08x}-0000-4000-8000-000000000000", "cc": "9.0",
+            "minor": index, "memory": {"total": 80 * GiB, "reserved": 0, "used": 0}, **extra}
+
+
+def gd506(nvml: dict, env=None) -> list:
+    report = evaluate(Snapshot(facts={"nvml": nvml, "env": env or {}}), [find_rule("GD506")])
+    return list(report.findings)
+
+
+def test_the_table_names_every_code_nvidia_ml_py_knows_and_the_probe_classifies_alike():
+    import pynvml
+
+    named = {getattr(pynvml, name) for name in dir(pynvml) if name.startswith("NVML_ERROR_")}
+    assert named <= {entry["code"] for entry in CODES}, "a code nvidia-ml-py names that the table lacks"
+    for entry in CODES:
+        expected = "hidden" if entry["kind"] in nvml_child.HIDDEN else (
+            "unanswered" if entry["kind"] in nvml_child.UNANSWERED else "broken")
+        assert entry["class"] == expected, entry["kind"]
+        assert ("action" in entry) == (expected == "broken") and entry.get("action", "nvml_reset") in FIXES
+
+
+@pytest.fixture(scope="module")
+def on_handle(tmp_path_factory):
+    """A node with one GPU per NVML return code on its handle, GPU 0 healthy."""
+    node = {"gpus": [gpu(0)] + [gpu(i + 1, handle_error=entry["code"]) for i, entry in enumerate(CODES)]}
+    return nvmlsim.collect(node, tmp_path_factory.mktemp("handle"))
+
+
+@pytest.fixture(scope="module")
+def on_queries(tmp_path_factory):
+    """A node with one GPU per NVML return code on every query, GPU 0 healthy."""
+    node = {"gpus": [gpu(0)] + [gpu(i + 1, query_error=entry["code"]) for i, entry in enumerate(CODES)]}
+    return nvmlsim.collect(node, tmp_path_factory.mktemp("queries"))
+
+
+@pytest.mark.parametrize("kind", sorted(BY_KIND))
+def test_every_code_on_a_handle(on_handle, kind):
+    """Only a GPU the job may not open is spared: any other failing handle is a broken GPU."""
+    index = 1 + [entry["kind"] for entry in CODES].index(kind)
+    findings = {f.evidence["gpu"]: f for f in gd506(on_handle)}
+    assert 0 not in findings, "the healthy GPU passes"
+    if BY_KIND[kind]["class"] == "hidden":
+        assert index in [g["index"] for g in on_handle["hidden_gpus"]] and index not in findings
+        return
+    finding = findings[index]
+    assert finding.severity.name == "ERROR" and finding.evidence["nvml_error"] == kind
+    assert "handle query failed" in finding.message and BY_KIND[kind]["meaning"] in finding.message
+    case = "gpu_lost" if kind == "gpu_lost" else BY_KIND[kind].get("action", "nvml_reset")
+    assert finding.fix.summary == find_rule("GD506").fix_text(case, {} if case == "gpu_lost" else {"index": index})
+
+
+@pytest.mark.parametrize("kind", sorted(BY_KIND))
+def test_every_code_on_the_identity_queries(on_queries, kind):
+    """A query the GPU does not answer leaves its facts unknown (never a broken GPU); a failing name query is."""
+    index = 1 + [entry["kind"] for entry in CODES].index(kind)
+    findings = {f.evidence["gpu"]: f for f in gd506(on_queries)}
+    klass = BY_KIND[kind]["class"]
+    if klass == "unanswered":
+        listed = next(g for g in on_queries["gpus"] if g["index"] == index)
+        assert index not in findings and "error_kind" not in listed and "name" not in listed
+    elif klass == "hidden":
+        assert index in [g["index"] for g in on_queries["hidden_gpus"]] and index not in findings
+    else:
+        assert findings[index].evidence["nvml_error"] == kind and "name query failed" in findings[index].message
+
+
+def test_broken_gpus_do_not_count_as_cuda_devices(on_handle):
+    from gpudoctor.facts.devices import cuda_devices
+
+    assert [d["index"] for d in cuda_devices(on_handle["gpus"])] == [0]
+
+
+# --- the Prolog's selection on a simulated node, both directions ------------------------------------------
+
+FAILURES = ["unknown", "insufficient_power", "irq_issue", "reset_required", "memory", "corrupted_inforom",
+            "gpu_lost"]
+
+
+def _prolog(node: dict, tmp_path, slurm_gpus: int):
+    """deploy/slurm/prolog.sh as slurmd runs it, its NVML the simulated node and its scontrol a recorder."""
+    scontrol = tmp_path / "scontrol"
+    calls = tmp_path / "scontrol.calls"
+    scontrol.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" >> {calls}\n')
+    scontrol.chmod(0o755)
+    env = nvmlsim.node_env(node, tmp_path, base={
+        "PYTHONPATH": str(ROOT), "SLURM_JOB_ID": "42", "SLURMD_NODENAME": "gpu-node-7",
+        "SLURM_GPUS_ON_NODE": str(slurm_gpus), "GPUDOCTOR": f"{sys.executable} -m gpudoctor",
+        "GPUDOCTOR_CONF": os.devnull, "GPUDOCTOR_LOG_DIR": str(tmp_path / "log"), "SCONTROL": str(scontrol)})
+    done = subprocess.run(["sh", str(ROOT / "deploy" / "slurm" / "prolog.sh")], env=env, capture_output=True,
+                          text=True, timeout=120)
+    report = json.loads((tmp_path / "log" / "job-42.json").read_text())
+    return done, (calls.read_text().splitlines() if calls.exists() else []), report
+
+
+def test_prolog_drains_a_node_with_a_gpu_in_each_failure_state(tmp_path):
+    """GPU 0 healthy, GPU 1 hidden by the job's cgroup, then one GPU per failing code: the node is drained with
+    the first broken GPU's meaning as the reason, and every broken GPU is reported, each with its code."""
+    gpus = [gpu(0), gpu(1, handle_error="no_permission")]
+    for number, kind in enumerate(FAILURES, start=2):
+        gpus.append(gpu(number, **{("handle_error" if number % 2 else "query_error"): kind}))
+    done, calls, report = _prolog({"gpus": gpus}, tmp_path, slurm_gpus=len(gpus) - 1)
+    assert done.returncode == 1, done.stderr
+    reason = next(call for call in calls if call.startswith("reason="))
+    assert reason.startswith("reason=gpudoctor GD506: GPU 2") and "internal driver error" in reason, reason
+    assert "state=drain" in calls and "nodename=gpu-node-7" in calls
+    broken = {f["evidence"]["gpu"]: f["evidence"]["nvml_error"] for f in report["findings"] if f["rule"] == "GD506"}
+    assert broken == dict(enumerate(FAILURES, start=2))
+
+
+def test_prolog_passes_a_healthy_node_with_a_hidden_gpu_and_unsupported_queries(tmp_path):
+    """A GPU hidden by cgroups and a GPU without ECC, remapping or NVLink (NOT_SUPPORTED) are a healthy node."""
+    gpus = [gpu(0, ecc={"enabled": True, "volatile": 0, "aggregate": 0}, remapped_rows=[0, 0, 0, 0]),
+            gpu(1), gpu(2, handle_error="no_permission"), gpu(3, handle_error="operating_system")]
+    done, calls, report = _prolog({"gpus": gpus}, tmp_path, slurm_gpus=2)
+    assert done.returncode == 0, done.stderr
+    assert calls == [] and report["findings"] == [] and "GD506" in report["passed"]
