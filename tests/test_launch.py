@@ -19,7 +19,7 @@ from gpudoctor.snapshot import Snapshot
 LAUNCH = FIXTURES / "launch"
 K8S = LAUNCH / "k8s"
 LINT_RULES = [rule for rule in load_catalog() if not rule.host]
-JOB_RULES = {"GD411", "GD604", "GD605", "GD606", "GD607", "GD608", "GD609", "GD610", "GD611", "GD613", "GD614", "GD615", "GD616", "GD901", "GD902", "GD903"}
+JOB_RULES = {"GD411", "GD604", "GD605", "GD606", "GD607", "GD608", "GD609", "GD610", "GD611", "GD613", "GD614", "GD615", "GD616", "GD617", "GD901", "GD902", "GD903"}
 
 
 def words(line: str):
@@ -175,6 +175,9 @@ EXPECTED = [
     # one GPU: /dev/shm matters only for the worker processes the script starts
     (["k8s/convert_job.yaml"], set()),
     (["k8s/finetune_1gpu_job.yaml"], {("GD901", "warning", "finetune_1gpu_job.yaml", 11)}),
+    # the Worker copies nothing from the Master: no command, no GPU; the Master is one process on 8 GPUs
+    (["k8s/pytorchjob_worker_incomplete.yaml"], {("GD617", "error", "pytorchjob_worker_incomplete.yaml", 35),
+                                                 ("GD606", "warning", "pytorchjob_worker_incomplete.yaml", 18)}),
     (["k8s/dp_train.py"], {("GD605", "info", "dp_train.py", 8)}),
 ]
 

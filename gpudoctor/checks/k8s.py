@@ -1,4 +1,4 @@
-"""GD901–GD903: what a Kubernetes GPU pod asks for, from `facts["launch"]["pods"]` (gpudoctor.readers.k8s.pods). The
+"""GD901–GD903, GD617: what a Kubernetes GPU pod asks for, from `facts["launch"]["pods"]` (gpudoctor.readers.k8s.pods). The
 fixes show the YAML to add. Without manifests these rules pass silently."""
 
 from __future__ import annotations
@@ -38,10 +38,10 @@ def _shm_users(facts, pod: dict, gpus) -> tuple:
     starts = [(script["path"], start) for script in scripts for start in script.get("process_starts") or []]
     users = [f"the worker processes of {path}:{start.get('line')} ({start.get('what')})"
              for path, start in starts[:2]]
-    if not scripts:
-        users.append("DataLoader workers or other worker processes, if the job starts any")
     if gpus != 1:
         users.append("NCCL's shared-memory transport between the pod's GPUs")
+    if not scripts:
+        users.append("DataLoader workers or other worker processes, if the job starts any,")
     return users, bool(scripts) or gpus != 1
 
 
@@ -103,3 +103,46 @@ def k8s_rdma_no_memlock(facts, rule):
             location=Location(pod.get("path", "?"), pod.get("line")),
             evidence={"container": pod.get("context"), "rdma": rdma, "ipc_lock": False},
             fix=rule.fix())
+
+
+# --- GD617 k8s-worker-replica-incomplete --------------------------------------------------------------------------
+
+def _job_of(context: str) -> str:
+    """`PyTorchJob llama (Worker)` of a container's context, without the role: the replicas of one job."""
+    label = context.split(" of ", 1)[-1]
+    return label.rsplit(" (", 1)[0]
+
+
+@check("GD617")
+def k8s_worker_replica_incomplete(facts, rule):
+    from gpudoctor.checks.launch import jobs
+
+    by_job: dict = {}
+    for pod in pods(facts):
+        if pod.get("kind") == "PyTorchJob" and pod.get("role") in ("Master", "Worker"):
+            by_job.setdefault((pod.get("path"), _job_of(str(pod.get("context")))), []).append(pod)
+    for (path, label), replicas in by_job.items():
+        master = next((p for p in replicas if p["role"] == "Master" and p.get("runs_command")), None)
+        if master is None:
+            continue
+        command = next((j.get("command") for j in jobs(facts) if j.get("context") == master.get("context")), None)
+        for worker in (p for p in replicas if p["role"] == "Worker"):
+            gaps = []
+            if not worker.get("runs_command"):
+                gaps.append(f"runs no command of its own (the image's default entrypoint of {worker.get('image')})")
+            if _gpus(master) and not _gpus(worker):
+                gaps.append("requests no nvidia.com/gpu (the pod gets no GPU)")
+            if not gaps:
+                continue
+            runs = f"`{command}`" if command else "its command"
+            yield rule.finding(
+                f"{label}: the Worker replica {' and '.join(gaps)}, while the Master runs {runs} on "
+                f"{_gpus(master) or 'its'} GPU(s); YAML copies nothing from the Master (a comment such as \"same as "
+                f"Master\" included). The operator counts every replica in WORLD_SIZE, so the Master's "
+                "init_process_group waits for a rank that never joins and the job hangs in rendezvous until its "
+                "timeout (or the Worker starts and finds no CUDA device)",
+                location=Location(str(path), worker.get("line")),
+                evidence={"job": label, "master": master.get("context"), "worker": worker.get("context"),
+                          "worker_runs_command": bool(worker.get("runs_command")), "worker_gpus": _gpus(worker),
+                          "master_gpus": _gpus(master)},
+                fix=rule.fix(values={"job": label}))

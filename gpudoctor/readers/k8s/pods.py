@@ -124,7 +124,10 @@ class Manifest:
                "efa_line": line(asked[EFA]) if EFA in asked else None,
                "rdma": sorted(key for key in asked if key == EFA or key.startswith(RDMA_PREFIXES)),
                "ipc_lock": self.ipc_lock(fields), "efa_env": self.efa_env(fields),
-               "resources_line": line(fields["resources"]) if "resources" in fields else None}
+               "resources_line": line(fields["resources"]) if "resources" in fields else None,
+               "kind": extra.get("kind"), "image": scalar(fields.get("image")),
+               "runs_command": any(isinstance(fields.get(key), yaml.SequenceNode) and fields[key].value
+                                   for key in ("command", "args"))}
         self.pods.append(pod)
         if extra.get("kind") == "MPIJob" and role == "Launcher":
             pod["mpi_launcher"] = True
