@@ -510,44 +510,53 @@ class Walker:
                                        "line": call.lineno, "klass": target})
             return Val("instance", {"klass": target})
         if isinstance(target, Func):
-            if target.events is None and self.depth < MAX_CALL_DEPTH:
-                self.summary(target)
-            for ret in target.returns:
-                value = self.value_of(ret, target.scope or scope, depth + 1)
-                if value is not None:
-                    return value
-            return None
-        if not isinstance(target, str):
-            return None
-        if target == "multiprocessing.get_context":
-            method = self.const(call.args[0], scope) if call.args else NO_VALUE
-            return Val("mp_context", {"method": method if isinstance(method, str) else "default"})
-        if target in PROCESS_CLASSES:
-            return Val("process", {"call": target, "method": "default", "line": call.lineno})
-        if target in DATALOADERS:
-            workers, note = self.loader_workers(call, scope)
-            return Val("dataloader", {"workers": workers, "workers_note": note,
-                                      "method": self.context_method(_argument(call, "multiprocessing_context", 11),
-                                                                    scope),
-                                      "line": call.lineno, "what": segment(self.lines, call, 70)})
-        if target in LIGHTNING_TRAINERS or target == "lightning.Fabric":
-            spawn, method = self.lightning_spawn(call, scope)
-            kind = "fabric" if target == "lightning.Fabric" else "lightning"
-            return Val(kind, {"spawn": spawn, "method": method, "line": call.lineno,
-                              "what": segment(self.lines, call, 70)})
-        if _is_hf_trainer(target):
-            args = _argument(call, "args", 1)
-            value = self.value_of(args, scope, depth + 1)
-            workers = value.data.get("workers") if value is not None and value.kind == "hf_args" else None
-            return Val("hf_trainer", {"workers": workers, "line": call.lineno, "name": target})
-        if _is_hf_arguments(target):
-            workers = self.const(_argument(call, "dataloader_num_workers", None), scope)
-            return Val("hf_args", {"workers": workers if isinstance(workers, int) else None, "line": call.lineno})
-        if target == "threading.Thread":
-            return Val("thread", {"target": _argument(call, "target", 1)})
-        if target == "torch.device" and call.args and self.cuda_like(call.args[0], scope):
-            return Val("cuda_device")
+            return self.returned(target, scope, depth)
+        kind = _call_kind(target) if isinstance(target, str) else None
+        return getattr(self, f"made_{kind}")(call, target, scope, depth) if kind else None
+
+    def returned(self, func: "Func", scope: Scope, depth: int) -> Optional[Val]:
+        """The first value the function is seen to return."""
+        if func.events is None and self.depth < MAX_CALL_DEPTH:
+            self.summary(func)
+        for ret in func.returns:
+            value = self.value_of(ret, func.scope or scope, depth + 1)
+            if value is not None:
+                return value
         return None
+
+    # the values known library calls make, by the kind _call_kind gives them
+    def made_mp_context(self, call: ast.Call, target: str, scope: Scope, depth: int) -> Val:
+        method = self.const(call.args[0], scope) if call.args else NO_VALUE
+        return Val("mp_context", {"method": method if isinstance(method, str) else "default"})
+
+    def made_process(self, call: ast.Call, target: str, scope: Scope, depth: int) -> Val:
+        return Val("process", {"call": target, "method": "default", "line": call.lineno})
+
+    def made_dataloader(self, call: ast.Call, target: str, scope: Scope, depth: int) -> Val:
+        workers, note = self.loader_workers(call, scope)
+        return Val("dataloader", {"workers": workers, "workers_note": note,
+                                  "method": self.context_method(_argument(call, "multiprocessing_context", 11), scope),
+                                  "line": call.lineno, "what": segment(self.lines, call, 70)})
+
+    def made_lightning(self, call: ast.Call, target: str, scope: Scope, depth: int) -> Val:
+        spawn, method = self.lightning_spawn(call, scope)
+        kind = "fabric" if target == "lightning.Fabric" else "lightning"
+        return Val(kind, {"spawn": spawn, "method": method, "line": call.lineno, "what": segment(self.lines, call, 70)})
+
+    def made_hf_trainer(self, call: ast.Call, target: str, scope: Scope, depth: int) -> Val:
+        value = self.value_of(_argument(call, "args", 1), scope, depth + 1)
+        workers = value.data.get("workers") if value is not None and value.kind == "hf_args" else None
+        return Val("hf_trainer", {"workers": workers, "line": call.lineno, "name": target})
+
+    def made_hf_args(self, call: ast.Call, target: str, scope: Scope, depth: int) -> Val:
+        workers = self.const(_argument(call, "dataloader_num_workers", None), scope)
+        return Val("hf_args", {"workers": workers if isinstance(workers, int) else None, "line": call.lineno})
+
+    def made_thread(self, call: ast.Call, target: str, scope: Scope, depth: int) -> Val:
+        return Val("thread", {"target": _argument(call, "target", 1)})
+
+    def made_device(self, call: ast.Call, target: str, scope: Scope, depth: int) -> Optional[Val]:
+        return Val("cuda_device") if call.args and self.cuda_like(call.args[0], scope) else None
 
     def context_method(self, node: Optional[ast.AST], scope: Scope) -> str:
         if node is None:
@@ -1126,6 +1135,20 @@ def _argument(call: ast.Call, name: str, position: Optional[int]) -> Optional[as
             isinstance(arg, ast.Starred) for arg in call.args[:position + 1]):
         return call.args[position]
     return None
+
+
+CALL_KINDS = {"multiprocessing.get_context": "mp_context", "lightning.Fabric": "lightning",
+              "threading.Thread": "thread", "torch.device": "device"}
+
+
+def _call_kind(target: str) -> Optional[str]:
+    """Which `Walker.made_<kind>` knows the value a call of `target` makes; None for other calls."""
+    for kind, names in (("process", PROCESS_CLASSES), ("dataloader", DATALOADERS), ("lightning", LIGHTNING_TRAINERS)):
+        if target in names:
+            return kind
+    if _is_hf_trainer(target):
+        return "hf_trainer"
+    return "hf_args" if _is_hf_arguments(target) else CALL_KINDS.get(target)
 
 
 def _is_hf_trainer(name: str) -> bool:
