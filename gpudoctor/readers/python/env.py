@@ -34,6 +34,10 @@ def _unparse(node) -> str:
         return "<expression>"
 
 
+# the methods of os.environ (and of env-like dicts) that set variables, and the Finder method that reads each call
+ENV_METHODS = {"update": "call_update", "setdefault": "call_setdefault", "putenv": "call_putenv"}
+
+
 class Finder(ast.NodeVisitor):
     def __init__(self, path: str, result: ReadResult, aliases: Dict[str, str]):
         self.path = path
@@ -153,27 +157,12 @@ class Finder(ast.NodeVisitor):
         return "env" in name.lower() and name != "environ"
 
     def visit_Call(self, node) -> None:
+        """os.environ.update/setdefault, os.putenv and env-like dicts' update (dispatched through ENV_METHODS),
+        dict(NCCL_…=…), and env=/runtime_env= keywords of any call."""
         func = node.func
-        if isinstance(func, ast.Attribute):
-            if self.is_environ(func.value) and func.attr == "update":
-                for arg in node.args:
-                    if isinstance(arg, ast.Dict):
-                        self.dict_literal(arg, "os.environ.update", False)
-                for keyword in node.keywords:
-                    if keyword.arg:
-                        key = ast.Constant(keyword.arg)
-                        key.lineno = keyword.value.lineno
-                        self.add(key, keyword.value, f"{self.path}:os.environ{self.function}", "os.environ.update")
-            elif self.is_environ(func.value) and func.attr == "setdefault" and len(node.args) >= 2:
-                self.add(node.args[0], node.args[1], f"{self.path}:os.environ{self.function}", "os.environ.setdefault (only "
-                         "when not already set)", conditional=True)
-            elif isinstance(func.value, ast.Name) and func.value.id in self.os_names and func.attr == "putenv" \
-                    and len(node.args) >= 2:
-                self.add(node.args[0], node.args[1], f"{self.path}:os.environ{self.function}", "os.putenv")
-            elif func.attr == "update" and self._envish(func.value):
-                for arg in node.args:
-                    self.env_container(arg, f"{_unparse(func.value)}.update")
-        if isinstance(func, ast.Name) and func.id == "dict" and node.keywords:
+        if isinstance(func, ast.Attribute) and func.attr in ENV_METHODS:
+            getattr(self, ENV_METHODS[func.attr])(node, func)
+        elif isinstance(func, ast.Name) and func.id == "dict" and node.keywords:
             names = [k.arg for k in node.keywords]
             if all(n and is_env_name(n) and n.upper() == n for n in names) and any(
                     n.startswith(HINT_PREFIXES) for n in names):
@@ -184,6 +173,30 @@ class Finder(ast.NodeVisitor):
             elif keyword.arg == "runtime_env" and isinstance(keyword.value, ast.Dict):
                 self.dict_literal_runtime(keyword.value, _unparse(func)[:40])
         self.generic_visit(node)
+
+    def call_update(self, node: ast.Call, func: ast.Attribute) -> None:
+        if not self.is_environ(func.value):
+            if self._envish(func.value):
+                for arg in node.args:
+                    self.env_container(arg, f"{_unparse(func.value)}.update")
+            return
+        for arg in node.args:
+            if isinstance(arg, ast.Dict):
+                self.dict_literal(arg, "os.environ.update", False)
+        for keyword in node.keywords:
+            if keyword.arg:
+                key = ast.Constant(keyword.arg)
+                key.lineno = keyword.value.lineno
+                self.add(key, keyword.value, f"{self.path}:os.environ{self.function}", "os.environ.update")
+
+    def call_setdefault(self, node: ast.Call, func: ast.Attribute) -> None:
+        if self.is_environ(func.value) and len(node.args) >= 2:
+            self.add(node.args[0], node.args[1], f"{self.path}:os.environ{self.function}", "os.environ.setdefault (only "
+                     "when not already set)", conditional=True)
+
+    def call_putenv(self, node: ast.Call, func: ast.Attribute) -> None:
+        if isinstance(func.value, ast.Name) and func.value.id in self.os_names and len(node.args) >= 2:
+            self.add(node.args[0], node.args[1], f"{self.path}:os.environ{self.function}", "os.putenv")
 
     def dict_literal_runtime(self, node: ast.Dict, func: str) -> None:
         for key, value in zip(node.keys, node.values):
