@@ -18,14 +18,13 @@ from __future__ import annotations
 import re
 from typing import Dict, Optional, Tuple
 
-from gpudoctor.units import GiB
+from gpudoctor.units import find as size_bytes
 
 from ._common import Builder, is_not_collected
 from .normalize import Lines
 
 _LINE = re.compile(r"[-*][ \t]+`?([A-Za-z][\w .?()/`-]{1,60}?)`?[ \t]*:[ \t]*(.{0,200})$")
 _TORCH = re.compile(r"(\d+\.\d+(?:\.\d+)?(?:[.+][\w.]{1,30})?)[ \t]*(?:\(([^()]{1,20})\))?")
-_MEMORY = re.compile(r"(\d+(?:\.\d+)?)[ \t]*GB")
 _AVAILABLE = {"true": True, "gpu": True, "cuda": True, "false": False, "na": False, "cpu": False}
 _MARKERS = ("pytorch version", "gpu type", "gpu number", "accelerate version", "deepspeed version",
             "`transformers` version", "`accelerate` version", "`llamafactory` version")
@@ -80,9 +79,9 @@ def parse(lines: Lines, name: str) -> Builder:
         count_text, ci = fields.get("gpu number", ("", None))
         count = int(count_text) if count_text.isdigit() and 0 < int(count_text) <= 64 else None
         gpu: Dict[str, object] = {"index": 0, "name": gpu_name}
-        memory = _MEMORY.match(fields.get("gpu memory", ("", 0))[0])
+        memory = size_bytes(fields.get("gpu memory", ("", 0))[0])  # accelerate env: `79.14GB`, binary
         if memory:
-            gpu["memory_total_bytes"] = int(float(memory.group(1)) * GiB)
+            gpu["memory_total_bytes"] = memory
         if count:
             b.set("torch.device_count", count, ci)
         gpus = [dict(gpu, index=k) for k in range(count or 1)]
