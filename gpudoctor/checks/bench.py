@@ -17,14 +17,17 @@ def nccl_wrong_results(facts, rule):
     if not result:
         return
     bad = [row for row in result.get("rows", []) if row.get("wrong")]
-    if not bad:
+    out_of_bounds = result.get("out_of_bounds") or 0  # nccl-tests' `# Out of bounds values : 5 FAILED`
+    if not bad and not out_of_bounds:
         return
     total = sum(row["wrong"] for row in bad)
     where = ", ".join(size(row["bytes"]) for row in bad[:4]) + ("…" if len(bad) > 4 else "")
+    found = (f"returned {total} wrong element(s) at {len(bad)} size(s) ({where})" if bad else
+             f"reported {out_of_bounds} out-of-bounds value(s)")
     yield rule.finding(
         f"{result.get('op', 'collective')} over {result.get('backend', '?')} on {result.get('world_size', '?')} ranks "
-        f"returned {total} wrong element(s) at {len(bad)} size(s) ({where}): the interconnect, a GPU or the "
-        "NCCL/driver stack corrupts data, and training would silently diverge",
+        f"{found}: the interconnect, a GPU or the NCCL/driver stack corrupts data, and training would silently "
+        "diverge",
         evidence={"op": result.get("op"), "backend": result.get("backend"), "world_size": result.get("world_size"),
                   "wrong": total, "sizes": [row["bytes"] for row in bad]},
         fix=rule.fix())

@@ -331,8 +331,16 @@ LOGGED_PROBLEMS = {  # log event kind → what it means; GD105's fix is the cata
 }
 
 
+def nccl_tests_failure(facts) -> list:
+    """nccl-tests' `Test CUDA failure common.cu:941 'system not yet initialized'` as a log event (CUDA error 802)."""
+    failure = (facts.get("bench.nccl", None) or {}).get("failure") or {}
+    if failure.get("library") == "CUDA" and failure.get("error") == "system not yet initialized":
+        return [{"kind": "cuda_system_not_ready", "where": "nccl-tests output", "line": failure.get("line")}]
+    return []
+
+
 def driver_unusable_in_log(facts, rule):
-    for event in log_events(facts, *LOGGED_PROBLEMS)[:1]:
+    for event in (log_events(facts, *LOGGED_PROBLEMS) + nccl_tests_failure(facts))[:1]:
         kind = event["kind"]
         mismatch, missing = kind == "nvml_mismatch", kind == "driver_missing"
         yield rule.finding(f"{LOGGED_PROBLEMS[kind]}: {event['line']}", evidence=cited(event), fix=rule.fix(
