@@ -69,12 +69,22 @@ def _node_findings(fleet, console) -> None:
 
 
 def _render(fleet, console, quiet: bool) -> None:
-    if not quiet:
-        items = [f"gpudoctor {__version__}", f"fleet of {plural(len(fleet.nodes), 'node')}"]
-        if fleet.seconds:
-            items.append(f"{fleet.seconds:.1f} s")
-        say(console, " · ".join(keep(item) for item in items), rest="  ", style="bold")
-        console.print()
+    """The fleet report's parts in order; --quiet leaves out the header and each node's findings."""
+    for part in (_header, _nodes, _node_findings, _across, _totals):
+        if not (quiet and part in (_header, _node_findings)):
+            part(fleet, console)
+
+
+def _header(fleet, console) -> None:
+    items = [f"gpudoctor {__version__}", f"fleet of {plural(len(fleet.nodes), 'node')}"]
+    if fleet.seconds:
+        items.append(f"{fleet.seconds:.1f} s")
+    say(console, " · ".join(keep(item) for item in items), rest="  ", style="bold")
+    console.print()
+
+
+def _nodes(fleet, console) -> None:
+    """One line per node: its mark, its counts and the rules that fired; then the rules that applied nowhere."""
     node_width = max((len(name) for name, _ in fleet.nodes), default=4)
     for name, report in fleet.nodes:
         worst = report.worst()
@@ -92,8 +102,10 @@ def _render(fleet, console, quiet: bool) -> None:
     if idle:
         say(console, idle, " " * (node_width + 5), " " * (node_width + 5), style="dim")
     console.print()
-    if not quiet:
-        _node_findings(fleet, console)
+
+
+def _across(fleet, console) -> None:
+    """The cross-node findings (GD8xx)."""
     findings = fleet.cross.findings
     if findings:
         console.print(Text(" Across nodes", style="dim"))
@@ -101,6 +113,10 @@ def _render(fleet, console, quiet: bool) -> None:
         for finding in findings:
             render_finding(console, finding, name_width, below=stacked(findings, console.width, name_width))
         console.print()
+
+
+def _totals(fleet, console) -> None:
+    """The cross-node counts and those of every node together, green only when something was judged."""
     summary = fleet.cross.summary()
     errors = sum(report.summary()["error"] for _, report in fleet.nodes) + summary["error"]
     warnings = sum(report.summary()["warning"] for _, report in fleet.nodes) + summary["warning"]
