@@ -648,10 +648,10 @@ def _related(path: str, section_path: str) -> bool:
 
 
 def _unknown_keys(facts, rule, item: dict, config: dict) -> Iterator:
-    sections, removed, renamed = _key_table()
-    ds = (facts.get("torch.deepspeed", None) or {}).get("version")
+    """Each key DeepSpeed does not know where it stands: renamed, removed, or unknown (at most MAX_KEY_FINDINGS)."""
+    table = _KeyTable(facts, rule, item, *_key_table())
     count = 0
-    for section_path, (strict, known) in sections.items():
+    for section_path, (strict, known) in table.sections.items():
         section = _section(config, section_path)
         if not isinstance(section, dict):
             continue
@@ -659,58 +659,75 @@ def _unknown_keys(facts, rule, item: dict, config: dict) -> Iterator:
             full = f"{section_path}.{key}" if section_path else key
             if key in known or key.startswith(("_", "//", "#")):
                 continue  # "_comment"-style keys are how people annotate JSON
-            if full in renamed:
-                entry = renamed[full]
-                severity = _since_severity(facts, entry["since"], Severity.WARNING)
-                if severity is None:
-                    continue
-                scope = f"DeepSpeed {ds} ignores the old name silently" if severity == Severity.WARNING else \
-                    "from then on the old name is ignored silently (the DeepSpeed version in use is unknown)"
-                yield rule.finding(
-                    f"\"{full}\" was renamed to \"{entry['new']}\" in DeepSpeed {entry['since']}: {scope}",
-                    evidence={"key": full, "renamed_to": entry["new"], "since": entry["since"], "deepspeed": ds},
-                    location=where(item, full), severity=severity,
-                    fix=rule.fix(case="renamed_key", values={"new": entry["new"], "since": entry["since"]}))
-                continue
-            if full in removed:
-                severity = _since_severity(facts, removed[full]["since"], Severity.ERROR)
-                if severity is None:
-                    continue
-                scope = f"DeepSpeed {ds}" if severity == Severity.ERROR else \
-                    f"DeepSpeed ≥ {removed[full]['since']} (version in use unknown)"
-                yield rule.finding(
-                    f"\"{full}\" is rejected by {scope}: {removed[full]['message']}",
-                    evidence={"key": full, "removed_in": removed[full]["since"], "deepspeed": ds},
-                    location=where(item, full), severity=severity,
-                    fix=rule.fix(case="removed_key", values={"key": key, "since": removed[full]["since"]}))
+            if full in table.renamed or full in table.removed:
+                finding = table.renamed_key(full) if full in table.renamed else table.removed_key(full, key)
+                if finding is not None:
+                    yield finding
                 continue
             count += 1
             if count > MAX_KEY_FINDINGS:
                 return
-            close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
-            lead = f"unknown key \"{key}\" " + (f"in \"{section_path}\"" if section_path else "at the top level")
-            home = [path for path, (_, keys) in sections.items() if key in keys and path != section_path
-                    and _related(path, section_path)]
-            homes = '" or "'.join(home)
-            if home:
-                lead += f" (it belongs inside \"{homes}\")" if home[0] else " (it belongs at the top level)"
-            elif close:
-                lead += f" (did you mean \"{close[0]}\"?)"
-            if strict:
-                severity = Severity.ERROR
-                message = f"{lead}: DeepSpeed validates this section and raises ValidationError \"Extra inputs are " \
-                          "not permitted\""
-            else:
-                severity = Severity.WARNING
-                message = f"{lead}: DeepSpeed ignores it silently, so the setting has no effect"
-            yield rule.finding(
-                message,
-                evidence={"key": full, "suggestion": close[0] if close else None, "strict_section": strict},
-                location=where(item, full), severity=severity,
-                fix=rule.fix(case=("misplaced_key" if home[0] else "move_to_top_level") if home else
-                             "misspelled_key" if close else "unknown_key",
-                             values=({"section": homes} if home[0] else {}) if home else {"suggestion": close[0]} if close else
-                             {"key": key}))
+            yield table.unknown_key(full, key, section_path, strict, known)
+
+
+class _KeyTable:
+    """DeepSpeed's config keys by section (rules/deepspeed_config.toml) and the finding for each kind of stray key."""
+
+    def __init__(self, facts, rule, item: dict, sections: dict, removed: dict, renamed: dict):
+        self.facts, self.rule, self.item = facts, rule, item
+        self.sections, self.removed, self.renamed = sections, removed, renamed
+        self.ds = (facts.get("torch.deepspeed", None) or {}).get("version")
+
+    def renamed_key(self, full: str):
+        entry = self.renamed[full]
+        severity = _since_severity(self.facts, entry["since"], Severity.WARNING)
+        if severity is None:
+            return None
+        scope = f"DeepSpeed {self.ds} ignores the old name silently" if severity == Severity.WARNING else \
+            "from then on the old name is ignored silently (the DeepSpeed version in use is unknown)"
+        return self.rule.finding(
+            f"\"{full}\" was renamed to \"{entry['new']}\" in DeepSpeed {entry['since']}: {scope}",
+            evidence={"key": full, "renamed_to": entry["new"], "since": entry["since"], "deepspeed": self.ds},
+            location=where(self.item, full), severity=severity,
+            fix=self.rule.fix(case="renamed_key", values={"new": entry["new"], "since": entry["since"]}))
+
+    def removed_key(self, full: str, key: str):
+        since = self.removed[full]["since"]
+        severity = _since_severity(self.facts, since, Severity.ERROR)
+        if severity is None:
+            return None
+        scope = f"DeepSpeed {self.ds}" if severity == Severity.ERROR else f"DeepSpeed ≥ {since} (version in use unknown)"
+        return self.rule.finding(
+            f"\"{full}\" is rejected by {scope}: {self.removed[full]['message']}",
+            evidence={"key": full, "removed_in": since, "deepspeed": self.ds},
+            location=where(self.item, full), severity=severity,
+            fix=self.rule.fix(case="removed_key", values={"key": key, "since": since}))
+
+    def unknown_key(self, full: str, key: str, section_path: str, strict: bool, known):
+        close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+        lead = f"unknown key \"{key}\" " + (f"in \"{section_path}\"" if section_path else "at the top level")
+        home = [path for path, (_, keys) in self.sections.items() if key in keys and path != section_path
+                and _related(path, section_path)]
+        homes = '" or "'.join(home)
+        if home:
+            lead += f" (it belongs inside \"{homes}\")" if home[0] else " (it belongs at the top level)"
+        elif close:
+            lead += f" (did you mean \"{close[0]}\"?)"
+        if strict:
+            severity = Severity.ERROR
+            message = f"{lead}: DeepSpeed validates this section and raises ValidationError \"Extra inputs are " \
+                      "not permitted\""
+        else:
+            severity = Severity.WARNING
+            message = f"{lead}: DeepSpeed ignores it silently, so the setting has no effect"
+        return self.rule.finding(
+            message,
+            evidence={"key": full, "suggestion": close[0] if close else None, "strict_section": strict},
+            location=where(self.item, full), severity=severity,
+            fix=self.rule.fix(case=("misplaced_key" if home[0] else "move_to_top_level") if home else
+                              "misspelled_key" if close else "unknown_key",
+                              values=({"section": homes} if home[0] else {}) if home else {"suggestion": close[0]}
+                              if close else {"key": key}))
 
 
 def _autos(node: Any, path: str = "") -> Iterator[str]:
