@@ -214,6 +214,7 @@ def test_mfu_uses_the_mig_slice_share_of_the_peak():
     assert train.mig_share("NVIDIA A100-SXM4-40GB MIG 3g.20gb") == pytest.approx(3 / 7)
     assert train.mig_share("NVIDIA H100 80GB HBM3 MIG 1g.10gb") == pytest.approx(1 / 7)
     assert train.mig_share("NVIDIA A30 MIG 2g.12gb") == pytest.approx(2 / 4)
+    assert train.mig_share("NVIDIA B300 MIG 34GB") is None, "a MIG device without its profile: unknown share"
 
 
 def test_the_mig_share_comes_from_nvml_by_uuid_when_it_answers(monkeypatch):
@@ -224,14 +225,16 @@ def test_the_mig_share_comes_from_nvml_by_uuid_when_it_answers(monkeypatch):
              "mig_devices": [{"uuid": uuid, "sm_count": 42, "sm_share": 0.4286}]}]
     _gpu(monkeypatch, "NVIDIA H100 80GB HBM3 MIG 3g.40gb", (9, 0))
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: SimpleNamespace(uuid=uuid[4:]))
-    monkeypatch.setattr(gpudoctor.probes.nvml, "probe_nvml", lambda ctx: {"nvml": {"gpus": gpus}})
+    monkeypatch.setattr(gpudoctor.probes.nvml, "read_gpus", lambda timeout: gpus)
     assert train.slice_share(torch, torch.device("cuda", 0)) == 0.4286
-    monkeypatch.setattr(gpudoctor.probes.nvml, "probe_nvml", lambda ctx: {"nvml": {"gpus": []}})
+    monkeypatch.setattr(gpudoctor.probes.nvml, "read_gpus", lambda timeout: [])
     assert train.slice_share(torch, torch.device("cuda", 0)) == pytest.approx(3 / 7)  # from the name
     from gpudoctor.knowledge import gpu_spec
 
     full = gpu_spec("NVIDIA H100 80GB HBM3")["bf16_dense_tflops"]
     assert train._peak_tflops(torch, torch.device("cuda", 0)) == pytest.approx(full * 3 / 7)
+    _gpu(monkeypatch, "NVIDIA H100 80GB HBM3 MIG 40GB", (9, 0))
+    assert train._peak_tflops(torch, torch.device("cuda", 0)) is None, "unknown slice: no MFU, never a guess"
 
 
 def test_no_test_hook_is_left_in_the_benchmarks():

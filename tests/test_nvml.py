@@ -258,3 +258,57 @@ def test_probe_writes_only_declared_facts(node, collect):
     hidden["gpus"][0]["handle_error"] = "no_permission"
     for facts in (collect(node), collect(hidden)):
         assert schema.undeclared({"nvml": facts}) == []
+
+
+# --- the child's import path: HPC Python environments ------------------------------------------------------
+
+STUB = '''class NVMLError(Exception):
+    value = 999
+    def __str__(self):
+        return "the pynvml on PYTHONPATH answered"
+NVML_ERROR_UNKNOWN = 999
+def nvmlInit():
+    raise NVMLError()
+'''
+
+
+def test_the_child_finds_pynvml_where_the_parent_found_it(tmp_path, monkeypatch):
+    """pynvml reachable only through PYTHONPATH (or a user site, an Lmod module): `python -I` drops both, so the
+    probe hands the child exactly the entry that found it."""
+    from gpudoctor.probes import ProbeContext
+    from gpudoctor.probes.nvml import probe_nvml
+
+    (tmp_path / "modules").mkdir()
+    (tmp_path / "modules" / "pynvml.py").write_text(STUB)
+    monkeypatch.delitem(sys.modules, "pynvml", raising=False)
+    monkeypatch.syspath_prepend(str(tmp_path / "modules"))
+    facts = probe_nvml(ProbeContext(timeout=30))["nvml"]
+    assert facts["error"] == "the pynvml on PYTHONPATH answered", facts
+
+
+def test_the_child_still_ignores_the_current_directory(tmp_path, monkeypatch):
+    """A pynvml.py in the directory gpudoctor runs from is never run by the child (what -I is for)."""
+    from gpudoctor.probes.nvml import pynvml_path
+
+    (tmp_path / "pynvml.py").write_text(STUB)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delitem(sys.modules, "pynvml", raising=False)
+    monkeypatch.syspath_prepend("")
+    assert pynvml_path() == []
+    monkeypatch.syspath_prepend(str(tmp_path))  # the same directory named outright: still the current one
+    assert pynvml_path() == []
+
+
+def test_a_benchmark_reads_nvml_without_preexec_fn(tmp_path, monkeypatch):
+    """`bench train` asks NVML for its MIG slice with CUDA's threads running: no preexec_fn there (Python's docs:
+    not safe in the presence of threads), and the GPUs still come back."""
+    from gpudoctor.probes.nvml import read_gpus
+
+    env = nvmlsim.node_env(h100s(2), tmp_path)
+    for name in ("LD_LIBRARY_PATH", "FAKE_NVML_SPEC"):
+        monkeypatch.setenv(name, env[name])
+    started = []
+    popen = subprocess.Popen.__init__
+    monkeypatch.setattr(subprocess.Popen, "__init__", lambda self, *a, **k: started.append(k) or popen(self, *a, **k))
+    assert [gpu["name"] for gpu in read_gpus(30)] == ["NVIDIA H100 PCIe"] * 2
+    assert started and all(k.get("preexec_fn") is None for k in started)

@@ -141,17 +141,20 @@ def grad_scaler(torch, device):
     return torch.cuda.amp.GradScaler()
 
 
-def mig_share(name: str) -> float:
+def mig_share(name: str) -> Optional[float]:
     """The share of the whole GPU's compute a device named `name` has: 1 for a whole GPU, g/7 for a MIG slice
-    "MIG <g>g.<mem>gb" (A100, H100, H200: 7 compute slices; A30: 4), as torch names a MIG device."""
-    match = re.search(r"\bMIG (\d+)g\.", name or "")
-    if not match:
+    "MIG <g>g.<mem>gb" (A100, H100, H200: 7 compute slices; A30: 4), as torch names a MIG device; None for a MIG
+    device whose name carries no profile ("NVIDIA B300 MIG 34GB"): its share is unknown, not the whole GPU."""
+    if " MIG " not in f" {name} ":
         return 1.0
+    match = re.search(r"\bMIG (\d+)g\.", name)
+    if not match:
+        return None
     slices = 4 if "A30" in name else 7
     return min(1.0, int(match.group(1)) / slices)
 
 
-def slice_share(torch, device) -> float:
+def slice_share(torch, device) -> Optional[float]:
     """This CUDA device's share of its GPU's compute: NVML's MIG facts for the device with its UUID (compute
     slices of the GPU), else the profile in torch's device name (`mig_share`); 1 for a whole GPU."""
     name = torch.cuda.get_device_name(device)
@@ -159,11 +162,9 @@ def slice_share(torch, device) -> float:
         return 1.0
     try:
         from gpudoctor.facts.devices import device_by_uuid
-        from gpudoctor.probes import ProbeContext
-        from gpudoctor.probes.nvml import probe_nvml
+        from gpudoctor.probes.nvml import read_gpus
 
-        gpus = probe_nvml(ProbeContext(timeout=10.0))["nvml"].get("gpus") or []
-        found = device_by_uuid(gpus, str(getattr(torch.cuda.get_device_properties(device), "uuid", "")))
+        found = device_by_uuid(read_gpus(10.0), str(getattr(torch.cuda.get_device_properties(device), "uuid", "")))
         if found and found.get("mig") and found.get("sm_share"):
             return float(found["sm_share"])
     except Exception:  # noqa: BLE001 - no NVML here: the name still tells the profile
@@ -180,7 +181,8 @@ def _peak_tflops(torch, device) -> Optional[float]:
     spec = gpu_spec(torch.cuda.get_device_name(device))
     if not spec or not spec.get("bf16_dense_tflops"):
         return None
-    return float(spec["bf16_dense_tflops"]) * slice_share(torch, device)
+    share = slice_share(torch, device)
+    return float(spec["bf16_dense_tflops"]) * share if share is not None else None
 
 
 def _error_kind(torch, exc: BaseException) -> str:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -12,11 +14,38 @@ from gpudoctor.probes.command import run_command
 CHILD = Path(__file__).with_name("nvml_child.py")
 
 
+def pynvml_path() -> list:
+    """The import path entry that finds pynvml in this process (a user site, PYTHONPATH, an Lmod/Spack module's
+    path), for the child: `python -I` reads neither PYTHONPATH nor the user site. Never the current directory,
+    which is what -I keeps out. Finds without importing."""
+    try:
+        spec = importlib.util.find_spec("pynvml")
+    except (ImportError, ValueError):
+        return []
+    if spec is None or not spec.origin or not Path(spec.origin).is_file():
+        return []
+    origin = Path(spec.origin).resolve()
+    entry = origin.parent.parent if spec.submodule_search_locations else origin.parent
+    return [] if entry == Path.cwd().resolve() else [str(entry)]
+
+
+def child_argv() -> list:
+    """The NVML child's command line: isolated (-I), with exactly the path entry that found pynvml here."""
+    return [sys.executable, "-I", str(CHILD), *pynvml_path()]
+
+
 def probe_nvml(ctx: ProbeContext) -> dict:
-    result = run_command([sys.executable, "-I", str(CHILD)], ctx.timeout)
+    result = run_command(child_argv(), ctx.timeout)
     if result.returncode != 0:
         raise RuntimeError(f"NVML child exited {result.returncode}: {result.stderr.strip()[-300:]}")
     return {"nvml": json.loads(result.stdout)}
+
+
+def read_gpus(timeout: float) -> list:
+    """NVML's GPUs, for a process that already runs threads (a benchmark with CUDA initialised): a plain
+    subprocess, no `preexec_fn` (Python's docs: not safe in the presence of threads); [] when NVML cannot tell."""
+    done = subprocess.run(child_argv(), capture_output=True, text=True, timeout=timeout, check=False)
+    return json.loads(done.stdout).get("gpus") or [] if done.returncode == 0 else []
 
 
 PROBE = Probe("nvml", probe_nvml)

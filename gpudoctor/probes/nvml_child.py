@@ -337,4 +337,5 @@ def collect(nvml=None, module_path: str = "/proc/driver/nvidia/version") -> dict
 
 
 if __name__ == "__main__":
+    sys.path[:0] = sys.argv[1:]  # the entry that found pynvml in the parent (probes/nvml.py), ahead of the rest
     json.dump(collect(), sys.stdout)
