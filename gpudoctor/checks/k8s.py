@@ -25,7 +25,7 @@ def _gpus(pod: dict):
 
 def _scripts_of(facts, pod: dict) -> list:
     """The analyses of the scripts the pod's container starts ([] when none was there to read)."""
-    from gpudoctor.checks.launch import jobs, script_of
+    from gpudoctor.facts.jobs import jobs, script_of
 
     return [script for job in jobs(facts) if job.get("path") == pod.get("path")
             and job.get("context") == pod.get("context") for script in [script_of(facts, job)] if script]
@@ -115,7 +115,7 @@ def _job_of(context: str) -> str:
 
 @check("GD617")
 def k8s_worker_replica_incomplete(facts, rule):
-    from gpudoctor.checks.launch import jobs
+    from gpudoctor.facts.jobs import jobs
 
     by_job: dict = {}
     for pod in pods(facts):

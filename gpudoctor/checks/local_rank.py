@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Optional, Tuple
 
 from gpudoctor.checks import check
-from gpudoctor.checks.launch import jobs_with_scripts, where
+from gpudoctor.facts.jobs import jobs_with_scripts, where
 from gpudoctor.facts.log_evidence import cited, log_events, or_from_log
 from gpudoctor.knowledge import SETS_LOCAL_RANK_ENV, version
 from gpudoctor.model import Severity

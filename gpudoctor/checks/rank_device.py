@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Optional, Tuple
 
 from gpudoctor.checks import check
-from gpudoctor.checks.launch import job_label, jobs, script_of, scripts
+from gpudoctor.facts.jobs import job_label, jobs, script_of, scripts
 from gpudoctor.model import Location, Severity
 
 ACROSS_NODES = {"srun", "mpirun", "training-operator"}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from gpudoctor.checks import check
-from gpudoctor.checks.launch import jobs
+from gpudoctor.facts.jobs import jobs
 from gpudoctor.model import Location, Severity
 
 # what the job is then run without: the resources whose absence breaks a GPU job rather than slowing it

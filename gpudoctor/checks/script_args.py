@@ -9,7 +9,7 @@ import re
 from typing import List, Optional
 
 from gpudoctor.checks import check
-from gpudoctor.checks.launch import job_label, jobs_with_scripts, where
+from gpudoctor.facts.jobs import job_label, jobs_with_scripts, where
 
 NUMBER = re.compile(r"^-\d+(\.\d*)?([eE][-+]?\d+)?$|^-\.\d+")
 

@@ -1,0 +1,56 @@
+"""The jobs the job files start (`facts["launch"]`, gpudoctor.readers.launch) and the analysis of the script each
+starts (`facts["scripts"]`), as the launch rules, GD609, GD614 and the Kubernetes rules read them."""
+
+from __future__ import annotations
+
+from typing import Iterator, Optional, Tuple
+
+from gpudoctor.model import Location
+
+
+def jobs(facts) -> list:
+    launch = facts.get("launch", {}) or {}
+    return [job for job in launch.get("jobs", []) or [] if isinstance(job, dict)]
+
+
+def scripts(facts) -> list:
+    return [s for s in facts.get("scripts", []) or [] if isinstance(s, dict)]
+
+
+def script_of(facts, job: dict) -> Optional[dict]:
+    """The analysis of the script a job starts, where the script was there to read."""
+    wanted = (job.get("script") or {}).get("analysed_as")
+    return next((s for s in scripts(facts) if wanted and s.get("path") == wanted), None)
+
+
+def jobs_with_scripts(facts) -> Iterator[Tuple[dict, dict, dict]]:
+    for job in jobs(facts):
+        script = script_of(facts, job)
+        if script is not None:
+            yield job, script, script.get("launch") or {}
+
+
+def where(job: dict) -> Location:
+    return Location(job.get("path", "?"), job.get("line"))
+
+
+def gpus_of(job: dict) -> Optional[int]:
+    count = (job.get("gpus") or {}).get("count")
+    return count if isinstance(count, int) else None
+
+
+def gpus_text(job: dict) -> str:
+    gpus = job.get("gpus") or {}
+    return f"`{gpus.get('what')}` at {gpus.get('path', job.get('path'))}:{gpus.get('line')}"
+
+
+def names(job: dict) -> list:
+    return [entry.get("name") for entry in job.get("launchers", [])]
+
+
+def job_label(job: dict) -> str:
+    context = f" ({job['context']})" if job.get("context") else ""
+    command = job.get("command", "")
+    if len(command) > 60:
+        command = command[:60].rsplit(" ", 1)[0] + " …"
+    return f"`{command}`{context}"
