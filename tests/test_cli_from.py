@@ -253,3 +253,18 @@ def test_pasted_nvidia_smi_gd502_counts_compute_processes_only():
     code, report = check_json(REPORTS / "nvidia_smi_470_table.txt", extra=("--select", "GD502"))
     (finding,) = report["findings"]
     assert finding["evidence"]["gpu"] == 0 and [p["pid"] for p in finding["evidence"]["processes"]] == [23456]
+
+
+def test_deepspeed_from_pasted_text_gd303_and_gd509(tmp_path):
+    """`nvcc --version` + ds_report + an env file: GD303 without nvcc's path; the launcher's return code -9 is GD509."""
+    nvcc = tmp_path / "nvcc.txt"
+    nvcc.write_text("nvcc: NVIDIA (R) Cuda compiler driver\nCuda compilation tools, release 11.5, V11.5.119\n")
+    env = tmp_path / "job.env"
+    env.write_text("DS_SKIP_CUDA_CHECK=1\n")
+    code, report = check_json(nvcc, REPORTS / "ds_report_envblock_only_mismatch.txt", extra=("--env-file", str(env)))
+    assert "GD303" in {f["rule"] for f in report["findings"]}
+    log = tmp_path / "launcher.txt"
+    log.write_text("[2023-04-14 13:11:27,885] [ERROR] [launch.py:434:sigkill_handler] ['/usr/bin/python3', '-u', "
+                   "'main.py', '--local_rank=0'] exits with return code = -9\n")
+    code, report = check_json(log)
+    assert "GD509" in {f["rule"] for f in report["findings"]}

@@ -114,8 +114,11 @@ def ds_toolkit(facts) -> Tuple[Optional[str], Optional[str], str]:
     directory does not exist. Raises MissingFact when the nvcc facts were not gathered."""
     home = facts.get("nvcc.cuda_home", None) or facts.get("nvcc.cuda_path", None) or \
         facts.env("CUDA_HOME") or facts.env("CUDA_PATH")
-    nvcc_path = facts.get("nvcc.path")
     nvcc_version = major_minor(facts.get("nvcc.version", None))
+    if nvcc_version and not facts.has("nvcc.path"):
+        # a pasted `nvcc --version` or ds_report's "nvcc version" line: the version the builder runs, not its path
+        return home, nvcc_version, "the nvcc --version given"
+    nvcc_path = facts.get("nvcc.path")
     if home:
         at_home = _toolkit_version_at(facts, home)
         if at_home:
