@@ -823,3 +823,21 @@ def test_global_rank_devices(body, expected):
     source = "import os\nimport torch\nimport torch.distributed as dist\n" + body
     found = distributed_features(ast.parse(source), source.splitlines())["global_rank_device"]
     assert [entry["rank"] for entry in found] == expected
+
+
+def test_transformer_engine_settings_of_a_one_gpu_job():
+    """GD426 on an environment block copied from a multi-node Megatron/TE recipe into a one-GPU run."""
+    _, report = lint(LAUNCH / "te_sft_1gpu.sh")
+    found = {(f.evidence["variable"], str(f.severity)) for f in report.findings if f.rule == "GD426"}
+    assert found == {("NVTE_FWD_LAYERNORM_SM_MARGIN", "info"), ("NVTE_BWD_LAYERNORM_SM_MARGIN", "info"),
+                     ("NVTE_ASYNC_AMAX_REDUCTION", "info"), ("NVTE_FLASH_ATTENTION", "warning")}
+    misspelt = next(f for f in report.findings if f.rule == "GD426" and "FLASH_ATTENTION" in f.message)
+    assert "did you mean NVTE_FLASH_ATTN?" in misspelt.message
+    assert not [f for f in report.findings if f.rule == "GD408"]  # no FSDP, no tensor parallelism: nothing to say
+
+
+def test_one_connection_beside_fsdp():
+    _, report = lint(LAUNCH / "fsdp_one_connection.sh")
+    (finding,) = [f for f in report.findings if f.rule == "GD408"]
+    assert str(finding.severity) == "warning" and "train_fsdp.py:10" in finding.message
+    assert finding.location.line == 3

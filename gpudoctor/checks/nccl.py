@@ -693,12 +693,46 @@ def tensor_parallel_evidence(facts) -> List[dict]:
     return evidence
 
 
+FSDP_INITS = {"FullyShardedDataParallel", "fully_shard"}
+FSDP_FLAGS = ("--use-torch-fsdp2", "--use-megatron-fsdp")
+
+
+def fsdp_evidence(facts) -> Optional[str]:
+    """Where the job shards with FSDP: a script's FSDP wrap or fully_shard, or Megatron-LM's FSDP flags."""
+    for script in facts.get("scripts", None) or []:
+        for init in ((script or {}).get("launch") or {}).get("init") or []:
+            if init.get("kind") in FSDP_INITS:
+                return f"{script.get('path')}:{init.get('line')} `{init.get('what')}`"
+    for job in (facts.get("launch", None) or {}).get("jobs") or []:
+        words = str(job.get("command", "")).split()
+        if any(word in FSDP_FLAGS for word in words):
+            return f"{job.get('path')}:{job.get('line')} `{next(w for w in words if w in FSDP_FLAGS)}`"
+    return None
+
+
+def _fsdp_with_one_connection(facts, rule):
+    """GD408's mirror: CUDA_DEVICE_MAX_CONNECTIONS=1 where nothing is tensor-parallel and FSDP shards the model."""
+    value = value_of(facts, "CUDA_DEVICE_MAX_CONNECTIONS")
+    where = fsdp_evidence(facts) if value is not None and value.strip() == "1" else None
+    if not where:
+        return []
+    record = (facts.get("env_sources", {}) or {}).get("CUDA_DEVICE_MAX_CONNECTIONS") or {}
+    return [rule.finding(
+        f"CUDA_DEVICE_MAX_CONNECTIONS=1 without tensor or context parallelism, but FSDP shards the model ({where}): "
+        "only Megatron-LM's tensor/context parallelism needs 1 (megatron/training/arguments.py asserts it only when "
+        "tensor_model_parallel_size or context_parallel_size > 1); with FSDP one hardware queue keeps the "
+        "all-gathers and reduce-scatters from overlapping compute, and Megatron-LM refuses it (\"FSDP always "
+        "requires CUDA_DEVICE_MAX_CONNECTIONS value large than one\")", severity=Severity.WARNING,
+        location=location_of(record), evidence={"CUDA_DEVICE_MAX_CONNECTIONS": value, "fsdp": where},
+        fix=rule.fix(case="fsdp", applicability="unsafe", env=EnvChange(unset=("CUDA_DEVICE_MAX_CONNECTIONS",))))]
+
+
 @check("GD408")
 def cuda_device_max_connections(facts, rule):
     facts.get("env")
     evidence = tensor_parallel_evidence(facts)
     if not evidence:
-        return []
+        return _fsdp_with_one_connection(facts, rule)
     value = value_of(facts, "CUDA_DEVICE_MAX_CONNECTIONS")
     record = (facts.get("env_sources", {}) or {}).get("CUDA_DEVICE_MAX_CONNECTIONS") or {}
     if value is None and record.get("unresolved") and not record.get("unset"):

@@ -1,0 +1,55 @@
+"""GD426: Transformer Engine variables (NVTE_*) that TE does not read — misspelt, or removed in a release
+(rules/te_env.toml, generated from TransformerEngine's sources by tools/gen_te_env.py) — and the layernorm SM
+margins, which reserve SMs for communication, set for a job of one GPU that has none."""
+
+from __future__ import annotations
+
+import difflib
+
+from gpudoctor.checks import check
+from gpudoctor.checks.launch import jobs
+from gpudoctor.facts.nccl_settings import Setting, settings
+from gpudoctor.knowledge import table
+from gpudoctor.model import EnvChange, Severity
+
+SM_MARGINS = ("NVTE_FWD_LAYERNORM_SM_MARGIN", "NVTE_BWD_LAYERNORM_SM_MARGIN", "NVTE_INF_LAYERNORM_SM_MARGIN")
+
+
+def _one_gpu(facts, setting: Setting) -> bool:
+    """Every job of the file that sets it runs one process on one GPU (and at least one such job is there)."""
+    mine = [job for job in jobs(facts) if job.get("path") == setting.record.get("path")]
+    return bool(mine) and all(job.get("ranks_per_node") == 1 and (job.get("gpus") or {}).get("count") == 1
+                              and not (job.get("nodes") or {}).get("count", 1) > 1 for job in mine)
+
+
+@check("GD426")
+def transformer_engine_env(facts, rule):
+    te = table("te_env")
+    known, removed, newest = set(te["known"]), te["removed"], te["meta"]["newest"]
+    for setting in settings(facts):
+        name = setting.name
+        if not name.startswith("NVTE_"):
+            continue
+        unset = rule.fix(case="remove", values={"variable": name}, env=EnvChange(unset=(name,)))
+        if name in removed:
+            yield rule.finding(
+                f"{name}{setting.where}: Transformer Engine stopped reading it in {removed[name]} (still read by "
+                "earlier releases): with a newer TE it does nothing", severity=Severity.INFO,
+                location=setting.location, evidence=setting.evidence(removed=removed[name]), fix=unset)
+        elif name not in known and not any(name.startswith(k) for k in known if k.endswith("_")):
+            close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.8)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            fix = rule.fix(case="rename", values={"variable": name, "replacement": close[0]},
+                           env=EnvChange(set={close[0]: setting.value or ""}, unset=(name,))) \
+                if close and setting.value is not None else unset
+            yield rule.finding(
+                f"{name}{setting.where} is not a variable Transformer Engine reads (none of TE {newest}'s, nor a "
+                f"removed one){hint}", location=setting.location, evidence=setting.evidence(suggestion=close[0]
+                                                                                          if close else None),
+                fix=fix)
+        elif name in SM_MARGINS and setting.value not in (None, "", "0") and _one_gpu(facts, setting):
+            yield rule.finding(
+                f"{name}={setting.value}{setting.where} keeps {setting.value} SMs free for communication kernels "
+                "that overlap the layernorm (tensor/sequence-parallel comm overlap), but the job runs one process "
+                "on one GPU: there is no communication, and the layernorm only loses those SMs",
+                severity=Severity.INFO, location=setting.location, evidence=setting.evidence(), fix=unset)
