@@ -1,51 +1,26 @@
-"""The README and docs/*.md stay true: every example is real output of an input in the repository, the set-up
-commands match .ci/run, and the rule table lists the catalog.
+"""The README and docs/*.md stay true: every example is real output of an input in the repository, exactly as
+`python tools/record_docs.py` records it (see there what an example is), the set-up commands match .ci/run, the
+rule table lists the catalog, and every link between pages reaches its page and its #anchor."""
 
-An example is a fenced block whose first line is `$ gpudoctor …`; the rest of the block is what the command prints
-(stdout, then stderr), run from the repository's root at COLUMNS=EXAMPLE_WIDTH. A line `<!-- numbers vary -->`
-just above the block compares it with every number replaced (timings of real benchmarks)."""
-
-import os
 import re
 import shlex
-import subprocess
+import sys
 
 import pytest
 
-from conftest import ROOT, gpudoctor_cmd
+from conftest import ROOT
 from gpudoctor.catalog import load_catalog
 
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-EXAMPLE = re.compile(r"^(<!-- numbers vary -->\n)?```[a-z]*\n\$ (gpudoctor [^\n]*)\n(.*?)^```", re.M | re.S)
-EXAMPLE_WIDTH = "80"
+sys.path.insert(0, str(ROOT / "tools"))
+from record_docs import PAGES, examples, normal, output, replay, sessions  # noqa: E402  (tools/ is no package)
 
 
 def _examples():
-    found = []
-    for page in PAGES:
-        for match in EXAMPLE.finditer(page.read_text(encoding="utf-8")):
-            found.append(pytest.param(match.group(2), match.group(3), bool(match.group(1)),
-                                      id=f"{page.name}: {match.group(2)[:60]}"))
-    return found
+    return [pytest.param(ex.command, ex.shown, ex.numbers_vary, id=f"{ex.page.name}: {ex.command[:60]}")
+            for ex in examples()]
 
 
-def _normal(text: str, numbers_vary: bool) -> str:
-    """Rules joining the catalog change the counts of passed and not applicable rules, and the clock the duration."""
-    text = re.sub(r"\d+ passed", "N passed", re.sub(r"\d+\.\d s\n", "T s\n", text))
-    text = re.sub(r"\d+ not(\s+)applicable", r"N not\1applicable", text)
-    text = re.sub(r"not applicable: \d+ rules", "not applicable: N rules", text)  # the fleet report's line
-    if numbers_vary:
-        text = re.sub(r"\d[\d,.]*", "N", re.sub(r"\b[KMG]iB\b", "XiB", text))
-        text = re.sub(r" +", " ", re.sub(r"█+", "", text))
-    return "\n".join(line.rstrip() for line in text.rstrip().splitlines())
-
-
-def run_example(command: str, columns: str = EXAMPLE_WIDTH, cwd=ROOT) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items()  # what the examples show depends on no variable of this shell
-           if k not in ("FORCE_COLOR", "CLICOLOR_FORCE") and not k.startswith(("NCCL_", "CUDA_", "TORCH_"))}
-    env.update(PYTHONPATH=str(ROOT), COLUMNS=columns, NO_COLOR="1")
-    return subprocess.run(gpudoctor_cmd() + shlex.split(command)[1:], capture_output=True, text=True, cwd=cwd,
-                          env=env, timeout=300)
+STALE = "stale: re-record the pages with `python tools/record_docs.py`"
 
 
 def test_the_pages_have_examples():
@@ -57,30 +32,19 @@ def test_examples_are_real_output(command, block, numbers_vary):
     for arg in shlex.split(command)[1:]:
         if "/" in arg and not arg.startswith("-"):
             assert (ROOT / arg).exists(), f"{arg}: an example's input must be in the repository"
-    done = run_example(command)
-    assert done.returncode in (0, 1), done.stderr
-    assert _normal(block, numbers_vary) == _normal(done.stdout + done.stderr, numbers_vary)
-
-
-SESSION = re.compile(r"^<!-- tmux session, (\d+) columns -->\n```\n(.*?)^```", re.M | re.S)
+    assert normal(block, numbers_vary) == normal(output(command, exits=(0, 1)), numbers_vary), STALE
 
 
 def test_the_readme_shows_a_terminal_session_at_80_and_120_columns():
-    assert [width for width, _ in SESSION.findall(PAGES[0].read_text(encoding="utf-8"))] == ["80", "120"]
+    assert [width for width, _ in sessions()] == ["80", "120"]
 
 
-@pytest.mark.parametrize("columns,session", SESSION.findall(PAGES[0].read_text(encoding="utf-8")))
+@pytest.mark.parametrize("columns,session", sessions())
 def test_the_terminal_sessions_are_real_output(columns, session):
     """A recorded session (`$ cd DIR`, `$ gpudoctor …` and what it printed on a terminal of that width, colours
     left out) is what gpudoctor prints at that width today."""
-    cwd, steps = ROOT, re.split(r"(?m)^\$ (.*)\n", session)[1:]
-    assert steps, "no command in the session"
-    for command, shown in zip(steps[::2], steps[1::2]):
-        if command.startswith("cd "):
-            cwd = cwd / command[3:]
-            continue
-        done = run_example(command, columns, cwd)
-        assert _normal(shown, False) == _normal(done.stdout + done.stderr, False)
+    assert re.search(r"(?m)^\$ gpudoctor ", session), "no command in the session"
+    assert normal(session, False) == normal(replay(session, columns), False), STALE
 
 
 def test_every_rule_is_in_the_rule_table():
@@ -95,10 +59,25 @@ def test_every_page_is_linked_from_the_readme():
         assert f"(docs/{page.name})" in readme, f"the README does not link docs/{page.name}"
 
 
+def _anchors(page) -> set:
+    """The #anchors GitHub gives a page's headings: lower case, punctuation dropped, spaces to hyphens, a repeated
+    heading numbered (-1, -2 …); plus any explicit <a name> / id."""
+    text = re.sub(r"(?ms)^```.*?^```", "", page.read_text(encoding="utf-8"))
+    found, seen = set(re.findall(r"<a (?:name|id)=\"([^\"]+)\"", text)), {}
+    for heading in re.findall(r"(?m)^#{1,6} +(.+?) *#*$", text):
+        slug = re.sub(r"[^\w\- ]", "", re.sub(r"`|\*\*|\]\([^)]*\)", "", heading).lower()).replace(" ", "-")
+        found.add(f"{slug}-{seen[slug]}" if slug in seen else slug)
+        seen[slug] = seen.get(slug, 0) + 1
+    return found
+
+
 def test_links_between_pages_resolve():
     for page in PAGES:
-        for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", page.read_text(encoding="utf-8")):
-            assert (page.parent / target).exists(), f"{page.name}: broken link {target}"
+        for target, anchor in re.findall(r"\]\(([^)#:\s]*)(?:#([^)\s]*))?\)", page.read_text(encoding="utf-8")):
+            path = page.parent / target if target else page
+            assert path.exists(), f"{page.name}: broken link {target}"
+            if anchor and path.suffix == ".md":
+                assert anchor in _anchors(path), f"{page.name}: no #{anchor} in {path.name}"
 
 
 def test_ci_runs_the_readme_test_command():
