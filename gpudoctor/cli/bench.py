@@ -12,7 +12,7 @@ import sys
 from typing import List
 
 from gpudoctor.bench import BenchError, report
-from gpudoctor.cli.common import UsageError, add_force_option, output_stream
+from gpudoctor.cli.common import UsageError, add_force_option, output_stream, path
 
 
 def add_parser(subparsers) -> None:
@@ -58,7 +58,8 @@ def add_parser(subparsers) -> None:
 
 def _output_options(parser) -> None:
     parser.add_argument("--format", choices=("plain", "json"), default="plain", help="output format")
-    parser.add_argument("--output", "-o", metavar="FILE", help="write the output to FILE (- or none: stdout)")
+    parser.add_argument("--output", "-o", type=path, metavar="FILE",
+                        help="write the output to FILE (- or none: stdout)")
     add_force_option(parser)
 
 

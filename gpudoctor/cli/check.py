@@ -8,7 +8,7 @@ import sys
 import time
 
 from gpudoctor.cli.common import (UsageError, add_output_options, add_selection_options, fleet_format, output_format,
-                                  output_stream, render_fleet, selected_rules)
+                                  output_stream, path, render_fleet, selected_rules)
 from gpudoctor.cli.options import add_env_file_option, add_from_option, add_machine_options, gather_request
 from gpudoctor.cli.training import add_training_options
 from gpudoctor.engine import evaluate
@@ -20,14 +20,15 @@ from gpudoctor.render import render_report
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("check", help="check this machine (or a recorded one) against every rule")
-    parser.add_argument("--snapshot", metavar="FILE", help="evaluate a recorded snapshot instead of this machine")
+    parser.add_argument("--snapshot", type=path, metavar="FILE",
+                        help="evaluate a recorded snapshot instead of this machine")
     parser.add_argument("--fleet", action="store_true",
                         help="under torchrun/srun: gather every rank's facts on rank 0 (torch.distributed, gloo) and "
                              "report per node and across nodes (GD8xx); needs torch")
     add_from_option(parser)
-    parser.add_argument("--script", action="append", default=[], metavar="FILE",
+    parser.add_argument("--script", type=path, action="append", default=[], metavar="FILE",
                         help="also analyse this training script statically (never imported or run); repeatable")
-    parser.add_argument("--ds-config", metavar="FILE",
+    parser.add_argument("--ds-config", type=path, metavar="FILE",
                         help="also check this DeepSpeed config (JSON) and use it for the precision rules")
     add_env_file_option(parser)
     add_training_options(parser)

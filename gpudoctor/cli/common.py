@@ -17,9 +17,17 @@ class UsageError(InputError):
     """Bad flags: one line on stderr, exit 2 (as for any InputError)."""
 
 
+def path(text: str) -> str:
+    """A file or folder the user names: an empty one is a usage error, never "this machine" or "this folder"."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path (give a file name)")
+    return text
+
+
 def add_output_options(parser: argparse.ArgumentParser, formats=FORMATS) -> None:
     parser.add_argument("--format", choices=formats, help="output format (default: rich on a terminal, else plain)")
-    parser.add_argument("--output", "-o", metavar="FILE", help="write the output to FILE (- or none: stdout)")
+    parser.add_argument("--output", "-o", type=path, metavar="FILE",
+                        help="write the output to FILE (- or none: stdout)")
     add_force_option(parser)
     parser.add_argument("--quiet", "-q", action="store_true", help="findings and summary only")
 
@@ -42,7 +50,8 @@ def add_rule_options(parser: argparse.ArgumentParser) -> None:
 
 
 def add_policy_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--policy", metavar="FILE", help="also evaluate this site policy (TOML rules, docs/policy.md)")
+    parser.add_argument("--policy", type=path, metavar="FILE",
+                        help="also evaluate this site policy (TOML rules, docs/policy.md)")
 
 
 def policy_rules(args: argparse.Namespace) -> tuple:

@@ -6,14 +6,15 @@ import argparse
 import json
 import sys
 
-from gpudoctor.cli.common import output_format
+from gpudoctor.cli.common import output_format, path
 from gpudoctor.cli.training import add_training_options, model_option, training_flags
 
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("estimate", help="training memory per GPU, term by term (--model SIZE_OR_CONFIG)")
     add_training_options(parser, required=True)
-    parser.add_argument("--ds-config", metavar="FILE", help="take precision, ZeRO stage, offload and micro batch "
+    parser.add_argument("--ds-config", type=path, metavar="FILE",
+                        help="take precision, ZeRO stage, offload and micro batch "
                                                             "from this DeepSpeed config")
     parser.add_argument("--gpu", metavar="NAME", help='compare with this GPU ("A100 40GB", "a100-80g", "H100 SXM", '
                                                       '"4090", or a size such as 24GB) (default: this machine\'s '

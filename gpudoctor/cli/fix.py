@@ -13,7 +13,7 @@ import os
 import sys
 import time
 
-from gpudoctor.cli.common import UsageError, add_rule_options, output_stream, selected_rules
+from gpudoctor.cli.common import UsageError, add_rule_options, output_stream, path, selected_rules
 from gpudoctor.cli.options import add_env_file_option, add_from_option, add_machine_options, gather_request
 from gpudoctor.engine import evaluate
 from gpudoctor.fix import FORMATS, converged_plan, render
@@ -22,7 +22,8 @@ from gpudoctor.gather import gather, groups_for
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("fix", help="turn findings into environment changes (.env, shell, SLURM, K8s)")
-    parser.add_argument("--snapshot", metavar="FILE", help="evaluate a recorded snapshot instead of this machine")
+    parser.add_argument("--snapshot", type=path, metavar="FILE",
+                        help="evaluate a recorded snapshot instead of this machine")
     add_from_option(parser)
     add_env_file_option(parser)
     add_machine_options(parser)
@@ -31,14 +32,14 @@ def add_parser(subparsers) -> None:
                         help="how to print the changes: dotenv (default), shell (export/unset), slurm (TaskProlog "
                              "output), k8s (a container's env: list)")
     parser.add_argument("--unsafe", action="store_true", help="also apply the fixes marked unsafe")
-    parser.add_argument("--write-env", metavar="PATH",
+    parser.add_argument("--write-env", type=path, metavar="PATH",
                         help="merge the changes into this .env file (created if missing): existing lines are kept, "
                              "replaced ones commented out, new values in a gpudoctor block")
     parser.add_argument("--dry-run", action="store_true", help="with --write-env: print the diff, write nothing")
     parser.add_argument("--force", action="store_true",
                         help="with --write-env: also comment out values the user set that no finding judged; with "
                              "--write-env or --output: also rewrite a read-only file")
-    parser.add_argument("--output", "-o", metavar="FILE", help="write the printed changes to FILE")
+    parser.add_argument("--output", "-o", type=path, metavar="FILE", help="write the printed changes to FILE")
     parser.add_argument("--quiet", "-q", action="store_true", help="do not list what is left by hand")
     parser.set_defaults(run=run)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from gpudoctor.cli.common import (FLEET_FORMATS, add_output_options, add_selection_options, fleet_format,
+from gpudoctor.cli.common import (FLEET_FORMATS, add_output_options, add_selection_options, fleet_format, path,
                                   render_fleet, selected_rules)
 from gpudoctor.gather import Request, gather
 
@@ -13,7 +13,7 @@ from gpudoctor.gather import Request, gather
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("fleet", help="compare snapshots of a job's nodes (per-node and cross-node "
                                                  "findings, GD8xx)")
-    parser.add_argument("snapshots", nargs="+", metavar="SNAPSHOT",
+    parser.add_argument("snapshots", type=path, nargs="+", metavar="SNAPSHOT",
                         help="snapshot files (`gpudoctor snapshot -o FILE` on each node), one per node or rank")
     add_selection_options(parser)
     add_output_options(parser, formats=FLEET_FORMATS)

@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from gpudoctor.cli.common import add_output_options, add_selection_options, output_format, output_stream, selected_rules
+from gpudoctor.cli.common import (add_output_options, add_selection_options, output_format, output_stream, path,
+                                  selected_rules)
 from gpudoctor.engine import evaluate
 from gpudoctor.gather import Request, gather
 from gpudoctor.model import exit_code
@@ -15,7 +16,7 @@ from gpudoctor.render import render_report
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("lint", help="check job files (env, sbatch, k8s, Dockerfile, scripts) only")
-    parser.add_argument("files", nargs="+", metavar="PATH",
+    parser.add_argument("files", type=path, nargs="+", metavar="PATH",
                         help="job files (env, shell/sbatch, K8s, Dockerfile, DeepSpeed config, .py), or folders to "
                              "lint recursively")
     add_selection_options(parser)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from gpudoctor.cli.common import path
 from gpudoctor.cli.training import model_option, training_flags
 from gpudoctor.gather import MAX_TIMEOUT, Request
 
@@ -22,7 +23,7 @@ def seconds(text: str) -> float:
 
 
 def add_machine_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--python", default=sys.executable, metavar="PATH",
+    parser.add_argument("--python", type=path, default=sys.executable, metavar="PATH",
                         help="interpreter whose torch/deepspeed to inspect (default: this one)")
     parser.add_argument("--timeout", type=seconds, default=15.0, metavar="SECONDS",
                         help="time limit for each probe (default: 15; at most a day)")
@@ -32,13 +33,13 @@ def add_machine_options(parser: argparse.ArgumentParser) -> None:
 
 
 def add_from_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--from", dest="from_reports", action="append", default=[], metavar="REPORT",
+    parser.add_argument("--from", type=path, dest="from_reports", action="append", default=[], metavar="REPORT",
                         help="use a pasted report instead of this machine: collect_env, ds_report, nvidia-smi "
                              "(-q, -q -x), nvcc --version, pip show torch; repeatable, '-' reads stdin")
 
 
 def add_env_file_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--env-file", action="append", default=[], metavar="FILE",
+    parser.add_argument("--env-file", type=path, action="append", default=[], metavar="FILE",
                         help="overlay the variables this file sets (.env, sbatch/shell script, Dockerfile, K8s "
                              "manifest) on this process's environment; repeatable")
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 
-from gpudoctor.cli.common import add_force_option, output_stream
+from gpudoctor.cli.common import add_force_option, output_stream, path
 from gpudoctor.cli.options import add_from_option, add_machine_options, gather_request
 from gpudoctor.gather import catalog_groups, gather
 
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("snapshot", help="record the facts as JSON (secrets redacted)")
-    parser.add_argument("--output", "-o", metavar="FILE", help="write to FILE (default: stdout)")
+    parser.add_argument("--output", "-o", type=path, metavar="FILE", help="write to FILE (default: stdout)")
     add_force_option(parser)
     add_from_option(parser)
     add_machine_options(parser)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any, Dict, Optional
 
-from gpudoctor.cli.common import UsageError
+from gpudoctor.cli.common import UsageError, path
 from gpudoctor.adapters import QUANTIZE, parse_targets
 from gpudoctor.estimate import ATTENTIONS, DEFAULTS, OPTIMIZERS, PRECISIONS
 
@@ -25,7 +25,7 @@ def _positive(text: str) -> int:
 
 def add_training_options(parser: argparse.ArgumentParser, required: bool = False) -> None:
     """--model and the few training settings the estimate needs (a DeepSpeed config can give most of them)."""
-    parser.add_argument("--model", required=required, metavar="SIZE_OR_CONFIG",
+    parser.add_argument("--model", type=path, required=required, metavar="SIZE_OR_CONFIG",
                         help="model size (0.5B, 7e9, 1.3b) or a Hugging Face config.json, for the memory estimate "
                              "(GD501, GD504; beside a CUDA out-of-memory in a log, GD508)")
     group = parser.add_argument_group("memory estimate", "training settings; default: from --ds-config, else the "

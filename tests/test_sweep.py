@@ -1,0 +1,44 @@
+"""The hostile-input sweep's classes, each a parametrised test run in-process: empty and odd paths, bad flag
+values, wrong-shaped snapshots and untrusted text reaching the terminal — each one line and exit 2 (or escaped),
+never the live host, the current folder, a hang or an internal error (exit 3)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+
+import pytest
+
+from conftest import FIXTURES
+from gpudoctor.cli import main
+
+MACHINE = FIXTURES / "machines" / "rtx6000ada-nvcc115-cu124.json"
+
+
+def _run(*argv):
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main([str(a) for a in argv])
+    return code, out.getvalue(), err.getvalue()
+
+
+def _usage_error(argv, *needles):
+    code, out, err = _run(*argv)
+    assert code == 2 and not out and len(err.strip().splitlines()) == 1, (code, out, err)
+    assert "internal error" not in err
+    for needle in needles:
+        assert needle in err, err
+    return err
+
+
+@pytest.mark.parametrize("argv", [
+    ("check", "--snapshot", ""), ("fleet", ""), ("lint", ""), ("check", "--snapshot", MACHINE, "--ds-config", ""),
+    ("check", "--snapshot", MACHINE, "--policy", ""), ("fix", "--snapshot", MACHINE, "--write-env", ""),
+    ("estimate", "--model", ""), ("check", "--from", ""), ("check", "--snapshot", MACHINE, "--env-file", ""),
+    ("check", "--snapshot", MACHINE, "--script", ""), ("snapshot", "--from", MACHINE, "--output", ""),
+    ("check", "--python", ""),
+], ids=lambda argv: " ".join(map(str, argv)))
+def test_an_empty_path_is_a_usage_error(argv):
+    """Never the live host, the current folder, or a flag silently ignored."""
+    _usage_error(argv, "an empty path")
