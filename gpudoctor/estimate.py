@@ -161,10 +161,14 @@ def load_model(text: str) -> ModelSpec:
     if params is not None:
         return ModelSpec(source=str(text), params=params)
     path = Path(text)
-    if path.is_dir() and (path / "config.json").is_file():
-        path = path / "config.json"
-    if not path.is_file():
-        raise ModelError(f"--model {text!r}: neither a size (0.5B, 7e9, 1.3b) nor a config.json file")
+    try:
+        if path.is_dir() and (path / "config.json").is_file():
+            path = path / "config.json"
+        found = path.is_file()
+    except OSError:  # a name too long for a path (400 digits), a loop of links
+        found = False
+    if not found:
+        raise ModelError(f"--model {text[:60]!r}: neither a size (0.5B, 7e9, 1.3b) nor a config.json file")
     from gpudoctor.files import read_bytes
 
     try:

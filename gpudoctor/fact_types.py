@@ -40,7 +40,9 @@ def type_error(facts: Mapping[str, Any]) -> Optional[str]:
     return None
 
 
-def _entry_error(where: str, entry: Mapping[str, Any], keys, fields) -> Optional[str]:
+def _entry_error(where: str, entry: Any, keys, fields) -> Optional[str]:
+    if not isinstance(entry, Mapping):
+        return f"{where} is {_describe(entry)}, expected an object" if keys else None
     for key, spec in keys.items():
         value = entry.get(key)
         if value is not None and not _fits(value, spec.type):
@@ -52,13 +54,14 @@ def _entry_error(where: str, entry: Mapping[str, Any], keys, fields) -> Optional
     return None
 
 
-def _entries(value: Any, where: str) -> Iterator[Tuple[str, Mapping]]:
+def _entries(value: Any, where: str) -> Iterator[Tuple[str, Any]]:
+    """The records in a value: itself when it is an object, else each item of a list — a list of records whose
+    item is not one (`gpus[0]` an array or null) is yielded too, for the caller to refuse."""
     if isinstance(value, Mapping):
         yield where, value
     elif isinstance(value, list):
         for index, item in enumerate(value):
-            if isinstance(item, Mapping):
-                yield f"{where}[{index}]", item
+            yield f"{where}[{index}]", item
 
 
 def _shape_fits(value: Any, shape: str) -> bool:
@@ -101,5 +104,5 @@ def _oddities(node: Any, where: str, depth: int) -> Iterator[Tuple[str, str]]:
 
 def _describe(value: Any) -> str:
     kinds = {bool: "a boolean", str: "a string", list: "an array", dict: "an object", int: "an integer",
-             float: "a number"}
+             float: "a number", type(None): "null"}
     return kinds.get(type(value), type(value).__name__)

@@ -142,6 +142,8 @@ def remember_facts(node: Any, record_of_secret: bool = False) -> None:
 def _named(match: "re.Match") -> str:
     if not is_secret_name(match.group("name")) or match.group("value") in (REDACTED, f'"{REDACTED}"'):
         return match.group(0)
+    if match.group("sep")[:1] in ("'", '"') and match.group("q") is None:
+        return match.group(0)  # a quoted key's number or boolean ("tokens_per_s": 730.3) is no secret
     return f"{match.group('name')}{match.group('sep')}{match.groupdict().get('scheme') or ''}{REDACTED}"
 
 
@@ -164,7 +166,7 @@ def _url_credentials(word: str) -> str:
     at = word.rfind("@")
     while at >= 0 and not _HOST_START.match(word, at + 1):
         at = word.rfind("@", 0, at)
-    if at < 0:
+    if at < 0 or word.endswith(REDACTED, 0, at):  # none, or hidden already
         return word
     parts, done = [], 0
     for url in _SCHEME.finditer(word, 0, at + 1):

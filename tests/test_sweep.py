@@ -42,3 +42,29 @@ def _usage_error(argv, *needles):
 def test_an_empty_path_is_a_usage_error(argv):
     """Never the live host, the current folder, or a flag silently ignored."""
     _usage_error(argv, "an empty path")
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (("estimate", "--model", "9" * 400), "neither a size"),
+    (("bench", "train", "--heads", "0"), "must be positive"),
+    (("bench", "train", "--hidden", "-1"), "must be positive"),
+    (("bench", "train", "--lr", "nan"), "finite number above 0"),
+    (("bench", "train", "--lr", "inf"), "finite number above 0"),
+    (("bench", "nccl", "--min-busbw", "nan"), "finite number above 0"),
+    (("bench", "nccl", "--min-busbw", "inf"), "finite number above 0"),
+    (("bench", "nccl", "--min-busbw", "-3"), "finite number above 0"),
+], ids=lambda value: " ".join(map(str, value))[:40] if isinstance(value, tuple) else "")
+def test_a_bad_flag_value_is_a_usage_error(argv, needle):
+    _usage_error(argv, needle)
+
+
+@pytest.mark.parametrize("gpu", [[], None, "x", 3], ids=repr)
+@pytest.mark.parametrize("fmt", ["plain", "json", "markdown"])
+def test_a_snapshot_gpu_that_is_not_an_object_is_refused(tmp_path, gpu, fmt):
+    data = json.loads(MACHINE.read_text())
+    data["facts"]["nvml"]["gpus"][0] = gpu
+    snapshot = tmp_path / "snap.json"
+    snapshot.write_text(json.dumps(data))
+    _usage_error(("check", "--snapshot", snapshot, "--format", fmt), "facts.nvml.gpus[0] is ", "expected an object")
+    _usage_error(("fleet", snapshot, MACHINE, "--format", fmt if fmt != "markdown" else "plain"),
+                 "facts.nvml.gpus[0] is ")

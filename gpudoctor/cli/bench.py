@@ -12,7 +12,8 @@ import sys
 from typing import List
 
 from gpudoctor.bench import BenchError, report
-from gpudoctor.cli.common import UsageError, add_force_option, output_stream, path
+from gpudoctor.cli.common import UsageError, add_force_option, output_stream, path, positive_number
+from gpudoctor.cli.training import positive
 
 
 def add_parser(subparsers) -> None:
@@ -33,23 +34,23 @@ def add_parser(subparsers) -> None:
                       help="local ranks to spawn (default: one per GPU, 2 on CPU); ignored under torchrun/srun")
     nccl.add_argument("--backend", default="auto", choices=("auto", "nccl", "gloo"),
                       help="auto: NCCL on GPUs, gloo on CPU")
-    nccl.add_argument("--min-busbw", type=float, default=None, metavar="GB/s",
+    nccl.add_argument("--min-busbw", type=positive_number, default=None, metavar="GB/s",
                       help="GD702: fail when the average busbw over the large sizes is below this")
     _output_options(nccl)
     nccl.set_defaults(run=run_nccl)
 
     train = kinds.add_parser("train", help="training-step microbenchmark: tokens/s, TFLOP/s, MFU, peak memory")
-    train.add_argument("--layers", type=int, default=2, help="transformer blocks of the GPT")
-    train.add_argument("--hidden", type=int, default=128, help="hidden size")
-    train.add_argument("--heads", type=int, default=4, help="attention heads (must divide --hidden)")
-    train.add_argument("--seq-len", type=int, default=128, help="tokens per sequence")
-    train.add_argument("--micro-batch", type=int, default=4, help="sequences per step")
-    train.add_argument("--vocab", type=int, default=1024, help="vocabulary size")
-    train.add_argument("--steps", type=int, default=10, help="timed steps (default 10)")
+    train.add_argument("--layers", type=positive, default=2, help="transformer blocks of the GPT")
+    train.add_argument("--hidden", type=positive, default=128, help="hidden size")
+    train.add_argument("--heads", type=positive, default=4, help="attention heads (must divide --hidden)")
+    train.add_argument("--seq-len", type=positive, default=128, help="tokens per sequence")
+    train.add_argument("--micro-batch", type=positive, default=4, help="sequences per step")
+    train.add_argument("--vocab", type=positive, default=1024, help="vocabulary size")
+    train.add_argument("--steps", type=positive, default=10, help="timed steps (default 10)")
     train.add_argument("--warmup", type=int, default=2, help="untimed steps first (default 2)")
     train.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "fp16"),
                        help="fp32, or bf16/fp16 autocast (fp16 with a GradScaler; GPU only)")
-    train.add_argument("--lr", type=float, default=1e-3, help="AdamW learning rate")
+    train.add_argument("--lr", type=positive_number, default=1e-3, help="AdamW learning rate")
     train.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
                        help="auto: the first GPU, else the CPU")
     _output_options(train)

@@ -17,6 +17,17 @@ class UsageError(InputError):
     """Bad flags: one line on stderr, exit 2 (as for any InputError)."""
 
 
+def positive_number(text: str) -> float:
+    """A finite number above 0 (`nan`, `inf`, `0`, `-1` are usage errors)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 < value < float("inf"):  # also false for nan
+        raise argparse.ArgumentTypeError(f"{text!r}: give a finite number above 0")
+    return value
+
+
 def path(text: str) -> str:
     """A file or folder the user names: an empty one is a usage error, never "this machine" or "this folder"."""
     if not text:

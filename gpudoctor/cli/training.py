@@ -13,7 +13,7 @@ TRAINING_FLAGS = ("micro_batch", "seq_len", "precision", "optimizer", "zero_stag
                   "grad_checkpointing", "attention", "lora_rank", "lora_targets", "quantize")
 
 
-def _positive(text: str) -> int:
+def positive(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
@@ -30,9 +30,9 @@ def add_training_options(parser: argparse.ArgumentParser, required: bool = False
                              "(GD501, GD504; beside a CUDA out-of-memory in a log, GD508)")
     group = parser.add_argument_group("memory estimate", "training settings; default: from --ds-config, else the "
                                       "defaults below")
-    group.add_argument("--micro-batch", type=_positive, metavar="N",
+    group.add_argument("--micro-batch", type=positive, metavar="N",
                        help=f"micro batch per GPU (default: {DEFAULTS['micro_batch']})")
-    group.add_argument("--seq-len", type=_positive, metavar="N",
+    group.add_argument("--seq-len", type=positive, metavar="N",
                        help=f"sequence length in tokens (default: {DEFAULTS['seq_len']})")
     group.add_argument("--precision", choices=PRECISIONS,
                        help=f"fp32, or bf16/fp16 mixed precision (default: {DEFAULTS['precision']})")
@@ -42,13 +42,13 @@ def add_training_options(parser: argparse.ArgumentParser, required: bool = False
     group.add_argument("--offload", choices=("none", "optimizer", "all"),
                        help="ZeRO CPU offload: the optimizer, or (ZeRO-3) the optimizer and the parameters "
                             "(default: none)")
-    group.add_argument("--world-size", type=_positive, metavar="N", help="data-parallel ranks (default: the GPUs)")
+    group.add_argument("--world-size", type=positive, metavar="N", help="data-parallel ranks (default: the GPUs)")
     group.add_argument("--grad-checkpointing", action="store_true", default=None,
                        help="activation (gradient) checkpointing is on (default: off)")
     group.add_argument("--attention", choices=ATTENTIONS,
                        help="flash (FlashAttention/SDPA) or eager (stores the a·s² scores) "
                             f"(default: {DEFAULTS['attention']})")
-    group.add_argument("--lora-rank", type=_positive, metavar="R",
+    group.add_argument("--lora-rank", type=positive, metavar="R",
                        help="LoRA fine-tuning: adapters of rank R, the base model frozen (needs a config.json "
                             "--model)")
     group.add_argument("--lora-targets", metavar="NAMES",
