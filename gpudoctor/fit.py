@@ -33,13 +33,14 @@ def local_gpus() -> List[dict]:
     """This machine's GPUs through the NVML probe ([] without a driver); CUDA_VISIBLE_DEVICES applies."""
     import os
 
-    from gpudoctor.checks.memory import used_gpus
     from gpudoctor.facts import Facts
+    from gpudoctor.facts.devices import job_gpus
     from gpudoctor.gather import Request, gather
 
     nvml = gather(Request(groups=frozenset({"nvml"}), timeout=10.0)).facts.get("nvml") or {}
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    return used_gpus(Facts({"nvml": nvml, "env": {} if visible is None else {"CUDA_VISIBLE_DEVICES": visible}}))
+    env = {} if visible is None else {"CUDA_VISIBLE_DEVICES": visible}
+    return job_gpus(Facts({"nvml": nvml, "env": env})).devices
 
 
 def ds_config_fact(name: str) -> dict:

@@ -16,9 +16,9 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from gpudoctor.checks import check
 from gpudoctor.facts.devices import job_gpus
-from gpudoctor.checks.driver_cuda import _toolkit_version_at, _torch_cuda, resolved
 from gpudoctor.facts.log_evidence import cited, log_events, or_from_log
 from gpudoctor.facts import MissingFact
+from gpudoctor.facts.cuda import resolved, toolkit_version_at, torch_cuda
 from gpudoctor.knowledge import major_minor, table, version
 from gpudoctor.model import EnvChange, Location, Severity
 
@@ -120,7 +120,7 @@ def ds_toolkit(facts) -> Tuple[Optional[str], Optional[str], str]:
         return home, nvcc_version, "the nvcc --version given"
     nvcc_path = facts.get("nvcc.path")
     if home:
-        at_home = _toolkit_version_at(facts, home)
+        at_home = toolkit_version_at(facts, home)
         if at_home:
             return home, at_home, f"{home}/bin/nvcc"
         if nvcc_path and resolved(facts, _toolkit_root(nvcc_path)) == resolved(facts, home):
@@ -220,7 +220,7 @@ def ds_build_ops_toolchain(facts, rule):
             evidence={"variables": on},
             fix=rule.fix(case="torch_missing"))
         return
-    runtime = _torch_cuda(facts)
+    runtime = torch_cuda(facts)
     if runtime is None:
         return  # CPU or ROCm torch: DeepSpeed builds CPU/HIP ops, no nvcc involved
     home, nvcc, how = ds_toolkit(facts)
@@ -296,7 +296,7 @@ def ds_skip_cuda_check_masks_mismatch(facts, rule):
         return
     if _deepspeed_installed(facts) is False:
         return
-    runtime = _torch_cuda(facts)
+    runtime = torch_cuda(facts)
     if runtime is None:
         return
     home, nvcc, how = ds_toolkit(facts)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import posixpath
 import re
 from typing import Optional
 
@@ -10,6 +9,7 @@ from gpudoctor.checks import check
 from gpudoctor.facts.devices import cuda_devices, job_gpus
 from gpudoctor.facts.log_evidence import cited, log_events, or_from_log
 from gpudoctor.facts import MissingFact
+from gpudoctor.facts.cuda import require_torch, toolkit_version_at, torch_cuda
 from gpudoctor.knowledge import (driver_max_cuda, gpu_cc, major_minor, min_driver, mvc_floor, table, version,
                                  wheel_archs)
 from gpudoctor.model import EnvChange, Severity
@@ -65,24 +65,6 @@ def _install_command(cuda: Optional[str]) -> tuple:
     return (f"pip install --force-reinstall torch --index-url https://download.pytorch.org/whl/{wheel_tag(cuda)}",)
 
 
-def _require_torch(facts) -> None:
-    """A torch that is not installed or does not import has no build to judge: the rule is unknown (GD110/GD108
-    say why), never passed."""
-    if facts.get("torch.status", "ok") in ("missing", "broken"):
-        raise MissingFact("torch.cuda")
-
-
-def _torch_cuda(facts) -> Optional[str]:
-    """torch's CUDA runtime (major.minor); None for CPU and ROCm builds. Unknown when torch is missing or broken."""
-    _require_torch(facts)
-    if facts.get("torch.hip", None):
-        return None
-    cuda = facts.get("torch.cuda")
-    if isinstance(cuda, str) and cuda.isdigit():
-        return cuda
-    return major_minor(cuda)
-
-
 def driver_too_old_in_log(facts, rule):
     for event in log_events(facts, "driver_insufficient", "forward_compat_unsupported")[:1]:
         forward_compat = event["kind"] == "forward_compat_unsupported"
@@ -96,7 +78,7 @@ def driver_too_old_in_log(facts, rule):
 @check("GD101")
 @or_from_log(driver_too_old_in_log)
 def driver_too_old(facts, rule):
-    runtime = _torch_cuda(facts)
+    runtime = torch_cuda(facts)
     if runtime is None:
         return
     driver = facts.get("nvml.driver_version", None)
@@ -177,7 +159,7 @@ def deepspeed_in_scope(facts) -> bool:
 @check("GD102")
 @or_from_log(nvcc_torch_mismatch_in_log)
 def nvcc_torch_mismatch(facts, rule):
-    runtime = _torch_cuda(facts)
+    runtime = torch_cuda(facts)
     nvcc = major_minor(facts.get("nvcc.version"))
     if runtime is None or nvcc is None or nvcc == runtime:
         return
@@ -214,7 +196,7 @@ def nvcc_torch_mismatch(facts, rule):
 
 @check("GD103")
 def torch_cpu_only(facts, rule):
-    _require_torch(facts)
+    require_torch(facts)
     if facts.get("torch.status") != "ok" or facts.get("torch.cuda") is not None or facts.get("torch.hip", None):
         return
     gpus = facts.get("nvml.gpus", None)
@@ -283,7 +265,7 @@ def gpu_arch_not_in_torch_in_log(facts, rule):
 @check("GD104")
 @or_from_log(gpu_arch_not_in_torch_in_log)
 def gpu_arch_not_in_torch(facts, rule):
-    runtime = _torch_cuda(facts)
+    runtime = torch_cuda(facts)
     if runtime is None:
         return
     facts.get("nvml.gpus")  # unknown without NVML
@@ -366,7 +348,7 @@ def driver_unusable(facts, rule):
 @check("GD109")
 def torch_cuda_unavailable(facts, rule):
     """The job's part: the node is usable, yet the job's torch cannot reach CUDA."""
-    runtime = _torch_cuda(facts)
+    runtime = torch_cuda(facts)
     if facts.get("nvml.status") != "ok" or runtime is None or facts.get("torch.cuda_available") is not False:
         return
     if not facts.get("nvml.gpus") or facts.env("CUDA_VISIBLE_DEVICES") is not None:
@@ -381,25 +363,12 @@ def torch_cuda_unavailable(facts, rule):
         fix=rule.fix())
 
 
-def resolved(facts, path: str) -> str:
-    """The directory with symlinks resolved as the nvcc probe recorded it (`nvcc.realpaths`), else as written."""
-    return posixpath.normpath((facts.get("nvcc.realpaths", None) or {}).get(path) or path)
-
-
-def _toolkit_version_at(facts, root: str) -> Optional[str]:
-    real = resolved(facts, root)
-    for toolkit in facts.get("nvcc.toolkits", []):
-        if resolved(facts, toolkit.get("path") or "") == real:
-            return major_minor(toolkit.get("version"))
-    return None
-
-
 @check("GD106")
 def cuda_toolkit_ambiguous(facts, rule):
     home = facts.get("nvcc.cuda_home") or facts.get("nvcc.cuda_path")
     on_path = major_minor(facts.get("nvcc.version"))
     if home:
-        at_home = _toolkit_version_at(facts, home)
+        at_home = toolkit_version_at(facts, home)
         if at_home and on_path and at_home != on_path:
             yield rule.finding(
                 f"CUDA_HOME={home} is CUDA {at_home}, but the nvcc on PATH ({facts.get('nvcc.path')}) is {on_path}: "
@@ -409,7 +378,7 @@ def cuda_toolkit_ambiguous(facts, rule):
                 fix=rule.fix(case="home_not_on_path", values={"cuda_home": home},
                              commands=(f'export PATH="{home}/bin:$PATH"',)))
         return
-    used, runtime = on_path, _torch_cuda(facts)
+    used, runtime = on_path, torch_cuda(facts)
     if runtime is None or used is None or used == runtime:
         return
     matching = [t["path"] for t in facts.get("nvcc.toolkits", []) if major_minor(t.get("version")) == runtime]

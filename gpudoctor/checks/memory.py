@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import Optional
 
 from gpudoctor.checks import check
 from gpudoctor.facts.devices import job_gpus
@@ -10,11 +10,6 @@ from gpudoctor.estimate import HEADROOM_WARNING, Estimate, from_facts
 from gpudoctor.units import gib
 from gpudoctor.knowledge import gpu_memory_bytes
 from gpudoctor.model import Severity
-
-
-def used_gpus(facts) -> List[dict]:
-    """The NVML GPUs (or MIG devices) the job will use; [] when none is known."""
-    return job_gpus(facts).devices
 
 
 def setup_text(est: Estimate) -> str:
@@ -72,7 +67,7 @@ def gpu_memory_insufficient(facts, rule):
 def host_memory_insufficient(facts, rule):
     if facts.get("model", None) is None:
         return
-    est = from_facts(facts, len(used_gpus(facts)))
+    est = from_facts(facts, len(job_gpus(facts).devices))
     if est is None or not est.offload:
         return
     available = facts.get("host.ram_available_bytes")

@@ -1,8 +1,9 @@
 """Read-only access to snapshot facts by dotted path, telling unknown (absent) from known-none (null).
 
 The modules of this package read facts for the rules (gpudoctor.checks) and whoever else needs the same answer:
-which GPUs a job uses (`devices`), the jobs the job files start and their scripts (`jobs`), log lines as
-evidence (`log_evidence`), the NCCL settings a job gets and their value grammars (`nccl_settings`, `nccl_values`).
+which GPUs a job uses (`devices`), the CUDA it gets (`cuda`), the jobs the job files start and their scripts
+(`jobs`), log lines as evidence (`log_evidence`), the NCCL settings a job gets and their value grammars
+(`nccl_settings`, `nccl_values`).
 """
 
 from __future__ import annotations
