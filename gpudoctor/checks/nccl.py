@@ -15,7 +15,7 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from gpudoctor.checks import check
 from gpudoctor.facts.devices import job_gpus
@@ -697,32 +697,42 @@ FSDP_INITS = {"FullyShardedDataParallel", "fully_shard"}
 FSDP_FLAGS = ("--use-torch-fsdp2", "--use-megatron-fsdp")
 
 
-def fsdp_evidence(facts) -> Optional[str]:
-    """Where the job shards with FSDP: a script's FSDP wrap or fully_shard, or Megatron-LM's FSDP flags."""
+def data_parallel_evidence(facts) -> Tuple[Optional[str], bool]:
+    """Where the job is data-parallel without tensor parallelism, and whether it is FSDP: a script's FSDP wrap or
+    fully_shard, Megatron-LM's FSDP flags, or DistributedDataParallel in a script that imports no Megatron, NeMo or
+    Transformer Engine (nothing there can be tensor-parallel)."""
+    ddp = None
     for script in facts.get("scripts", None) or []:
+        plain = not set((script or {}).get("frameworks") or []) & TP_FRAMEWORKS
         for init in ((script or {}).get("launch") or {}).get("init") or []:
+            where = f"{script.get('path')}:{init.get('line')} `{init.get('what')}`"
             if init.get("kind") in FSDP_INITS:
-                return f"{script.get('path')}:{init.get('line')} `{init.get('what')}`"
+                return where, True
+            if init.get("kind") == "DistributedDataParallel" and plain and ddp is None:
+                ddp = where
     for job in (facts.get("launch", None) or {}).get("jobs") or []:
         words = str(job.get("command", "")).split()
         if any(word in FSDP_FLAGS for word in words):
-            return f"{job.get('path')}:{job.get('line')} `{next(w for w in words if w in FSDP_FLAGS)}`"
-    return None
+            return f"{job.get('path')}:{job.get('line')} `{next(w for w in words if w in FSDP_FLAGS)}`", True
+    return ddp, False
 
 
 def _fsdp_with_one_connection(facts, rule):
     """GD408's mirror: CUDA_DEVICE_MAX_CONNECTIONS=1 where nothing is tensor-parallel and FSDP shards the model."""
     value = value_of(facts, "CUDA_DEVICE_MAX_CONNECTIONS")
-    where = fsdp_evidence(facts) if value is not None and value.strip() == "1" else None
+    where, fsdp = data_parallel_evidence(facts) if value is not None and value.strip() == "1" else (None, False)
     if not where:
         return []
     record = (facts.get("env_sources", {}) or {}).get("CUDA_DEVICE_MAX_CONNECTIONS") or {}
+    how = ("FSDP shards the model" if fsdp else "the job is plain DistributedDataParallel")
+    cost = ("the all-gathers and reduce-scatters can no longer overlap compute, and Megatron-LM refuses it (\"FSDP "
+            "always requires CUDA_DEVICE_MAX_CONNECTIONS value large than one\")" if fsdp else
+            "DDP's gradient all-reduce queues behind the backward kernels instead of overlapping them")
     return [rule.finding(
-        f"CUDA_DEVICE_MAX_CONNECTIONS=1 without tensor or context parallelism, but FSDP shards the model ({where}): "
-        "only Megatron-LM's tensor/context parallelism needs 1 (megatron/training/arguments.py asserts it only when "
-        "tensor_model_parallel_size or context_parallel_size > 1); with FSDP one hardware queue keeps the "
-        "all-gathers and reduce-scatters from overlapping compute, and Megatron-LM refuses it (\"FSDP always "
-        "requires CUDA_DEVICE_MAX_CONNECTIONS value large than one\")", severity=Severity.WARNING,
+        f"CUDA_DEVICE_MAX_CONNECTIONS=1 without tensor or context parallelism: {how} ({where}). Only Megatron-LM's "
+        "tensor/context parallelism needs 1 (megatron/training/arguments.py asserts it only when "
+        "tensor_model_parallel_size or context_parallel_size > 1); with one hardware queue " + cost,
+        severity=Severity.WARNING if fsdp else Severity.INFO,
         location=location_of(record), evidence={"CUDA_DEVICE_MAX_CONNECTIONS": value, "fsdp": where},
         fix=rule.fix(case="fsdp", applicability="unsafe", env=EnvChange(unset=("CUDA_DEVICE_MAX_CONNECTIONS",))))]
 
