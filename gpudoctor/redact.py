@@ -60,6 +60,10 @@ TOKEN_SHAPES = re.compile(r"(?<![\w-])(?:hf_[A-Za-z0-9]{20,}+|gh[pousr]_[A-Za-z0
                           r"|glpat-[\w-]{20,}+|xox[abposr]-[\w-]{10,}+|AKIA[0-9A-Z]{16}|sk-[\w-]{20,}+"
                           r"|eyJ[\w-]{8,}+\.eyJ[\w-]{8,}+\.[\w-]++)")
 
+# A tokenizer, and token counts in lower-case ML output (`tokens_per_s`, `max_new_tokens`), are not secrets;
+# `HF_TOKENS` is.
+_ML_WORDS = re.compile(r"(?i:tokeniz)|tokens")
+
 _known: set = set()
 
 
@@ -78,7 +82,7 @@ def remembering() -> Iterator[None]:
 def is_secret_name(name: str) -> bool:
     """`HF_TOKEN`, `api_key`, `WANDB_API_KEY`: yes. A bare `key`/`keys` names a mapping's key (a DeepSpeed config
     key in a finding's evidence, a duplicated key), not a secret; an upper-case `KEY` variable is one."""
-    return bool(SECRET_NAME.search(name)) and name not in ("key", "keys", "Key", "Keys")
+    return bool(SECRET_NAME.search(_ML_WORDS.sub("", name))) and name not in ("key", "keys", "Key", "Keys")
 
 
 def remember(value: Any) -> None:
@@ -142,9 +146,9 @@ def remember_facts(node: Any, record_of_secret: bool = False) -> None:
 def _named(match: "re.Match") -> str:
     if not is_secret_name(match.group("name")) or match.group("value") in (REDACTED, f'"{REDACTED}"'):
         return match.group(0)
-    if match.group("sep")[:1] in ("'", '"') and match.group("q") is None:
-        return match.group(0)  # a quoted key's number or boolean ("tokens_per_s": 730.3) is no secret
-    return f"{match.group('name')}{match.group('sep')}{match.groupdict().get('scheme') or ''}{REDACTED}"
+    # a bare value after a quoted name (`"api_key": 12345678`) becomes a quoted one: JSON stays JSON
+    hidden = f'"{REDACTED}"' if match.group("sep")[:1] in "\"'" and not match.group("q") else REDACTED
+    return f"{match.group('name')}{match.group('sep')}{match.groupdict().get('scheme') or ''}{hidden}"
 
 
 # Each pattern runs only on the lines holding one of its markers (ASCII, lower case): a long log, or binary noise,

@@ -132,7 +132,8 @@ def test_pasted_credentials_are_hidden(line, hidden):
 
 
 @pytest.mark.parametrize("line", ["KeyError: 'model.layers.0'", "x-request-id: 0123456789", "Tokenizer loaded",
-                                  "{'key': 'offload_optimizer'}", "session 3 of 4: ok"])
+                                  "{'key': 'offload_optimizer'}", "session 3 of 4: ok",
+                                  '"tokens_per_s": 1234.5,', "max_new_tokens=512", "TOKENIZERS_PARALLELISM=false"])
 def test_prose_and_ordinary_keys_stay_readable(line):
     assert redact_text(line) == line
 
@@ -147,6 +148,12 @@ def test_pasted_log_keeps_no_credential_in_any_format_or_snapshot(tmp_path, fmt)
     assert "NCCL error" in out
     for _, hidden in PASTED:
         assert hidden not in out
+
+
+def test_a_redacted_json_document_stays_json():
+    document = json.dumps({"api_key": 12345678, "nested": {"NCCL_IB_TOKEN": 87654321}, "tokens_per_s": 99.5})
+    assert json.loads(redact_text(document)) == {"api_key": REDACTED, "nested": {"NCCL_IB_TOKEN": REDACTED},
+                                                 "tokens_per_s": 99.5}
 
 
 def test_pasted_text_is_redacted_as_it_is_read():
@@ -175,7 +182,7 @@ def _seconds(text: str) -> float:
 def test_redaction_is_linear(unit):
     """Four times the text takes about four times as long, never sixteen (a 15 MB token once took minutes)."""
     small = unit * (20000 // len(unit))
-    assert _seconds(small * 4) < 8 * _seconds(small) + 0.01
+    assert _seconds(small * 4) < 8 * _seconds(small) + 0.05  # the slack absorbs a loaded machine's pauses
 
 
 def _env_with_secrets(tmp_path):
