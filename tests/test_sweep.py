@@ -68,3 +68,46 @@ def test_a_snapshot_gpu_that_is_not_an_object_is_refused(tmp_path, gpu, fmt):
     _usage_error(("check", "--snapshot", snapshot, "--format", fmt), "facts.nvml.gpus[0] is ", "expected an object")
     _usage_error(("fleet", snapshot, MACHINE, "--format", fmt if fmt != "markdown" else "plain"),
                  "facts.nvml.gpus[0] is ")
+
+
+CONTROLS = ["\x1b[2J", "\x1b]0;title\x07", "\x1bc", "\r", "\u202e", "\x9b31m"]
+ODD_NAMES = ["a\x1b[2Jb.env", "t\x1b]0;x\x07.env", "cr\rx.env", "rtl\u202egpj.env", "new\nline.env"]
+
+
+def _no_controls(text: str) -> None:
+    assert not [c for c in CONTROLS + ["\n".join(["line.env", ""])] if c in text.replace("\r\n", "\n")], repr(text)
+
+
+@pytest.mark.parametrize("name", ODD_NAMES, ids=repr)
+@pytest.mark.parametrize("fmt", ["plain", "rich", "markdown"])
+def test_odd_file_names_reach_the_terminal_escaped(tmp_path, name, fmt):
+    (tmp_path / name).write_text("NCCL_DEBUG=INFO\n")
+    code, out, err = _run("lint", tmp_path, "--format", fmt)
+    assert "GD406" in out
+    _no_controls(out + err)
+    code, out, err = _run("lint", tmp_path / name, "--format", fmt)
+    _no_controls(out + err)
+
+
+@pytest.mark.parametrize("name", ODD_NAMES, ids=repr)
+def test_odd_names_in_error_lines_and_wrote_are_escaped(tmp_path, name):
+    err = _usage_error(("check", "--snapshot", MACHINE, "--policy", tmp_path / name))
+    _no_controls(err)
+    (tmp_path / name).write_text("NCCL_DEBUG=INFO\n")
+    code, out, err = _run("fix", "--snapshot", MACHINE, "--write-env", tmp_path / name)
+    assert "Wrote" in out
+    _no_controls(out + err)
+
+
+@pytest.mark.parametrize("control", CONTROLS, ids=repr)
+@pytest.mark.parametrize("fmt", ["plain", "markdown"])
+def test_snapshot_values_reach_the_terminal_escaped(tmp_path, control, fmt):
+    data = json.loads(MACHINE.read_text())
+    data["facts"]["torch"]["version"] = f"{control}2.1.0+cu121"
+    data["facts"]["host"]["hostname"] = f"node{control}1"
+    snapshot = tmp_path / "snap.json"
+    snapshot.write_text(json.dumps(data))
+    _code, out, err = _run("check", "--snapshot", snapshot, "--format", fmt)
+    _no_controls(out + err)
+    _code, out, err = _run("fleet", snapshot, MACHINE, "--format", "plain")
+    _no_controls(out + err)

@@ -20,6 +20,7 @@ from gpudoctor.cli import rules as rules_cmd
 from gpudoctor.cli import snapshot as snapshot_cmd
 from gpudoctor.cli.guard import EXIT_SIGINT, EXIT_SIGTERM, Terminated, guarded
 from gpudoctor.errors import InputError
+from gpudoctor.render.printable import printable
 
 COMMANDS = [check_cmd, lint_cmd, fix_cmd, snapshot_cmd, rules_cmd, bench_cmd]
 COMMANDS.append(estimate_cmd)  # gpudoctor estimate --model …
@@ -62,7 +63,7 @@ def _main(argv: Optional[List[str]]) -> int:
             return 2
         return args.run(args)
     except InputError as exc:
-        print(f"gpudoctor: error: {exc}", file=sys.stderr)
+        print(f"gpudoctor: error: {printable(str(exc), one_line=True)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("gpudoctor: interrupted", file=sys.stderr)

@@ -10,6 +10,7 @@ from gpudoctor.errors import InputError
 from gpudoctor.fix import Plan
 from gpudoctor.fix.envmerge import MergeError, merge, read_env, same_file, unified_diff
 from gpudoctor.model import Report
+from gpudoctor.render.printable import printable
 
 
 @dataclass
@@ -41,21 +42,21 @@ def write_env(path: str, plan: Plan, report: Report, force: bool = False, dry_ru
         result = merge(old, plan.changes, path, force=force)
     except MergeError as exc:
         raise InputError(f"{path}: {exc}") from None
-    summary = result.summary()
+    summary, shown = result.summary(), printable(path, one_line=True)
     unread = unread_lines(report, path)
     if dry_run:
-        out = unified_diff(result.old, result.new, path) + f"{summary} Nothing written (--dry-run).\n"
+        out = unified_diff(result.old, result.new, shown) + f"{summary} Nothing written (--dry-run).\n"
     elif result.new != result.old:
         try:
             write_file(path, result.new, force=force)
         except OSError as exc:
             raise InputError(f"cannot write {path!r}: {exc.strerror or exc} (the file is unchanged)") from None
-        out = f"{summary} Wrote {path}.\n"
+        out = f"{summary} Wrote {shown}.\n"
     elif unread:  # never "up to date" about lines nobody judged
         where = ", ".join(str(line) for line in unread if line) or "?"
-        out = (f"{summary} Nothing written; line(s) {where} of {path} could not be read, so they were not judged "
+        out = (f"{summary} Nothing written; line(s) {where} of {shown} could not be read, so they were not judged "
                "(GD003).\n")
     else:
-        out = f"{summary} {path} is up to date.\n" if not result.conflicts else f"{summary} Nothing written.\n"
+        out = f"{summary} {shown} is up to date.\n" if not result.conflicts else f"{summary} Nothing written.\n"
     return EnvWrite(out, [conflict.message(path) for conflict in result.conflicts],
                     [todo for _change, todo in result.elsewhere])

@@ -8,10 +8,14 @@ FORMATS = ("rich", "plain", "json", "markdown", "prometheus")
 
 
 def render_report(report, fmt: str, stream: IO, quiet: bool = False) -> None:
-    """Render in one of FORMATS, secrets redacted first (gpudoctor.redact) so that no format can show one."""
+    """Render in one of FORMATS, secrets redacted first (gpudoctor.redact) so that no format can show one, and
+    control characters escaped in the human formats (gpudoctor.render.printable)."""
     from gpudoctor.redact import redact_data
+    from gpudoctor.render.printable import printable_data
 
     report = redact_data(report)
+    if fmt in ("rich", "plain", "markdown"):
+        report = printable_data(report)
     if fmt == "json":
         from gpudoctor.render import json_report
 

@@ -25,8 +25,10 @@ def render(fleet, fmt: str, stream: IO, quiet: bool = False, width: Optional[int
         json.dump(to_json(fleet), stream, indent=2, ensure_ascii=False)
         stream.write("\n")
         return
+    from gpudoctor.render.printable import printable_data
+
     with screen(stream, fmt == "rich", width) as console:
-        _render(fleet, console, quiet)
+        _render(printable_data(fleet), console, quiet)
 
 
 def _counts(summary: dict) -> str:
