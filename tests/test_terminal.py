@@ -9,11 +9,12 @@ import json
 import re
 
 import pytest
+import yaml
 
 from conftest import FIXTURES
 from gpudoctor.catalog import load_catalog
 from gpudoctor.cli import build_parser
-from gpudoctor.render.terminal import command_line, width, wrap
+from gpudoctor.render.terminal import command_line, fix_block, width, wrap
 
 WIDTH = 80
 MACHINES = sorted((FIXTURES / "machines").glob("*.json"))
@@ -29,14 +30,14 @@ def eighty_columns(monkeypatch):
     monkeypatch.delenv("NO_COLOR", raising=False)
 
 
-def assert_fits(text: str, whole=()) -> None:
+def assert_fits(text: str, whole=(), columns: int = WIDTH) -> None:
     """Each line within WIDTH, unless it is one unbreakable thing: a `$ command`, a `command in backticks` or a
     single token (a URL);
     nothing cut with `…`; every string of `whole` (commands, URLs) on one line."""
     lines = text.splitlines()
     for line in lines:
         assert not CUT.search(line), f"cut: {line!r}"
-        if len(line) > WIDTH:
+        if len(line) > columns:
             unbreakable = re.fullmatch(r" *(\$ .*|\S+|\S?`[^`]+`\S*)", line)
             assert unbreakable, f"{len(line)} columns: {line!r}"
             assert not line.endswith("\\"), line
@@ -70,6 +71,43 @@ def test_lint_fits(run_cli, job):
     _, text, _ = run_cli("lint", job)
     _, data, _ = run_cli("lint", job, "--format", "json")
     assert_fits(text, fix_commands(json.loads(data)))
+
+
+K8S = FIXTURES / "launch" / "k8s"
+
+
+@pytest.mark.parametrize("columns", [60, 80, 120])
+def test_a_fix_block_is_never_wrapped_and_the_rest_fits(run_cli, monkeypatch, columns):
+    """GD901-GD903's YAML, pasted from the terminal, is the YAML of the fix at any width; the prose around it fits."""
+    monkeypatch.setenv("COLUMNS", str(columns))
+    for job in (K8S / "pytorchjob_efa_env_no_device.yaml", K8S / "job_dataparallel.yaml"):
+        _, text, _ = run_cli("lint", job)
+        _, data, _ = run_cli("lint", job, "--format", "json")
+        blocks = [fix_block(f["fix"]["summary"])[1] for f in json.loads(data)["findings"]
+                  if "\n" in (f.get("fix") or {}).get("summary", "")]
+        assert len(blocks) >= 1
+        lines, shown = text.splitlines(), set()
+        for block in blocks:
+            assert isinstance(yaml.safe_load("\n".join(block)), dict)
+            first = next(line for line in lines if line.endswith(block[0]) and not line[:-len(block[0])].strip())
+            indent = first[:-len(block[0])]
+            assert "\n".join(indent + line for line in block) in text, "a fix block was broken"
+            assert indent == " " * 10 or len(indent) + max(map(len, block)) > columns - 10
+            shown |= {indent + line for line in block}
+        assert_fits("\n".join(line for line in lines if line not in shown), columns=columns)
+
+
+@pytest.mark.parametrize("columns", [60, 80, 120])
+def test_one_layout_the_name_on_its_own_line(run_cli, monkeypatch, columns):
+    """Mark, ID and name alone on their line, the message below them, at every width."""
+    monkeypatch.setenv("COLUMNS", str(columns))
+    _, text, _ = run_cli("lint", K8S / "job_dataparallel.yaml")
+    _, data, _ = run_cli("lint", K8S / "job_dataparallel.yaml", "--format", "json")
+    for finding in json.loads(data)["findings"]:
+        heads = [line for line in text.splitlines() if f" {finding['rule']} " in line + " "]
+        assert heads[0].split() == [heads[0].split()[0], finding["rule"], finding["name"]]
+        after = text.splitlines()[text.splitlines().index(heads[0]) + 1]
+        assert after.startswith("     ") and not after.startswith("      ")
 
 
 def test_fleet_fits(run_cli):

@@ -9,7 +9,7 @@ import sys
 from gpudoctor.catalog import INPUTS, catalog_json, find_rule, load_catalog, rule_json
 from gpudoctor.cli.common import UsageError, add_policy_option, policy_rules
 from gpudoctor.render import terminal
-from gpudoctor.render.terminal import say, screen, width, wrap
+from gpudoctor.render.terminal import fix_block, say, say_block, screen, width, wrap
 
 
 def add_parser(subparsers) -> None:
@@ -62,7 +62,9 @@ def run_explain(args: argparse.Namespace) -> int:
         for title, key in (("What it checks", "what"), ("Why it matters", "why"), ("How to fix", "fix")):
             console.print()
             console.print(Text(title, style="bold"))
-            say(console, rule.docs.get(key, ""))
+            text, block = fix_block(rule.docs.get(key, "")) if key == "fix" else (rule.docs.get(key, ""), [])
+            say(console, text)
+            say_block(console, block)
         references = rule.docs.get("references", [])
         if references:
             console.print()

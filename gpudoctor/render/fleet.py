@@ -11,7 +11,7 @@ from gpudoctor.version import __version__
 from gpudoctor.model import Severity
 from gpudoctor.render.describe import not_applicable_reasons, plural
 from gpudoctor.render.terminal import keep, say, screen, wrap
-from gpudoctor.render.text import MARKS, render_finding, stacked
+from gpudoctor.render.text import MARKS, render_finding
 
 
 def render(fleet, fmt: str, stream: IO, quiet: bool = False, width: Optional[int] = None) -> None:
@@ -64,9 +64,8 @@ def _node_findings(fleet, console) -> None:
             sections.append((f"On {name}", own))
     for title, findings in sections:
         console.print(Text(f" {title}", style="dim"))
-        width = max(len(f.name) for f in findings)
         for finding in findings:
-            render_finding(console, finding, width, below=stacked(findings, console.width, width))
+            render_finding(console, finding)
         console.print()
 
 
@@ -111,9 +110,8 @@ def _across(fleet, console) -> None:
     findings = fleet.cross.findings
     if findings:
         console.print(Text(" Across nodes", style="dim"))
-        name_width = max(len(f.name) for f in findings)
         for finding in findings:
-            render_finding(console, finding, name_width, below=stacked(findings, console.width, name_width))
+            render_finding(console, finding)
         console.print()
 
 

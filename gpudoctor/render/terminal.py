@@ -13,7 +13,7 @@ import re
 import shutil
 import textwrap
 from contextlib import contextmanager
-from typing import IO, TYPE_CHECKING, Iterator, List, Optional
+from typing import IO, TYPE_CHECKING, Iterator, List, Optional, Tuple
 
 if TYPE_CHECKING:  # rich is imported when something is drawn: most commands start without it
     from rich.console import Console
@@ -63,11 +63,6 @@ def _glued(text: str) -> str:
     return _BACKTICKS.sub(lambda m: keep(m.group(0)), str(text))
 
 
-def longest_unit(text: str) -> int:
-    """The width of the longest piece `wrap` will not break (a word, a URL, a span in backticks)."""
-    return max((len(word) for word in re.split(r"[ \t\n]+", _glued(text))), default=0)
-
-
 def wrap(text: str, line_width: int, first: str = "", rest: str = "") -> List[str]:
     """`text` as lines of at most `line_width` (prefixes included), broken at spaces outside backticks only."""
     glued = _glued(text)
@@ -77,6 +72,24 @@ def wrap(text: str, line_width: int, first: str = "", rest: str = "") -> List[st
                                 subsequent_indent=rest, break_long_words=False, break_on_hyphens=False)
         lines += wrapped or [(first if number == 0 else rest).rstrip()]
     return [line.replace(_GLUE, " ") for line in lines]
+
+
+def fix_block(text: str) -> Tuple[str, List[str]]:
+    """A fix's text as (its first line, the lines after it): those are a block to paste (YAML, shell, JSON),
+    their common indentation taken off."""
+    first, _, block = (text or "").partition("\n")
+    return first, textwrap.dedent(block).splitlines()
+
+
+def say_block(console: "Console", lines: List[str], *indents: str) -> None:
+    """Lines to paste exactly as written: never wrapped, after the first of `indents` (else none) that keeps the
+    widest within the width; past the width when even that cannot hold it."""
+    from rich.text import Text
+
+    widest = max((len(line) for line in lines), default=0)
+    prefix = next((p for p in indents if len(p) + widest <= console.width), "")
+    for line in lines:
+        console.print(Text(prefix + line, style="cyan"))
 
 
 def command_line(command: str, line_width: int, prompt: str, short_prompt: str = "   $ ") -> str:

@@ -12,7 +12,7 @@ from gpudoctor.facts import Facts
 from gpudoctor.model import Applicability, Finding, Report, Severity
 from gpudoctor.render.describe import (fix_command, header_items, machine_line, not_applicable_text, plural, python_line,
                                        unknown_reasons)
-from gpudoctor.render.terminal import command_line, keep, longest_unit, say, screen, wrap
+from gpudoctor.render.terminal import command_line, fix_block, keep, say, say_block, screen, wrap
 
 MARKS = {Severity.ERROR: ("✗", "bold red"), Severity.WARNING: ("!", "bold yellow"), Severity.INFO: ("i", "bold blue")}
 FAMILY_TITLES = {
@@ -31,7 +31,7 @@ def _env_changes(finding: Finding) -> str:
     return f"{' · '.join(env)}  ({tag})"
 
 
-MESSAGE_MIN = 50  # narrower than this beside the name, the message goes below it
+INDENT = " " * 5  # the message, the fix and its commands, below the mark, ID and name
 
 
 def _print_wrapped(console: Console, text: str, first: Text, rest: str) -> None:
@@ -42,42 +42,24 @@ def _print_wrapped(console: Console, text: str, first: Text, rest: str) -> None:
         console.print(line, markup=False)
 
 
-def _grid_indent(name_width: int, id_width: int) -> int:
-    return len(" ✗ ") + id_width + 1 + name_width + 1
-
-
-def stacked(findings, line_width: int, name_width: int, id_width: int = 5) -> bool:
-    """Whether the messages go below the names: beside them they would be narrower than MESSAGE_MIN, or a word
-    (a path, a URL) or a fix's command would not fit on its line."""
-    room = line_width - _grid_indent(name_width, id_width)
-    commands = [command for finding in findings if finding.fix for command in finding.fix.commands]
-    texts = [f"{f.location} {f.message} {f.fix.summary if f.fix else ''}" for f in findings]
-    longest = max((longest_unit(text) for text in texts), default=0)
-    return room < MESSAGE_MIN or longest > room - 5 or any(7 + len(command) > room for command in commands)
-
-
-def render_finding(console: Console, finding: Finding, name_width: int, id_width: int = 5,
-                   below: bool = False) -> None:
-    """Mark, ID and name, then the message, the fix and its commands: beside the name, or `below` it. Nothing is
-    cut: lines break at spaces, and a command stays whole on its line."""
+def render_finding(console: Console, finding: Finding) -> None:
+    """Mark, ID and name on their line; below them the message, the fix and its commands. Prose breaks at
+    spaces; a command stays whole on its line, and the lines of a fix's block (after its first line) are never
+    wrapped."""
     mark, style = MARKS[finding.severity]
-    head = Text.assemble((f" {mark} ", style), (finding.rule.ljust(id_width), "bold"), " ")
-    if below:
-        console.print(head + Text(finding.name, style="dim"))
-        indent = " " * 5
-        head = Text(indent)
-    else:
-        indent = " " * _grid_indent(name_width, id_width)
-        head.append(finding.name.ljust(name_width + 1), style="dim")
+    console.print(Text.assemble((f" {mark} ", style), (finding.rule, "bold"), " ", (finding.name, "dim")))
     message = f"{finding.location} {finding.message}" if finding.location else finding.message
-    _print_wrapped(console, message, head, indent)
+    _print_wrapped(console, message, Text(INDENT), INDENT)
     if not finding.fix:
         return
-    for label, style, text in (("fix", "bold", finding.fix.summary), ("env", "dim", _env_changes(finding))):
+    summary, block = fix_block(finding.fix.summary)
+    for label, style, text in (("fix", "bold", summary), ("env", "dim", _env_changes(finding))):
         if text:
-            _print_wrapped(console, text, Text.assemble(indent, (label, style), "  "), indent + " " * 5)
+            _print_wrapped(console, text, Text.assemble(INDENT, (label, style), "  "), INDENT + " " * 5)
+        if block and label == "fix":
+            say_block(console, block, INDENT + " " * 5, INDENT)
     for command in finding.fix.commands:
-        line = command_line(command, console.width, indent + " " * 5 + "$ ")
+        line = command_line(command, console.width, INDENT + " " * 5 + "$ ")
         console.print(Text.assemble((line[:-len(command)], "dim"), (command, "cyan")))
 
 
@@ -139,16 +121,13 @@ def _machine(report: Report, facts: Facts, console: Console, quiet: bool) -> Non
 
 def _findings(report: Report, facts: Facts, console: Console, quiet: bool) -> None:
     """The findings by family, each family titled when there are several (not with --quiet)."""
-    name_width = max((len(f.name) for f in report.findings), default=0)
-    id_width = max([5] + [len(f.rule) for f in report.findings])
-    below = stacked(report.findings, console.width, name_width, id_width)
     families = sorted({f.family for f in report.findings}, key=lambda fam: min(
         f.rule for f in report.findings if f.family == fam))
     for family in families:
         if len(families) > 1 and not quiet:
             console.print(Text(f" {FAMILY_TITLES.get(family, family)}", style="dim"))
         for finding in (f for f in report.findings if f.family == family):
-            render_finding(console, finding, name_width, id_width, below)
+            render_finding(console, finding)
 
 
 def _summary(report: Report, facts: Facts, console: Console, quiet: bool) -> None:
