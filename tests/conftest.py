@@ -4,6 +4,11 @@ from pathlib import Path
 
 import pytest
 
+# The tests' tensors are tiny: one intra-op thread. More only spin (OpenMP's idle workers busy-wait), which on a
+# loaded 2-core machine made a 4-step `bench train` cost 1 s of CPU instead of 0.03 s. Set before torch is
+# imported here, and inherited by every process a test starts (the benchmark's ranks, torchrun, probes).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 CORPUS = SHARED / "corpus"

@@ -1,19 +1,27 @@
-"""`gpudoctor bench nccl` / `bench train` run for real: gloo on CPU with 2 and 3 processes, torchrun, a real
-training loop. The numbers printed are checked against the benchmark's own raw timings."""
+"""`gpudoctor bench nccl` / `bench train` run for real: gloo on CPU with 1, 2 and 3 processes, torchrun, a real
+training loop. The numbers printed are checked against the benchmark's own raw timings.
+
+The CLI runs in this process (its ranks are real spawned processes, their output captured at the file-descriptor
+level); only the torchrun test starts the CLI as a command, since the launcher is what it is about. Faults are
+injected into the spawned ranks by tests/faults/sitecustomize.py on their PYTHONPATH."""
 
 import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
+from importlib import util
 
 import pytest
 
-from conftest import ROOT, gpudoctor_cmd
+from conftest import ROOT
 
 torch = pytest.importorskip("torch")
 
-from gpudoctor.bench.nccl import BenchUsageError, bus_factor, make_config, sweep_sizes  # noqa: E402
+from gpudoctor.bench import nccl as nccl_module  # noqa: E402
+from gpudoctor.bench.nccl import OPS, BenchUsageError, bus_factor, make_config, sweep_sizes  # noqa: E402
 from gpudoctor.bench.report import render_nccl  # noqa: E402
+from gpudoctor.cli import main  # noqa: E402
 
 FAULTS = ROOT / "tests" / "faults"  # a sitecustomize that injects faults into every process of a command
 CORRUPT, NAN_STEP = "GPUDOCTOR_TEST_CORRUPT_RANK", "GPUDOCTOR_TEST_NAN_STEP"
@@ -21,39 +29,55 @@ CORRUPT, NAN_STEP = "GPUDOCTOR_TEST_CORRUPT_RANK", "GPUDOCTOR_TEST_NAN_STEP"
 SMALL = ["-b", "64", "-e", "16K", "-n", "3", "-w", "1"]
 
 
-def bench(*args, env_extra=None, prefix=None, timeout=120):
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+@pytest.fixture
+def cli(capfd, monkeypatch):
+    """`gpudoctor …` in this process: (exit code, stdout, stderr of the CLI and of every rank it spawned).
+    `faults` names the variables of tests/faults/sitecustomize.py the spawned ranks get."""
     for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "SLURM_PROCID", CORRUPT, NAN_STEP):
-        env.pop(name, None)
-    if env_extra and {CORRUPT, NAN_STEP} & set(env_extra):
-        env["PYTHONPATH"] = os.pathsep.join((str(FAULTS), str(ROOT)))
-    env.update(env_extra or {})
-    cmd = (prefix or gpudoctor_cmd()) + ["bench", *args]
-    done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env, timeout=timeout)
-    assert "Traceback" not in done.stderr, done.stderr
-    return done
+        monkeypatch.delenv(name, raising=False)
+
+    def run(*args, faults=None):
+        if faults:
+            monkeypatch.setenv("PYTHONPATH", os.pathsep.join((str(FAULTS), str(ROOT))))
+            for name, value in faults.items():
+                monkeypatch.setenv(name, value)
+        code = main([str(arg) for arg in args])
+        out, err = capfd.readouterr()
+        assert "Traceback" not in err, err
+        return code, out, err
+
+    return run
 
 
-def nccl_json(*args, **kwargs):
-    done = bench("nccl", *SMALL, "--format", "json", *args, **kwargs)
-    return done, json.loads(done.stdout)
+def _replay(cli, tmp_path, result: dict, select: str) -> dict:
+    """bench results are facts: `check --snapshot` of a snapshot holding them, as JSON."""
+    snapshot = tmp_path / "snap.json"
+    snapshot.write_text(json.dumps({"schema": "gpudoctor.snapshot/1", "facts": {"bench": {"nccl": result}}}))
+    code, out, _ = cli("check", "--snapshot", snapshot, "--select", select, "--format", "json")
+    return dict(json.loads(out), exit_code=code)
 
 
-def check_numbers(result, world):
+def check_numbers(result, world, op="all_reduce", sizes=(64, 16 * 1024)):
     """Every printed figure is re-derived from the rows' raw timings."""
-    assert result["schema"] == "gpudoctor.bench.nccl/1"
+    assert result["schema"] == "gpudoctor.bench.nccl/1" and result["op"] == op
     assert result["world_size"] == world and result["backend"] == "gloo" and result["device"] == "cpu"
     assert result["nodes"] == 1 and result["dtype"] == "float32"
     rows = result["rows"]
-    assert [row["bytes"] for row in rows] == sweep_sizes(64, 16 * 1024)
+    if op in ("all_gather", "reduce_scatter", "alltoall"):  # one chunk per rank: the count rounds down
+        assert all(row["count"] % world == 0 for row in rows)
+        assert len(rows) == len(sweep_sizes(*sizes))
+    else:
+        assert [row["bytes"] for row in rows] == sweep_sizes(*sizes)
+    factor = {"all_reduce": 2 * (world - 1) / world, "broadcast": 1.0}.get(op, (world - 1) / world)
     for row in rows:
         assert set(row) >= {"op", "bytes", "count", "dtype", "time_us", "algbw_gbps", "busbw_gbps", "wrong"}
-        assert row["count"] * 4 == row["bytes"]
+        assert row["op"] == op and row["count"] * 4 == row["bytes"]
         assert len(row["rank_time_us"]) == world
         assert row["time_us"] == pytest.approx(max(row["rank_time_us"]), abs=2e-3)  # the slowest rank
         algbw = row["bytes"] / (row["time_us"] * 1e-6) / 1e9
         assert row["algbw_gbps"] == pytest.approx(algbw, rel=1e-4, abs=1e-6)
-        assert row["busbw_gbps"] == pytest.approx(algbw * 2 * (world - 1) / world, rel=1e-4, abs=1e-6)
+        # both figures are rounded to 6 decimals on their own: their errors add up to (1 + factor) * 5e-7
+        assert row["busbw_gbps"] == pytest.approx(algbw * factor, rel=1e-4, abs=(1 + factor) * 5e-7)
         assert row["wrong"] == 0
     summary = result["summary"]
     large = rows[-3:]
@@ -61,15 +85,14 @@ def check_numbers(result, world):
     assert summary["avg_busbw_gbps"] == pytest.approx(sum(r["busbw_gbps"] for r in large) / 3, abs=1e-6)
     assert summary["max_busbw_gbps"] == max(r["busbw_gbps"] for r in rows)
     assert summary["wrong"] == 0 and summary["ok"] is True
-    assert result["findings"] == []
 
 
-@pytest.mark.parametrize("world", [2, 3])
-def test_all_reduce_numbers_match_raw_timings(world):
-    done, result = nccl_json("--nprocs", str(world))
-    assert done.returncode == 0, done.stderr
-    check_numbers(result, world)
-    assert result["launcher"] == "local"
+def test_all_reduce_numbers_match_raw_timings_on_2_ranks(cli):
+    code, out, err = cli("bench", "nccl", *SMALL, "--format", "json", "--nprocs", "2")
+    assert code == 0, err
+    result = json.loads(out)
+    check_numbers(result, 2)
+    assert result["launcher"] == "local" and result["findings"] == []
 
 
 def test_bus_factors_follow_nccl_tests():
@@ -95,85 +118,73 @@ def test_plain_table_prints_the_json_figures():
 
 
 def _every_op(rank, config):
-    """A spawned worker: one process group, the real sweep of every op (saves a torch start-up per op)."""
-    from dataclasses import replace
-
+    """A spawned worker: one process group, the real result of every op (saves a torch start-up per op)."""
     import torch.distributed as dist
 
-    from gpudoctor.bench import nccl
-
-    device, _ = nccl.init_rank(rank, config)
+    device, backend = nccl_module.init_rank(rank, config)
     try:
-        return {op: nccl.sweep(device, replace(config, op=op)) for op in nccl.OPS}
+        return {op: nccl_module.measure(rank, device, backend, replace(config, op=op)) for op in OPS}
     finally:
         dist.destroy_process_group()
 
 
-def test_every_collective_is_correct_on_3_ranks():
+def test_every_collective_is_correct_and_its_numbers_match_on_3_ranks():
     from gpudoctor.bench.launch import run_ranks
-    from gpudoctor.bench.nccl import OPS, NcclConfig
+    from gpudoctor.bench.nccl import NcclConfig
 
-    _, results = run_ranks(_every_op, NcclConfig(min_bytes=1024, max_bytes=4096, iters=2, warmup=1, backend="gloo"), 3)
+    config = NcclConfig(min_bytes=1024, max_bytes=4096, iters=2, warmup=1, backend="gloo")
+    _, results = run_ranks(_every_op, config, 3)
     assert sorted(results) == sorted(OPS)
-    for op, rows in results.items():
-        assert len(rows) == 3
-        factor = {"all_reduce": 4 / 3, "broadcast": 1.0}.get(op, 2 / 3)
-        for row in rows:
-            assert row["wrong"] == 0 and row["op"] == op
-            # both figures are rounded to 6 decimals on their own: their errors add up to (1 + factor) * 5e-7
-            assert row["busbw_gbps"] == pytest.approx(row["algbw_gbps"] * factor, rel=1e-4, abs=(1 + factor) * 5e-7)
-            if op in ("all_gather", "reduce_scatter", "alltoall"):
-                assert row["count"] % 3 == 0  # one chunk per rank
+    for op, result in results.items():
+        check_numbers(result, 3, op, (1024, 4096))
+        assert result["launcher"] == "local"
 
 
-def test_corrupted_reduction_is_counted_and_fires_gd701(tmp_path):
+def test_corrupted_reduction_is_counted_and_fires_gd701(cli, tmp_path):
     out = tmp_path / "bench.json"
-    done = bench("nccl", *SMALL, "--nprocs", "2", "--format", "json", "--output", str(out),
-                 env_extra={CORRUPT: "1"})
-    assert done.returncode == 1, done.stderr
+    code, _, err = cli("bench", "nccl", *SMALL, "--nprocs", "2", "--format", "json", "--output", out, faults={CORRUPT: "1"})
+    assert code == 1, err
     result = json.loads(out.read_text())
     assert all(row["wrong"] == row["count"] * 2 for row in result["rows"])  # every element, on both ranks
     assert result["summary"]["ok"] is False
     assert [f["rule"] for f in result["findings"]] == ["GD701"]
-    # bench results are facts: a snapshot holding them replays GD701 through `check --snapshot`
-    snapshot = tmp_path / "snap.json"
-    snapshot.write_text(json.dumps({"schema": "gpudoctor.snapshot/1", "facts": {"bench": {"nccl": result}}}))
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    done = subprocess.run(gpudoctor_cmd() + ["check", "--snapshot", str(snapshot), "--select", "GD7", "--format",
-                                             "json"], capture_output=True, text=True, cwd=ROOT, env=env, timeout=60)
-    assert done.returncode == 1 and [f["rule"] for f in json.loads(done.stdout)["findings"]] == ["GD701"]
+    report = _replay(cli, tmp_path, result, "GD7")  # a snapshot holding them replays GD701
+    assert report["exit_code"] == 1 and [f["rule"] for f in report["findings"]] == ["GD701"]
 
 
-def test_min_busbw_missed_fires_gd702_and_plain_says_so():
-    done = bench("nccl", *SMALL, "--nprocs", "2", "--min-busbw", "1e6")
-    assert done.returncode == 1, done.stderr
-    assert "#wrong" in done.stdout and "required (--min-busbw): ≥ 1e+06 GB/s  ✗" in done.stdout
-    assert "GD702 nccl-bandwidth-low" in done.stdout and "GD701" not in done.stdout
+def test_min_busbw_missed_fires_gd702_and_plain_says_so(cli):
+    code, out, err = cli("bench", "nccl", *SMALL, "--nprocs", "2", "--min-busbw", "1e6")
+    assert code == 1, err
+    assert "#wrong" in out and "required (--min-busbw): ≥ 1e+06 GB/s  ✗" in out
+    assert "GD702 nccl-bandwidth-low" in out and "GD701" not in out
 
 
 def test_under_torchrun_it_uses_the_env_and_rank0_prints():
+    env = {k: v for k, v in os.environ.items() if k not in (
+        "RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "SLURM_PROCID", CORRUPT, NAN_STEP)}
+    env.update(PYTHONPATH=str(ROOT))
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-                "-m", "gpudoctor"]
-    done = bench("nccl", *SMALL, "--format", "json", prefix=torchrun, env_extra={"OMP_NUM_THREADS": "1"})
-    assert done.returncode == 0, done.stderr
+                "-m", "gpudoctor", "bench", "nccl", *SMALL, "--format", "json"]
+    done = subprocess.run(torchrun, capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
     result = json.loads(done.stdout)  # exactly one document: only rank 0 prints
-    assert result["launcher"] == "torchrun" and result["world_size"] == 2
+    assert result["launcher"] == "torchrun" and result["world_size"] == 2 and result["findings"] == []
     check_numbers(result, 2)
 
 
-def test_usage_errors_exit_2():
-    for args in (["-b", "lots"], ["-b", "1M", "-e", "1K"], ["--iters", "0"], ["--op", "gather"]):
-        done = bench("nccl", *args)
-        assert done.returncode == 2 and done.stderr.startswith("gpudoctor: error:"), done.stderr
+@pytest.mark.parametrize("args", [["-b", "lots"], ["-b", "1M", "-e", "1K"], ["--iters", "0"], ["--op", "gather"]])
+def test_usage_errors_exit_2(cli, args):
+    code, _, err = cli("bench", "nccl", *args)
+    assert code == 2 and err.startswith("gpudoctor: error:"), err
 
 
 TRAIN_SMALL = ["--steps", "4", "--warmup", "1", "--layers", "1", "--hidden", "64", "--heads", "2", "--seq-len", "32"]
 
 
-def test_train_runs_real_steps_and_the_loss_goes_down():
-    done = bench("train", *TRAIN_SMALL, "--format", "json")
-    assert done.returncode == 0, done.stderr
-    result = json.loads(done.stdout)
+def test_train_runs_real_steps_and_the_loss_goes_down(cli):
+    code, out, err = cli("bench", "train", *TRAIN_SMALL, "--format", "json")
+    assert code == 0, err
+    result = json.loads(out)
     assert result["schema"] == "gpudoctor.bench.train/1"
     assert result["device"] == "cpu" and result["world_size"] == 1 and result["precision"] == "fp32"
     model = result["model"]
@@ -192,35 +203,38 @@ def test_train_runs_real_steps_and_the_loss_goes_down():
     assert result["error"] is None and result["findings"] == []
 
 
-def test_a_nan_loss_becomes_gd703_not_a_traceback():
-    done = bench("train", *TRAIN_SMALL, env_extra={NAN_STEP: "2"})
-    assert done.returncode == 1, done.stderr
-    assert "GD703 train-step-failed" in done.stdout and "step 2" in done.stdout and "loss is nan" in done.stdout
-    assert "steps: 1/4 timed" in done.stdout
+def test_a_nan_loss_becomes_gd703_not_a_traceback(cli, monkeypatch):
+    from gpudoctor.bench import train
+
+    spec = util.spec_from_file_location("gpudoctor_test_faults", FAULTS / "sitecustomize.py")
+    faults = util.module_from_spec(spec)
+    spec.loader.exec_module(faults)  # none of its variables is set here: it injects nothing by itself
+    monkeypatch.setattr(train, "build_model", train.build_model)  # put back after the test
+    faults._nan_at(2)  # `bench train` runs in this process: the fault goes where the sitecustomize would put it
+    code, out, err = cli("bench", "train", *TRAIN_SMALL)
+    assert code == 1, err
+    assert "GD703 train-step-failed" in out and "step 2" in out and "loss is nan" in out
+    assert "steps: 1/4 timed" in out
 
 
-def test_train_usage_errors_exit_2():
-    done = bench("train", "--hidden", "65", "--heads", "2")
-    assert done.returncode == 2 and "not divisible" in done.stderr
-    done = bench("train", "--precision", "fp16", "--device", "cpu")
-    assert done.returncode == 2 and "needs a GPU" in done.stderr
+def test_train_usage_errors_exit_2(cli):
+    code, _, err = cli("bench", "train", "--hidden", "65", "--heads", "2")
+    assert code == 2 and "not divisible" in err
+    code, _, err = cli("bench", "train", "--precision", "fp16", "--device", "cpu")
+    assert code == 2 and "needs a GPU" in err
 
 
-def test_one_rank_says_busbw_is_zero_by_definition_and_does_not_judge_it(tmp_path):
-    done = bench("nccl", *SMALL, "--nprocs", "1", "--min-busbw", "5")
-    assert done.returncode == 0, done.stderr
-    assert "1 rank on 1 node" in done.stdout and "GD702" not in done.stdout
-    assert (" busbw: 0 by definition on 1 rank (all_reduce moves no data between ranks); --min-busbw not judged"
-            in done.stdout)
-    done, result = nccl_json("--nprocs", "1", "--min-busbw", "5")
+def test_one_rank_says_busbw_is_zero_by_definition_and_does_not_judge_it(cli, tmp_path):
+    code, out, err = cli("bench", "nccl", *SMALL, "--nprocs", "1", "--min-busbw", "5", "--format", "json")
+    assert code == 0, err
+    result = json.loads(out)
     summary = result["summary"]
     assert summary["busbw_zero_by_definition"] is True and summary["avg_busbw_gbps"] is None
     assert summary["ok"] is None and result["findings"] == []
+    plain = render_nccl(result)  # what the plain format prints before the findings (there are none)
+    assert "1 rank on 1 node" in plain and "GD702" not in plain
+    assert (" busbw: 0 by definition on 1 rank (all_reduce moves no data between ranks); --min-busbw not judged"
+            in plain)
     # replayed from a snapshot, GD702 is unknown: the threshold was never measured against
-    snapshot = tmp_path / "snap.json"
-    snapshot.write_text(json.dumps({"schema": "gpudoctor.snapshot/1", "facts": {"bench": {"nccl": result}}}))
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    done = subprocess.run(gpudoctor_cmd() + ["check", "--snapshot", str(snapshot), "--select", "GD702", "--format",
-                                             "json"], capture_output=True, text=True, cwd=ROOT, env=env, timeout=60)
-    report = json.loads(done.stdout)
+    report = _replay(cli, tmp_path, result, "GD702")
     assert [u["rule"] for u in report["unknown"]] == ["GD702"] and report["findings"] == []

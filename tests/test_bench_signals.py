@@ -8,11 +8,13 @@ import pty
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
 
 from conftest import ROOT
+from gpudoctor.cli import main
 
 psutil = pytest.importorskip("psutil")
 pytest.importorskip("torch")
@@ -83,18 +85,14 @@ def test_a_failing_rank_stops_the_others_with_one_line(tmp_path):
     (["-b", "1M", "-e", "1K"], "-e/--max-bytes (1024) is smaller than -b/--min-bytes (1048576)"),
     (["-e", "999999999G"], "needs"),
 ])
-def test_impossible_sizes_are_usage_errors_before_any_rank(args, message):
-    proc = subprocess.Popen([sys.executable, "-m", "gpudoctor", "bench", "nccl", "--nprocs", "2", *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=_env())
-    spawned = set()
-    while proc.poll() is None:
-        try:
-            spawned.update(p.pid for p in psutil.Process(proc.pid).children() if "spawn_main" in " ".join(p.cmdline()))
-        except psutil.Error:
-            pass
-        time.sleep(0.05)
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 2 and not spawned
+def test_impossible_sizes_are_usage_errors_before_any_rank(args, message, run_cli, monkeypatch):
+    from gpudoctor.bench import launch
+
+    for name in ("RANK", "WORLD_SIZE", "SLURM_PROCID"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(launch, "run_ranks", lambda *a, **k: pytest.fail("a rank started"))
+    code, out, err = run_cli("bench", "nccl", "--nprocs", "2", *args)
+    assert code == 2 and out == ""
     assert err.startswith("gpudoctor: error: ") and message in err and len(err.splitlines()) == 1, err
 
 
@@ -121,17 +119,46 @@ def _on_a_terminal(*args):
     return proc.returncode, out, shown.decode(errors="replace")
 
 
-def test_train_shows_a_progress_bar_on_a_terminal_only():
+def _drain(primary: int, shown: list) -> None:
+    while True:
+        try:
+            chunk = os.read(primary, 65536)
+        except OSError:  # every end of the terminal closed
+            return
+        if not chunk:
+            return
+        shown.append(chunk)
+
+
+def _in_process_on_a_terminal(monkeypatch, capsys, *args):
+    """`gpudoctor ARGS` in this process with standard error on a pseudo-terminal: (exit code, stdout, what the
+    terminal showed). For commands that start no process (`bench train`)."""
+    primary, secondary = pty.openpty()
+    shown: list = []
+    reader = threading.Thread(target=_drain, args=(primary, shown))
+    reader.start()
+    with open(secondary, "w", encoding="utf-8") as terminal, monkeypatch.context() as patch:
+        patch.setenv("COLUMNS", "100")
+        patch.setenv("TERM", "xterm")
+        patch.delenv("NO_COLOR", raising=False)
+        patch.setattr(sys, "stderr", terminal)
+        code = main(list(args))
+    reader.join(timeout=60)
+    os.close(primary)
+    return code, capsys.readouterr().out, b"".join(shown).decode(errors="replace")
+
+
+def test_train_shows_a_progress_bar_on_a_terminal_only(monkeypatch, capsys):
     small = ["bench", "train", "--steps", "3", "--warmup", "1", "--layers", "1", "--hidden", "32", "--heads", "2",
              "--seq-len", "16"]
-    code, out, shown = _on_a_terminal(*small)
+    code, out, shown = _in_process_on_a_terminal(monkeypatch, capsys, *small)
     assert code == 0 and "train step" in out
     assert "train step" in shown and "━" in shown and "/4" in shown  # rich's bar over the 4 steps
-    code, out, shown = _on_a_terminal(*small, "--format", "json")
+    code, out, shown = _in_process_on_a_terminal(monkeypatch, capsys, *small, "--format", "json")
     assert code == 0 and shown == "" and out.startswith("{")
-    piped = subprocess.run([sys.executable, "-m", "gpudoctor", *small], capture_output=True, text=True, cwd=ROOT,
-                           env=_env(), timeout=120)
-    assert piped.returncode == 0 and piped.stderr == ""
+    code = main(small)  # standard error is pytest's capture here, no terminal
+    piped = capsys.readouterr()
+    assert code == 0 and "train step" in piped.out and piped.err == ""
 
 
 def test_nccl_shows_one_progress_bar_on_a_terminal():

@@ -114,7 +114,11 @@ def _spawned(index: int, fn: Callable, world: int, port: int, config, folder: st
 
     The worker starts with SIGINT and SIGTERM blocked (inherited from the parent while it spawns) and ignores
     SIGINT: a Ctrl-C reaches the whole terminal's process group, and the parent alone decides to stop the ranks
-    (SIGTERM, whose default action ends a worker without a word). A failure is one line in error.<rank>.
+    (SIGTERM, whose default action ends a worker without a word). The first failure is one line in FIRST_ERROR.
+    A failing rank leaves with os._exit, skipping the interpreter's and the C++ libraries' exit-time teardown: its
+    process group was never destroyed (a peer may be inside a collective with it), and tearing gloo's running
+    threads down at exit calls std::terminate, which printed "terminate called without an active exception" after
+    the one line (pytorch/pytorch#65513, #190489). The kernel closes its sockets; the parent stops the others.
     """
     import warnings
 
@@ -131,9 +135,26 @@ def _spawned(index: int, fn: Callable, world: int, port: int, config, folder: st
     except Exception as exc:  # noqa: BLE001 - the parent reports it in one line
         text = str(exc).strip().splitlines()
         line = text[0] if isinstance(exc, BenchError) and text else f"{type(exc).__name__}: {' '.join(text)[:300]}"
-        with open(os.path.join(folder, f"error.{index}"), "w", encoding="utf-8") as handle:
-            handle.write(line)
-        sys.exit(1)
+        _claim_first_error(folder, index, f"rank {index}: {line}")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)
+
+
+FIRST_ERROR = "first-error"
+
+
+def _claim_first_error(folder: str, index: int, line: str) -> None:
+    """Make `line` FIRST_ERROR unless another rank failed first: the first failure is the cause, the others'
+    errors (a peer's "connection closed") follow from it. A hard link appears whole or not at all, and only once,
+    where file times can tie."""
+    mine = os.path.join(folder, f"error.{index}")
+    with open(mine, "w", encoding="utf-8") as handle:
+        handle.write(line)
+    try:
+        os.link(mine, os.path.join(folder, FIRST_ERROR))
+    except OSError:  # FileExistsError: another rank failed first (no hard links: the exit status is said)
+        pass
 
 
 _HELD = {signal.SIGINT, signal.SIGTERM}
@@ -164,14 +185,12 @@ def _stop(procs: list) -> None:
 
 
 def _failure(folder: str, proc, index: int) -> str:
-    """One line for the failure: the first error a worker wrote (the cause; the others' errors usually follow
-    from it, as a peer's "connection reset"), else how worker `index` ended."""
-    errors = sorted((entry.stat().st_mtime_ns, entry.name) for entry in os.scandir(folder)
-                    if entry.name.startswith("error."))
-    if errors:
-        name = errors[0][1]
-        with open(os.path.join(folder, name), encoding="utf-8") as handle:
-            return f"rank {name.split('.', 1)[1]}: {handle.read().strip()}"
+    """One line for the failure: the first error a worker wrote, else how worker `index` ended."""
+    try:
+        with open(os.path.join(folder, FIRST_ERROR), encoding="utf-8") as handle:
+            return handle.read().strip()
+    except FileNotFoundError:
+        pass
     code = proc.exitcode
     if code is not None and code < 0:
         return f"rank {index} was killed by {signal.Signals(-code).name}"

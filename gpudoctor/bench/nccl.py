@@ -375,13 +375,22 @@ def sweep(device, config: NcclConfig) -> List[dict]:
 
 def run_worker(rank, config: NcclConfig) -> dict:
     """Run the sweep as one rank; every rank returns the same result (built from collective data)."""
+    import torch.distributed as dist
+
+    device, backend = init_rank(rank, config)
+    # no `finally`: a failing rank leaves the group by exiting, after it has said why (its peers' errors follow)
+    result = measure(rank, device, backend, config)
+    dist.destroy_process_group()
+    return result
+
+
+def measure(rank, device, backend: str, config: NcclConfig) -> dict:
+    """The result of `config`'s sweep in the process group this rank has joined (init_rank)."""
     import torch
     import torch.distributed as dist
 
     from gpudoctor.bench.exchange import all_gather_json
 
-    device, backend = init_rank(rank, config)
-    # no `finally`: a failing rank leaves the group by exiting, after it has said why (its peers' errors follow)
     world = dist.get_world_size()
     hosts = all_gather_json(dist, socket.gethostname(), device)
     rows = sweep(device, config)
@@ -407,7 +416,6 @@ def run_worker(rank, config: NcclConfig) -> dict:
         "rows": rows,
         "summary": summarize(rows, config.min_busbw, bus_factor(config.op, world)),
     }
-    dist.destroy_process_group()
     return result
 
 
