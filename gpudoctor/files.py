@@ -16,7 +16,7 @@ import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO, Iterator, Optional
+from typing import BinaryIO, Callable, Iterator, Optional
 
 from gpudoctor.errors import InputError
 
@@ -27,7 +27,7 @@ FIRST_BYTE_DEADLINE = 30.0  # seconds a FIFO, pipe or terminal may take to deliv
 STREAM_DEADLINE = 600.0  # seconds a streamed input (`--from` a pipe, FIFO or device) may take in all
 STREAM_MAX_BYTES = 4 * 2 ** 30  # bytes of a streamed input (`--from`): a log of any real size, not /dev/zero
 FIFO_DEADLINE = 10.0  # seconds `--output FIFO` waits for a reader
-LOCK_SUFFIX = ".gpudoctor.lock"
+LOCK_WAIT = 30.0  # seconds `fix --write-env` waits for another writer of the same file
 
 
 def read_text(path: Path) -> str:
@@ -142,7 +142,7 @@ def read_input(name: str, what: str) -> str:
 
 
 class LockError(OSError):
-    """The lock file beside the target cannot be created or locked."""
+    """The target cannot be locked: not opened, or another process held its lock for LOCK_WAIT seconds."""
 
 
 class ReadOnlyError(PermissionError):
@@ -268,27 +268,58 @@ def _fsync_folder(folder: str) -> None:
         os.close(fd)
 
 
-def lock_path(path: str) -> str:
-    target = os.path.realpath(path)
-    return os.path.join(os.path.dirname(target), f".{os.path.basename(target)}{LOCK_SUFFIX}")
-
-
 @contextmanager
-def locked(path: str) -> Iterator[None]:
-    """Hold an exclusive lock for writing `path` (a regular file or a new one; nothing to lock for a stream). The
-    lock file beside the target stays: removing it would let a third writer lock a different file."""
+def locked(path: str, on_wait: Callable[[float], None] = lambda seconds: None) -> Iterator[None]:
+    """Hold an exclusive lock for writing `path` (a regular file or a new one; nothing to lock for a stream),
+    leaving no file behind: the target itself is locked (its folder while it does not exist yet), and locked again
+    when another writer replaced it (or created it) meanwhile. A lock held elsewhere is waited for at most
+    LOCK_WAIT seconds (`on_wait` is told once), then LockError."""
     if not is_regular_target(path):
         yield
         return
+    target = os.path.realpath(path)
+    deadline = time.monotonic() + LOCK_WAIT
+    told = False
+    while True:
+        try:
+            fd = _open_for_lock(target)
+        except OSError as exc:
+            raise LockError(exc.errno, exc.strerror, exc.filename) from None
+        try:
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        raise LockError(errno.EWOULDBLOCK, f"another process has held its lock for {LOCK_WAIT:g} s",
+                                        path) from None
+                    if not told:
+                        on_wait(LOCK_WAIT)
+                        told = True
+                    time.sleep(0.05)
+            if _still_the_target(fd, target):
+                yield
+                return
+        finally:
+            os.close(fd)
+
+
+def _open_for_lock(target: str) -> int:
     try:
-        fd = os.open(lock_path(path), os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW, 0o644)  # flock needs no write access
-    except OSError as exc:
-        raise LockError(exc.errno, exc.strerror, exc.filename) from None
+        return os.open(target, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)  # flock needs no write access
+    except FileNotFoundError:
+        return os.open(os.path.dirname(target) or ".", os.O_RDONLY | os.O_DIRECTORY)
+
+
+def _still_the_target(fd: int, target: str) -> bool:
+    """Whether the locked file is still the one at `target` (the folder: whether the target is still absent)."""
+    status = os.fstat(fd)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
+        current = os.stat(target)
+    except FileNotFoundError:
+        return stat.S_ISDIR(status.st_mode)
+    return (current.st_dev, current.st_ino) == (status.st_dev, status.st_ino)
 
 
 def tree_files(root: Path) -> Iterator[Path]:

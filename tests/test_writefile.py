@@ -15,7 +15,8 @@ import pytest
 
 from conftest import FIXTURES, ROOT, gpudoctor_cmd
 from gpudoctor import files
-from gpudoctor.files import ReadOnlyError, lock_path, write_file
+from gpudoctor.cli import main
+from gpudoctor.files import ReadOnlyError, write_file
 
 MACHINE = FIXTURES / "machines" / "rtx6000ada-nvcc115-cu124.json"
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="mknod and chown need root (CI runs as root)")
@@ -35,6 +36,16 @@ def _gpudoctor(*args, **kwargs):
 def _spawn(*args):
     return subprocess.Popen(gpudoctor_cmd() + [str(a) for a in args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=_env())
+
+
+def _run_in_process(*args):
+    import contextlib
+    import io
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main([str(a) for a in args])
+    return code, out.getvalue(), err.getvalue()
 
 
 def _null_device(tmp_path):
@@ -152,24 +163,16 @@ def test_the_folder_is_fsynced_after_the_rename(tmp_path, monkeypatch):
     assert synced == [False, True]
 
 
-def _waiting_for_lock(pid: int) -> bool:
-    """/proc/locks lists a process blocked on an flock with `->`."""
-    with open("/proc/locks") as handle:
-        return any("->" in line and f" {pid} " in line for line in handle)
-
-
 def test_a_second_writer_waits_and_merges_what_the_first_wrote(tmp_path):
-    """The writer judges and merges under the lock: another writer's change made meanwhile survives."""
+    """The writer judges and merges under the lock (on the file itself): another writer's change made meanwhile
+    survives, and no lock file is left beside the user's file."""
     target = tmp_path / ".env"
     target.write_text("NCCL_DEBUG=INFO\n")
-    lock = os.open(lock_path(str(target)), os.O_RDONLY | os.O_CREAT, 0o644)
+    lock = os.open(target, os.O_RDONLY)
     fcntl.flock(lock, fcntl.LOCK_EX)
     writer = _spawn("fix", "--snapshot", MACHINE, "--write-env", target)
     try:
-        deadline = time.monotonic() + 60
-        while not _waiting_for_lock(writer.pid):
-            assert writer.poll() is None and time.monotonic() < deadline, "the writer did not wait for the lock"
-            time.sleep(0.05)
+        assert "waiting for another process writing" in writer.stderr.readline()
         target.write_text("NCCL_DEBUG=INFO\nOTHER_WRITER=1\n")  # the other writer's change, made under its lock
     finally:
         fcntl.flock(lock, fcntl.LOCK_UN)
@@ -178,6 +181,40 @@ def test_a_second_writer_waits_and_merges_what_the_first_wrote(tmp_path):
     assert writer.returncode == 0, err
     text = target.read_text()
     assert "OTHER_WRITER=1" in text and "NCCL_DEBUG=WARN" in text
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".env"]
+
+
+def test_a_lock_held_too_long_is_one_line_and_exit_2(tmp_path, monkeypatch):
+    monkeypatch.setattr(files, "LOCK_WAIT", 0.2)
+    target = tmp_path / "job.env"
+    target.write_text("NCCL_DEBUG=INFO\n")
+    lock = os.open(target, os.O_RDONLY)
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    try:
+        code, out, err = _run_in_process("fix", "--snapshot", MACHINE, "--write-env", target)
+    finally:
+        os.close(lock)
+    assert code == 2 and "held its lock for 0.2 s" in err.splitlines()[-1] and "waiting for" in err
+    assert target.read_text() == "NCCL_DEBUG=INFO\n"
+
+
+def test_a_replaced_target_is_locked_again(tmp_path):
+    """A writer that waited on a file another writer then replaced (rename) locks the new file, not the old one."""
+    target = tmp_path / "job.env"
+    target.write_text("A=1\n")
+    with files.locked(str(target)):
+        files.write_file(str(target), "A=2\n")  # replaced under the lock: a new inode
+    with files.locked(str(target)):
+        assert target.read_text() == "A=2\n"
+    with files.locked(str(tmp_path / "new.env")):  # absent: its folder is locked, nothing is created
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["job.env"]
+
+
+def test_a_loop_of_links_is_one_line_and_exit_2(tmp_path):
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    code, out, err = _run_in_process("fix", "--snapshot", MACHINE, "--write-env", tmp_path / "a")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "symbolic links" in err, err
 
 
 def test_write_env_judges_the_file_it_writes(tmp_path):

@@ -66,13 +66,16 @@ def run(args: argparse.Namespace) -> int:
         _judge_target(args)
     if not args.write_env or args.dry_run:  # a dry run writes nothing, not even the lock file
         return _fix(args)
-    from gpudoctor.files import LockError, locked
+    from gpudoctor.files import locked
+
+    def waiting(seconds: float) -> None:
+        _note(f"waiting for another process writing {args.write_env} (at most {seconds:g} s)")
 
     try:
-        with locked(args.write_env):  # a second writer waits, then judges and merges what this one wrote
+        with locked(args.write_env, waiting):  # a second writer waits, then judges and merges what this one wrote
             return _fix(args)
-    except LockError as exc:
-        raise UsageError(f"cannot write {args.write_env!r}: {exc.strerror or exc} (no lock beside it)") from None
+    except OSError as exc:  # the lock held too long, a loop of links
+        raise UsageError(f"cannot write {args.write_env!r}: {exc.strerror or exc}") from None
 
 
 def _judge_target(args: argparse.Namespace) -> None:
