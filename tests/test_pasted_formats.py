@@ -1,6 +1,8 @@
 """The formats users paste beside collect_env: nvidia-smi topo, nccl-tests, the Hugging Face `env` commands, package
 lists, ldconfig and LD_LIBRARY_PATH — found anywhere in a text, as their producers print them."""
 
+import json
+
 import pytest
 
 from gpudoctor.ingest import parse_report
@@ -121,3 +123,26 @@ def test_ldconfig_and_library_path():
 def test_formats_in_one_paste_merge():
     report = parse_report(HF_ENV + "\n" + PIP_LIST + "\n" + TOPO, "all")
     assert {"env_command", "package_list", "nvidia_smi_topo"} <= set(report.parts) and not report.conflicts
+
+
+@pytest.mark.parametrize("line,library", [
+    ("ImportError: /venv/lib/python3.10/site-packages/torch/lib/libtorch_cuda.so: undefined symbol: ncclCommRegister",
+     "nccl"),
+    ("OSError: /venv/lib/python3.10/site-packages/torch/lib/../../nvidia/cusparse/lib/libcusparse.so.12: undefined "
+     "symbol: __nvJitLinkComplete_12_4, version libnvJitLink.so.12", "nvjitlink"),
+    ("RuntimeError: cuDNN version incompatibility: PyTorch was compiled  against (8, 9, 2) but found runtime version "
+     "(8, 5, 0). PyTorch already comes bundled with cuDNN.", "cudnn"),
+])
+def test_a_shadowing_cuda_library_in_a_log_is_gd111(run_cli, tmp_path, line, library):
+    log = tmp_path / "train.log"
+    log.write_text("Traceback (most recent call last):\n  File \"train.py\", line 1, in <module>\n" + line + "\n")
+    code, out, _ = run_cli("check", "--from", log, "--select", "GD111", "--format", "json")
+    (finding,) = json.loads(out)["findings"]
+    assert finding["rule"] == "GD111" and finding["evidence"]["library"] == library
+
+
+def test_an_undefined_symbol_of_torch_itself_is_not_gd111(run_cli, tmp_path):
+    log = tmp_path / "ext.log"
+    log.write_text("ImportError: /venv/site-packages/flash_attn_2_cuda.so: undefined symbol: _ZN3c104cuda9SetDeviceEi\n")
+    code, out, _ = run_cli("check", "--from", log, "--select", "GD111", "--format", "json")
+    assert json.loads(out)["findings"] == []

@@ -110,6 +110,15 @@ _SRUN_OOM = re.compile(r"srun: error: ([\w.\-]{1,200}): tasks? ([\d\-,]{1,40}): 
 # `"OOMKilled": true` (never its `false`)
 _K8S_OOM = re.compile(r"(?:Reason:\s{1,40}OOMKilled\b|\"reason\":\s?\"OOMKilled\"|\s\d{1,3}/\d{1,3}\s{1,40}OOMKilled\s)")
 _MODULE_FRAME = re.compile(r'File "([^"]{1,500})", line (\d{1,7}), in <module>')
+# A CUDA library that is not the one torch was built with (a system copy on LD_LIBRARY_PATH ahead of the wheels):
+# the dynamic loader's `libtorch_cuda.so: undefined symbol: ncclCommRegister` / `undefined symbol:
+# __nvJitLinkComplete_12_4, version libnvJitLink.so.12`, and torch/backends/cudnn/__init__.py's `cuDNN version
+# incompatibility: PyTorch was compiled  against (8, 9, 2) but found runtime version (8, 5, 0)`.
+_UNDEFINED_SYMBOL = re.compile(r"undefined symbol: ?(\w{2,120})(?:, version (lib[\w.]{1,60}))?")
+_SYMBOL_LIBRARY = (("cudnn", "cudnn"), ("cublas", "cublas"), ("nccl", "nccl"), ("__nvJitLink", "nvjitlink"),
+                   ("cusparse", "cusparse"), ("cufft", "cufft"), ("cusolver", "cusolver"), ("curand", "curand"))
+_CUDNN_INCOMPATIBLE = re.compile(r"cuDNN version incompatibility: PyTorch was compiled\s+against \(([\d, ]{1,20})\)"
+                                 r" but found runtime version \(([\d, ]{1,20})\)")
 _NOT_COMPATIBLE = re.compile(r"(\S.{0,80}?) with CUDA capability (sm_\d{2,3}) is not compatible")
 _CUDA_MISMATCH = re.compile(r"Installed CUDA version (\d{1,3}\.\d{1,3}) does not match the version torch was "
                             r"compiled with (\d{1,3}\.\d{1,3})")
@@ -512,6 +521,21 @@ class LogScanner:
         elif "CUDAMismatchException" in line:
             self._event(name, "cuda_mismatch", where, line)
 
+    def _library(self, name: str, where: str, line: str) -> None:
+        m = _CUDNN_INCOMPATIBLE.search(line)
+        if m:
+            built, found = (".".join(p.strip() for p in g.split(",")) for g in m.groups())
+            self._event(name, "library_mismatch", where, line, library="cudnn", expected=built, found=found)
+            return
+        m = _UNDEFINED_SYMBOL.search(line)
+        if not m:
+            return
+        symbol, versioned = m.group(1), (m.group(2) or "").lower()
+        library = next((lib for prefix, lib in _SYMBOL_LIBRARY if symbol.startswith(prefix) or
+                        versioned.startswith("lib" + lib)), None)
+        if library:
+            self._event(name, "library_mismatch", where, line, library=library, symbol=symbol)
+
     def _op_build(self, name: str, where: str, line: str) -> None:
         if "Ninja is required to load C++ extensions" in line:
             self._event(name, "ninja_missing", where, line)
@@ -645,6 +669,8 @@ _HANDLERS: Tuple[Tuple[str, _Handler], ...] = (
     ("forward compatibility", LogScanner._driver),
     ("uncorrectable ECC", LogScanner._ecc),
     ("does not match the version torch", LogScanner._cuda_mismatch),
+    ("undefined symbol", LogScanner._library),
+    ("cuDNN version incompatibility", LogScanner._library),
     ("CUDAMismatchException", LogScanner._cuda_mismatch),
     ("Ninja is required", LogScanner._op_build),
     ("MissingCUDAException", LogScanner._op_build),

@@ -145,9 +145,24 @@ def _cuda_facts(torch, facts):
     facts["devices"] = devices
 
 
+CUDA_WHEELS = ("cudnn", "cublas", "nccl", "cuda-runtime", "cusparse", "nvjitlink")
+
+
+def _cuda_wheels():
+    """The nvidia-*-cuXX wheels installed beside torch, by library (what GD111 compares with the loaded ones)."""
+    found = {}
+    for library in CUDA_WHEELS:
+        for major in ("13", "12", "11"):
+            version = _distribution_version("nvidia-%s-cu%s" % (library, major))
+            if version:
+                found[library.replace("-", "_")] = version
+                break
+    return found
+
+
 def _base_facts():
     return {"python": sys.executable, "python_version": platform.python_version(),
-            "deepspeed": _deepspeed(), "ninja": shutil.which("ninja")}
+            "deepspeed": _deepspeed(), "ninja": shutil.which("ninja"), "cuda_wheels": _cuda_wheels()}
 
 
 def collect_quick():
