@@ -309,6 +309,18 @@ class Estimate:
         return {"weights": self.weights, "gradients": self.gradients, "optimizer": self.optimizer,
                 "activations": self.activations if self.activations_known else None, "overhead": self.overhead}
 
+    def setup_text(self) -> str:
+        """`bf16, AdamW, ZeRO-2, micro batch 4, seq 2048, 8 rank(s), offload optimizer to cpu`: what was assumed."""
+        a = self.assumptions
+        offload = [f"{what} to {where}" for what, where in a["offload"].items() if where != "none"]
+        parts = [a["precision"], a["optimizer"], f"ZeRO-{a['zero_stage']}" if a["engine"] == "deepspeed" else "no ZeRO",
+                 f"micro batch {a['micro_batch']}", f"seq {a['seq_len']}", f"{a['world_size']} rank(s)"]
+        if offload:
+            parts.append("offload " + ", ".join(offload))
+        if a["activation_checkpointing"]:
+            parts.append("activation checkpointing")
+        return ", ".join(parts)
+
     def terms_text(self) -> str:
         """`weights 0.9 GiB + gradients 0.9 GiB + … = 10.9 GiB`."""
         parts = " + ".join(f"{name} {gib(value) if value is not None else 'not estimated'}"

@@ -6,22 +6,10 @@ from typing import Optional
 
 from gpudoctor.checks import check
 from gpudoctor.facts.devices import job_gpus
-from gpudoctor.estimate import HEADROOM_WARNING, Estimate, from_facts
+from gpudoctor.estimate import HEADROOM_WARNING, from_facts
 from gpudoctor.units import gib
 from gpudoctor.knowledge import gpu_memory_bytes
 from gpudoctor.model import Severity
-
-
-def setup_text(est: Estimate) -> str:
-    a = est.assumptions
-    offload = [f"{what} to {where}" for what, where in a["offload"].items() if where != "none"]
-    parts = [a["precision"], a["optimizer"], f"ZeRO-{a['zero_stage']}" if a["engine"] == "deepspeed" else "no ZeRO",
-             f"micro batch {a['micro_batch']}", f"seq {a['seq_len']}", f"{a['world_size']} rank(s)"]
-    if offload:
-        parts.append("offload " + ", ".join(offload))
-    if a["activation_checkpointing"]:
-        parts.append("activation checkpointing")
-    return ", ".join(parts)
 
 
 def _params_text(params: int) -> str:
@@ -53,7 +41,7 @@ def gpu_memory_insufficient(facts, rule):
                    f"leaves only {gib(headroom)} ({headroom / memory:.0%}) free on {which} ({name}, {gib(memory)})")
         caveat = "" if est.activations_known else " (give the model's config.json to count activations)"
         yield rule.finding(
-            f"training {est.assumptions['model']} ({_params_text(est.params)} params; {setup_text(est)}) needs "
+            f"training {est.assumptions['model']} ({_params_text(est.params)} params; {est.setup_text()}) needs "
             f"≈ {gib(est.total)} per GPU, which {verdict}: {est.terms_text()}{caveat}{job.note()}",
             severity=severity,
             evidence={"total_bytes_per_gpu": est.total, "breakdown": est.breakdown(), "gpu": name,

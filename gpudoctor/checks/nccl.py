@@ -25,6 +25,7 @@ from gpudoctor.facts.nccl_settings import (
     TRUE_WORDS,
     Setting,
     affected,
+    is_tuning_knob,
     knowledge,
     known_names,
     location_of,
@@ -37,7 +38,6 @@ from gpudoctor.facts.nccl_settings import (
     unique_findings,
     value_of,
 )
-from gpudoctor.checks.nccl_tuning import is_tuning_knob
 from gpudoctor.facts.nccl_values import Problem, c_strtoll, nccl_ifname_matches, value_problems
 from gpudoctor.facts import MissingFact
 from gpudoctor.knowledge import version

@@ -6,17 +6,9 @@ from __future__ import annotations
 from typing import Dict, List, Optional
 
 from gpudoctor.checks import check
-from gpudoctor.facts.nccl_settings import Setting, knowledge, settings, spec, unique_findings
+from gpudoctor.facts.nccl_settings import Setting, is_tuning_knob, settings, spec, tuning, unique_findings
 from gpudoctor.facts.nccl_values import value_problems
 from gpudoctor.model import EnvChange, Severity
-
-
-def tuning() -> dict:
-    return knowledge().get("tuning", {})
-
-
-def is_tuning_knob(name: str) -> bool:
-    return name in tuning().get("knobs", [])
 
 
 def environment(setting: Setting) -> str:

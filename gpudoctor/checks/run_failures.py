@@ -8,7 +8,6 @@ from typing import Dict, Optional, Tuple
 from gpudoctor.checks import check
 from gpudoctor.facts.devices import job_gpus
 from gpudoctor.facts.log_evidence import cited, log_count, log_events
-from gpudoctor.checks.memory import setup_text
 from gpudoctor.estimate import from_facts
 from gpudoctor.knowledge import table
 from gpudoctor.model import Severity
@@ -86,7 +85,7 @@ def _estimate_terms(facts, event: dict) -> Optional[Tuple[str, str, dict]]:
     if capacity:
         against = (f", more than the {event['total']} torch reported" if est.total > capacity else
                    f", within the {event['total']} torch reported: what the estimate does not model filled it")
-    text = (f"; gpudoctor's estimate for {est.assumptions['model']} ({setup_text(est)}): {est.terms_text()} per "
+    text = (f"; gpudoctor's estimate for {est.assumptions['model']} ({est.setup_text()}): {est.terms_text()} per "
             f"GPU{against}; the largest term is {_TERM_NAMES[largest]} ({gib(terms[largest])})")
     case = "fits" if capacity and est.total <= capacity else largest
     values = {} if case == "fits" else {"size": gib(terms[largest])}

@@ -7,7 +7,7 @@ from __future__ import annotations
 import difflib
 
 from gpudoctor.checks import check
-from gpudoctor.checks.launch import jobs
+from gpudoctor.facts.jobs import jobs
 from gpudoctor.facts.nccl_settings import Setting, settings
 from gpudoctor.knowledge import table
 from gpudoctor.model import EnvChange, Severity

@@ -19,6 +19,15 @@ def knowledge() -> dict:
     return table("nccl_env")
 
 
+def tuning() -> dict:
+    """The performance knobs and the vendors' network profiles (rules/nccl_env.toml `[tuning]`)."""
+    return knowledge().get("tuning", {})
+
+
+def is_tuning_knob(name: str) -> bool:
+    return name in tuning().get("knobs", [])
+
+
 def spec(name: str) -> Optional[dict]:
     return knowledge().get("var", {}).get(name)
 
