@@ -178,3 +178,12 @@ def test_only_the_registry_lists_formats():
                 if len(listed) > 1:
                     offenders.append(f"{module_name(path)}:{node.lineno} {sorted(listed)}")
     assert offenders == []
+
+
+def test_rule_modules_import_no_rule_module():
+    """Rules by family, helpers apart: what two rule modules (or a rule and a benchmark) share is a fact helper in
+    gpudoctor/facts/, so no rule module is imported but by the registry that loads them all."""
+    rules = {name for name in MODULES if name.startswith("gpudoctor.checks.")}
+    offenders = [f"{name} imports {target}" for name in MODULES for target in imported_modules(PATHS[name])
+                 if target in rules and target != name]
+    assert offenders == []
