@@ -387,13 +387,23 @@ def test_unreadable_inputs_exit_2(run_cli, tmp_path):
     assert code == 2 and "no '# <<< gpudoctor' line" in err and bad.read_text() == f"{BEGIN}\nA=1\n"
 
 
+@pytest.mark.parametrize("job,form", [("jobs/job.sbatch", "--format shell"), ("jobs/seed002_nccl_pod.yaml", "--format k8s"),
+                                      ("jobs/fixable.env", "--write-env fixtures/jobs/fixable.env")])
+def test_the_hint_after_lint_fits_the_kind_of_file(run_cli, job, form):
+    """A .env is merged; a script gets export lines and a manifest a container's env: list, never a .env beside
+    them that nothing reads."""
+    _, out, _ = run_cli("lint", FIXTURES / job)
+    hint = " ".join(out.split("$ gpudoctor fix", 1)[1].split())
+    assert hint.endswith(form.replace("fixtures/", f"{FIXTURES}/")) and (".env" not in hint or job.endswith(".env"))
+
+
 def test_report_hint_names_the_files_the_fixes_point_into():
     report = report_of(finding("GD406", "safe", {"NCCL_DEBUG": "WARN"}, path="jobs/train env.env", line=2))
     assert fix_command(report) == "gpudoctor fix --env-file 'jobs/train env.env' --write-env 'jobs/train env.env'"
     report = Report(findings=(finding("GD406", "safe", {"NCCL_DEBUG": "WARN"}, path="job.sbatch", line=7),),
                     passed=(), unknown=(), probes=(), facts={},
                     source={"kind": "snapshot", "paths": ["node.json", "job.sbatch"]})
-    assert fix_command(report) == "gpudoctor fix --snapshot node.json --env-file job.sbatch --write-env .env"
+    assert fix_command(report) == "gpudoctor fix --snapshot node.json --env-file job.sbatch --format dotenv"
     assert fix_command(report_of(finding("GD408", "safe", {"A": "1"}))) == "gpudoctor fix --write-env .env"
 
 

@@ -131,9 +131,28 @@ def not_applicable_text(report) -> str:
     return f"{len(report.not_applicable)} not applicable ({not_applicable_reasons(report.not_applicable)})"
 
 
+PRINTED_AS = {"sbatch": "shell", "shell": "shell", "k8s": "k8s"}  # a job file's kind → the fix format it takes
+
+
+def _fix_output(report: Report, env_files: List[str]) -> List[str]:
+    """Where the fixes go, in a form the job's own files use: a .env merged (--write-env), export lines for a
+    script (--format shell), a container's env: list for a manifest (--format k8s), KEY=VALUE lines otherwise. A job
+    file never gets a .env beside it that nothing would read."""
+    if not env_files:
+        return ["--write-env", ".env"]
+    if len(env_files) == 1 and is_dotenv(Path(env_files[0])):
+        return ["--write-env", env_files[0]]
+    launch = report.facts.get("launch") or {}
+    kinds = {job.get("path"): job.get("kind") for job in launch.get("jobs") or ()}
+    kinds.update({pod.get("path"): "k8s" for pod in launch.get("pods") or ()})
+    formats = {PRINTED_AS.get(kinds.get(path) or "", "dotenv") for path in env_files}
+    return ["--format", formats.pop() if len(formats) == 1 else "dotenv"]
+
+
 def fix_command(report: Report) -> str:
     """The `gpudoctor fix` command line that finds the same safe fixes as this report (for the text report's hint):
-    the same snapshot or pasted reports, and the job files the fixes point into as --env-file."""
+    the same snapshot or pasted reports, the job files the fixes point into as --env-file, and the output those
+    files take."""
     safe = [f for f in report.findings if f.fix and f.fix.env and f.fix.applicability == Applicability.SAFE]
     env_files: List[str] = []
     for finding in safe:
@@ -153,6 +172,5 @@ def fix_command(report: Report) -> str:
         words += ["--env-file", path]
     if source.get("policy"):
         words += ["--policy", str(source["policy"])]
-    target = env_files[0] if len(env_files) == 1 and is_dotenv(Path(env_files[0])) else ".env"
-    words += ["--write-env", target]
+    words += _fix_output(report, env_files)
     return " ".join(shlex.quote(word) for word in words)

@@ -154,5 +154,6 @@ def _fix_hint(report: Report, facts: Facts, console: Console, quiet: bool) -> No
     """The `gpudoctor fix` command that writes the safe fixes, when there are any."""
     if any(f.fix and f.fix.env and f.fix.applicability == Applicability.SAFE for f in report.findings):
         command = fix_command(report)
-        line = command_line(command, console.width, " Write the safe fixes:  ", " Write the safe fixes:\n   $ ")
+        what = " Write the safe fixes:" if "--write-env" in command else " The safe fixes, in the job file's form:"
+        line = command_line(command, console.width, what + "  ", what + "\n   $ ")
         console.print(Text.assemble(line[:-len(command)], (command, "cyan")))
