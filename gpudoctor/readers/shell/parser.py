@@ -30,6 +30,9 @@ BUILTINS = {**dict.fromkeys(("export", "declare", "typeset", "local", "readonly"
             "set": "set_options", "env": "env_command"}
 MPI = {"mpirun", "mpiexec", "orterun", "oshrun", "mpiexec.hydra", "prun"}
 CONTAINERS = {"docker", "podman", "nvidia-docker", "enroot", "apptainer", "singularity"}
+# which family of environment options each launcher takes (Walker.<family>_option reads them)
+LAUNCHER_FAMILIES = {**dict.fromkeys(SLURM, "slurm"), **dict.fromkeys(MPI, "mpi"),
+                     **dict.fromkeys(CONTAINERS, "container")}
 CONTAINER_ENV_PREFIXES = ("SINGULARITYENV_", "APPTAINERENV_")
 SIMPLE_VAR = re.compile(r"^\$(?:([A-Za-z_][A-Za-z0-9_]*)|\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?-)([^}]*))?\})$")
 
@@ -501,47 +504,57 @@ class Walker:
             index += 1
 
     def launcher_env(self, words: List[Word], conditional: bool) -> None:
-        """Environment options of launchers anywhere on the command line (srun … docker run -e …)."""
+        """Environment options of launchers anywhere on the command line (srun … docker run -e …): after each
+        launcher, its family's options (`slurm_option`, `mpi_option`, `container_option`) are read."""
         family = ""
         index = 0
         while index < len(words):
-            word = words[index]
-            text = word.text
-            base = text.rsplit("/", 1)[-1]
-            nxt = words[index + 1] if index + 1 < len(words) else None
-            if base in SLURM:
-                family = "slurm"
-            elif base in MPI:
-                family = "mpi"
-            elif base in CONTAINERS:
-                family = "container"
-            elif family == "slurm" and (text.startswith("--export=") or text == "--export" and nxt):
-                value_word = self._option_value(word, nxt, "--export")
-                if text == "--export":
-                    index += 1
-                self.slurm_export(value_word, conditional, f"`{base}`" if base else "")
-            elif family == "mpi" and text == "-x" and nxt is not None:
-                split = nxt.split_assignment()
-                if split:
-                    self.add(split[0], split[1], nxt.line, conditional, "passed by `mpirun -x`")
-                index += 1
-            elif family == "mpi" and text in ("-genv", "-env") and nxt is not None:
-                split = nxt.split_assignment()
-                if split:
-                    self.add(split[0], split[1], nxt.line, conditional, f"passed by `{text}`")
-                    index += 1
-                elif index + 2 < len(words) and is_env_name(nxt.text):
-                    self.add(nxt.text, words[index + 2], nxt.line, conditional, f"passed by `{text}`")
-                    index += 2
-            elif family == "container" and (text in ("-e", "--env") and nxt is not None
-                                            or text.startswith("--env=") or re.match(r"^-e[A-Za-z_]", text)):
-                if text in ("-e", "--env"):
-                    target, index = nxt, index + 1
-                else:
-                    cut = len("--env=") if text.startswith("--env=") else 2
-                    target = self._strip(word, cut)
-                self.container_env(target, conditional)
+            starts = LAUNCHER_FAMILIES.get(words[index].text.rsplit("/", 1)[-1])
+            if starts:
+                family = starts
+            elif family:
+                index += getattr(self, f"{family}_option")(words, index, conditional)
             index += 1
+
+    def slurm_option(self, words: List[Word], index: int, conditional: bool) -> int:
+        """`--export=…` or `--export …`; how many more words it took."""
+        word, nxt = words[index], words[index + 1] if index + 1 < len(words) else None
+        text = word.text
+        if not (text.startswith("--export=") or text == "--export" and nxt):
+            return 0
+        base = text.rsplit("/", 1)[-1]
+        self.slurm_export(self._option_value(word, nxt, "--export"), conditional, f"`{base}`" if base else "")
+        return 1 if text == "--export" else 0
+
+    def mpi_option(self, words: List[Word], index: int, conditional: bool) -> int:
+        """`-x NAME=value`, `-genv NAME=value` or `-genv NAME value`; how many more words it took."""
+        text, nxt = words[index].text, words[index + 1] if index + 1 < len(words) else None
+        if nxt is None or text not in ("-x", "-genv", "-env"):
+            return 0
+        split = nxt.split_assignment()
+        if split:
+            self.add(split[0], split[1], nxt.line, conditional,
+                     "passed by `mpirun -x`" if text == "-x" else f"passed by `{text}`")
+            return 1
+        if text == "-x":
+            return 1
+        if index + 2 < len(words) and is_env_name(nxt.text):
+            self.add(nxt.text, words[index + 2], nxt.line, conditional, f"passed by `{text}`")
+            return 2
+        return 0
+
+    def container_option(self, words: List[Word], index: int, conditional: bool) -> int:
+        """`-e NAME=value`, `--env NAME`, `--env=…`, `-eNAME=…`; how many more words it took."""
+        word, nxt = words[index], words[index + 1] if index + 1 < len(words) else None
+        text = word.text
+        if text in ("-e", "--env"):
+            if nxt is None:
+                return 0
+            self.container_env(nxt, conditional)
+            return 1
+        if text.startswith("--env=") or re.match(r"^-e[A-Za-z_]", text):
+            self.container_env(self._strip(word, len("--env=") if text.startswith("--env=") else 2), conditional)
+        return 0
 
     @staticmethod
     def _strip(word: Word, count: int) -> Word:
