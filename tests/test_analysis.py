@@ -1,6 +1,8 @@
 """The static script analyser (gpudoctor.readers.python): what runs at module level, guards, call paths, CUDA ordering,
 nemo_run recipes, precision requests, suppressions, and bad input that must never raise or hang."""
 
+import ast
+import sys
 import textwrap
 import time
 
@@ -845,7 +847,13 @@ def test_newer_syntax_does_not_crash():
         def f[T](x: T) -> T:
             return x
     """)
-    assert result.script is not None or result.problems  # depends on the interpreter's grammar, never raises
+    if sys.version_info >= (3, 12):  # PEP 695's type parameters: the whole script is read
+        assert result.script is not None and lines(result.script["process_starts"]) == [4], result.problems
+    else:  # one fatal problem says which grammar refused which line
+        assert result.script is None
+        (problem,) = result.problems
+        assert problem.fatal and problem.line == 7 and "SyntaxError" in problem.error
+        assert f"Python {sys.version_info[0]}.{sys.version_info[1]} grammar" in problem.error
 
 
 # ---------------------------------------------------------------- property tests: never raise -----------------
@@ -866,12 +874,24 @@ FRAGMENTS = [
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.sampled_from(FRAGMENTS), max_size=30))
 def test_random_programs_never_raise(fragments):
-    result = analyse("fuzz.py", "\n".join(fragments).encode())
-    assert result.script is not None or result.problems
+    source = "\n".join(fragments)
+    result = analyse("fuzz.py", source.encode())
+    try:
+        ast.parse(source)
+    except SyntaxError as refused:  # Python refuses it: no script, a fatal problem says why
+        why = type(refused).__name__  # SyntaxError, IndentationError
+        assert result.script is None and any(p.fatal and why in p.error for p in result.problems), result.problems
+    else:  # Python reads it: so does the analysis, without a fatal problem
+        assert result.script is not None and not any(p.fatal for p in result.problems), result.problems
+
+
+def _no_script_exactly_when_a_fatal_problem_says_why(result) -> None:
+    fatal = [p for p in result.problems if p.fatal]
+    assert (result.script is None) == bool(fatal), result.problems
+    assert all(isinstance(p.error, str) and p.error for p in result.problems)
 
 
 @settings(max_examples=150, deadline=None)
 @given(st.binary(max_size=3000))
 def test_random_bytes_never_raise(raw):
-    result = analyse("fuzz.py", raw)
-    assert result.script is not None or result.problems
+    _no_script_exactly_when_a_fatal_problem_says_why(analyse("fuzz.py", raw))

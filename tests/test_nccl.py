@@ -405,10 +405,12 @@ def test_env_file_overlay_conflicts_across_files(tmp_path):
 
 def test_fixes_are_env_changes_gpudoctor_fix_can_apply():
     report = lint("seed002_nccl_exports.sh", "bad_job.sh", "bad.env")
-    for finding in report.findings:
-        if finding.rule.startswith("GD4") and finding.rule != "GD410":
-            assert finding.fix.env, finding.message
-            assert finding.fix.applicability in (Applicability.SAFE, Applicability.UNSAFE)
+    fixable = [f for f in report.findings if f.rule.startswith("GD4") and f.rule != "GD410"]
+    # the files hold each kind of fixable NCCL setting: a renamed or typo'd name, an unsafe value, a debug level
+    assert {f.rule for f in fixable} >= {"GD401", "GD402", "GD404", "GD406", "GD411"}
+    for finding in fixable:
+        assert finding.fix.env, finding.message
+        assert finding.fix.applicability in (Applicability.SAFE, Applicability.UNSAFE)
 
 
 # --- never crash ---------------------------------------------------------------------------------------------
