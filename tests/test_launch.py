@@ -370,7 +370,7 @@ def test_lint_job_and_script_end_to_end():
     assert done.returncode == 1
     (finding,) = [f for f in json.loads(done.stdout)["findings"] if f["rule"] == "GD604"]
     assert finding["location"]["line"] == 11 and finding["fix"]["commands"]
-    assert "--nproc_per_node=8" in finding["fix"]["commands"][0]
+    assert "--nproc_per_node=8" in finding["fix"]["commands"][-1]
 
 
 def test_lint_a_kubernetes_folder_end_to_end():
@@ -630,8 +630,28 @@ def test_multi_node_batch_script_without_srun(tmp_path, body, expected):
                             f"$SLURM_JOB_NODELIST | head -n 1)\n{body}\n", "GD610")
     assert [str(f.severity) for f in findings] == ([expected] if expected else [])
     if expected:
-        assert "#SBATCH --nodes=2" in findings[0].message and "srun --ntasks-per-node=1 torchrun" in \
-            findings[0].fix.commands[0]
+        assert "#SBATCH --nodes=2" in findings[0].message and "srun --ntasks-per-node=1 " in \
+            findings[0].fix.commands[-1] and "train.py" in findings[0].fix.commands[-1]
+
+
+@pytest.mark.parametrize("body,sets_master,expected", [
+    ('torchrun --nproc_per_node=4 --node_rank 0 --master_addr node1 train.py --lr 1e-4 --data "/my data" --out $OUT',
+     False, "srun --ntasks-per-node=1 torchrun --nproc_per_node=4 --nnodes=$SLURM_NNODES --rdzv_backend=c10d "
+            '--rdzv_endpoint=$MASTER_ADDR:29500 train.py --lr 1e-4 --data "/my data" --out $OUT'),
+    ("torchrun --nnodes=2 --nproc_per_node=4 train.py --epochs 3", True,
+     "srun --ntasks-per-node=1 torchrun --nnodes=2 --nproc_per_node=4 --rdzv_backend=c10d "
+     "--rdzv_endpoint=$MASTER_ADDR:29500 train.py --epochs 3"),
+    ("accelerate launch --multi_gpu --num_machines 2 --num_processes 8 train.py --cfg a.yaml", False,
+     "srun --ntasks-per-node=1 bash -c 'accelerate launch --multi_gpu --num_processes 8 --num_machines $SLURM_NNODES "
+     "--machine_rank $SLURM_NODEID --main_process_ip $MASTER_ADDR --main_process_port 29500 train.py --cfg a.yaml'"),
+])
+def test_srun_fix_rewrites_the_users_own_command(tmp_path, body, sets_master, expected):
+    """GD610's fix keeps the launcher's options and the script's arguments, lets the rendezvous number the nodes,
+    and sets MASTER_ADDR first when the script does not."""
+    master = 'export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)'
+    (finding,) = job_findings(tmp_path, "job.sbatch", "#!/bin/bash\n#SBATCH -N 2\n#SBATCH --gpus-per-node=4\n"
+                              + (master + "\n" if sets_master else "") + body + "\n", "GD610")
+    assert finding.fix.commands == ((expected,) if sets_master else (master, expected))
 
 
 def test_one_node_batch_script_needs_no_srun(tmp_path):

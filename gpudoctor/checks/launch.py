@@ -4,9 +4,10 @@ scripts these rules pass silently: there is nothing to compare."""
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Tuple
 
 from gpudoctor.checks import check
+from gpudoctor.facts.srun_command import per_node
 from gpudoctor.facts.jobs import (gpus_of, gpus_text, job_label, jobs, jobs_with_scripts, names, script_of, scripts,
                                   where)
 from gpudoctor.model import Location, Severity
@@ -16,13 +17,12 @@ RANK_STARTERS = {"srun", "mpirun", "torchrun", "torch.distributed.launch", "deep
                  "training-operator"}
 
 
-def launcher_fix(job: dict, gpus: Optional[int]) -> str:
-    script = (job.get("script") or {}).get("path") or "train.py"
-    count = gpus if gpus else "NUM_GPUS"
+def launcher_fix(job: dict, gpus: Optional[int]) -> Tuple[str, ...]:
+    """The command(s) that start the job's script with a launcher: once per node under srun in a batch script."""
     if job.get("kind") == "sbatch":
-        return (f"srun --ntasks-per-node=1 torchrun --nnodes=$SLURM_NNODES --nproc_per_node={count} "
-                f"--rdzv_backend=c10d --rdzv_endpoint=$MASTER_ADDR:29500 {script}")
-    return f"torchrun --nproc_per_node={count} {script}"
+        return per_node(job, gpus)
+    script = (job.get("script") or {}).get("path") or "train.py"
+    return (f"torchrun --nproc_per_node={gpus if gpus else 'NUM_GPUS'} {script}",)
 
 
 # --- GD604 distributed-script-without-launcher -------------------------------------------------------------
@@ -36,7 +36,7 @@ def distributed_script_without_launcher(facts, rule):
         if found:
             message, severity, evidence = found
             yield rule.finding(message, severity=severity, location=where(job), evidence=evidence,
-                               fix=rule.fix(commands=(launcher_fix(job, evidence["gpus"]),)))
+                               fix=rule.fix(commands=launcher_fix(job, evidence["gpus"])))
 
 
 def _trainer_alone(job: dict, script: dict, features: dict) -> Optional[tuple]:
@@ -177,7 +177,7 @@ def trainer_data_parallel(facts, rule, reported: set):
             "DistributedDataParallel",
             severity=None if gpus else Severity.INFO, location=where(job),
             evidence={"script": script["path"], "line": trainer["line"], "gpus": gpus, "trainer": trainer},
-            fix=rule.fix(case="trainer", values={"script": script["path"]}, commands=(launcher_fix(job, gpus),)))
+            fix=rule.fix(case="trainer", values={"script": script["path"]}, commands=launcher_fix(job, gpus)))
 
 
 def starts_own_ranks(facts, job: dict, unknown_too: bool) -> bool:
@@ -319,7 +319,7 @@ def multi_node_without_srun(facts, rule):
         yield rule.finding(message, severity=severity, location=where(job),
                            evidence={"job": job.get("path"), "line": job.get("line"), "nodes": nodes,
                                      "launchers": names(job), "waits_for": (waits or {}).get("nodes")},
-                           fix=rule.fix(commands=(launcher_fix(job, gpus_of(job)),)))
+                           fix=rule.fix(commands=launcher_fix(job, gpus_of(job))))
 
 
 # --- GD611 launcher-runs-interpreter ----------------------------------------------------------------------------
