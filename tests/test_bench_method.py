@@ -134,12 +134,54 @@ def test_more_ranks_than_gpus_is_refused_up_front(two_gpus):
         nccl.run(NcclConfig(), nprocs=4)
 
 
-def test_a_local_rank_beyond_the_gpus_is_refused(two_gpus):
-    rank = Rank(2, 3, 2, "env://", "torchrun")
-    with pytest.raises(BenchError, match="LOCAL_RANK=2 but this machine shows 2 GPU"):
-        nccl._device_and_backend(torch, rank, "auto")
+def test_ranks_bind_the_gpu_as_the_launcher_exposes_it(two_gpus, monkeypatch):
+    """torchrun: every rank sees the node's GPUs, local rank i → cuda:i; srun --gpus-per-task=1: each task sees
+    its own one GPU (device_count 1) while SLURM_LOCALID runs 0–7 → cuda:0 everywhere."""
     device, backend = nccl._device_and_backend(torch, Rank(1, 3, 1, "env://", "torchrun"), "auto")
     assert (device, backend) == (torch.device("cuda", 1), "nccl")
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    for local in range(8):
+        assert nccl._device_and_backend(torch, Rank(local, 8, local, "env://", "slurm"), "auto")[0] == \
+            torch.device("cuda", 0)
+
+
+SRUN = {"SLURM_PROCID": "5", "SLURM_STEP_NUM_TASKS": "16", "SLURM_STEP_ID": "0", "SLURM_LOCALID": "5",
+        "SLURM_NODEID": "0", "SLURM_STEP_TASKS_PER_NODE": "8(x2)", "MASTER_ADDR": "n1", "MASTER_PORT": "29500"}
+
+
+@pytest.mark.parametrize("env, devices, refused", [
+    ({**SRUN, "SLURM_GPUS_PER_TASK": "1"}, 1, False),           # srun --gpus-per-task=1: each task its own GPU
+    (SRUN, 8, False),                                          # 8 tasks seeing the node's 8 GPUs
+    (SRUN, 4, True),                                           # 8 tasks sharing 4 GPUs: refused on every rank
+    ({**SRUN, "SLURM_STEP_TASKS_PER_NODE": "4,8", "SLURM_NODEID": "1"}, 4, True),
+    ({**SRUN, "SLURM_GPUS_PER_TASK": "1", "SLURM_GPU_BIND": "none"}, 1, True),  # bound per task: overridden
+    ({"RANK": "3", "WORLD_SIZE": "8", "LOCAL_RANK": "3", "LOCAL_WORLD_SIZE": "8", "MASTER_ADDR": "n1",
+      "MASTER_PORT": "29500"}, 4, True),                       # torchrun --nproc-per-node 8 on 4 GPUs
+])
+def test_oversubscription_under_a_launcher_is_refused_before_the_group_forms(two_gpus, monkeypatch, env, devices,
+                                                                             refused):
+    for name in ("SLURM_GPUS_PER_TASK", "SLURM_GPU_BIND", "LOCAL_RANK", "SLURM_LOCALID"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: devices)
+    monkeypatch.setattr(launch, "run_ranks", lambda *a, **k: "started")
+    if refused:
+        with pytest.raises(BenchUsageError, match="Duplicate GPU detected"):
+            nccl.run(NcclConfig())
+    else:
+        assert nccl.run(NcclConfig()) == "started"
+
+
+def test_a_rank_refuses_buffers_beyond_the_free_memory_of_its_gpu(monkeypatch):
+    """Free, not total: other processes and NCCL's own buffers (NCCL_BUFFSIZE per channel) take their share."""
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: (3 * 2 ** 30, 80 * 2 ** 30))
+    monkeypatch.delenv("NCCL_BUFFSIZE", raising=False)
+    config = NcclConfig(op="all_gather", max_bytes=2 ** 30)  # 2 GiB of buffers (input and output)
+    nccl._fits_free_memory(torch, torch.device("cuda", 0), config, 2)  # + 512 MiB of NCCL's: fits in 3 GiB
+    monkeypatch.setenv("NCCL_BUFFSIZE", str(16 << 20))  # NCCL's grow to 2 GiB
+    with pytest.raises(BenchError, match="needs 4 GiB on cuda:0 .* but 3 GiB is free"):
+        nccl._fits_free_memory(torch, torch.device("cuda", 0), config, 2)
 
 
 def test_buffers_larger_than_the_gpu_are_refused_up_front(two_gpus):
@@ -152,6 +194,7 @@ def test_device_id_goes_to_init_process_group_where_torch_takes_it(monkeypatch):
 
     calls = []
     monkeypatch.setattr(nccl, "_device_and_backend", lambda t, rank, backend: (torch.device("cuda", 1), "nccl"))
+    monkeypatch.setattr(nccl, "_fits_free_memory", lambda *args: None)
 
     def init_with_device_id(backend, init_method=None, rank=-1, world_size=-1, timeout=None, device_id=None):
         calls.append(device_id)

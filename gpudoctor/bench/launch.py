@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -17,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
-from typing import Callable, Mapping, Optional
+from typing import Callable, Mapping, Optional, Tuple
 
 from gpudoctor.bench import BenchError
 
@@ -80,6 +81,40 @@ def rank_from_env(environ: Optional[Mapping[str, str]] = None) -> Optional[Rank]
         os.environ.update(MASTER_ADDR=master, MASTER_PORT=env.get("MASTER_PORT") or DEFAULT_PORT,
                           RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(_int(env, "SLURM_LOCALID") or 0))
     return Rank(rank, world, _int(env, "SLURM_LOCALID") or 0, "env://", "slurm")
+
+
+def local_device_index(local_rank: int, devices: int) -> int:
+    """The CUDA device a rank binds, as torchrun and srun expose GPUs: its local rank modulo the devices it sees
+    (torchrun: every GPU of the node, local rank i → cuda:i; `srun --gpus-per-task=1`: the task's own GPU, cuda:0
+    on every task while SLURM_LOCALID runs 0–7)."""
+    return local_rank % devices if devices > 0 else 0
+
+
+def _tasks_here(env: Mapping[str, str]) -> Optional[int]:
+    """srun's task count on this node: SLURM_STEP_TASKS_PER_NODE ("8(x2),4", one count per node) at SLURM_NODEID."""
+    counts = []
+    for part in (env.get("SLURM_STEP_TASKS_PER_NODE") or env.get("SLURM_TASKS_PER_NODE") or "").split(","):
+        match = re.fullmatch(r"(\d+)(?:\(x(\d+)\))?", part.strip())
+        if not match:
+            return None
+        counts += [int(match.group(1))] * int(match.group(2) or 1)
+    node = _int(env, "SLURM_NODEID") or 0
+    return counts[node] if node < len(counts) else None
+
+
+def local_layout(environ: Optional[Mapping[str, str]] = None) -> Tuple[int, bool, str]:
+    """For a launched rank: (ranks on this node, whether each has GPUs of its own, what says so). torchrun's
+    ranks share the node's GPUs (LOCAL_WORLD_SIZE); srun's tasks have their own when the step binds GPUs per task
+    (--gpus-per-task implies --gpu-bind=per_task unless --gpu-bind says otherwise: SLURM's srun manual), else
+    they share the GPUs they see. Every rank reads the same, so a bad layout fails on all of them at once."""
+    env = os.environ if environ is None else environ
+    if _int(env, "LOCAL_WORLD_SIZE"):
+        return _int(env, "LOCAL_WORLD_SIZE"), False, f"LOCAL_WORLD_SIZE={env['LOCAL_WORLD_SIZE']}"
+    tasks = _tasks_here(env) if "SLURM_PROCID" in env else None
+    if not tasks:
+        return 1, False, ""
+    own = bool(env.get("SLURM_GPUS_PER_TASK")) and not (env.get("SLURM_GPU_BIND") or "").startswith("none")
+    return tasks, own, f"srun starts {tasks} task(s) on this node"
 
 
 def free_port() -> int:

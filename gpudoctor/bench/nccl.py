@@ -46,6 +46,10 @@ CONTRIBUTING_RANKS = FP32_EXACT // PERIOD  # ranks beyond these contribute zeros
 TAG_STRIDE, TAG_RANKS = 16, 2 ** 20  # copies carry (i mod 13) + 1 + 16·(r mod 2^20) < 2^24
 VERIFY_BLOCK = 1 << 20  # elements compared at once (a boolean scratch of this many bytes)
 LARGE_SIZES = 3  # the summary averages busbw over this many of the largest sizes
+# NCCL's own buffers on each GPU: NCCL_BUFFSIZE (4 MiB unless set; NCCL's environment variable docs) per channel,
+# for sending and receiving, for the ring and the tree, over up to 32 channels (NCCL's MAXCHANNELS): an upper bound.
+NCCL_BUFFSIZE_DEFAULT = 4 << 20
+NCCL_BUFFER_COPIES = 2 * 2 * 32
 
 
 def bus_factor(op: str, world: int) -> float:
@@ -278,16 +282,33 @@ def shared_gpu_refusal(ranks: int, gpus: int, what: str) -> Optional[str]:
             f"\"Duplicate GPU detected\"; start at most {gpus} rank(s) per node")
 
 
+def nccl_buffer_bytes(environ=None) -> int:
+    """What NCCL itself may hold on each GPU besides the benchmark's buffers (NCCL_BUFFER_COPIES × NCCL_BUFFSIZE)."""
+    text = (os.environ if environ is None else environ).get("NCCL_BUFFSIZE", "")
+    return NCCL_BUFFER_COPIES * (int(text) if text.isdigit() and int(text) > 0 else NCCL_BUFFSIZE_DEFAULT)
+
+
+def _fits_free_memory(torch, device, config: NcclConfig, world: int) -> None:
+    """Before joining the group: the rank's buffers and NCCL's own in what is free on its GPU now (other processes
+    and the driver's reserve taken out), so a full GPU fails here, not as an out-of-memory inside a collective."""
+    free, _total = torch.cuda.mem_get_info(device)
+    need = buffer_bytes(config.op, config.max_bytes, world) + nccl_buffer_bytes()
+    if need > free:
+        raise BenchError(f"-e/--max-bytes {size(config.max_bytes)} needs {size(need)} on {device} ({config.op} "
+                         f"buffers and NCCL's own) but {size(free)} is free there")
+
+
 def _device_and_backend(torch, rank, requested: str):
+    """The rank's device (bound as the launcher exposes GPUs: `local_device_index`) and backend; the layout was
+    checked before (`_check_machine`)."""
+    from gpudoctor.bench.launch import local_device_index
+
     cuda = torch.cuda.is_available() and torch.cuda.device_count() > 0
     backend = requested if requested != "auto" else ("nccl" if cuda else "gloo")
     if backend == "nccl":
         if not cuda:
             raise BenchError("--backend nccl needs a CUDA GPU; this machine has none (use gloo)")
-        refusal = shared_gpu_refusal(rank.local_rank + 1, torch.cuda.device_count(), f"LOCAL_RANK={rank.local_rank}")
-        if refusal:
-            raise BenchError(refusal)
-        device = torch.device("cuda", rank.local_rank)
+        device = torch.device("cuda", local_device_index(rank.local_rank, torch.cuda.device_count()))
         torch.cuda.set_device(device)
         return device, backend
     return torch.device("cpu"), backend
@@ -305,6 +326,8 @@ def init_rank(rank, config: NcclConfig) -> tuple:
 
     warnings.filterwarnings("ignore", category=FutureWarning)
     device, backend = _device_and_backend(torch, rank, config.backend)
+    if device.type == "cuda":
+        _fits_free_memory(torch, device, config, rank.world_size)
     bound = {}
     if backend == "nccl" and "device_id" in inspect.signature(dist.init_process_group).parameters:
         bound["device_id"] = device
@@ -419,18 +442,21 @@ def measure(rank, device, backend: str, config: NcclConfig) -> dict:
     return result
 
 
-def _check_machine(config: NcclConfig, local_ranks: int) -> None:
-    """Refuse, before any rank starts, what this machine cannot run: more ranks than GPUs, buffers that do not
-    fit (on a GPU: one rank's buffers in its memory; on CPU: every local rank's in the available RAM)."""
+def _check_machine(config: NcclConfig, local_ranks: int, what: str = "", own_gpus: bool = False) -> None:
+    """Refuse, before any rank starts (or joins the group), what this machine cannot run: more ranks than the GPUs
+    they share (`own_gpus`: srun bound each its own), buffers that do not fit (on a GPU: one rank's buffers in its
+    memory; on CPU: every local rank's in the available RAM)."""
     import psutil
     import torch
 
     cuda = torch.cuda.is_available() and torch.cuda.device_count() > 0 and config.backend != "gloo"
     need = buffer_bytes(config.op, config.max_bytes, max(local_ranks, 1))
     if cuda:
-        refusal = shared_gpu_refusal(local_ranks, torch.cuda.device_count(), f"--nprocs {local_ranks}")
+        refusal = None if own_gpus else shared_gpu_refusal(local_ranks, torch.cuda.device_count(),
+                                                           what or f"--nprocs {local_ranks}")
         if refusal:
             raise BenchUsageError(refusal)
+        # the whole GPU, before any CUDA context: each rank checks what is free on its own GPU before it joins
         have, where = torch.cuda.get_device_properties(0).total_memory, "the GPU has"
     else:
         need *= local_ranks
@@ -442,7 +468,7 @@ def _check_machine(config: NcclConfig, local_ranks: int) -> None:
 
 def run(config: NcclConfig, nprocs: Optional[int] = None) -> tuple:
     """(this process's Rank, the result); spawns local workers unless torchrun/srun started us."""
-    from gpudoctor.bench.launch import default_nprocs, rank_from_env, run_ranks
+    from gpudoctor.bench.launch import default_nprocs, local_layout, rank_from_env, run_ranks
 
     if config.op not in OPS:
         raise BenchUsageError(f"unknown op {config.op!r} ({', '.join(OPS)})")
@@ -452,5 +478,6 @@ def run(config: NcclConfig, nprocs: Optional[int] = None) -> tuple:
         nprocs = nprocs or default_nprocs()
         _check_machine(config, nprocs)
     else:
-        _check_machine(config, int(os.environ.get("LOCAL_WORLD_SIZE") or 1))
+        ranks, own, what = local_layout()
+        _check_machine(config, ranks, what, own_gpus=own)
     return run_ranks(run_worker, config, nprocs)
