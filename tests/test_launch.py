@@ -847,13 +847,18 @@ def test_global_rank_devices(body, expected):
 
 def test_transformer_engine_settings_of_a_one_gpu_job():
     """GD426 on an environment block copied from a multi-node Megatron/TE recipe into a one-GPU run."""
-    _, report = lint(LAUNCH / "te_sft_1gpu.sh")
+    snapshot, report = lint(LAUNCH / "te_sft_1gpu.sh")
     found = {(f.evidence["variable"], str(f.severity)) for f in report.findings if f.rule == "GD426"}
     assert found == {("NVTE_FWD_LAYERNORM_SM_MARGIN", "info"), ("NVTE_BWD_LAYERNORM_SM_MARGIN", "info"),
-                     ("NVTE_ASYNC_AMAX_REDUCTION", "info"), ("NVTE_FLASH_ATTENTION", "warning")}
+                     ("NVTE_ASYNC_AMAX_REDUCTION", "info"), ("NVTE_FLASH_ATTENTION", "warning"),
+                     ("NVTE_FP8_DPA_BWD", "info")}  # the script trains in bf16: nothing runs FP8
     misspelt = next(f for f in report.findings if f.rule == "GD426" and "FLASH_ATTENTION" in f.message)
     assert "did you mean NVTE_FLASH_ATTN?" in misspelt.message
     assert not [f for f in report.findings if f.rule == "GD408"]  # no FSDP, no tensor parallelism: nothing to say
+    # the same block beside a script that runs FP8 keeps NVTE_FP8_DPA_BWD
+    snapshot.facts["requests"]["fp8"] = [{"source": "train_sft.py", "line": 7, "what": "te.fp8_autocast()"}]
+    again = evaluate(snapshot, [rule for rule in LINT_RULES if rule.id == "GD426"])
+    assert "NVTE_FP8_DPA_BWD" not in {f.evidence["variable"] for f in again.findings}
 
 
 def test_one_connection_beside_fsdp():

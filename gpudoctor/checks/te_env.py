@@ -1,6 +1,7 @@
 """GD426: Transformer Engine variables (NVTE_*) that TE does not read — misspelt, or removed in a release
 (rules/te_env.toml, generated from TransformerEngine's sources by tools/gen_te_env.py) — and the layernorm SM
-margins, which reserve SMs for communication, set for a job of one GPU that has none."""
+margins, which reserve SMs for communication, set for a job of one GPU that has none; FP8 settings where nothing
+runs FP8."""
 
 from __future__ import annotations
 
@@ -20,6 +21,20 @@ def _one_gpu(facts, setting: Setting) -> bool:
     mine = [job for job in jobs(facts) if job.get("path") == setting.record.get("path")]
     return bool(mine) and all(job.get("ranks_per_node") == 1 and (job.get("gpus") or {}).get("count") == 1
                               and not (job.get("nodes") or {}).get("count", 1) > 1 for job in mine)
+
+
+def _fp8_only(name: str) -> bool:
+    """A TE setting that only matters when FP8 runs (its recipe, scaling, amax history or reduction)."""
+    return "FP8" in name or "AMAX" in name
+
+
+def _no_fp8(facts) -> bool:
+    """The job's scripts were read and none asks for FP8 (fp8_autocast, an FP8 recipe or precision), nor does any
+    job's command line (`--fp8-format`, `precision=fp8…`)."""
+    scripts = facts.get("scripts", None) or []
+    if not scripts or facts.get("requests.fp8", None):
+        return False
+    return not any("fp8" in str(job.get("command", "")).lower() for job in jobs(facts))
 
 
 @check("GD426")
@@ -47,6 +62,11 @@ def transformer_engine_env(facts, rule):
                 f"removed one){hint}", location=setting.location, evidence=setting.evidence(suggestion=close[0]
                                                                                           if close else None),
                 fix=fix)
+        elif _fp8_only(name) and _no_fp8(facts):
+            yield rule.finding(
+                f"{name}{setting.where} tunes Transformer Engine's FP8 path, but no script of the job runs FP8 "
+                "(no fp8_autocast, FP8 recipe or fp8 precision, nothing about fp8 on its command lines): it has no "
+                "effect", severity=Severity.INFO, location=setting.location, evidence=setting.evidence(), fix=unset)
         elif name in SM_MARGINS and setting.value not in (None, "", "0") and _one_gpu(facts, setting):
             yield rule.finding(
                 f"{name}={setting.value}{setting.where} keeps {setting.value} SMs free for communication kernels "
