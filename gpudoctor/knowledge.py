@@ -159,3 +159,13 @@ def wheel_archs(torch_version: str, cuda: str) -> Optional[dict]:
         if (low is None or release >= low) and (high is None or release <= high):
             return row
     return None
+
+
+def releases_with_wheel(cuda: str) -> list:
+    """The torch releases (major.minor, oldest first) that publish a Linux x86_64 wheel for CUDA major.minor on
+    download.pytorch.org (`[[release]]` of rules/torch_wheels.toml)."""
+    wanted = major_minor(cuda)
+    found = [row["torch"] for row in table("torch_wheels").get("release", [])
+             if wanted in {major_minor(c) for c in row.get("cuda", [])}]
+    return sorted(found, key=version)
+

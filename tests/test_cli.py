@@ -16,8 +16,21 @@ def test_plain_report_reads_without_colour(run_cli):
     assert "\x1b[" not in out
     assert "✗ GD101 driver-too-old" in out
     assert "driver 470.182.03 supports CUDA ≤ 11.4" in out
-    assert "pip install --force-reinstall torch --index-url https://download.pytorch.org/whl/cu118" in out
+    assert "pip install --force-reinstall torch==2.1.2 --index-url https://download.pytorch.org/whl/cu118" in out
     assert out.rstrip().split("\n\n")[-1].strip().startswith("1 error · 0 warnings")
+
+
+@pytest.mark.parametrize("cuda,torch,pin", [
+    ("11.8", "2.1.2+cu121", "torch==2.1.2"),        # 2.1 publishes cu118: the user's own version
+    ("11.8", "2.8.0+cu128", "'torch==2.7.*'"),      # the newest release with cu118 before the user's
+    ("12.8", "2.3.1+cu121", "'torch==2.7.*'"),      # none before: the first release that has it
+])
+def test_gd101_reinstall_is_pinned(cuda, torch, pin):
+    """Never an unpinned reinstall that jumps torch to the index's newest build (rules/torch_wheels.toml [[release]])."""
+    from gpudoctor.checks.driver_cuda import _install_command
+
+    (command,) = _install_command(cuda, torch)
+    assert command == f"pip install --force-reinstall {pin} --index-url https://download.pytorch.org/whl/cu{cuda.replace('.', '')}"
 
 
 def test_json_report_follows_the_contract(run_cli):

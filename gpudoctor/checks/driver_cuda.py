@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 from typing import Optional
 
 from gpudoctor.checks import check
@@ -10,8 +11,8 @@ from gpudoctor.facts.devices import cuda_devices, job_gpus
 from gpudoctor.facts.log_evidence import cited, log_events, or_from_log
 from gpudoctor.facts import MissingFact
 from gpudoctor.facts.cuda import require_torch, toolkit_version_at, torch_cuda
-from gpudoctor.knowledge import (driver_max_cuda, gpu_cc, major_minor, min_driver, mvc_floor, table, version,
-                                 wheel_archs)
+from gpudoctor.knowledge import (driver_max_cuda, gpu_cc, major_minor, min_driver, mvc_floor, releases_with_wheel,
+                                 table, version, wheel_archs)
 from gpudoctor.model import EnvChange, Severity
 
 
@@ -59,10 +60,23 @@ def best_wheel_cuda(driver: Optional[str], driver_cuda_version: Optional[str]) -
     return max(best, key=version) if best else None
 
 
-def _install_command(cuda: Optional[str]) -> tuple:
+def _install_command(cuda: Optional[str], torch_version: Optional[str]) -> tuple:
+    """Reinstall torch built for `cuda`, pinned: the user's own version where its release publishes that build,
+    else the newest release that does not go past the user's (else the oldest after it) — never an unpinned jump
+    to whatever the index has newest."""
     if not cuda:
         return ()
-    return (f"pip install --force-reinstall torch --index-url https://download.pytorch.org/whl/{wheel_tag(cuda)}",)
+    have = str(torch_version or "").split("+")[0]
+    releases = releases_with_wheel(cuda)
+    if have and major_minor(have) in releases:
+        pin = f"torch=={have}"
+    elif releases:
+        older = [r for r in releases if version(have) is None or version(r) <= version(have)]
+        pin = f"torch=={older[-1] if older else releases[0]}.*"
+    else:
+        pin = "torch"
+    return (f"pip install --force-reinstall {shlex.quote(pin)} --index-url "
+            f"https://download.pytorch.org/whl/{wheel_tag(cuda)}",)
 
 
 def driver_too_old_in_log(facts, rule):
@@ -101,11 +115,12 @@ def driver_too_old(facts, rule):
         message += f" (needs driver ≥ {minimum}{' through minor-version compatibility' if floor else ''})"
     evidence = {"driver": driver, "driver_cuda": have_cuda, "torch_cuda": runtime,
                 "min_driver": str(minimum) if minimum else None}
+    commands = _install_command(better, facts.get("torch.version", None))
     if minimum:
-        fix = rule.fix(case="driver_or_wheel" if better else "driver", commands=_install_command(better),
+        fix = rule.fix(case="driver_or_wheel" if better else "driver", commands=commands,
                        values={"min_driver": minimum, "cuda": better} if better else {"min_driver": minimum})
     else:
-        fix = rule.fix(commands=_install_command(better))
+        fix = rule.fix(commands=commands)
     yield rule.finding(message, evidence=evidence, fix=fix)
 
 
@@ -207,13 +222,13 @@ def torch_cpu_only(facts, rule):
         return
     have_cuda = driver_cuda(facts)
     better = best_wheel_cuda(driver, have_cuda)
+    commands = _install_command(better, facts.get("torch.version", None))
     names = ", ".join(sorted({g.get("name", "?") for g in gpus or []})) or f"driver {driver}"
     yield rule.finding(
         f"torch {facts.get('torch.version', '')} is a CPU-only build, but this machine has {names}",
         evidence={"torch": facts.get("torch.version", None), "gpus": len(gpus or []), "driver": driver},
         fix=rule.fix(case="wheel_for_driver", values={"cuda": better, "driver": driver},
-                     commands=_install_command(better)) if better and driver else rule.fix(
-            commands=_install_command(better)),
+                     commands=commands) if better and driver else rule.fix(commands=commands),
     )
 
 
