@@ -146,3 +146,24 @@ def test_an_undefined_symbol_of_torch_itself_is_not_gd111(run_cli, tmp_path):
     log.write_text("ImportError: /venv/site-packages/flash_attn_2_cuda.so: undefined symbol: _ZN3c104cuda9SetDeviceEi\n")
     code, out, _ = run_cli("check", "--from", log, "--select", "GD111", "--format", "json")
     assert json.loads(out)["findings"] == []
+
+
+P2P_HANG = """ws-01:1234:1300 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC
+ws-01:1234:1301 [1] NCCL INFO Channel 00/0 : 1[1] -> 0[0] via P2P/IPC
+ws-01:1234:1300 [0] NCCL INFO Connected all rings
+[rank0]:[E ProcessGroupNCCL.cpp:563] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum={seq}, \
+OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600231 milliseconds before timing out.
+"""
+
+
+@pytest.mark.parametrize("seq,fires", [(1, True), (4000, False)])
+def test_a_hang_at_the_first_collective_over_p2p_is_gd412(run_cli, tmp_path, seq, fires):
+    log = tmp_path / "rank0.log"
+    log.write_text(P2P_HANG.format(seq=seq))
+    code, out, _ = run_cli("check", "--from", log, "--select", "GD412", "--format", "json")
+    report = json.loads(out)
+    assert [f["rule"] for f in report["findings"]] == (["GD412"] if fires else [])
+    if fires:
+        assert report["findings"][0]["severity"] == "error" and "P2P/IPC" in report["findings"][0]["message"]
+    else:
+        assert report["passed"] == ["GD412"]

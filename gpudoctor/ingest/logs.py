@@ -296,6 +296,8 @@ class LogScanner:
             if m:
                 entry.setdefault("channel_network", m.group(1).strip())
                 self._mark(entry, "channel_network_at", where, line)
+        elif "via P2P/" in msg:  # `Channel 00/0 : 0[0] -> 1[1] via P2P/IPC` (also P2P/CUMEM, P2P/direct pointer)
+            self._mark(entry, "p2p_at", where, line)
         if msg.startswith("NET/IB") and ": Using" in msg:
             self._mark(entry, "ib_used", where, line)
             oob = _OOB.search(msg)
