@@ -241,3 +241,24 @@ def test_slurm_ids_that_match_no_gpu_fall_back(shared):
 
 def test_nvml_init_time_is_its_own_figure(shared):
     assert isinstance(shared["init_seconds"], float) and 0 <= shared["init_seconds"] < 30
+
+
+def test_gd107_reads_the_value_as_cuda_does(node):
+    """CUDA strips the spaces around an entry (" 1", "0, 1" are valid) and sees no device at all when one is named
+    twice ("0,0"); a space inside an entry is still malformed."""
+    assert run("GD107", node, {"CUDA_VISIBLE_DEVICES": " 1"}) == []
+    assert run("GD107", node, {"CUDA_VISIBLE_DEVICES": "0, 1"}) == []
+    twice = run("GD107", node, {"CUDA_VISIBLE_DEVICES": "0,0"})
+    assert len(twice) == 1 and "sees no device" in twice[0].message
+    assert job_gpus(Facts({"nvml": node, "env": {"CUDA_VISIBLE_DEVICES": "0,0"}})).devices == []
+    assert "malformed" in run("GD107", node, {"CUDA_VISIBLE_DEVICES": "GPU 1"})[0].message
+
+
+def test_torch_before_2_4_gives_no_uuids_and_the_mapping_is_said_assumed(node):
+    """torch's device UUID arrived in 2.4 (pytorch PR #125083): with an older torch the mapping is an assumption."""
+    old = {"status": "ok", "version": "2.3.1", "devices": [{"name": "NVIDIA A100-SXM4-80GB"}]}
+    job = job_gpus(Facts({"nvml": node, "env": {}, "torch": old}))
+    assert job.basis == "all" and "torch 2.3.1 gives no device UUIDs (torch 2.4+ does)" in job.note()
+    new = {"status": "ok", "version": "2.4.0", "devices": [{"name": "NVIDIA A100-SXM4-80GB",
+                                                             "uuid": node["gpus"][0]["uuid"][4:]}]}
+    assert job_gpus(Facts({"nvml": node, "env": {}, "torch": new})).note() == ""

@@ -423,7 +423,14 @@ def cuda_visible_devices_invalid(facts, rule):
     gpus = cuda_devices(nvml_gpus)  # what CUDA numbers: the GPUs this job may open, MIG devices for MIG GPUs
     uuids = [g["uuid"] for g in nvml_gpus if g.get("uuid")] + [
         m["uuid"] for g in nvml_gpus for m in g.get("mig_devices", []) if m.get("uuid")]
-    for position, entry in enumerate(value.split(",")):
+    entries = [entry.strip() for entry in value.split(",")]  # CUDA strips the spaces around an entry
+    repeated = next((entry for position, entry in enumerate(entries) if entry in entries[:position]), None)
+    if repeated is not None:
+        yield rule.finding(f"CUDA_VISIBLE_DEVICES={value!r} names {repeated} twice: CUDA then sees no device at all "
+                           "('no CUDA-capable device is detected')",
+                           evidence={"CUDA_VISIBLE_DEVICES": value, "repeated": repeated}, fix=fix_unset)
+        return
+    for position, entry in enumerate(entries):
         problem = None
         if not _DEVICE.match(entry):
             problem = f"entry {entry!r} is malformed (spaces and names are not allowed)"
@@ -432,7 +439,7 @@ def cuda_visible_devices_invalid(facts, rule):
         elif entry.startswith(("GPU-", "MIG-")) and "/" not in entry and uuids and not any(u.startswith(entry) for u in uuids):
             problem = f"{entry} matches no GPU or MIG device UUID on this machine"
         if problem:
-            dropped = "" if position == len(value.split(",")) - 1 else "; CUDA ignores it and every entry after it"
+            dropped = "" if position == len(entries) - 1 else "; CUDA ignores it and every entry after it"
             yield rule.finding(f"CUDA_VISIBLE_DEVICES={value!r}: {problem}{dropped}",
                                evidence={"CUDA_VISIBLE_DEVICES": value, "gpus": len(gpus)}, fix=fix_unset)
             return

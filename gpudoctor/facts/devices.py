@@ -95,8 +95,10 @@ def _order_assumption(facts, devices: list) -> Optional[str]:
 def _from_visible(facts, visible: str, gpus: list) -> JobGpus:
     enumerated = cuda_devices(gpus)
     chosen, assumption = [], None
-    for entry in visible.split(","):
-        entry = entry.strip()
+    entries = [entry.strip() for entry in visible.split(",")]
+    if len(set(entries)) < len(entries):
+        return JobGpus([], "cuda_visible_devices")  # a device named twice: CUDA sees none (GD107 reports it)
+    for entry in entries:
         if entry.isdigit():
             device = enumerated[int(entry)] if int(entry) < len(enumerated) else None
             assumption = assumption or _order_assumption(facts, enumerated)
@@ -119,6 +121,17 @@ def _from_torch(facts, gpus: list) -> Optional[JobGpus]:
     if None in chosen:
         return None  # torch sees a device NVML does not: fall back to the environment
     return JobGpus(chosen, "uuid")
+
+
+def _torch_without_uuids(facts) -> Optional[str]:
+    """Why the mapping is assumed when torch ran but gave its devices no UUID: the property arrived in torch 2.4
+    (pytorch PR #125083, `torch.cuda.get_device_properties(i).uuid`)."""
+    devices = facts.get("torch.devices", None) or [] if facts.get("torch.status", None) == "ok" else []
+    if devices and not all(d.get("uuid") for d in devices):
+        version = facts.get("torch.version", None)
+        return (f"{'torch ' + version if version else 'this torch'} gives no device UUIDs (torch 2.4+ does): "
+                "CUDA's devices assumed to be NVML's in PCI order")
+    return None
 
 
 def _from_slurm(facts, gpus: list) -> Optional[JobGpus]:
@@ -154,4 +167,4 @@ def job_gpus(facts) -> JobGpus:
         chosen = _from_visible(facts, ",".join(runtime), gpus).devices
         if len(chosen) == len(runtime):  # the container runtime's selection (Kubernetes' device plugin)
             return JobGpus(chosen, "nvidia_visible_devices")
-    return JobGpus(cuda_devices(gpus), "all")
+    return JobGpus(cuda_devices(gpus), "all", _torch_without_uuids(facts))

@@ -138,7 +138,7 @@ def _cuda_facts(torch, facts):
         props = torch.cuda.get_device_properties(index)
         device = {"name": props.name, "cc": "%d.%d" % (props.major, props.minor),
                   "memory_total_bytes": int(props.total_memory)}
-        uuid = getattr(props, "uuid", None)  # torch >= 2.0: maps this CUDA ordinal onto NVML's GPU or MIG device
+        uuid = getattr(props, "uuid", None)  # torch >= 2.4 (pytorch PR #125083): maps this CUDA ordinal onto NVML's device
         if uuid is not None:
             device["uuid"] = str(uuid)
         devices.append(device)
