@@ -298,7 +298,7 @@ def _describe(interfaces: List[dict]) -> str:
 @check("GD403")
 def nccl_socket_ifname_missing(facts, rule):
     env = facts.get("env")
-    wanted = [name for name in ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME") if env.get(name)]
+    wanted = [name for name in IFNAME_PROBLEMS if env.get(name)]
     if not wanted:
         return []
     interfaces = facts.get("host.interfaces")
@@ -312,36 +312,44 @@ def nccl_socket_ifname_missing(facts, rule):
     findings = []
     for name in wanted:
         value = str(env[name])
-        location = location_of(sources.get(name) or {})
-        if name == "NCCL_SOCKET_IFNAME":
-            if len(value) <= 1:
-                continue  # NCCL ignores it (GD402 says so)
-            chosen = nccl_ifname_matches(value, usable_names)
-            if chosen:
-                continue
-            near = nccl_ifname_matches(value, [i.get("name", "") for i in interfaces])
-            why = f" ({', '.join(near)} matches but is down or has no {family or 'IP'} address)" if near else ""
-            message = (f"NCCL_SOCKET_IFNAME={value} matches no usable interface on this host{why}; NCCL fails with "
-                       f"\"no socket interface found\" (interfaces: {_describe(interfaces)})")
-        else:
-            missing = [n for n in value.split(",") if n and n not in usable_names]
-            if not missing:
-                continue
-            message = (f"GLOO_SOCKET_IFNAME={value}: {', '.join(missing)} is not a usable interface on this host; "
-                       f"gloo fails with \"Unable to find address for\" (interfaces: {_describe(interfaces)})")
-        if len(candidates) == 1:
-            target = f"={candidates[0]}" if name == "NCCL_SOCKET_IFNAME" else candidates[0]
-            fix = rule.fix(applicability="unsafe", case="only_interface",
-                           values={"variable": name, "interface": target},
-                           env=EnvChange(set={name: target}))
-        else:
-            fix = rule.fix(applicability="unsafe", case="pick_interface" if candidates else "no_interface",
-                           values={"variable": name, **({"interfaces": ", ".join(candidates)} if candidates else {})},
-                           env=EnvChange(unset=(name,)))
-        findings.append(rule.finding(message, location=location, evidence={
-            "variable": name, "value": value, "interfaces": [i.get("name") for i in interfaces],
-            "usable": usable_names}, fix=fix))
+        message = IFNAME_PROBLEMS[name](value, interfaces, usable_names, family)
+        if message is not None:
+            findings.append(rule.finding(message, location=location_of(sources.get(name) or {}), evidence={
+                "variable": name, "value": value, "interfaces": [i.get("name") for i in interfaces],
+                "usable": usable_names}, fix=_interface_fix(rule, name, candidates)))
     return findings
+
+
+def _nccl_ifname_problem(value: str, interfaces: List[dict], usable_names: List[str], family) -> Optional[str]:
+    if len(value) <= 1 or nccl_ifname_matches(value, usable_names):
+        return None  # one character: NCCL ignores it (GD402 says so)
+    near = nccl_ifname_matches(value, [i.get("name", "") for i in interfaces])
+    why = f" ({', '.join(near)} matches but is down or has no {family or 'IP'} address)" if near else ""
+    return (f"NCCL_SOCKET_IFNAME={value} matches no usable interface on this host{why}; NCCL fails with "
+            f"\"no socket interface found\" (interfaces: {_describe(interfaces)})")
+
+
+def _gloo_ifname_problem(value: str, interfaces: List[dict], usable_names: List[str], family) -> Optional[str]:
+    missing = [n for n in value.split(",") if n and n not in usable_names]
+    if not missing:
+        return None
+    return (f"GLOO_SOCKET_IFNAME={value}: {', '.join(missing)} is not a usable interface on this host; "
+            f"gloo fails with \"Unable to find address for\" (interfaces: {_describe(interfaces)})")
+
+
+# the interface variables GD403 judges, each with what is wrong in its value (None: nothing)
+IFNAME_PROBLEMS = {"NCCL_SOCKET_IFNAME": _nccl_ifname_problem, "GLOO_SOCKET_IFNAME": _gloo_ifname_problem}
+
+
+def _interface_fix(rule, name: str, candidates: List[str]):
+    """The one usable interface where there is one; else unset, naming the candidates."""
+    if len(candidates) == 1:
+        target = f"={candidates[0]}" if name == "NCCL_SOCKET_IFNAME" else candidates[0]
+        return rule.fix(applicability="unsafe", case="only_interface", values={"variable": name, "interface": target},
+                        env=EnvChange(set={name: target}))
+    return rule.fix(applicability="unsafe", case="pick_interface" if candidates else "no_interface",
+                    values={"variable": name, **({"interfaces": ", ".join(candidates)} if candidates else {})},
+                    env=EnvChange(unset=(name,)))
 
 
 # --- GD404 nccl-deprecated-variable ------------------------------------------------------------------------
