@@ -4,6 +4,8 @@ logs grouped by host, and the reader's properties under fuzzing."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import random
@@ -15,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gpudoctor.cli import main
 from gpudoctor.ingest.logs import LogScanner
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,6 +31,13 @@ TAG_RULE = {"nccl-socket-fallback": "GD420", "ib-plugin-missing": "GD421", "nccl
 
 
 def gpudoctor(*args, stdin=None):
+    """The CLI's exit code, stdout and stderr (bytes). In this process, unless `stdin` is given: then a real pipe
+    feeds a real process, which is what those tests are about."""
+    if stdin is None:
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main([str(arg) for arg in args])
+        return subprocess.CompletedProcess(args, code, out.getvalue().encode(), err.getvalue().encode())
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     return subprocess.run([sys.executable, "-m", "gpudoctor", *map(str, args)], input=stdin, capture_output=True,
                           timeout=120, env=env, cwd=ROOT)
