@@ -71,7 +71,7 @@ def test_corpus_verdicts(label):
     ("ds_report_envblock_only_mismatch.txt", ["GD102"]),         # nvcc 11.5 vs torch cu124
     ("collect_env_driver_warning_11040.txt", ["GD101"]),         # only the torch warning tells the driver
     ("nvidia_smi_error_wrapped_typographic.txt", ["GD105"]),     # driver not loaded
-    ("mixed_issue_smi_collect_env_ds.txt", ["GD102"]),
+    ("mixed_issue_smi_collect_env_ds.txt", ["GD102", "GD310"]),
     ("collect_env_macos_arm64.txt", []),                          # no NVIDIA GPU: CPU torch is right
     ("pip_show_torch_cpu.txt", []),                               # a CPU wheel, nothing known about a GPU
     ("collect_env_rocm.txt", []),
