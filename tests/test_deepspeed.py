@@ -329,14 +329,21 @@ def test_gd307_a_section_that_is_not_an_object():
     assert not rule_findings("GD307", config_facts('{"zero_optimization": true}')).findings
 
 
-@real_deepspeed
-def test_real_deepspeed_refuses_a_section_that_is_not_an_object():
+SECTION_ACCEPTED = [
+    {"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 2, "offload_optimizer": None}},
+    {"train_micro_batch_size_per_gpu": 1, "zero_optimization": True},
+    {"train_micro_batch_size_per_gpu": 1, "optimizer": {"type": "Adam", "scheduler": {"type": "x"}}}]
+
+
+def _section_scalars():
     paths = [s["path"] for s in table("deepspeed_config")["section"] if s["path"]]
-    scalars = [{"train_micro_batch_size_per_gpu": 1, **_nest(path, value)} for path in paths for value in (True, "x")]
-    accepted = [{"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 2, "offload_optimizer": None}},
-                {"train_micro_batch_size_per_gpu": 1, "zero_optimization": True},
-                {"train_micro_batch_size_per_gpu": 1, "optimizer": {"type": "Adam", "scheduler": {"type": "x"}}}]
-    results = ask_deepspeed(scalars + accepted)["configs"]
+    return [{"train_micro_batch_size_per_gpu": 1, **_nest(path, value)} for path in paths for value in (True, "x")]
+
+
+@real_deepspeed
+def test_real_deepspeed_refuses_a_section_that_is_not_an_object(deepspeed_answer):
+    scalars, accepted = _section_scalars(), SECTION_ACCEPTED
+    results = deepspeed_answer["asked"]["sections"]["configs"]
     refused = {json.dumps(config): result for config, result in zip(scalars, results) if result != "ok"}
     accepted_by_deepspeed = {json.dumps(c) for c, r in zip(scalars, results) if r == "ok"}
     assert accepted_by_deepspeed == {json.dumps({"train_micro_batch_size_per_gpu": 1, "zero_optimization": True})}
@@ -505,9 +512,21 @@ print(json.dumps(out))
 
 
 @pytest.fixture(scope="module")
-def deepspeed_answer():
-    """The installed DeepSpeed's own answers (version, ops, model fields, removed keys, async_io), asked once."""
-    return ask_deepspeed()
+def deepspeed_answer(tmp_path_factory):
+    """The installed DeepSpeed's own answers (version, ops, model fields, removed keys, async_io) and its verdict
+    on every config and file the tests below ask about, in one child process; `asked[test]`: that test's part."""
+    groups, paths = _rule_configs(tmp_path_factory.mktemp("deepspeed"))
+    asked = {"sections": {"configs": _section_scalars() + SECTION_ACCEPTED, "paths": []},
+             "rules": {"configs": [c for group in groups for c in group], "paths": paths, "groups": groups},
+             "values": {"configs": _validated_values(), "paths": []}}
+    answer = ask_deepspeed([c for part in asked.values() for c in part["configs"]],
+                           [p for part in asked.values() for p in part["paths"]])
+    configs, paths_read = iter(answer["configs"]), iter(answer["paths"])
+    for part in asked.values():
+        part["path_names"] = part["paths"]
+        part["configs"] = [next(configs) for _ in part["configs"]]
+        part["paths"] = [next(paths_read) for _ in part["paths"]]
+    return dict(answer, asked=asked)
 
 
 def ask_deepspeed(configs=(), paths=()):
@@ -530,7 +549,8 @@ def concrete(config):
 
 
 @real_deepspeed
-def test_real_deepspeed_agrees_with_the_config_rules(tmp_path):
+def _rule_configs(folder):
+    """(fixtures, strict sections with a typo, loose ones with a typo, conflicts), and two files DeepSpeed reads."""
     sections = {s["path"]: s for s in table("deepspeed_config")["section"]}
     fixtures = [concrete(json.loads((CONFIGS / name).read_text())) for name in CLEAN + ["hf_zero3_auto.json"]]
     for config in fixtures:  # DeepSpeedConfig runs without torch.distributed here: world size 1 (GD306 is apart)
@@ -542,12 +562,19 @@ def test_real_deepspeed_agrees_with_the_config_rules(tmp_path):
     conflicts = [{"train_micro_batch_size_per_gpu": 1, "fp16": {"enabled": True}, "bf16": {"enabled": True}},
                  {"train_batch_size": 64, "train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 2},
                  {"train_batch_size": "auto", "train_micro_batch_size_per_gpu": 1}]
-    hjson_file = tmp_path / "commented.json"
+    hjson_file = folder / "commented.json"
     hjson_file.write_text('{\n  // ZeRO-2\n  "train_micro_batch_size_per_gpu": 1,\n  "zero_optimization": '
                           '{"stage": 2,},\n}\n')
-    duplicate_file = tmp_path / "duplicate.json"
+    duplicate_file = folder / "duplicate.json"
     duplicate_file.write_text('{"train_micro_batch_size_per_gpu": 1, "train_micro_batch_size_per_gpu": 2}')
-    answer = ask_deepspeed(fixtures + typo_strict + typo_loose + conflicts, [hjson_file, duplicate_file])
+    return (fixtures, typo_strict, typo_loose, conflicts), [hjson_file, duplicate_file]
+
+
+@real_deepspeed
+def test_real_deepspeed_agrees_with_the_config_rules(deepspeed_answer):
+    answer = deepspeed_answer["asked"]["rules"]
+    fixtures, typo_strict, typo_loose, conflicts = answer["groups"]
+    hjson_file, duplicate_file = answer["path_names"]
     results = answer["configs"]
     n_fix, n_strict = len(fixtures), len(typo_strict)
     # every clean fixture (autos filled in) is a config DeepSpeed accepts
@@ -664,14 +691,19 @@ def test_parse_never_raises_on_json_like_noise(text):
 
 
 @real_deepspeed
-def test_real_deepspeed_agrees_on_the_values_it_validates():
-    """GD307 calls a ZeRO stage or offload device wrong exactly when DeepSpeed's pydantic model rejects it."""
+def _validated_values():
     configs = [{"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": stage}}
                for stage in (0, 3, "3", 2.0, True, 4, -1, "three", None)]
-    configs += [{"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 3, section: {"device": device}}}
-                for section in ("offload_param", "offload_optimizer")
-                for device in ("none", "cpu", "nvme", "cuda", "CPU", "auto", None, 1)]
-    answer = ask_deepspeed(configs)["configs"]
+    return configs + [
+        {"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 3, section: {"device": device}}}
+        for section in ("offload_param", "offload_optimizer")
+        for device in ("none", "cpu", "nvme", "cuda", "CPU", "auto", None, 1)]
+
+
+def test_real_deepspeed_agrees_on_the_values_it_validates(deepspeed_answer):
+    """GD307 calls a ZeRO stage or offload device wrong exactly when DeepSpeed's pydantic model rejects it."""
+    configs = _validated_values()
+    answer = deepspeed_answer["asked"]["values"]["configs"]
     rejected = ["Input should be" in result for result in answer]
     fired = [any("raises ValidationError (\"Input should be" in f.message
                  for f in findings(config_facts(json.dumps(config)), [find_rule("GD307")]).findings)
