@@ -116,6 +116,30 @@ def test_seed_002_on_this_host_checks_the_interface(tmp_path):
     assert dict(finding.fix.env.set) == {"NCCL_SOCKET_IFNAME": "=ens5"}
 
 
+def test_a_batch_scripts_interface_is_unknown_here_not_wrong(tmp_path):
+    """An sbatch is meant for the nodes it runs on: `check --env-file job.sbatch` on a login node without eth0
+    cannot judge its eth0 (GD403 unknown, saying why); the same value from a plain exports file is judged, and the
+    fix says what the leading `=` means."""
+    host = {"interfaces": [{"name": "lo", "up": True, "addresses": ["127.0.0.1"]},
+                           {"name": "ens5", "up": True, "addresses": ["10.0.3.17"]}]}
+    from gpudoctor.readers.registry import read_env_files
+
+    job = tmp_path / "job.sbatch"
+    job.write_text("#!/bin/bash\n#SBATCH -N 2\nexport NCCL_SOCKET_IFNAME=eth0\nsrun torchrun --nnodes=2 train.py\n")
+    exports = tmp_path / "exports.sh"
+    exports.write_text("export NCCL_SOCKET_IFNAME=eth0\n")
+    for path, judged in ((job, False), (exports, True)):
+        snapshot = Snapshot(facts={"env": {}, "host": host})
+        read_env_files([str(path)], snapshot)
+        report = evaluate(snapshot, [find_rule("GD403")])
+        if judged:
+            (finding,) = report.findings
+            assert "`=ens5`" in finding.fix.summary and "exact-match form" in finding.fix.summary
+        else:
+            assert not report.findings and [u.rule for u in report.unknown] == ["GD403"]
+            assert "job.sbatch" in report.unknown[0].reason and "not known here" in report.unknown[0].reason
+
+
 # --- clean jobs -----------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("name", ["clean_multinode.sbatch", "clean_pytorchjob.yaml"])

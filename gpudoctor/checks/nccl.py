@@ -295,6 +295,15 @@ def _describe(interfaces: List[dict]) -> str:
     return ", ".join(parts) + (" …" if len(interfaces) > 12 else "")
 
 
+def _for_other_nodes(facts, source: dict) -> bool:
+    """Whether a variable was set in a batch script or a Kubernetes manifest: a job file for other machines."""
+    path = source.get("path")
+    launch = facts.get("launch", None) or {}
+    return path is not None and (
+        any(job.get("path") == path and job.get("kind") in ("sbatch", "k8s") for job in launch.get("jobs") or ())
+        or any(pod.get("path") == path for pod in launch.get("pods") or ()))
+
+
 @check("GD403")
 def nccl_socket_ifname_missing(facts, rule):
     env = facts.get("env")
@@ -310,7 +319,12 @@ def nccl_socket_ifname_missing(facts, rule):
     usable_names = [i.get("name", "") for i in usable]
     candidates = [n for n in usable_names if not n.startswith(("lo", "docker", "virbr", "veth"))]
     findings = []
-    for name in wanted:
+    elsewhere = [name for name in wanted if _for_other_nodes(facts, sources.get(name) or {})]
+    if elsewhere and elsewhere == wanted:
+        where = (sources.get(wanted[0]) or {}).get("path")
+        raise MissingFact("host.interfaces", f"{', '.join(wanted)} set in {where}, a job file for the nodes the job "
+                                             f"runs on: their interfaces are not known here")
+    for name in (name for name in wanted if name not in elsewhere):
         value = str(env[name])
         message = IFNAME_PROBLEMS[name](value, interfaces, usable_names, family)
         if message is not None:
@@ -343,10 +357,13 @@ IFNAME_PROBLEMS = {"NCCL_SOCKET_IFNAME": _nccl_ifname_problem, "GLOO_SOCKET_IFNA
 
 def _interface_fix(rule, name: str, candidates: List[str]):
     """The one usable interface where there is one; else unset, naming the candidates."""
-    if len(candidates) == 1:
-        target = f"={candidates[0]}" if name == "NCCL_SOCKET_IFNAME" else candidates[0]
-        return rule.fix(applicability="unsafe", case="only_interface", values={"variable": name, "interface": target},
-                        env=EnvChange(set={name: target}))
+    if len(candidates) == 1:  # NCCL's `=name` is its exact-match form (the fix text says so)
+        if name == "NCCL_SOCKET_IFNAME":
+            return rule.fix(applicability="unsafe", case="only_interface_exact", values={"interface": candidates[0]},
+                            env=EnvChange(set={name: f"={candidates[0]}"}))
+        return rule.fix(applicability="unsafe", case="only_interface", values={"variable": name,
+                                                                               "interface": candidates[0]},
+                        env=EnvChange(set={name: candidates[0]}))
     return rule.fix(applicability="unsafe", case="pick_interface" if candidates else "no_interface",
                     values={"variable": name, **({"interfaces": ", ".join(candidates)} if candidates else {})},
                     env=EnvChange(unset=(name,)))
