@@ -152,6 +152,15 @@ def test_processes_on_every_driver(collect, driver, missing):
     assert collect(node)["gpus"][0]["processes"] == [{"pid": 4190007, "name": None, "used_bytes": 3 * GiB}]
 
 
+@pytest.mark.parametrize("driver", ["535.54.03", "535.86.10", "550.90.07"])
+def test_several_processes_on_every_record_size(collect, driver):
+    """Drivers 535.43 to before 535.86 write 32-byte _v3 records, the others 24: read with the wrong size, the
+    second process comes back as (2147483648, 0) and GD502 names wrong PIDs and sizes."""
+    held = [{"pid": 4190000 + i, "used_bytes": (i + 1) * GiB} for i in range(3)]
+    node = dict(h100s(1, processes=held), driver_version=driver)
+    assert collect(node)["gpus"][0]["processes"] == [dict(p, name=None) for p in held]
+
+
 @pytest.mark.parametrize("struct", ["nvmlPciInfo_t", "c_nvmlMemory_t", "c_nvmlMemory_v2_t", "c_nvmlProcessInfo_v2_t",
                                     "c_nvmlDeviceAttributes"])
 def test_simulator_structs_have_pynvml_layout(tmp_path, struct):

@@ -25,6 +25,7 @@ HIDDEN = frozenset({"no_permission", "operating_system"})  # nvml.h: "blocked by
 P2P_STATUS = {0: "ok", 1: "chipset_not_supported", 2: "gpu_not_supported", 3: "topology_not_supported",
               4: "disabled_by_regkey", 5: "not_supported", 6: "unknown"}
 PROCESS_QUERIES = ("nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2")
+DRIVER: dict = {}  # the driver version, once read: the process records depend on it
 NOT_AVAILABLE = (1 << 64) - 1  # NVML_VALUE_NOT_AVAILABLE for unsigned long long (MIG, WDDM)
 
 
@@ -86,14 +87,27 @@ def _process_name(pid: int):
         return None
 
 
-def _processes_v1(nvml, handle):
-    """nvmlDeviceGetComputeRunningProcesses (v1 struct: pid, usedGpuMemory) through ctypes: pynvml wraps only
-    _v2/_v3, which drivers before R470 lack."""
+class ProcessInfoV1(ctypes.Structure):
+    _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong)]
 
-    class ProcessInfoV1(ctypes.Structure):
-        _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong)]
 
-    function = nvml._nvmlGetFunctionPointer("nvmlDeviceGetComputeRunningProcesses")
+class ProcessInfoV3R535(ctypes.Structure):
+    """The 32-byte record drivers 535.43 to before 535.86 write for _v3 (one more field than nvml.h's 24-byte
+    struct, which nvidia-ml-py 12.535.108+ reads); read with the 24-byte struct, pid and memory come out shifted.
+    gpustat (wookayin/gpustat#161) and nvitop pick the record by the driver version the same way."""
+    _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong), ("gpuInstanceId", ctypes.c_uint),
+                ("computeInstanceId", ctypes.c_uint), ("usedGpuCcProtectedMemory", ctypes.c_ulonglong)]
+
+
+def _driver_writes_535_records(driver) -> bool:
+    numbers = re.match(r"(\d+)\.(\d+)", driver or "")
+    return bool(numbers) and int(numbers.group(1)) == 535 and 43 <= int(numbers.group(2)) < 86
+
+
+def _processes_raw(nvml, handle, name: str, record):
+    """A process query through ctypes with the record the driver writes: v1 (pynvml wraps only _v2/_v3, which
+    drivers before R470 lack) or the R535 _v3 record."""
+    function = nvml._nvmlGetFunctionPointer(name)
     count = ctypes.c_uint(0)
     status = function(handle, ctypes.byref(count), None)
     if status == nvml.NVML_SUCCESS:
@@ -101,13 +115,16 @@ def _processes_v1(nvml, handle):
     if status != nvml.NVML_ERROR_INSUFFICIENT_SIZE:
         raise nvml.NVMLError(status)
     count.value = count.value * 2 + 5  # room for processes started in between
-    infos = (ProcessInfoV1 * count.value)()
+    infos = (record * count.value)()
     nvml._nvmlCheckReturn(function(handle, ctypes.byref(count), infos))
     return list(infos[:count.value])
 
 
-def _running_processes(nvml, handle):
-    """Compute processes on a GPU or MIG device: _v3, else _v2, else v1 (drivers before R510 lack _v3)."""
+def _running_processes(nvml, handle, driver=None):
+    """Compute processes on a GPU or MIG device: _v3, else _v2, else v1 (drivers before R510 lack _v3); on the
+    drivers that write 32-byte _v3 records, those."""
+    if _driver_writes_535_records(driver):
+        return _processes_raw(nvml, handle, PROCESS_QUERIES[0], ProcessInfoV3R535)
     for name in PROCESS_QUERIES:
         query = getattr(nvml, name, None)
         if query is None:  # an nvidia-ml-py older than the entry point
@@ -117,11 +134,11 @@ def _running_processes(nvml, handle):
         except nvml.NVMLError as exc:
             if getattr(exc, "value", None) != nvml.NVML_ERROR_FUNCTION_NOT_FOUND:
                 raise
-    return _processes_v1(nvml, handle)
+    return _processes_raw(nvml, handle, "nvmlDeviceGetComputeRunningProcesses", ProcessInfoV1)
 
 
 def _process_facts(nvml, handle):
-    processes = _optional(nvml, _running_processes, nvml, handle)
+    processes = _optional(nvml, _running_processes, nvml, handle, DRIVER.get("version"))
     if processes is None:
         return None
     facts = []
@@ -318,7 +335,7 @@ def collect(nvml=None, module_path: str = "/proc/driver/nvidia/version") -> dict
     try:
         facts["status"], facts["error_kind"], facts["error"] = "ok", None, None
         driver = _optional(nvml, nvml.nvmlSystemGetDriverVersion)
-        facts["driver_version"] = _text(driver) if driver is not None else None
+        facts["driver_version"] = DRIVER["version"] = _text(driver) if driver is not None else None
         cuda = _optional(nvml, getattr(nvml, "nvmlSystemGetCudaDriverVersion_v2",
                                        nvml.nvmlSystemGetCudaDriverVersion))
         if cuda:

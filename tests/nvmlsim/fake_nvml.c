@@ -51,6 +51,9 @@ typedef struct { unsigned int version; unsigned long long total, reserved, free,
 typedef struct { unsigned int pid; unsigned long long usedGpuMemory; } process_v1_t;
 typedef struct { unsigned int pid; unsigned long long usedGpuMemory; unsigned int gpuInstanceId,
                  computeInstanceId; } process_v2_t;
+/* What drivers 535.43 to 535.86 wrote for _v3: one more field, 32-byte records (gpustat issue #161). */
+typedef struct { unsigned int pid; unsigned long long usedGpuMemory; unsigned int gpuInstanceId,
+                 computeInstanceId; unsigned long long usedGpuCcProtectedMemory; } process_v3_535_t;
 
 static device_t gpus[MAX_GPUS], migs[MAX_GPUS * MAX_MIGS];
 static int gpu_count, mig_count, initialized, init_error;
@@ -334,7 +337,7 @@ static int processes(device_t *d, unsigned int *count, void *infos, size_t size)
         process_v2_t *p = (process_v2_t *)((char *)infos + i * size);
         p->pid = all[i].pid;
         p->usedGpuMemory = all[i].used;
-        if (size == sizeof(process_v2_t)) {
+        if (size >= sizeof(process_v2_t)) {
             p->gpuInstanceId = d->is_mig ? d->gi : all[i].gi;
             p->computeInstanceId = d->is_mig ? d->ci : all[i].ci;
         }
@@ -350,8 +353,20 @@ int nvmlDeviceGetComputeRunningProcesses_v2(device_t *d, unsigned int *count, pr
     return processes(d, count, infos, sizeof(process_v2_t));
 }
 
-int nvmlDeviceGetComputeRunningProcesses_v3(device_t *d, unsigned int *count, process_v2_t *infos) {
-    return processes(d, count, infos, sizeof(process_v2_t));
+/* The v3 record size by driver: 32 bytes on 535.43 to before 535.86, 24 elsewhere. */
+static size_t v3_record_size(void) {
+    int major = 0, minor = 0;
+    sscanf(driver_version, "%d.%d", &major, &minor);
+    return major == 535 && minor >= 43 && minor < 86 ? sizeof(process_v3_535_t) : sizeof(process_v2_t);
+}
+
+int nvmlDeviceGetComputeRunningProcesses_v3(device_t *d, unsigned int *count, void *infos) {
+    size_t size = v3_record_size();
+    int status = processes(d, count, infos, size);
+    if (status == SUCCESS && size == sizeof(process_v3_535_t))
+        for (unsigned int i = 0; i < *count; i++)
+            ((process_v3_535_t *)infos)[i].usedGpuCcProtectedMemory = 0;
+    return status;
 }
 
 int nvmlDeviceGetMaxMigDeviceCount(device_t *d, unsigned int *count) {
