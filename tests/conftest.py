@@ -1,4 +1,5 @@
 import os
+import resource
 import sys
 from pathlib import Path
 
@@ -75,3 +76,34 @@ def parser_bugs_fail(monkeypatch):
 
 def gpudoctor_cmd():
     return [sys.executable, "-m", "gpudoctor"]
+
+
+# --- the suite's budget: under 4 minutes on a 2-core machine ------------------------------------------------------
+# CPU time (the test's own and its children's, the ranks and commands it started) is what a loaded machine does not
+# change; the tests over SLOW_TEST_CPU_S are listed at the end of every run, with the suite's total.
+SLOW_TEST_CPU_S = 3.0
+_spent: list = []
+
+
+def _cpu_seconds() -> float:
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    began = _cpu_seconds()
+    yield
+    _spent.append((_cpu_seconds() - began, item.nodeid))
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not _spent:
+        return
+    slow = sorted((entry for entry in _spent if entry[0] > SLOW_TEST_CPU_S), reverse=True)
+    terminalreporter.section("CPU budget")
+    terminalreporter.write_line(f"{sum(cpu for cpu, _ in _spent):.0f} s of CPU in {len(_spent)} tests (the whole "
+                                f"suite's budget: 4 minutes on 2 cores); over {SLOW_TEST_CPU_S:g} s each: "
+                                f"{len(slow) or 'none'}")
+    for cpu, nodeid in slow:
+        terminalreporter.write_line(f"{cpu:7.1f} s  {nodeid}")
