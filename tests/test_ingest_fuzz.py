@@ -1,5 +1,6 @@
 """Bad input for the report parsers: random text and bytes, mutated and truncated real reports, pathological
-inputs for regular expressions, and a 50 MB text. Never an exception other than ReportError; always fast."""
+inputs for regular expressions, a 50 MB line and 16 MB texts (linear time). Never an exception other than
+ReportError; always fast."""
 
 from __future__ import annotations
 
@@ -39,12 +40,12 @@ pytestmark = pytest.mark.usefixtures("parser_bugs_fail")
 
 
 def parse_or_error(text, limit=5.0):
-    start = time.perf_counter()
+    start = time.process_time()  # CPU time: other processes on a loaded machine do not count
     try:
         report = parse_report(text, "fuzz.txt")
     except ReportError:
         report = None
-    elapsed = time.perf_counter() - start
+    elapsed = time.process_time() - start
     assert elapsed < limit, "parse took %.2fs" % elapsed
     if report is not None:
         _check_shape(report)
@@ -176,35 +177,35 @@ def _big_text(target: int) -> str:
     return blob * (target // len(blob) + 1)
 
 
-def test_50_megabytes_in_linear_time():
-    text = _big_text(50 * 1024 * 1024)
-    assert len(text) >= 50 * 1024 * 1024
+def test_a_big_text_in_linear_time():
+    """16 MB take about 8 times the CPU time of 2 MB (a quadratic pass: 64 times); at that rate a 50 MB paste
+    takes seconds."""
+    text = _big_text(16 * 1024 * 1024)
+    assert len(text) >= 16 * 1024 * 1024
     start = time.process_time()
     report = parse_report(text, "big.txt")
     elapsed = time.process_time() - start
     assert report.kind == "mixed"
     assert report.facts["nvml"]["driver_version"]
-    assert elapsed < 60, "50 MB took %.1fs" % elapsed
-    # linear: a tenth of the text takes about a tenth of the time (CPU time, so other processes on a loaded
-    # machine do not count; still a generous bound)
-    small = text[: len(text) // 10]
+    assert elapsed < 20, "16 MB took %.1fs" % elapsed
+    small = text[: len(text) // 8]
     start = time.process_time()
     parse_report(small, "small.txt")
     small_elapsed = time.process_time() - start
-    assert elapsed < 25 * max(small_elapsed, 0.05), (elapsed, small_elapsed)
+    assert elapsed < 20 * max(small_elapsed, 0.05), (elapsed, small_elapsed)
 
 
-def test_50_megabytes_of_noise():
+def test_16_megabytes_of_noise():
     import random
 
     rng = random.Random(1234)
     alphabet = "abc |+-=.:[]()<>/\\\n\t0123456789GPU"
     chunk = "".join(rng.choice(alphabet) for _ in range(1 << 20))
-    text = chunk * 50
-    start = time.perf_counter()
+    text = chunk * 16
+    start = time.process_time()
     with pytest.raises(ReportError):
         parse_report(text, "noise.txt")
-    assert time.perf_counter() - start < 60
+    assert time.process_time() - start < 20
 
 
 def test_single_50mb_line():
