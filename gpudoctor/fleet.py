@@ -170,7 +170,9 @@ def launcher_rank():
 
 
 def import_distributed():
-    """torch.distributed, imported only on this path (torch is optional for the doctor)."""
+    """torch.distributed, imported only on this path (torch is optional for the doctor); c10d's own C++ log lines
+    ([c10d] socket.cpp retries) are left out of the output, which says what failed in one line."""
+    os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
     try:
         import torch.distributed as dist
     except Exception as exc:  # noqa: BLE001 - a missing or broken torch is the user's situation, not our bug
@@ -209,9 +211,37 @@ def gather(dist, rank, payload: dict, timeout_s: float = 600.0) -> Optional[list
 
     from gpudoctor.bench.exchange import gather_json
 
-    dist.init_process_group("gloo", init_method=rank.init_method, rank=rank.rank, world_size=rank.world_size,
-                            timeout=datetime.timedelta(seconds=timeout_s))
-    return gather_json(dist, payload, dst=0)
+    def meet() -> Optional[list]:
+        dist.init_process_group("gloo", init_method=rank.init_method, rank=rank.rank, world_size=rank.world_size,
+                                timeout=datetime.timedelta(seconds=timeout_s))
+        return gather_json(dist, payload, dst=0)
+
+    return _bounded(meet, timeout_s)
+
+
+def _bounded(call, seconds: float):
+    """`call()` in a helper thread, waited for at most `seconds`: the main thread stays in Python, so Ctrl-C and
+    SIGTERM end the command at once (a rendezvous waits in C++, where no signal handler runs), and an unreachable
+    master or a missing peer is a TimeoutError, whatever torch's own timeouts do."""
+    import threading
+
+    outcome: list = []
+
+    def run() -> None:
+        try:
+            outcome.append((True, call()))
+        except BaseException as exc:  # noqa: BLE001 - handed to the main thread as it is
+            outcome.append((False, exc))
+
+    helper = threading.Thread(target=run, daemon=True, name="gpudoctor-rendezvous")
+    helper.start()
+    helper.join(seconds)
+    if not outcome:
+        raise TimeoutError(f"no rendezvous with every rank within {seconds:g} s")
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return value
 
 
 def rendezvous_failure(rank: int, exc: BaseException, interface: Optional[str]) -> str:

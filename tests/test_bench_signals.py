@@ -165,3 +165,17 @@ def test_nccl_shows_one_progress_bar_on_a_terminal():
     code, out, shown = _on_a_terminal("bench", "nccl", "-b", "1K", "-e", "4K", "-n", "2", "-w", "0", "--nprocs", "2")
     assert code == 0 and "#wrong" in out
     assert "all_reduce" in shown and "━" in shown and "/3" in shown and "Traceback" not in shown
+
+
+@pytest.mark.slow
+def test_sigterm_to_bench_train_is_143_not_a_failed_step():
+    """SIGTERM while a training step runs ends the command (143), it is not judged as GD703 'train step failed'."""
+    proc = subprocess.Popen([sys.executable, "-m", "gpudoctor", "bench", "train", "--steps", "100000", "--warmup",
+                             "0", "--layers", "1", "--hidden", "64", "--heads", "2", "--seq-len", "32"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=_env())
+    deadline = time.monotonic() + 120
+    while psutil.Process(proc.pid).cpu_times().user < 3.0 and time.monotonic() < deadline:
+        time.sleep(0.2)  # torch imported, steps running
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=BOUND_S)
+    assert proc.returncode == 143 and "GD703" not in out, (out, err)

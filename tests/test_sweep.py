@@ -111,3 +111,44 @@ def test_snapshot_values_reach_the_terminal_escaped(tmp_path, control, fmt):
     _no_controls(out + err)
     _code, out, err = _run("fleet", snapshot, MACHINE, "--format", "plain")
     _no_controls(out + err)
+
+
+LAUNCHER_FAULTS = [
+    ({"RANK": "5", "WORLD_SIZE": "2"}, "ranks run from 0 to 1"),
+    ({"RANK": "-1", "WORLD_SIZE": "2"}, "ranks run from 0 to 1"),
+    ({"RANK": "0", "WORLD_SIZE": "0"}, "at least 1 rank"),
+    ({"RANK": "0", "WORLD_SIZE": "abc"}, "WORLD_SIZE='abc' is not a whole number"),
+    ({"RANK": "0", "WORLD_SIZE": "2", "MASTER_PORT": "abc"}, "MASTER_PORT='abc' is not a whole number"),
+    ({"RANK": "0", "WORLD_SIZE": "2", "MASTER_PORT": "70000"}, "a TCP port is 1 to 65535"),
+    ({"WORLD_SIZE": "2"}, "but RANK is not"),
+    ({"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": ""}, "but MASTER_ADDR is not"),
+]
+
+
+@pytest.mark.parametrize("command", [("check", "--fleet", "--quick"), ("bench", "nccl")], ids=" ".join)
+@pytest.mark.parametrize("env,needle", LAUNCHER_FAULTS, ids=lambda v: " ".join(f"{k}={x}" for k, x in v.items())
+                         if isinstance(v, dict) else "")
+def test_launcher_variables_are_checked_before_any_rendezvous(monkeypatch, command, env, needle):
+    """One validation for `check --fleet` and `bench nccl`: one line, exit 2, nothing waited for."""
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "SLURM_PROCID"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", "29500")
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    _usage_error(command, needle)
+
+
+@pytest.mark.slow
+def test_rank_0_without_peers_is_bounded_by_timeout(monkeypatch):
+    pytest.importorskip("torch")
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", str(port))
+    _usage_error(("check", "--fleet", "--quick", "--timeout", "0.5"), "no rendezvous with every rank within 2 s")

@@ -20,7 +20,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import Callable, Mapping, Optional, Tuple
 
-from gpudoctor.bench import BenchError
+from gpudoctor.bench import BenchError, BenchUsageError
 
 DEFAULT_PORT = "29500"
 
@@ -56,16 +56,36 @@ def _first_slurm_host(nodelist: str) -> Optional[str]:
     return out[0] if out else None
 
 
+def _launcher_values(env: Mapping[str, str]) -> tuple:
+    """RANK and WORLD_SIZE as torchrun sets them, checked with MASTER_ADDR/MASTER_PORT before any rendezvous (a
+    rank outside the world, or a port that is no port, would otherwise wait for peers that never come):
+    BenchUsageError in one line."""
+    values = {}
+    for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        if not env.get(name):
+            raise BenchUsageError(f"{' and '.join(n for n in ('RANK', 'WORLD_SIZE') if env.get(n))} set but {name} "
+                                  "is not: start it with torchrun, or unset RANK/WORLD_SIZE")
+        values[name] = env[name].strip()
+    for name in ("RANK", "WORLD_SIZE", "MASTER_PORT"):
+        if not values[name].lstrip("-").isdigit() or len(values[name]) > 10:
+            raise BenchUsageError(f"{name}={env[name][:40]!r} is not a whole number")
+    rank, world, port = int(values["RANK"]), int(values["WORLD_SIZE"]), int(values["MASTER_PORT"])
+    if world < 1:
+        raise BenchUsageError(f"WORLD_SIZE={world}: a job has at least 1 rank")
+    if not 0 <= rank < world:
+        raise BenchUsageError(f"RANK={rank} with WORLD_SIZE={world}: ranks run from 0 to {world - 1}")
+    if not 0 < port < 65536:
+        raise BenchUsageError(f"MASTER_PORT={port}: a TCP port is 1 to 65535")
+    return rank, world
+
+
 def rank_from_env(environ: Optional[Mapping[str, str]] = None) -> Optional[Rank]:
     """This process's rank when a launcher started it (torchrun: RANK/WORLD_SIZE; srun: SLURM_PROCID/
-    SLURM_STEP_NUM_TASKS or SLURM_NTASKS), else None. Sets MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE for srun."""
+    SLURM_STEP_NUM_TASKS or SLURM_NTASKS), else None. Sets MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE for srun.
+    Launcher variables that cannot work are a BenchUsageError, for `bench nccl` and `check --fleet` alike."""
     env = os.environ if environ is None else environ
-    rank, world = _int(env, "RANK"), _int(env, "WORLD_SIZE")
-    if rank is not None and world is not None:
-        for name in ("MASTER_ADDR", "MASTER_PORT"):
-            if not env.get(name):
-                raise BenchError(f"RANK and WORLD_SIZE are set but {name} is not: start the benchmark with torchrun, "
-                                 "or unset RANK/WORLD_SIZE to let gpudoctor spawn local workers")
+    if env.get("RANK") or env.get("WORLD_SIZE"):
+        rank, world = _launcher_values(env)
         return Rank(rank, world, _int(env, "LOCAL_RANK") or 0, "env://", "torchrun")
     # srun sets SLURM_STEP_NUM_TASKS for a job step; an sbatch script alone (one process) is not a step of N tasks.
     rank = _int(env, "SLURM_PROCID")

@@ -52,6 +52,9 @@ def run(args: argparse.Namespace) -> int:
     return exit_code(report.worst(), args.fail_on)
 
 
+RENDEZVOUS_TIMEOUTS = 4  # `check --fleet` meets the other ranks within 4 × --timeout (a minute by default)
+
+
 def run_fleet(args: argparse.Namespace) -> int:
     """`check --fleet` on one rank: probe this machine, send the snapshot to rank 0, which reports for everyone."""
     from gpudoctor.bench.exchange import ExchangeError
@@ -73,7 +76,7 @@ def run_fleet(args: argparse.Namespace) -> int:
     if interface:
         os.environ["GLOO_SOCKET_IFNAME"] = interface  # gloo reads it when the process group starts
     try:
-        gathered = gather_ranks(dist, rank, payload, timeout_s=max(120.0, 20 * args.timeout))
+        gathered = gather_ranks(dist, rank, payload, timeout_s=RENDEZVOUS_TIMEOUTS * args.timeout)
     except ExchangeError as exc:  # a rank sent something that is not JSON
         share_verdict(dist, rank, 2)
         raise UsageError(f"check --fleet: {exc}") from None

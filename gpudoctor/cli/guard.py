@@ -23,8 +23,9 @@ EXIT_SIGINT = 128 + signal.SIGINT
 EXIT_SIGTERM = 128 + signal.SIGTERM
 
 
-class Terminated(Exception):
-    """SIGTERM arrived: unwind, clean up, exit 143."""
+class Terminated(BaseException):
+    """SIGTERM arrived: unwind, clean up, exit 143. Like KeyboardInterrupt, no `except Exception` (a benchmark step
+    judged as failed, a rendezvous error said in one line) takes it for an error of its own."""
 
 
 def _terminate(signum, frame) -> None:
