@@ -1,21 +1,38 @@
-"""`gpudoctor lint FILE...` end to end, as a user runs it: a real subprocess, exit codes, no tracebacks."""
+"""`gpudoctor lint FILE...` end to end, as a user runs it: exit codes, output, no tracebacks. The CLI runs in this
+process (as run from a folder at 120 columns); one test runs it as a real command, for its exit codes."""
 
+import contextlib
+import io
 import json
 import os
 import subprocess
+from unittest import mock
 
 import pytest
 
 from conftest import FIXTURES, ROOT, gpudoctor_cmd
+from gpudoctor.cli import main
 
 JOBS = FIXTURES / "jobs"
 
 
-def lint(*args, cwd=ROOT):
-    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="120")
-    env.pop("NCCL_DEBUG", None)
-    done = subprocess.run(gpudoctor_cmd() + ["lint", *map(str, args)], capture_output=True, text=True, cwd=cwd,
-                          env=env, timeout=120)
+def lint(*args, cwd=ROOT, process=False):
+    argv = ["lint", *map(str, args)]
+    if process:
+        env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="120")
+        env.pop("NCCL_DEBUG", None)
+        done = subprocess.run(gpudoctor_cmd() + argv, capture_output=True, text=True, cwd=cwd, env=env, timeout=120)
+    else:
+        out, err, folder = io.StringIO(), io.StringIO(), os.getcwd()
+        with mock.patch.dict(os.environ, COLUMNS="120"), contextlib.redirect_stdout(out), \
+                contextlib.redirect_stderr(err):
+            os.environ.pop("NCCL_DEBUG", None)
+            os.chdir(cwd)
+            try:
+                code = main(argv)
+            finally:
+                os.chdir(folder)
+        done = subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())
     assert "Traceback" not in done.stderr, done.stderr
     return done
 
@@ -33,9 +50,9 @@ def test_seed_002_exports_json():
         assert finding["fix"]["env"]["set"] or finding["fix"]["env"]["unset"]
 
 
-def test_fail_on_warning_exits_1():
-    assert lint(JOBS / "seed002_nccl_exports.sh", "--fail-on", "warning", "-q").returncode == 1
-    assert lint(JOBS / "clean_pytorchjob.yaml", "--fail-on", "warning", "-q").returncode == 0  # info only
+def test_fail_on_warning_exits_1():  # the exit codes a shell sees, from a real process
+    assert lint(JOBS / "seed002_nccl_exports.sh", "--fail-on", "warning", "-q", process=True).returncode == 1
+    assert lint(JOBS / "clean_pytorchjob.yaml", "--fail-on", "warning", "-q", process=True).returncode == 0  # info
 
 
 def test_plain_output_points_at_file_and_line():
