@@ -83,28 +83,29 @@ def parse_report(text: Any, name: str = "<stdin>") -> ParsedReport:
     """Parse one pasted text. Raises ReportError only when nothing in it could be recognised."""
     lines = normalize(text)
     if not any(line.strip() for line in lines.lines):
-        raise ReportError("%s: the report is empty" % name)
+        raise ReportError(f"{name}: the report is empty")
     kinds = detect(lines)
     parts: List[Builder] = []
     warnings: List[str] = []
     for kind in kinds:
         parser = _PARSERS[kind]
         try:
-            b = parser(lines, name)
+            builder = parser(lines, name)
         except Exception as exc:  # a parser bug must not hide what the other parts say
-            warnings.append("%s: the %s part could not be parsed (%s: %s)" % (name, kind, type(exc).__name__, exc))
+            warnings.append(f"{name}: the {kind} part could not be parsed ({type(exc).__name__}: {exc})")
             continue
-        warnings.extend(b.warnings)
-        if not b.empty():
-            parts.append(b)
+        warnings.extend(builder.warnings)
+        if not builder.empty():
+            parts.append(builder)
     if not parts:
         if warnings:
             raise ReportError(warnings[0])
         if kinds:
-            raise NothingRecognised("%s: looks like %s output but carries no facts gpudoctor reads (cut too early?)"
-                              % (name, " + ".join(k.replace("_", " ") for k in kinds)))
-        raise NothingRecognised("%s: not a report gpudoctor reads (collect_env, ds_report, nvidia-smi, nvcc --version, "
-                          "pip show torch)" % name)
+            shown = " + ".join(k.replace("_", " ") for k in kinds)
+            raise NothingRecognised(f"{name}: looks like {shown} output but carries no facts gpudoctor reads (cut too "
+                                    "early?)")
+        raise NothingRecognised(f"{name}: not a report gpudoctor reads (collect_env, ds_report, nvidia-smi, nvcc "
+                                "--version, pip show torch)")
 
     hints = [p for p in parts if p.kind == "torch_warning"]
     main = [p for p in parts if p.kind != "torch_warning"]
@@ -117,7 +118,7 @@ def parse_report(text: Any, name: str = "<stdin>") -> ParsedReport:
     for p in ordered:
         for c in p.conflicts:
             conflicts.append(c)
-        src = "%s (%s)" % (name, p.kind) if len(ordered) > 1 else name
+        src = f"{name} ({p.kind})" if len(ordered) > 1 else name
         _merge(facts, p.facts, "", src, origin, conflicts, evidence, p.evidence)
 
     _infer_from_wheel_tag(facts, evidence)
@@ -136,8 +137,8 @@ def _infer_from_wheel_tag(facts: Dict[str, Any], evidence: Dict[str, str]) -> No
     info = wheel_tag_info(torch["version"])
     if info is None:
         return
-    base = evidence.get("torch.version", "torch version %s" % torch["version"])
-    note = " (inferred from wheel tag %s)" % info["tag"]
+    base = evidence.get("torch.version", f"torch version {torch['version']}")
+    note = f" (inferred from wheel tag {info['tag']})"
     if "cuda" not in torch:
         torch["cuda"] = info["cuda"]
         evidence["torch.cuda"] = base + note
@@ -224,13 +225,13 @@ def _merge(dst: Dict[str, Any], src: Dict[str, Any], prefix: str, name: str, ori
             _conflict(conflicts, path, old, value, _origin_of(origin, path), name)
 
 
-def _names_agree(a: Any, b: Any) -> Optional[str]:
+def _names_agree(a: Any, builder: Any) -> Optional[str]:
     """The better of two GPU names when one is the other truncated by nvidia-smi ('Tesla V100-PCIE...')."""
-    if not isinstance(a, str) or not isinstance(b, str):
+    if not isinstance(a, str) or not isinstance(builder, str):
         return None
-    if a == b:
+    if a == builder:
         return a
-    for short, full in ((a, b), (b, a)):
+    for short, full in ((a, builder), (builder, a)):
         if short.endswith("...") and full.startswith(short[:-3].rstrip()) and not full.endswith("..."):
             return full
     return None
@@ -248,7 +249,7 @@ def _merge_gpus(old: List[Any], new: List[Any], path: str, name: str, origin: Di
     by_key = {key_of(g, i): g for i, g in enumerate(old)}
     for pos, g in enumerate(new):
         k = key_of(g, pos)
-        gpath = "%s[%s]" % (path, k if isinstance(k, int) else pos)
+        gpath = f"{path}[{k if isinstance(k, int) else pos}]"
         if k not in by_key:
             old.append(copy.deepcopy(g))
             by_key[k] = old[-1]

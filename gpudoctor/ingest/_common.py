@@ -32,9 +32,9 @@ def cuda_from_cu_digits(digits: str) -> Optional[str]:
     if not digits.isdigit():
         return None
     if len(digits) == 2:
-        return "%s.%s" % (digits[0], digits[1])
+        return f"{digits[0]}.{digits[1]}"
     if len(digits) == 3:
-        return "%d.%s" % (int(digits[:2]), digits[2])
+        return f"{int(digits[:2])}.{digits[2]}"
     return None
 
 
@@ -89,7 +89,7 @@ def raw_lines(lines: Any) -> List[Tuple[Optional[int], str]]:
     """Each line of the text as pasted (cleaned of colours and CR, not of prompts: a `# …` comment line that the
     line parsers see as a root prompt is kept), with its index in `lines.lines` for citing (None when joined)."""
     index = {no - 1: idx for idx, no in enumerate(lines.nos)}
-    return [(index.get(j), line) for j, line in enumerate(lines.text.split("\n"))]
+    return [(index.get(ahead), line) for ahead, line in enumerate(lines.text.split("\n"))]
 
 
 class Builder:
@@ -113,12 +113,12 @@ class Builder:
             where = self.name
         else:
             text = self.lines.lines[idx].strip()
-            where = "%s line %d" % (self.name, self.lines.nos[idx])
+            where = f"{self.name} line {self.lines.nos[idx]}"
         if len(text) > MAX_EVIDENCE_CHARS:
             text = text[:MAX_EVIDENCE_CHARS] + "..."
-        out = "%s: '%s'" % (where, text) if text else where
+        out = f"{where}: '{text}'" if text else where
         if note:
-            out += " (%s)" % note
+            out += f" ({note})"
         return out
 
     def touch(self, idx: Optional[int]) -> None:

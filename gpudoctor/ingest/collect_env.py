@@ -78,7 +78,7 @@ _NO = {"no", "false"}
 _NONE = {"none", "could not collect"}
 
 
-_KEY_RE = re.compile("(?:%s)" % "|".join(re.escape(k) for k, _, _ in _KEYS))
+_KEY_RE = re.compile(f"(?:{'|'.join((re.escape(k) for k, _, _ in _KEYS))})")
 _KEY_INFO = {k: (f, loose) for k, f, loose in _KEYS}
 
 
@@ -196,30 +196,30 @@ def parse(lines: Lines, name: str) -> Builder:
 Lookup = Callable[[str], Tuple[Optional[str], Optional[int]]]  # a field's (value, line index), (None, None) when the report lacks it
 
 
-def _interpret(b: Builder, values: Dict[str, Tuple[str, int]], gpu_lines: List[Tuple[int, str]],
+def _interpret(builder: Builder, values: Dict[str, Tuple[str, int]], gpu_lines: List[Tuple[int, str]],
                cudnn_lines: List[Tuple[int, str]], libs: List[Tuple[int, str, str]]) -> None:
     def val(field: str) -> Tuple[Optional[str], Optional[int]]:
         return values.get(field, (None, None))
 
-    hip_build = _torch(b, val)
-    _host(b, val)
-    _toolkit(b, val)
-    _driver_and_gpus(b, val, gpu_lines, hip_build)
-    _cudnn(b, val, cudnn_lines)
-    _libraries(b, libs)
+    hip_build = _torch(builder, val)
+    _host(builder, val)
+    _toolkit(builder, val)
+    _driver_and_gpus(builder, val, gpu_lines, hip_build)
+    _cudnn(builder, val, cudnn_lines)
+    _libraries(builder, libs)
 
 
-def _torch(b: Builder, val: Lookup) -> bool:
+def _torch(builder: Builder, val: Lookup) -> bool:
     """torch's version, build (CUDA, ROCm), whether CUDA works, the Python version; True for a ROCm build."""
     tv, ti = val("torch_version")
     torch_available: Optional[bool] = None
     if tv is not None:
         if tv.strip().lower() in ("n/a", "could not collect", ""):
-            b.set("torch.status", "missing", ti, "collect_env could not import torch")
+            builder.set("torch.status", "missing", ti, "collect_env could not import torch")
             torch_available = False
         else:
-            b.set("torch.version", tv.split()[0], ti)
-            b.set("torch.status", "ok", ti)
+            builder.set("torch.version", tv.split()[0], ti)
+            builder.set("torch.status", "ok", ti)
             torch_available = True
 
     hv, hi = val("hip_compiled")
@@ -227,60 +227,60 @@ def _torch(b: Builder, val: Lookup) -> bool:
     if hv is not None:
         h = hv.strip()
         if h.lower() in _NONE or (h.upper() == "N/A" and torch_available):
-            b.set("torch.hip", None, hi)
+            builder.set("torch.hip", None, hi)
         elif first_version(h) or major_minor(h):
-            b.set("torch.hip", h.split()[0], hi)
+            builder.set("torch.hip", h.split()[0], hi)
             hip_build = True
 
-    cv, ci = val("cuda_compiled")
-    if cv is not None:
-        c = cv.strip()
+    compiled, ci = val("cuda_compiled")
+    if compiled is not None:
+        c = compiled.strip()
         if c.lower() in _NONE:
-            b.set("torch.cuda", None, ci, "CPU-only build")
+            builder.set("torch.cuda", None, ci, "CPU-only build")
         elif c.upper() == "N/A":
             if hip_build:
-                b.set("torch.cuda", None, ci, "ROCm build")
+                builder.set("torch.cuda", None, ci, "ROCm build")
         else:
             mm = major_minor(c)
             if mm:
-                b.set("torch.cuda", mm, ci)
+                builder.set("torch.cuda", mm, ci)
 
     av, ai = val("cuda_available")
     if av is not None:
         a = av.strip().lower()
         if a in _YES:
-            b.set("torch.cuda_available", True, ai)
+            builder.set("torch.cuda_available", True, ai)
         elif a in _NO:
-            b.set("torch.cuda_available", False, ai)
+            builder.set("torch.cuda_available", False, ai)
 
     pv, pi = val("python_version")
     if pv:
         m = re.match(r"\d+(?:\.\d+){0,2}", pv.strip())
         if m:
-            b.set("torch.python_version", m.group(0), pi)
+            builder.set("torch.python_version", m.group(0), pi)
     return hip_build
 
 
-def _host(b: Builder, val: Lookup) -> None:
+def _host(builder: Builder, val: Lookup) -> None:
     """The OS and architecture."""
     ov, oi = val("os")
     if ov and not is_not_collected(ov):
-        b.set("host.os", ov.strip(), oi)
+        builder.set("host.os", ov.strip(), oi)
         m = _ARCH.search(ov)
         if m:
-            b.set("host.arch", m.group(1), oi)
+            builder.set("host.arch", m.group(1), oi)
 
 
-def _toolkit(b: Builder, val: Lookup) -> None:
+def _toolkit(builder: Builder, val: Lookup) -> None:
     """collect_env's 'CUDA runtime version' is the nvcc on PATH."""
     rv, ri = val("cuda_runtime")
     if rv:
         mm = major_minor(rv.strip()) if first_version(rv) else None
         if mm:
-            b.set("nvcc.version", mm, ri, "collect_env 'CUDA runtime version' is the nvcc on PATH")
+            builder.set("nvcc.version", mm, ri, "collect_env 'CUDA runtime version' is the nvcc on PATH")
 
 
-def _driver_and_gpus(b: Builder, val: Lookup, gpu_lines: List[Tuple[int, str]],
+def _driver_and_gpus(builder: Builder, val: Lookup, gpu_lines: List[Tuple[int, str]],
                      hip_build: bool) -> None:
     """The driver version and the GPUs (nvidia-smi -L lines, or torch's name for device 0)."""
     dv, di = val("driver")
@@ -288,20 +288,20 @@ def _driver_and_gpus(b: Builder, val: Lookup, gpu_lines: List[Tuple[int, str]],
     no_cuda = (dv or "").strip().lower() == "no cuda"
     if dv is not None:
         if no_cuda:
-            b.set("nvml.status", "unavailable", di, "collect_env found no NVIDIA driver")
-            b.set("nvml.driver_version", None, di)
+            builder.set("nvml.status", "unavailable", di, "collect_env found no NVIDIA driver")
+            builder.set("nvml.driver_version", None, di)
         else:
             ver = first_version(dv)
             if ver:
-                b.set("nvml.driver_version", ver, di)
-                b.set("nvml.status", "ok", di)
+                builder.set("nvml.driver_version", ver, di)
+                builder.set("nvml.status", "ok", di)
 
     if gv is not None:
         g = gv.strip()
         if g.lower() == "no cuda":
-            b.set("nvml.gpus", [], gi, "collect_env found no NVIDIA GPU")
+            builder.set("nvml.gpus", [], gi, "collect_env found no NVIDIA GPU")
             if dv is None:
-                b.set("nvml.status", "unavailable", gi)
+                builder.set("nvml.status", "unavailable", gi)
         elif g and not is_not_collected(g):
             if _GPU_LINE.match(g):
                 gpu_lines.insert(0, (gi, g))
@@ -311,12 +311,12 @@ def _driver_and_gpus(b: Builder, val: Lookup, gpu_lines: List[Tuple[int, str]],
                 m = _GCN.match(g)
                 if m and hip_build:
                     dev = {"name": m.group(1), "gcn_arch": m.group(2)}
-                b.set("torch.devices", [dev], gi, "device name as torch reports it")
+                builder.set("torch.devices", [dev], gi, "device name as torch reports it")
     gpus, gpu_idx = _gpu_entries(gpu_lines)
     if gpus:
-        b.set("nvml.gpus", gpus, gpu_idx)
-        if not b.has("nvml.status"):
-            b.set("nvml.status", "ok", gpu_idx)
+        builder.set("nvml.gpus", gpus, gpu_idx)
+        if not builder.has("nvml.status"):
+            builder.set("nvml.status", "ok", gpu_idx)
 
 
 def _gpu_entries(gpu_lines: List[Tuple[int, str]]) -> Tuple[List[Dict[str, Any]], Optional[int]]:
@@ -346,13 +346,13 @@ def _gpu_entries(gpu_lines: List[Tuple[int, str]]) -> Tuple[List[Dict[str, Any]]
     return gpus, gpu_idx
 
 
-def _cudnn(b: Builder, val: Lookup, cudnn_lines: List[Tuple[int, str]]) -> None:
+def _cudnn(builder: Builder, val: Lookup, cudnn_lines: List[Tuple[int, str]]) -> None:
     """The system cuDNN: a version, or the one libcudnn.so version collect_env found."""
     nv, ni = val("cudnn")
     if nv is not None:
         n = nv.strip()
         if re.fullmatch(r"\d+(?:\.\d+){0,3}", n):
-            b.set("torch.cudnn", n, ni, "system cuDNN found by collect_env")
+            builder.set("torch.cudnn", n, ni, "system cuDNN found by collect_env")
         else:
             found = set()
             cite = ni
@@ -361,10 +361,10 @@ def _cudnn(b: Builder, val: Lookup, cudnn_lines: List[Tuple[int, str]]) -> None:
                     found.add(m.group(1))
                     cite = idx if cite is None else cite
             if len(found) == 1:
-                b.set("torch.cudnn", found.pop(), cite, "system cuDNN found by collect_env")
+                builder.set("torch.cudnn", found.pop(), cite, "system cuDNN found by collect_env")
 
 
-def _libraries(b: Builder, libs: List[Tuple[int, str, str]]) -> None:
+def _libraries(builder: Builder, libs: List[Tuple[int, str, str]]) -> None:
     runtime: Optional[Tuple[str, int, str]] = None
     conda_torch: Optional[Tuple[str, int]] = None
     for idx, src, rest in libs:
@@ -381,67 +381,66 @@ def _libraries(b: Builder, libs: List[Tuple[int, str, str]]) -> None:
             pkg, ver = parts[0].lower().replace("_", "-"), parts[1]
             if pkg == "pytorch" and len(parts) >= 3:
                 conda_torch = (parts[2], idx)
-        if pkg in ("torch", "pytorch") and (b.has("torch.version") or b.has("torch.status")):
+        if pkg in ("torch", "pytorch") and (builder.has("torch.version") or builder.has("torch.status")):
             continue
-        packages.record(b, pkg, ver, idx)
+        packages.record(builder, pkg, ver, idx)
         if pkg.startswith("nvidia-cuda-runtime-cu") and runtime is None:
             runtime = (ver, idx, pkg)
-    if not b.has("torch.cuda"):
+    if not builder.has("torch.cuda"):
         # No 'CUDA used to build PyTorch' line (a cut report): use what the packages say, as evidence shows.
         if conda_torch is not None:
             build, idx = conda_torch
             m = _CONDA_CUDA.search(build)
             if m:
-                b.set("torch.cuda", major_minor(m.group(1)), idx, "inferred from the conda build string")
+                builder.set("torch.cuda", major_minor(m.group(1)), idx, "inferred from the conda build string")
             elif "_cpu" in build or build.startswith("cpu"):
-                b.set("torch.cuda", None, idx, "inferred from the conda build string (CPU-only)")
+                builder.set("torch.cuda", None, idx, "inferred from the conda build string (CPU-only)")
         elif runtime is not None:
             ver, idx, pkg = runtime
             mm = major_minor(ver)
             if mm and pkg.rsplit("cu", 1)[-1] == mm.split(".")[0]:
-                b.set("torch.cuda", mm, idx, "inferred from the %s wheel torch depends on" % pkg)
+                builder.set("torch.cuda", mm, idx, f"inferred from the {pkg} wheel torch depends on")
 
 
 def parse_torch_warnings(lines: Lines, name: str) -> Builder:
     """Torch warnings anywhere in a text. 'The NVIDIA driver on your system is too old (found version 11040)'
     is often the only driver evidence: 11040 is CUDA_VERSION style, 11.4."""
-    b = Builder(name, lines, "torch_warning")
-    L = lines.lines
+    builder = Builder(name, lines, "torch_warning")
+    text_lines = lines.lines
     warnings: List[str] = []
-    for i in range(len(L)):
-        s = L[i]
+    for i in range(len(text_lines)):
+        s = text_lines[i]
         low = s.lower()
         if "found version" in low or "driver on your system is too old" in low:
             joined = s.strip()
-            if i + 1 < len(L):
-                joined = joined + " " + L[i + 1].strip()
+            if i + 1 < len(text_lines):
+                joined = joined + " " + text_lines[i + 1].strip()
             m = _TORCH_WARN.search(joined)
             if m:
                 num = int(m.group(1))
-                ver = "%d.%d" % (num // 1000, (num % 1000) // 10)
-                b.set("nvml.cuda_driver_version", ver, i,
-                      "inferred from torch's warning: found version %d means the driver supports CUDA %s"
-                      % (num, ver))
+                ver = f"{num // 1000}.{num % 1000 // 10}"
+                builder.set("nvml.cuda_driver_version", ver, i,
+                            f"inferred from torch's warning: found version {num} means the driver supports CUDA {ver}")
                 warnings.append(joined[:300])
-                b.touch(i)
+                builder.touch(i)
             elif "driver on your system is too old" in low:
                 warnings.append(joined[:300])
-                b.touch(i)
+                builder.touch(i)
         elif "found no nvidia driver on your system" in low:
             warnings.append(s.strip()[:300])
-            b.touch(i)
+            builder.touch(i)
         elif "supports cuda capabilities" in low:
-            _arch_list_warning(b, lines, i, warnings)
+            _arch_list_warning(builder, lines, i, warnings)
     if warnings:
         seen = []
         for w in warnings:
             if w not in seen:
                 seen.append(w)
-        b.set("torch.warnings", seen, b.first_index)
-    return b
+        builder.set("torch.warnings", seen, builder.first_index)
+    return builder
 
 
-def _arch_list_warning(b: Builder, lines: Lines, i: int, warnings: List[str]) -> None:
+def _arch_list_warning(builder: Builder, lines: Lines, i: int, warnings: List[str]) -> None:
     """torch's capability warning prints the whole `torch.cuda.get_arch_list()`: the arch list, as torch states it
     (a list a terminal wrapped onto the next lines is joined)."""
     joined = " ".join(line.strip() for line in lines.lines[i:i + 3])
@@ -449,6 +448,6 @@ def _arch_list_warning(b: Builder, lines: Lines, i: int, warnings: List[str]) ->
     if not m:
         return
     archs = m.group(1).split()
-    b.set("torch.arch_list", archs, i, "torch's capability warning prints torch.cuda.get_arch_list()")
+    builder.set("torch.arch_list", archs, i, "torch's capability warning prints torch.cuda.get_arch_list()")
     above = lines.lines[i - 1].strip() if i else ""
     warnings.append(((above + " ") if "is not compatible" in above else "") + lines.lines[i].strip()[:300])

@@ -45,17 +45,17 @@ _WHEEL_PART = re.compile(r"(torch|cuda|hip)[ \t]+([0-9][\w.+\-]{0,30})", re.I)
 
 
 def parse(lines: Lines, name: str) -> Builder:
-    b = Builder(name, lines, "ds_report")
-    L = lines.lines
+    builder = Builder(name, lines, "ds_report")
+    text_lines = lines.lines
     installed: Dict[str, bool] = {}
     compatible: Dict[str, bool] = {}
     first_op: Optional[int] = None
     env: Dict[str, Any] = {}
-    for i in range(len(L)):
-        s = L[i]
+    for i in range(len(text_lines)):
+        s = text_lines[i]
         if ".." not in s:  # every line read here has a run of dots (the op table, ninja, the env block)
             if "DeepSpeed" in s and ("op report" in s or "environment info" in s):
-                b.touch(i)
+                builder.touch(i)
             continue
         s = s.strip()
         if len(s) > 2000:
@@ -65,8 +65,8 @@ def parse(lines: Lines, name: str) -> Builder:
             m = _NINJA.match(s)
             if m:
                 ok = m.group(1).upper() in ("OKAY", "YES")
-                b.set("torch.ninja", "ninja" if ok else None, i,
-                      "ds_report: the ninja package %s" % ("imports" if ok else "is missing"))
+                builder.set("torch.ninja", "ninja" if ok else None, i,
+                            f"ds_report: the ninja package {'imports' if ok else 'is missing'}")
                 continue
         if "[" in s:
             m = _OP_ROW.match(s)
@@ -91,70 +91,70 @@ def parse(lines: Lines, name: str) -> Builder:
                 break
 
     if installed:
-        b.set("torch.deepspeed.installed_ops", installed, first_op)
-        b.set("torch.deepspeed.compatible_ops", compatible, first_op)
-    _env_block(b, env)
-    return b
+        builder.set("torch.deepspeed.installed_ops", installed, first_op)
+        builder.set("torch.deepspeed.compatible_ops", compatible, first_op)
+    _env_block(builder, env)
+    return builder
 
 
-def _env_block(b: Builder, env: Dict[str, Any]) -> None:
+def _env_block(builder: Builder, env: Dict[str, Any]) -> None:
     def get(field: str):
         return env.get(field, (None, None))
 
     v, i = get("torch_version")
     if v:
-        b.set("torch.version", v.split()[0], i)
-        b.set("torch.status", "ok", i)
+        builder.set("torch.version", v.split()[0], i)
+        builder.set("torch.status", "ok", i)
 
     v, i = get("torch_cuda")
     if v:
         if v.strip().lower() == "none":
-            b.set("torch.cuda", None, i, "CPU-only or ROCm build")
+            builder.set("torch.cuda", None, i, "CPU-only or ROCm build")
         else:
             mm = major_minor(v)
             if mm:
-                b.set("torch.cuda", mm, i)
+                builder.set("torch.cuda", mm, i)
 
     v, i = get("torch_hip")
     if v:
         if v.strip().lower() == "none":
-            b.set("torch.hip", None, i)
+            builder.set("torch.hip", None, i)
         elif first_version(v) or major_minor(v):
-            b.set("torch.hip", v.split()[0], i)
+            builder.set("torch.hip", v.split()[0], i)
 
     v, i = get("nvcc")
     if v:
         low = v.lower()
         if "cannot find cuda_home" in low:
-            b.set("nvcc.version", None, i, "DeepSpeed found no CUDA toolkit")
-            b.set("nvcc.cuda_home", None, i, "torch.utils.cpp_extension.CUDA_HOME is None")
+            builder.set("nvcc.version", None, i, "DeepSpeed found no CUDA toolkit")
+            builder.set("nvcc.cuda_home", None, i, "torch.utils.cpp_extension.CUDA_HOME is None")
         elif "nvcc missing" in low or "[fail]" in low:
-            b.set("nvcc.version", None, i, "DeepSpeed found no nvcc under CUDA_HOME")
+            builder.set("nvcc.version", None, i, "DeepSpeed found no nvcc under CUDA_HOME")
         elif low.strip() != "none":
             mm = major_minor(v)
             if mm:
-                b.set("nvcc.version", mm, i, "DeepSpeed's $CUDA_HOME/bin/nvcc")
+                builder.set("nvcc.version", mm, i, "DeepSpeed's $CUDA_HOME/bin/nvcc")
 
     v, i = get("ds_info")
     if v:
         ver = v.split(",")[0].strip()
         if ver and ver[0].isdigit():
-            b.set("torch.deepspeed.version", ver.split()[0], i)
+            builder.set("torch.deepspeed.version", ver.split()[0], i)
 
     v, i = get("wheel")
     if v:
         for m in _WHEEL_PART.finditer(v):
             key = {"torch": "wheel_torch", "cuda": "wheel_cuda", "hip": "wheel_hip"}[m.group(1).lower()]
-            b.set("torch.deepspeed." + key, m.group(2).rstrip(","), i,
-                  "ops compiled with this torch/CUDA; 0.0 = JIT/dev install" if m.group(2).startswith("0.0")
-                  else None)
+            builder.set("torch.deepspeed." + key, m.group(2).rstrip(","), i,
+                        "ops compiled with this torch/CUDA; 0.0 = JIT/dev install" if m.group(2).startswith("0.0")
+                        else None)
 
     v, i = get("shm")
     if v:
         size = size_bytes(v)
         if size is not None:
-            b.set("host.shm_bytes", size, i, "DeepSpeed prints binary units (GB = GiB), rounded to 2 decimals")
+            builder.set("host.shm_bytes", size, i, "DeepSpeed prints binary units (GB = GiB), rounded to 2 decimals")
 
     touched = [idx for (_, idx) in env.values()]
     if touched:
-        b.touch(min(touched))
+        builder.touch(min(touched))

@@ -43,7 +43,7 @@ def _fields(lines: Lines) -> Dict[str, Tuple[str, int]]:
     return found
 
 
-def _torch(b: Builder, fields: Dict[str, Tuple[str, int]]) -> Optional[bool]:
+def _torch(builder: Builder, fields: Dict[str, Tuple[str, int]]) -> Optional[bool]:
     for key in ("pytorch version (gpu?)", "pytorch version (accelerator?)", "pytorch version"):
         if key not in fields:
             continue
@@ -51,29 +51,29 @@ def _torch(b: Builder, fields: Dict[str, Tuple[str, int]]) -> Optional[bool]:
         m = _TORCH.match(value)
         if not m:
             return None
-        b.set("torch.version", m.group(1), i)
-        b.set("torch.status", "ok", i)
+        builder.set("torch.version", m.group(1), i)
+        builder.set("torch.status", "ok", i)
         said = (m.group(2) or "").strip().lower()
         if said in _AVAILABLE:
-            b.set("torch.cuda_available", _AVAILABLE[said], i)
+            builder.set("torch.cuda_available", _AVAILABLE[said], i)
             return _AVAILABLE[said]
         if key == "pytorch version" and "(" not in value and "llamafactory` version" in fields:
-            b.set("torch.cuda_available", False, i, "LLaMA-Factory adds ' (GPU)' when CUDA is available")
+            builder.set("torch.cuda_available", False, i, "LLaMA-Factory adds ' (GPU)' when CUDA is available")
             return False
         return None
     return None
 
 
 def parse(lines: Lines, name: str) -> Builder:
-    b = Builder(name, lines, "env_command")
+    builder = Builder(name, lines, "env_command")
     fields = _fields(lines)
     if not any(key in fields for key in _MARKERS):
-        return b
-    _torch(b, fields)
+        return builder
+    _torch(builder, fields)
     if "deepspeed version" in fields:
         value, i = fields["deepspeed version"]
         shown = None if is_not_collected(value) or value.lower() == "not installed" else value.split()[0]
-        b.set("torch.deepspeed.version", shown, i)
+        builder.set("torch.deepspeed.version", shown, i)
     if "gpu type" in fields:
         gpu_name, i = fields["gpu type"]
         count_text, ci = fields.get("gpu number", ("", None))
@@ -83,9 +83,9 @@ def parse(lines: Lines, name: str) -> Builder:
         if memory:
             gpu["memory_total_bytes"] = memory
         if count:
-            b.set("torch.device_count", count, ci)
+            builder.set("torch.device_count", count, ci)
         gpus = [dict(gpu, index=k) for k in range(count or 1)]
         note = ("torch's device 0; the other devices are taken to be the same model" if count and count > 1
                 else "torch's device 0")
-        b.set("nvml.gpus", gpus, i, note)
-    return b
+        builder.set("nvml.gpus", gpus, i, note)
+    return builder

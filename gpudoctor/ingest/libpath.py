@@ -26,7 +26,7 @@ _LD_PATH = re.compile(r"(?:export[ \t]+|declare -x[ \t]+)?LD_LIBRARY_PATH[ \t]*[
 
 
 def parse(lines: Lines, name: str) -> Builder:
-    b = Builder(name, lines, "library_path")
+    builder = Builder(name, lines, "library_path")
     found = []
     for i, line in enumerate(lines.lines):
         if "=>" in line:
@@ -36,12 +36,12 @@ def parse(lines: Lines, name: str) -> Builder:
                          "library": LIBRARIES[m.group(1)], "version": m.group(2) or None, "path": m.group(3)}
                 if entry not in found:
                     found.append(entry)
-                    b.touch(i)
-                    b.evidence.setdefault(f"host.libraries[{len(found) - 1}]", b.cite(i))
+                    builder.touch(i)
+                    builder.evidence.setdefault(f"host.libraries[{len(found) - 1}]", builder.cite(i))
         elif "LD_LIBRARY_PATH" in line:
             m = _LD_PATH.search(line)
             if m and "/" in m.group(1):
-                b.set("env.LD_LIBRARY_PATH", m.group(1).rstrip(";"), i)
+                builder.set("env.LD_LIBRARY_PATH", m.group(1).rstrip(";"), i)
     if found:
-        b.set("host.libraries", found, None, evidence=b.evidence.get("host.libraries[0]"))
-    return b
+        builder.set("host.libraries", found, None, evidence=builder.evidence.get("host.libraries[0]"))
+    return builder

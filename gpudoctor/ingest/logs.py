@@ -208,7 +208,7 @@ class LogScanner:
         line = clean_text(raw).strip() if ("\x1b" in raw or "[" in raw or "\r" in raw) else raw.strip()
         if not line:
             return
-        where = "%s line %d" % (name, line_no)
+        where = f"{name} line {line_no}"
         label = _SRUN_LABEL.match(line) if line[0].isdigit() else None
         self._label = label.group(1) if label else None
         m = _NCCL_LINE.search(line) if "NCCL" in line else None
@@ -590,7 +590,7 @@ class LogScanner:
         prefixed = sum(1 for host in self.hosts if not host.startswith("file "))
         if prefixed > len(named_hosts(logs)):
             logs["hosts_in_run"] = prefixed  # hosts whose NCCL lines say nothing the rules read still ran ranks
-        evidence = {"logs": "%d line(s) of %s" % (self.lines, ", ".join(self.files))}
+        evidence = {"logs": f"{self.lines} line(s) of {', '.join(self.files)}"}
         return {"logs": logs}, evidence
 
 

@@ -44,7 +44,7 @@ def _row(m: "re.Match[str]", op: str) -> Dict[str, Any]:
 
 
 def parse(lines: Lines, name: str) -> Builder:
-    b = Builder(name, lines, "nccl_tests")
+    builder = Builder(name, lines, "nccl_tests")
     op_match = _OP.search(lines.text)
     op = op_match.group(1) if op_match else "collective"
     rows: List[Dict[str, Any]] = []
@@ -74,12 +74,12 @@ def parse(lines: Lines, name: str) -> Builder:
             doc["failure"] = {"library": m.group(1), "where": m.group(2), "error": m.group(3), "line": s[:300]}
             first = i if first is None else first
     if not rows and "failure" not in doc:
-        return b
+        return builder
     world = len(devices) or None
     result = {"op": op, "backend": "nccl", "world_size": world, "rows": rows, "source": "nccl-tests", **doc}
     if "avg_busbw_gbps" in doc:
         result["summary"] = {"avg_busbw_gbps": doc["avg_busbw_gbps"], "min_busbw_gbps": None}
     if devices:
         result["devices"] = devices
-    b.set("bench.nccl", result, first, "nccl-tests output")
-    return b
+    builder.set("bench.nccl", result, first, "nccl-tests output")
+    return builder

@@ -107,19 +107,19 @@ def normalize(raw: Union[str, bytes, None]) -> Lines:
         stripped = line.strip()
         if _is_table_line(stripped) and len(stripped) > 1:
             joined = line
-            j = i
-            while j < n and j - i < 3:
-                cont = src[j]
+            ahead = i
+            while ahead < n and ahead - i < 3:
+                cont = src[ahead]
                 cs = cont.strip()
                 if not cs or _is_table_line(cs) or len(cont) > MAX_LINE:
                     break
                 if joined.rstrip()[-1:] in ("|", "+") and cs[-1] not in "|+":
                     break  # a complete row followed by other text
                 joined = joined + cont
-                j += 1
+                ahead += 1
                 if cs[-1] in "|+":
                     line = joined
-                    i = j
+                    i = ahead
                     break
         ls = line.lstrip(" \t")
         if ls and (ls[0] in "$#%([" or ls[1:3] == ":\\" or ls.startswith("PS ") or "@" in ls[:140]):

@@ -23,22 +23,22 @@ _BUILD = re.compile(r"Build[ \t]+(cuda_[\w.\-/]{1,120})")
 
 
 def parse(lines: Lines, name: str) -> Builder:
-    b = Builder(name, lines, "nvcc")
-    L = lines.lines
-    for i in range(len(L)):
-        s = L[i].strip()
+    builder = Builder(name, lines, "nvcc")
+    text_lines = lines.lines
+    for i in range(len(text_lines)):
+        s = text_lines[i].strip()
         if not s.startswith(("Cuda compilation", "Build", "nvcc:")):
             continue
         m = _RELEASE.match(s)
         if m:
-            b.set("nvcc.version", major_minor(m.group(1)), i)
+            builder.set("nvcc.version", major_minor(m.group(1)), i)
             # The Build line, when there is one, follows within two lines.
-            for j in range(i + 1, min(i + 3, len(L))):
-                bm = _BUILD.match(L[j].strip())
+            for ahead in range(i + 1, min(i + 3, len(text_lines))):
+                bm = _BUILD.match(text_lines[ahead].strip())
                 if bm:
-                    b.set("nvcc.build", bm.group(1), j)
+                    builder.set("nvcc.build", bm.group(1), ahead)
                     break
             continue
         if s.startswith("nvcc:") and "Cuda compiler driver" in s:
-            b.touch(i)
-    return b
+            builder.touch(i)
+    return builder

@@ -56,101 +56,101 @@ def _cells(s: str) -> List[str]:
 
 
 def parse_table(lines: Lines, name: str) -> Builder:
-    b = Builder(name, lines, "nvidia_smi")
-    L = lines.lines
-    n = len(L)
+    builder = Builder(name, lines, "nvidia_smi")
+    text_lines = lines.lines
+    n = len(text_lines)
     i = 0
     header_at = None
     while i < n:
-        s = L[i]
+        s = text_lines[i]
         if "NVIDIA-SMI" in s and "Driver Version" in s and "has failed" not in s:
             header_at = i
             break
         i += 1
     if header_at is not None:
-        s = L[header_at]
+        s = text_lines[header_at]
         m = _DRIVER.search(s)
         if m:
-            b.set("nvml.driver_version", m.group(1), header_at)
-            b.set("nvml.status", "ok", header_at)
+            builder.set("nvml.driver_version", m.group(1), header_at)
+            builder.set("nvml.status", "ok", header_at)
         m = _CUDA.search(s)
         if m and m.group(1) != "N/A":
-            b.set("nvml.cuda_driver_version", major_minor(m.group(1)) or m.group(1), header_at,
-                  "the newest CUDA this driver supports")
+            builder.set("nvml.cuda_driver_version", major_minor(m.group(1)) or m.group(1), header_at,
+                        "the newest CUDA this driver supports")
         start = header_at + 1
     else:
         start = 0
 
-    gpus = _parse_gpu_block(b, L, start)
+    gpus = _parse_gpu_block(builder, text_lines, start)
     if gpus is not None:
         gpu_list, gpu_idx, complete = gpus
         if gpu_list:
-            mig_at = _find(L, gpu_idx, lambda t: t.strip("| ").startswith("MIG devices:"))
-            proc_at = _find(L, gpu_idx, lambda t: t.strip("| ").startswith("Processes:"))
+            mig_at = _find(text_lines, gpu_idx, lambda t: t.strip("| ").startswith("MIG devices:"))
+            proc_at = _find(text_lines, gpu_idx, lambda t: t.strip("| ").startswith("Processes:"))
             if mig_at is not None:
-                _parse_mig_block(L, mig_at, gpu_list)
+                _parse_mig_block(text_lines, mig_at, gpu_list)
             if proc_at is not None:
-                _parse_processes(L, proc_at, gpu_list)
+                _parse_processes(text_lines, proc_at, gpu_list)
             if not complete:
-                b.warnings.append("%s: the nvidia-smi GPU table ends early; the GPU list may be incomplete" % name)
-            b.set("nvml.gpus", gpu_list, gpu_idx)
-            if not b.has("nvml.status"):
-                b.set("nvml.status", "ok", gpu_idx)
+                builder.warnings.append(f"{name}: the nvidia-smi GPU table ends early; the GPU list may be incomplete")
+            builder.set("nvml.gpus", gpu_list, gpu_idx)
+            if not builder.has("nvml.status"):
+                builder.set("nvml.status", "ok", gpu_idx)
 
-    _parse_dash_l(b, L)
-    return b
+    _parse_dash_l(builder, text_lines)
+    return builder
 
 
-def _find(L: List[str], start: int, pred) -> Optional[int]:
-    for j in range(start, len(L)):
-        if pred(L[j].strip()):
-            return j
+def _find(text_lines: List[str], start: int, pred) -> Optional[int]:
+    for ahead in range(start, len(text_lines)):
+        if pred(text_lines[ahead].strip()):
+            return ahead
     return None
 
 
-def _parse_gpu_block(b: Builder, L: List[str], start: int):
+def _parse_gpu_block(builder: Builder, text_lines: List[str], start: int):
     """(gpus, index of the first GPU row, whether the block ended normally) or None without a GPU table."""
-    n = len(L)
-    j = start
+    n = len(text_lines)
+    ahead = start
     col_header = None
-    while j < n:
-        s = L[j].strip()
+    while ahead < n:
+        s = text_lines[ahead].strip()
         if s.startswith("|") and "GPU" in s and "Name" in s:
-            col_header = j
+            col_header = ahead
             break
         if "Processes:" in s:
             return None
-        j += 1
+        ahead += 1
     if col_header is None:
         return None
     header_text = []
-    j = col_header
-    while j < n and not L[j].strip().startswith("|="):
-        t = L[j].strip()
+    ahead = col_header
+    while ahead < n and not text_lines[ahead].strip().startswith("|="):
+        t = text_lines[ahead].strip()
         if not t.startswith("|"):
             return None
         header_text.append(t)
-        j += 1
-    if j >= n:
+        ahead += 1
+    if ahead >= n:
         return None
     has_mig_row = "MIG M." in " ".join(header_text)
-    j += 1
+    ahead += 1
     groups: List[List[Tuple[int, str]]] = [[]]
     last_was_sep = False
-    while j < n:
-        s = L[j].strip()
+    while ahead < n:
+        s = text_lines[ahead].strip()
         if not s or s[0] not in "|+":
             break
         if _is_sep(s):
             last_was_sep = True
             if groups[-1]:
                 groups.append([])
-            if s.startswith("+") and (j + 1 >= n or not L[j + 1].strip().startswith("|")):
+            if s.startswith("+") and (ahead + 1 >= n or not text_lines[ahead + 1].strip().startswith("|")):
                 break
         else:
             last_was_sep = False
-            groups[-1].append((j, s))
-        j += 1
+            groups[-1].append((ahead, s))
+        ahead += 1
     complete = last_was_sep  # a block that stops inside a GPU's rows was cut
     gpus: List[Dict[str, Any]] = []
     first = None
@@ -214,23 +214,23 @@ def _by_index(gpus: List[Dict[str, Any]]) -> Dict[int, Dict[str, Any]]:
     return {g["index"]: g for g in gpus if isinstance(g.get("index"), int)}
 
 
-def _parse_mig_block(L: List[str], at: int, gpus: List[Dict[str, Any]]) -> None:
-    n = len(L)
-    j = at + 1
-    while j < n and not L[j].strip().startswith("|="):
-        if not L[j].strip().startswith(("|", "+")):
+def _parse_mig_block(text_lines: List[str], at: int, gpus: List[Dict[str, Any]]) -> None:
+    n = len(text_lines)
+    ahead = at + 1
+    while ahead < n and not text_lines[ahead].strip().startswith("|="):
+        if not text_lines[ahead].strip().startswith(("|", "+")):
             return
-        j += 1
-    j += 1
+        ahead += 1
+    ahead += 1
     index = _by_index(gpus)
     expect_first = True
-    while j < n:
-        s = L[j].strip()
+    while ahead < n:
+        s = text_lines[ahead].strip()
         if not s or s[0] not in "|+":
             break
         if _is_sep(s):
             expect_first = True
-            j += 1
+            ahead += 1
             continue
         if expect_first:
             expect_first = False
@@ -255,33 +255,33 @@ def _parse_mig_block(L: List[str], at: int, gpus: List[Dict[str, Any]]) -> None:
                 if gpu is not None:
                     gpu.setdefault("mig_devices", []).append(dev)
                     gpu.setdefault("mig_enabled", True)
-        j += 1
+        ahead += 1
 
 
-def _parse_processes(L: List[str], at: int, gpus: List[Dict[str, Any]]) -> None:
-    n = len(L)
-    j = at + 1
+def _parse_processes(text_lines: List[str], at: int, gpus: List[Dict[str, Any]]) -> None:
+    n = len(text_lines)
+    ahead = at + 1
     header = []
-    while j < n and not L[j].strip().startswith("|="):
-        t = L[j].strip()
+    while ahead < n and not text_lines[ahead].strip().startswith("|="):
+        t = text_lines[ahead].strip()
         if not t.startswith(("|", "+")):
             return
         header.append(t)
-        j += 1
-    if j >= n:
+        ahead += 1
+    if ahead >= n:
         return
     has_gi = " GI " in " ".join(header) + " "
-    j += 1
+    ahead += 1
     procs: List[Tuple[int, Dict[str, Any]]] = []
     none_found = False
-    while j < n:
-        s = L[j].strip()
+    while ahead < n:
+        s = text_lines[ahead].strip()
         if not s or s[0] not in "|" or _is_sep(s):
             break
         cell = s[1:-1] if s.endswith("|") else s[1:]
         if "No running processes found" in cell:
             none_found = True
-            j += 1
+            ahead += 1
             continue
         toks = list(_TOKEN.finditer(cell))
         k = 3 if has_gi else 1
@@ -304,7 +304,7 @@ def _parse_processes(L: List[str], at: int, gpus: List[Dict[str, Any]]) -> None:
                 if ci.isdigit():
                     proc["compute_instance_id"] = int(ci)
             procs.append((int(toks[0].group()), proc))
-        j += 1
+        ahead += 1
     if not procs and not none_found:
         return  # header without rows: the processes could not be listed (container), unknown
     for g in gpus:
@@ -315,12 +315,12 @@ def _parse_processes(L: List[str], at: int, gpus: List[Dict[str, Any]]) -> None:
             index[gi]["processes"].append(proc)
 
 
-def _parse_dash_l(b: Builder, L: List[str]) -> None:
+def _parse_dash_l(builder: Builder, text_lines: List[str]) -> None:
     """``nvidia-smi -L``: 'GPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-…)' with optional MIG lines."""
     gpus: List[Dict[str, Any]] = []
     first = None
-    for i in range(len(L)):
-        s = L[i].strip()
+    for i in range(len(text_lines)):
+        s = text_lines[i].strip()
         if s.startswith("GPU"):
             m = _L_LINE.match(s)
             if m:
@@ -331,8 +331,8 @@ def _parse_dash_l(b: Builder, L: List[str]) -> None:
         elif s.startswith("MIG") and gpus and _L_MIG.match(s):
             gpus[-1]["mig_enabled"] = True
     if gpus:
-        b.set("nvml.gpus", gpus, first, "nvidia-smi -L")
-        b.set("nvml.status", "ok", first)
+        builder.set("nvml.gpus", gpus, first, "nvidia-smi -L")
+        builder.set("nvml.status", "ok", first)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -376,14 +376,14 @@ def _qkey(k: str) -> str:
 _Q_TOP = ("timestamp", "driver version", "kmd version", "cuda version", "cuda umd version", "attached gpus")
 
 
-def _q_tree(L: List[str], start: int) -> _Node:
+def _q_tree(text_lines: List[str], start: int) -> _Node:
     """The key : value tree of one ``nvidia-smi -q`` output, from its first line to the first line at the top
     level that is neither a top-level key nor a ``GPU 0000:…`` header (prose or another tool's output)."""
     root = _Node("", None, -1, start)
     stack = [root]
-    base = len(L[start]) - len(L[start].lstrip(" "))
-    for i in range(start, len(L)):
-        raw = L[i]
+    base = len(text_lines[start]) - len(text_lines[start].lstrip(" "))
+    for i in range(start, len(text_lines)):
+        raw = text_lines[i]
         s = raw.strip()
         if not s or s.startswith("=") or len(s) > 1000:
             continue
@@ -406,17 +406,17 @@ def _q_tree(L: List[str], start: int) -> _Node:
 
 
 def parse_q(lines: Lines, name: str) -> Builder:
-    b = Builder(name, lines, "nvidia_smi_q")
-    L = lines.lines
+    builder = Builder(name, lines, "nvidia_smi_q")
+    text_lines = lines.lines
     start = None
-    for i in range(len(L)):
-        s = L[i].strip()
+    for i in range(len(text_lines)):
+        s = text_lines[i].strip()
         if "NVSMI LOG" in s or (s.startswith(("Driver Version", "KMD Version", "Attached GPUs")) and " : " in s):
             start = i
             break
     if start is None:
-        return b
-    root = _q_tree(L, start)
+        return builder
+    root = _q_tree(text_lines, start)
     top = {}
     gpu_nodes: List[_Node] = []
     stack = list(reversed(root.children))
@@ -431,12 +431,12 @@ def parse_q(lines: Lines, name: str) -> Builder:
 
     drv = top.get("driver version") or top.get("kmd version")
     if drv is not None and first_version(drv.value):
-        b.set("nvml.driver_version", first_version(drv.value), drv.idx)
-        b.set("nvml.status", "ok", drv.idx)
+        builder.set("nvml.driver_version", first_version(drv.value), drv.idx)
+        builder.set("nvml.status", "ok", drv.idx)
     cud = top.get("cuda version") or top.get("cuda umd version")
     if cud is not None and first_version(cud.value):
-        b.set("nvml.cuda_driver_version", major_minor(first_version(cud.value)), cud.idx,
-              "the newest CUDA this driver supports")
+        builder.set("nvml.cuda_driver_version", major_minor(first_version(cud.value)), cud.idx,
+                    "the newest CUDA this driver supports")
 
     gpus = []
     for index, node in enumerate(gpu_nodes):
@@ -444,14 +444,14 @@ def parse_q(lines: Lines, name: str) -> Builder:
         if gpu is not None:
             gpus.append(gpu)
     if gpus:
-        b.set("nvml.gpus", gpus, gpu_nodes[0].idx)
-        if not b.has("nvml.status"):
-            b.set("nvml.status", "ok", gpu_nodes[0].idx)
+        builder.set("nvml.gpus", gpus, gpu_nodes[0].idx)
+        if not builder.has("nvml.status"):
+            builder.set("nvml.status", "ok", gpu_nodes[0].idx)
         attached = top.get("attached gpus")
         if attached is not None and to_int(attached.value) is not None and to_int(attached.value) != len(gpus):
-            b.warnings.append("%s: nvidia-smi -q says %s GPUs attached but lists %d (cut?)"
-                              % (name, attached.value, len(gpus)))
-    return b
+            builder.warnings.append(f"{name}: nvidia-smi -q says {attached.value} GPUs attached but lists {len(gpus)} "
+                                    "(cut?)")
+    return builder
 
 
 def _sum_known(values) -> Optional[int]:
@@ -615,14 +615,14 @@ def _xtext(el: Optional[ET.Element], path: str) -> Optional[str]:
 
 
 def parse_xml(lines: Lines, name: str) -> Builder:
-    b = Builder(name, lines, "nvidia_smi_xml")
+    builder = Builder(name, lines, "nvidia_smi_xml")
     text = lines.text
     start = text.find("<nvidia_smi_log")
     if start < 0:
-        return b
+        return builder
     if _ENTITY.search(text):
-        b.warnings.append("%s: XML with entity declarations refused (nvidia-smi never writes them)" % name)
-        return b
+        builder.warnings.append(f"{name}: XML with entity declarations refused (nvidia-smi never writes them)")
+        return builder
     end = text.find("</nvidia_smi_log>", start)
     # The DOCTYPE (before the root) is left out: nothing is resolved or fetched.
     chunk = text[start: end + len("</nvidia_smi_log>")] if end >= 0 else text[start:]
@@ -643,9 +643,9 @@ def parse_xml(lines: Lines, name: str) -> Builder:
     except (ET.ParseError, ValueError, UnicodeError):
         truncated = True
     if root is None or root.tag != "nvidia_smi_log":
-        return b
+        return builder
     if truncated or end < 0:
-        b.warnings.append("%s: the nvidia-smi XML is cut or malformed; read what came before the break" % name)
+        builder.warnings.append(f"{name}: the nvidia-smi XML is cut or malformed; read what came before the break")
 
     def cite(tag: str) -> Optional[int]:
         pos = chunk.find("<" + tag)
@@ -656,24 +656,24 @@ def parse_xml(lines: Lines, name: str) -> Builder:
 
     drv = _xtext(root, "driver_version") or _xtext(root, "kmd_version")
     if drv and first_version(drv):
-        b.set("nvml.driver_version", first_version(drv), cite("driver_version"))
-        b.set("nvml.status", "ok", cite("driver_version"))
+        builder.set("nvml.driver_version", first_version(drv), cite("driver_version"))
+        builder.set("nvml.status", "ok", cite("driver_version"))
     cuda = _xtext(root, "cuda_version") or _xtext(root, "cuda_umd_version")
     if cuda and first_version(cuda):
-        b.set("nvml.cuda_driver_version", major_minor(first_version(cuda)), cite("cuda_version"),
-              "the newest CUDA this driver supports")
+        builder.set("nvml.cuda_driver_version", major_minor(first_version(cuda)), cite("cuda_version"),
+                    "the newest CUDA this driver supports")
     gpus = []
     for index, g in enumerate(root.findall("gpu")):
         gpu = _gpu_from_xml(g, index)
         if gpu is not None:
             gpus.append(gpu)
     if gpus:
-        b.set("nvml.gpus", gpus, cite("gpu"))
-        if not b.has("nvml.status"):
-            b.set("nvml.status", "ok", cite("gpu"))
-    if not b.empty():
-        b.touch(_line_index(lines, line0 + 1))
-    return b
+        builder.set("nvml.gpus", gpus, cite("gpu"))
+        if not builder.has("nvml.status"):
+            builder.set("nvml.status", "ok", cite("gpu"))
+    if not builder.empty():
+        builder.touch(_line_index(lines, line0 + 1))
+    return builder
 
 
 def _line_index(lines: Lines, lineno: int) -> Optional[int]:
@@ -770,42 +770,42 @@ _ERRORS: Tuple[Tuple[str, "re.Pattern[str]"], ...] = (
 def parse_error(lines: Lines, name: str) -> Builder:
     """nvidia-smi's own error messages. The text is searched with line breaks joined, so a message wrapped over
     two lines (as some versions print it) is still found."""
-    b = Builder(name, lines, "nvidia_smi_error")
-    L = lines.lines
-    for i in range(len(L)):
-        s = L[i].strip()
+    builder = Builder(name, lines, "nvidia_smi_error")
+    text_lines = lines.lines
+    for i in range(len(text_lines)):
+        s = text_lines[i].strip()
         if not s:
             continue
         window = s
         # join up to two following lines for wrapped messages
         k = i + 1
-        while k < len(L) and k <= i + 2 and L[k].strip():
-            window = window + " " + L[k].strip()
+        while k < len(text_lines) and k <= i + 2 and text_lines[k].strip():
+            window = window + " " + text_lines[k].strip()
             k += 1
         window = " ".join(window.split())
         for kind, pat in _ERRORS:
             m = pat.search(window)
             if m and m.start() < len(s) + 1:
-                msg = _message(L, i)
+                msg = _message(text_lines, i)
                 status = "unavailable" if kind == "library_not_found" else "error"
-                b.set("nvml.status", status, i)
-                b.set("nvml.error_kind", kind, i)
-                b.set("nvml.error", msg, i)
+                builder.set("nvml.status", status, i)
+                builder.set("nvml.error_kind", kind, i)
+                builder.set("nvml.error", msg, i)
                 if kind == "no_devices":
-                    b.set("nvml.gpus", [], i, "nvidia-smi found no devices")
-                return b
-    return b
+                    builder.set("nvml.gpus", [], i, "nvidia-smi found no devices")
+                return builder
+    return builder
 
 
 _KV_LINE = re.compile(r"[A-Z][A-Za-z ]{0,40}:[ \t]")
 
 
-def _message(L: List[str], i: int) -> str:
+def _message(text_lines: List[str], i: int) -> str:
     """The error message verbatim: its line and the continuation lines that belong to it. A line wrapped by
     the terminal is joined with a space; a line of its own ('NVML library version: 570.124') keeps its break."""
-    out = L[i].strip()
-    for j in range(i + 1, min(i + 4, len(L))):
-        t = L[j].strip()
+    out = text_lines[i].strip()
+    for ahead in range(i + 1, min(i + 4, len(text_lines))):
+        t = text_lines[ahead].strip()
         if not t or t.startswith(("|", "+", "$", "#")) or "NVIDIA-SMI " in t:
             break
         out += ("\n" if _KV_LINE.match(t) else " ") + t

@@ -33,30 +33,30 @@ _CONDA_CUDA = re.compile(r"cuda(\d{1,2}\.\d{1,2})")
 _TORCH_NAMES = ("torch", "pytorch")
 
 
-def record(b: Builder, pkg: str, version: str, idx: int, build: Optional[str] = None) -> None:
+def record(builder: Builder, pkg: str, version: str, idx: int, build: Optional[str] = None) -> None:
     """The facts one installed package states."""
     pkg = pkg.lower().replace("_", "-")
     wheel = _NVIDIA_WHEEL.match(pkg)
     if wheel:
         library = wheel.group(1).replace("-", "_")
-        b.set(f"torch.cuda_wheels.{library}", version, idx, f"the {pkg} wheel")
+        builder.set(f"torch.cuda_wheels.{library}", version, idx, f"the {pkg} wheel")
         if library == "nccl":
-            b.set("torch.nccl", version, idx, "NCCL wheel torch loads")
+            builder.set("torch.nccl", version, idx, "NCCL wheel torch loads")
     elif pkg == "deepspeed":
-        b.set("torch.deepspeed.version", version, idx)
-    elif pkg in _TORCH_NAMES and not b.has("torch.version"):
-        b.set("torch.version", version, idx, "from the package list")
-        b.set("torch.status", "ok", idx)
-        if build and not b.has("torch.cuda"):
+        builder.set("torch.deepspeed.version", version, idx)
+    elif pkg in _TORCH_NAMES and not builder.has("torch.version"):
+        builder.set("torch.version", version, idx, "from the package list")
+        builder.set("torch.status", "ok", idx)
+        if build and not builder.has("torch.cuda"):
             cuda = _CONDA_CUDA.search(build)
             if cuda:
-                b.set("torch.cuda", major_minor(cuda.group(1)), idx, "inferred from the conda build string")
+                builder.set("torch.cuda", major_minor(cuda.group(1)), idx, "inferred from the conda build string")
             elif "cpu" in build.split("_"):
-                b.set("torch.cuda", None, idx, "inferred from the conda build string (CPU-only)")
+                builder.set("torch.cuda", None, idx, "inferred from the conda build string (CPU-only)")
 
 
 def parse(lines: Lines, name: str) -> Builder:
-    b = Builder(name, lines, "package_list")
+    builder = Builder(name, lines, "package_list")
     table = None  # "pip" or "conda" while inside a listed table
     for i, line in raw_lines(lines):  # conda's `# Name …` header is a comment, not a root prompt
         s = line.strip()[:MAX_LINE]
@@ -74,12 +74,12 @@ def parse(lines: Lines, name: str) -> Builder:
         if "==" in s:
             m = _FREEZE.match(s)
             if m:
-                record(b, m.group(1), m.group(2), i)
+                record(builder, m.group(1), m.group(2), i)
             continue
         if table:
             m = _ROW.match(s)
             if not m:
                 table = None
                 continue
-            record(b, m.group(1), m.group(2), i, m.group(3) if table == "conda" else None)
-    return b
+            record(builder, m.group(1), m.group(2), i, m.group(3) if table == "conda" else None)
+    return builder

@@ -25,11 +25,11 @@ _NOT_FOUND = re.compile(r"(?:WARNING:[ \t]*)?Package\(s\) not found:[ \t]*(.{1,5
 
 
 def parse(lines: Lines, name: str) -> Builder:
-    b = Builder(name, lines, "pip_show")
-    L = lines.lines
-    n = len(L)
+    builder = Builder(name, lines, "pip_show")
+    text_lines = lines.lines
+    n = len(text_lines)
     for i in range(n):
-        s = L[i].strip()
+        s = text_lines[i].strip()
         if s.startswith("Name:"):
             m = _NAME.match(s)
             if not m:
@@ -37,43 +37,43 @@ def parse(lines: Lines, name: str) -> Builder:
             pkg = m.group(1).lower().replace("_", "-")
             version = None
             vi = ri = None
-            for j in range(i + 1, min(i + 20, n)):
-                t = L[j].strip()
+            for ahead in range(i + 1, min(i + 20, n)):
+                t = text_lines[ahead].strip()
                 if not t or t.startswith("Name:") or t == "---":
                     break
                 if _VERSION.match(t) and version is None:
-                    version, vi = _VERSION.match(t).group(1), j
+                    version, vi = _VERSION.match(t).group(1), ahead
                 elif t.startswith("Requires:"):
-                    ri = j
+                    ri = ahead
             if version is None:
                 continue
             if pkg in ("torch", "pytorch"):
-                b.set("torch.version", version, vi)
-                b.set("torch.status", "ok", vi)
-                _infer_cuda_from_requires(b, version, ri)
+                builder.set("torch.version", version, vi)
+                builder.set("torch.status", "ok", vi)
+                _infer_cuda_from_requires(builder, version, ri)
             elif pkg == "deepspeed":
-                b.set("torch.deepspeed.version", version, vi)
+                builder.set("torch.deepspeed.version", version, vi)
             elif pkg.startswith("nvidia-nccl-cu"):
-                b.set("torch.nccl", version, vi, "NCCL wheel torch loads")
+                builder.set("torch.nccl", version, vi, "NCCL wheel torch loads")
         elif "Package(s) not found" in s:
             m = _NOT_FOUND.search(s)
             if not m:
                 continue
             missing = [p.strip().lower() for p in m.group(1).split(",")]
             if "torch" in missing:
-                b.set("torch.status", "missing", i, "pip show found no torch")
+                builder.set("torch.status", "missing", i, "pip show found no torch")
             if "deepspeed" in missing:
-                b.set("torch.deepspeed.version", None, i, "pip show found no deepspeed")
-    return b
+                builder.set("torch.deepspeed.version", None, i, "pip show found no deepspeed")
+    return builder
 
 
-def _infer_cuda_from_requires(b: Builder, version: str, ri) -> None:
+def _infer_cuda_from_requires(builder: Builder, version: str, ri) -> None:
     """PyPI's Linux torch wheel requires nvidia-cuda-runtime-cu12 and friends: a CUDA 12 build (major only)."""
     if ri is None or "+" in version:
         return  # a local tag says more; parse_report reads it
-    m = _REQUIRES.match(b.lines.lines[ri].strip())
+    m = _REQUIRES.match(builder.lines.lines[ri].strip())
     majors = sorted(set(_NVIDIA_CU.findall(m.group(1).lower()))) if m else []
     if len(majors) == 1:
-        b.set("torch.cuda", str(int(majors[0])), ri,
-              "inferred from the nvidia-*-cu%s wheels torch requires: PyPI's CUDA %d build, minor version not "
-              "shown" % (majors[0], int(majors[0])))
+        builder.set("torch.cuda", str(int(majors[0])), ri,
+                    f"inferred from the nvidia-*-cu{majors[0]} wheels torch requires: PyPI's CUDA {int(majors[0])} "
+                    "build, minor version not shown")

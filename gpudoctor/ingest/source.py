@@ -63,11 +63,11 @@ def _open(path: str, stdin: Optional[BinaryIO]) -> BinaryIO:
     try:
         return open_stream(path)  # a FIFO nobody writes is given up, a pipe that delivers streams
     except FileNotFoundError:
-        raise ReportError("cannot read report %r: no such file" % path) from None
+        raise ReportError(f"cannot read report {path!r}: no such file") from None
     except IsADirectoryError:
-        raise ReportError("cannot read report %r: is a directory" % path) from None
+        raise ReportError(f"cannot read report {path!r}: is a directory") from None
     except OSError as exc:
-        raise ReportError("cannot read report %r: %s" % (path, exc.strerror or exc)) from None
+        raise ReportError(f"cannot read report {path!r}: {exc.strerror or exc}") from None
 
 
 def _binary(head: bytes) -> bool:
@@ -88,19 +88,19 @@ def read_one(path: str, scanner: LogScanner, stdin: Optional[BinaryIO] = None) -
     try:
         for chunk in utf8_chunks(stream):
             if not kept and _binary(chunk):
-                raise ReportError("%s: not text (binary data)" % name)
+                raise ReportError(f"{name}: not text (binary data)")
             if kept < HEAD_BYTES:
                 head.append(chunk[:HEAD_BYTES - kept])
                 kept += len(head[-1])
             line += scanner.feed(name, chunk, line)
             last = chunk[-1:]
     except OSError as exc:
-        raise ReportError("cannot read report %r: %s" % (path, exc.strerror or exc)) from None
+        raise ReportError(f"cannot read report {path!r}: {exc.strerror or exc}") from None
     finally:
         if stream is not stdin:
             stream.close()
     if not kept:
-        raise ReportError("%s: the report is empty" % name)
+        raise ReportError(f"{name}: the report is empty")
     lines = line - 1 + (last != b"\n")
     try:
         return parse_report(b"".join(head).decode("utf-8", errors="replace"), name)
@@ -168,14 +168,14 @@ def _stated(scanner: LogScanner) -> ParsedReport:
         for part in parents:
             node = node.setdefault(part, {})
         node[last] = stated["value"]
-        evidence[path] = "%s: '%s'" % (stated["where"], stated["line"])
+        evidence[path] = f"{stated['where']}: '{stated['line']}'"
     return ParsedReport(kind="message", facts=facts, evidence=evidence, missing=[], name="messages")
 
 
 def _nothing(texts: Sequence[ParsedReport]) -> str:
     """The one line a report prints for texts in which nothing was recognised."""
-    return "; ".join("nothing gpudoctor knows in %d line%s%s" % (
-        r.lines, "" if r.lines == 1 else "s", " of %s" % r.name if len(texts) > 1 else "") for r in texts)
+    return "; ".join(f"nothing gpudoctor knows in {r.lines} line{'' if r.lines == 1 else 's'}"
+                     f"{f' of {r.name}' if len(texts) > 1 else ''}" for r in texts)
 
 
 def overlay_reports(snapshot, paths: Sequence[str], stdin: Optional[BinaryIO] = None) -> None:

@@ -68,8 +68,8 @@ def _rows(lines: List[str], start: int, gpus: List[int]) -> Tuple[Dict[str, Dict
 
 def _mode_above(lines: List[str], raw: str, at: int) -> str:
     """Which P2P capability a matrix shows: the `-p2p X` of the command above it, else its legend's wording."""
-    for j in range(at - 1, max(at - 4, -1), -1):
-        m = _MODE.search(lines[j])
+    for ahead in range(at - 1, max(at - 4, -1), -1):
+        m = _MODE.search(lines[ahead])
         if m:
             return MODES[m.group(1)]
     m = _MODE.search(raw)
@@ -77,7 +77,7 @@ def _mode_above(lines: List[str], raw: str, at: int) -> str:
 
 
 def parse(lines: Lines, name: str) -> Builder:
-    b = Builder(name, lines, "nvidia_smi_topo")
+    builder = Builder(name, lines, "nvidia_smi_topo")
     text = lines.lines
     i = 0
     while i < len(text):
@@ -89,11 +89,11 @@ def parse(lines: Lines, name: str) -> Builder:
         if matrix and kind:
             key = "links" if kind == "links" else "p2p_" + _mode_above(text, lines.text, i)
             note = "nvidia-smi topo -m" if kind == "links" else "nvidia-smi topo -p2p"
-            b.set("nvml.topology." + key, matrix, i, note)
+            builder.set("nvml.topology." + key, matrix, i, note)
             if kind == "links" and len(matrix) > 1 and all(
                     not cell.startswith("NV") for row in matrix.values() for cell in row.values()):
-                b.set("nvml.topology.pcie_only", True, i, "no NVLink between any two GPUs")
+                builder.set("nvml.topology.pcie_only", True, i, "no NVLink between any two GPUs")
             elif kind == "links" and len(matrix) > 1:
-                b.set("nvml.topology.pcie_only", False, i)
+                builder.set("nvml.topology.pcie_only", False, i)
         i = max(end, i + 1)
-    return b
+    return builder
