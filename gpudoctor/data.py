@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -26,5 +27,15 @@ def load_toml(path: Path) -> dict:
         return tomllib.load(handle)
 
 
+MAX_KEY_PARTS = 64  # parts of one dotted TOML key (tomllib needs gigabytes for 20,000: refused before parsing)
+_DEEP_KEY = re.compile(r"(?<![A-Za-z0-9_.\"'-])(?:(?:[A-Za-z0-9_-]++|\"[^\"\n]*+\"|'[^'\n]*+')[ \t]*+\.[ \t]*+){%d}" % MAX_KEY_PARTS)
+
+
 def loads_toml(text: str) -> dict:
+    """A TOML text from the user (a site policy), parsed; a dotted key of more than MAX_KEY_PARTS parts is a
+    TOMLDecodeError before the parser sees it."""
+    deep = _DEEP_KEY.search(text)
+    if deep:
+        line = text.count("\n", 0, deep.start()) + 1
+        raise TOMLDecodeError(f"a dotted key of more than {MAX_KEY_PARTS} parts (at line {line})")
     return tomllib.loads(text)

@@ -3,6 +3,7 @@ the command, or the place a value is quoted (finding messages, evidence, parse e
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import io
 import json
@@ -80,6 +81,18 @@ def _outputs(tmp_path, name: str, secret: str) -> str:
         nodes.append(tmp_path / f"{node}.json")
         nodes[-1].write_text(json.dumps(data))
     runs += [("fleet", *nodes, "--format", fmt) for fmt in ("plain", "json")]
+    pasted = tmp_path / "rank0.log"  # a pasted log: the value as a variable, a header and in a quoted dict
+    pasted.write_text(f"torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled "
+                      f"system error, NCCL version 2.18.1 {name}={json.dumps(secret)} "
+                      f"headers={{'Authorization': 'Bearer {secret}'}} X-Api-Key: {secret}\n")
+    runs += [("check", "--from", pasted, "--format", fmt) for fmt in ("plain", "json", "markdown")]
+    runs += [("snapshot", "--from", pasted)]
+    manifest, dockerfile = tmp_path / "pod.yaml", tmp_path / "Dockerfile"
+    manifest.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - name: c\n"
+                        f"    image: x\n    env:\n    - {{name: {name}, value: {json.dumps(secret)}}}\n"
+                        "    - {name: NCCL_DEBUG, value: INFO}\n")
+    dockerfile.write_text(f"FROM x\nENV {name}={json.dumps(secret)}\nENV NCCL_DEBUG=INFO\n")
+    runs += [("lint", manifest, dockerfile, "--format", fmt) for fmt in ("plain", "json")]
     return "\n".join(_run(*argv) for argv in runs)
 
 
@@ -90,14 +103,18 @@ secrets = st.text(alphabet=string.ascii_letters + string.digits + "!#%&()*+,-./:
                   max_size=24)
 
 
+@pytest.mark.slow
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(name=names, secret=secrets)
 @example(name="HF_TOKEN", secret="p@ss/w0rd@x")  # the URL's password holds '@' and '/'
 @example(name="DB_PASSWORD", secret='a"b|c<d>e\\')
 def test_a_secret_never_appears_in_any_output(tmp_path, name, secret):
+    """Random secret-looking names and values in every input kind (env file, snapshot, pasted log, manifest,
+    Dockerfile): no output of any command in any format holds the value or its base64."""
     assume(secret.strip() and secret.lower() not in _baseline(tmp_path).lower())
     printed = _outputs(tmp_path, name, secret)
-    for form in {secret, json.dumps(secret)[1:-1], secret.replace("|", "\\|")}:
+    for form in {secret, json.dumps(secret)[1:-1], secret.replace("|", "\\|"),
+                 base64.b64encode(secret.encode()).decode()}:
         assert form not in printed, f"{name}={secret!r} leaked"
 
 

@@ -152,3 +152,10 @@ def test_rank_0_without_peers_is_bounded_by_timeout(monkeypatch):
     monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
     monkeypatch.setenv("MASTER_PORT", str(port))
     _usage_error(("check", "--fleet", "--quick", "--timeout", "0.5"), "no rendezvous with every rank within 2 s")
+
+
+def test_a_policy_with_a_100000_part_dotted_key_is_refused_before_parsing(tmp_path):
+    """tomllib would need gigabytes for it: the key depth is bounded before the parser sees the text."""
+    policy = tmp_path / "site.toml"
+    policy.write_text('schema = "gpudoctor.policy/1"\n' + "a" + ".a" * 100000 + " = 1\n")
+    _usage_error(("check", "--snapshot", MACHINE, "--policy", policy), "a dotted key of more than 64 parts")
