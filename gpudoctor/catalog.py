@@ -49,7 +49,7 @@ INPUTS = {  # in the order the report names them: what the machine lacks first, 
     "torch.devices": Input("no CUDA device", absent_when=("torch.status", "ok")),
     "ds_config": Input("no DeepSpeed config"),
     "scripts": Input("no script"),
-    "launch": Input("no job file"),
+    "launch": Input("no launch command"),  # a .env given is a file, but starts no job
     "logs": Input("no log"),
     "model": Input("no model"),
     "fleet.nodes": Input("no fleet", least=2),
@@ -59,7 +59,7 @@ INPUTS = {  # in the order the report names them: what the machine lacks first, 
     "requests.tensor_parallel": Input("no tensor parallelism"),
     "env.ACCELERATE_MIXED_PRECISION": Input("no ACCELERATE_MIXED_PRECISION"),
     "env.TENSOR_MODEL_PARALLEL_SIZE": Input("no TENSOR_MODEL_PARALLEL_SIZE"),
-    "probes": Input("no probe ran"),
+    "probes": Input("no machine looked at"),
 }
 
 

@@ -24,7 +24,7 @@ def named_gpu(name: str) -> dict:
         raise InputError(f"--gpu {name!r} fits GPUs of different memory ({exc}); add the memory or the form "
                          f"factor, e.g. --gpu \"{name.strip()} 80GB\"") from None
     if spec is None or not spec.get("memory_gib"):
-        why = "its memory is not in rules/gpus.toml" if spec else "not in rules/gpus.toml"
+        why = "gpudoctor does not know its memory" if spec else "not a GPU gpudoctor knows (`gpudoctor estimate --help`)"
         raise InputError(f"--gpu {name!r}: {why}; give the memory instead, e.g. --gpu 24GB")
     return {"name": spec["name"], "memory_total_bytes": int(float(spec["memory_gib"]) * GiB)}
 

@@ -249,7 +249,7 @@ def test_config_that_is_not_json(run_cli, tmp_path):
 
 
 @pytest.mark.parametrize("argv,message", [
-    (["estimate", "--model", "7B", "--gpu", "Voodoo 3dfx"], "not in rules/gpus.toml"),
+    (["estimate", "--model", "7B", "--gpu", "Voodoo 3dfx"], "not a GPU gpudoctor knows"),
     (["estimate", "--model", "7B", "--micro-batch", "0"], "must be positive"),
     (["estimate", "--model", "7B", "--ds-config", "/nonexistent.json"], "no such file"),
     (["check", "--micro-batch", "2"], "--micro-batch needs --model"),

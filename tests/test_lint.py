@@ -193,3 +193,10 @@ def test_shell_defaults_are_judged_when_the_caller_does_not_set_the_variable(tmp
     report = json.loads(done.stdout)
     assert [(f["rule"], f["location"]["line"]) for f in report["findings"]] == [("GD402", 3)]
     assert "applies when the caller does not set NCCL_DEBUG" in report["findings"][0]["message"]
+
+
+def test_a_env_file_is_not_called_no_job_file(run_cli):
+    """Rules about how a job starts are not applicable to a .env for want of a launch command, not of a file."""
+    _, out, _ = run_cli("lint", FIXTURES / "jobs" / "fixable.env", "--format", "json")
+    reasons = {item["reason"] for item in json.loads(out)["not_applicable"]}
+    assert "no launch command" in reasons and "no job file" not in reasons

@@ -24,14 +24,14 @@ def test_a_plain_check_counts_what_it_had_nothing_to_judge_apart(run_cli):
     assert code == 0 and report["summary"]["not_applicable"] == len(idle)
     assert {rule: idle.get(rule) for rule in DS_CONFIG_RULES} == dict.fromkeys(DS_CONFIG_RULES, "no DeepSpeed config")
     assert idle["GD602"] == "no script" and idle["GD701"] == "no NCCL benchmark" and idle["GD424"] == "no log"
-    assert idle["GD501"] == "no model" and idle["GD606"] == "no job file"
+    assert idle["GD501"] == "no model" and idle["GD606"] == "no launch command"
     assert "GD101" not in idle and "GD406" not in idle  # the machine and its environment were there to judge
 
     code, text, _ = run_cli("check", "--snapshot", HEALTHY, "--format", "plain")
     line = summary_paragraph(text)
     counts = report["summary"]
     assert line.startswith(f"✓ 0 errors · 0 warnings · 0 info · {counts['passed']} passed · 0 unknown · "
-                           f"{counts['not_applicable']} not applicable (no DeepSpeed config, no script, no job file, "
+                           f"{counts['not_applicable']} not applicable (no DeepSpeed config, no script, no launch command, "
                            "no log, …)"), line
     fired = {finding["rule"] for finding in report["findings"]}
     assert counts["passed"] + counts["unknown"] + counts["not_applicable"] + len(fired) == len(load_catalog())

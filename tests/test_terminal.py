@@ -110,6 +110,22 @@ def test_one_layout_the_name_on_its_own_line(run_cli, monkeypatch, columns):
         assert after.startswith("     ") and not after.startswith("      ")
 
 
+INTERNAL = re.compile(r"\bno \w+ facts\b|no probe ran|\benv\.[A-Z]|\b(nvcc|nvml|host)\.[a-z]|process_peak_rss|"
+                      r"quick: not imported|rules/\w+\.toml")
+
+
+@pytest.mark.parametrize("argv", [
+    ["check", "--from", FIXTURES / "logs" / "nccl_efa_plugin_failed.log"],
+    ["check", "--snapshot", FIXTURES / "machines" / "rtx6000ada-nvcc115-cu124.json", "--select", "GD3"],
+    ["lint", JOBS / "fixable.env"], ["lint", K8S / "job_dataparallel.yaml"],
+    ["estimate", "--model", "7B", "--gpu", "Voodoo 3dfx"],
+], ids=lambda argv: " ".join(str(a).rsplit("/", 1)[-1] for a in argv))
+def test_no_internal_words(run_cli, argv):
+    """Users read what was not looked at and what is not set, never fact paths or the project's files."""
+    _, out, err = run_cli(*argv)
+    assert not INTERNAL.search(out + err), INTERNAL.search(out + err)
+
+
 def test_fleet_fits(run_cli):
     nodes = sorted((FIXTURES / "fleet").glob("*.json"))
     _, text, _ = run_cli("fleet", *nodes)

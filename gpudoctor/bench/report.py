@@ -9,6 +9,9 @@ from gpudoctor.units import size
 NCCL_RULES = ("GD701", "GD702")
 TRAIN_RULES = ("GD703",)
 
+PEAK_KIND = {"cuda_max_memory_allocated": "torch's peak on the GPU",  # bench/train.py's peak_memory_kind
+             "process_peak_rss": "the whole process's peak RAM, torch included"}
+
 
 def judge(facts: dict, rule_ids) -> List:
     """The GD7xx findings for these benchmark facts, through the same engine as `check`."""
@@ -66,6 +69,6 @@ def render_train(result: dict) -> str:
              f" throughput: {_num(result['tokens_per_s'], ',.0f', ' tokens/s')} · "
              f"{_num(result['tflops'], '.4f', ' TFLOP/s')} · MFU {_num(result['mfu'], '.1%')}"
              + ("" if result.get("peak_tflops") else " (no known peak for this device)"),
-             f" peak memory: {size(result['peak_memory_bytes'])} ({result['peak_memory_kind']})",
+             f" peak memory: {size(result['peak_memory_bytes'])} ({PEAK_KIND.get(result['peak_memory_kind'], result['peak_memory_kind'])})",
              f" loss: {_num(result['loss']['first'], '.4f')} → {_num(result['loss']['last'], '.4f')}"]
     return "\n".join(lines) + "\n"

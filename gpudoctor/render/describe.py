@@ -66,7 +66,7 @@ def python_line(facts: Facts) -> str:
         if facts.get("torch.nccl", None):
             inner.append(f"NCCL {facts.get('torch.nccl')}")
         if facts.get("torch.quick", False):
-            inner.append("quick: not imported")
+            inner.append("read from its files, not imported (--quick)")
         parts.append(f"torch {facts.get('torch.version', '?')} ({', '.join(inner)})")
     elif status == "missing":
         parts.append("torch not installed")
@@ -93,22 +93,47 @@ def header_items(facts: Facts) -> List[str]:
     return [item for item in items if item]
 
 
+GROUP_WORDS = {  # a fact group (rules/facts.toml) as a user names what it is about
+    "env": "the environment", "nvml": "the NVIDIA driver", "host": "the host", "torch": "torch", "nvcc": "nvcc",
+    "inputs": "the input files", "scripts": "the script", "launch": "the job files", "logs": "the logs",
+    "deepspeed": "DeepSpeed", "requests": "the script's requests", "bench": "the benchmarks", "model": "the model",
+    "ds_config": "the DeepSpeed config", "libraries": "the CUDA libraries", "env_sources": "the job files",
+}
+FACT_WORDS = {"nvcc.cuda_home": "CUDA_HOME is not set", "nvml.driver_version": "the NVIDIA driver could not be read",
+              "torch.version": "torch's version is not known"}
+
+
+def _fact_words(path: str) -> str:
+    """One missing fact as a user would say it: `WORLD_SIZE is not set`, `CUDA_HOME is not set` …"""
+    if path in FACT_WORDS:
+        return FACT_WORDS[path]
+    group, _, key = path.partition(".")
+    if group == "env" and key:
+        return f"{key} is not set"
+    what = f": {key.replace('_', ' ').replace('.', ' ')}" if key else ""
+    return f"{GROUP_WORDS.get(group, group)}{what} not known"
+
+
 def unknown_reasons(facts: Facts, unknown) -> str:
     """Why rules could not be evaluated, in a few words."""
     reasons: List[Tuple[str, int]] = [(why, count) for why, count in Counter(
         f"{item.rule}: {item.reason}" for item in unknown if item.reason).items()]
     groups = Counter(item.missing.split(".")[0] for item in unknown if not item.reason)
+    unseen: List[str] = []
     for group, count in groups.most_common():
         if group == "torch" and facts.get("torch.status", None) in ("missing", "broken"):
             why = f"torch {facts.get('torch.status')}"
         elif group == "nvml" and facts.get("nvml.status", None) == "error":
             why = "NVML unusable"
         elif not facts.has(group):
-            why = f"no {group} facts"
+            unseen.append(GROUP_WORDS.get(group, group))
+            continue
         else:
-            paths = sorted({item.missing for item in unknown if item.missing.startswith(group)})
-            why = f"{', '.join(paths[:2])} unknown"
+            paths = sorted({item.missing for item in unknown if item.missing.split(".")[0] == group})
+            why = ", ".join(_fact_words(path) for path in paths[:2])
         reasons.append((why, count))
+    if unseen:
+        reasons.append(("not looked at: " + ", ".join(unseen), 0))
     return "; ".join(why for why, _ in reasons)
 
 
