@@ -6,7 +6,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Callable, Iterable, Mapping, Optional, Tuple
+from typing import Any, Callable, Iterable, List, Mapping, Optional, Tuple
 
 from gpudoctor.data import load_toml, rules_dir
 from gpudoctor.errors import InputError
@@ -215,20 +215,24 @@ def catalog_json(rules: Iterable[Rule]) -> dict:
     return {"schema": "gpudoctor.rules/1", "rules": [rule_json(rule) for rule in rules]}
 
 
+def closest_rules(code: str, rule_ids: Iterable[str]) -> List[str]:
+    """The real rule IDs closest to a mistyped one (`GD1O1` → GD101), best first, at most three."""
+    import difflib
+
+    wanted = code.strip().upper()
+    scored = [(difflib.SequenceMatcher(None, wanted, rule_id).ratio(), len(os.path.commonprefix([wanted, rule_id])),
+               rule_id) for rule_id in sorted(set(rule_ids))]
+    return [rule_id for ratio, _, rule_id in sorted(scored, key=lambda item: (-item[0], -item[1])) if ratio >= 0.6][:3]
+
+
 def unmatched_code(codes: Iterable[str], rule_ids: Iterable[str]) -> Optional[str]:
     """Why the first of `codes` (rule IDs or prefixes, as --select/--ignore take them) that matches no rule is
     wrong, naming the closest real IDs; None when every code matches a rule."""
-    import difflib
-
     rule_ids = sorted(set(rule_ids))
     for code in (c.strip() for c in codes if c.strip()):
         if any(rule_id.startswith(code.upper()) for rule_id in rule_ids):
             continue
-        wanted = code.upper()
-        scored = [(difflib.SequenceMatcher(None, wanted, rule_id).ratio(),
-                   len(os.path.commonprefix([wanted, rule_id])), rule_id) for rule_id in rule_ids]
-        close = [rule_id for ratio, _, rule_id in sorted(scored, key=lambda item: (-item[0], -item[1]))
-                 if ratio >= 0.6][:3]
+        close = closest_rules(code, rule_ids)
         hint = f"did you mean {', '.join(close)}?" if close else "`gpudoctor rules` lists them"
         return f"{code!r} matches no rule ({hint})"
     return None

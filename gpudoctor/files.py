@@ -134,7 +134,8 @@ def read_input(name: str, what: str) -> str:
     """The text of a file the user named (`what`: "script", "DeepSpeed config" …), or InputError in one line."""
     path = Path(name)
     if not path.is_file():
-        raise InputError(f"cannot read {what}{' ' if what else ''}{name!r}: no such file")
+        why = "is a directory" if path.is_dir() else "no such file"
+        raise InputError(f"cannot read {what}{' ' if what else ''}{name!r}: {why}")
     try:
         return read_text(path)
     except OSError as exc:

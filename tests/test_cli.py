@@ -114,3 +114,25 @@ def test_only_the_probes_the_selected_rules_need_run(run_cli):
     assert {p["name"] for p in json.loads(out)["probes"]} == {"env", "nvml", "system"}
     code, out, _ = run_cli("check", "--select", "GD503", "--format", "json")
     assert {p["name"] for p in json.loads(out)["probes"]} == {"system"}
+
+
+@pytest.mark.parametrize("argv,hint", [
+    (["chek"], "did you mean check?"), (["explain", "GD1O1"], "did you mean GD101?"),
+    (["check", "--ds_config", "x.json"], "did you mean --ds-config?"), (["bench", "ncl"], "did you mean nccl?"),
+])
+def test_a_near_miss_is_named(run_cli, argv, hint):
+    code, _, err = run_cli(*argv)
+    assert code == 2 and hint in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("option,what", [("--ds-config", "DeepSpeed config"), ("--script", "script"),
+                                         ("--env-file", "env file")])
+def test_a_directory_given_for_a_file_says_so(run_cli, tmp_path, option, what):
+    code, _, err = run_cli("check", "--snapshot", A100_OLD_DRIVER, option, tmp_path)
+    assert code == 2 and f"cannot read {what} '{tmp_path}': is a directory" in err
+
+
+def test_check_from_help_mentions_logs(run_cli, capsys):
+    with pytest.raises(SystemExit):
+        run_cli("check", "--help")
+    assert "a training job's log" in " ".join(capsys.readouterr().out.split())

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import traceback
-from typing import List, Optional
+from typing import Iterator, List, Optional
 
 from gpudoctor.version import __version__
 from gpudoctor.cli import bench as bench_cmd
@@ -20,6 +21,7 @@ from gpudoctor.cli import rules as rules_cmd
 from gpudoctor.cli import snapshot as snapshot_cmd
 from gpudoctor.cli.guard import EXIT_SIGINT, EXIT_SIGTERM, Terminated, guarded
 from gpudoctor.errors import InputError
+from gpudoctor.spelling import one_slip
 from gpudoctor.render.printable import printable
 
 COMMANDS = [check_cmd, lint_cmd, fix_cmd, snapshot_cmd, rules_cmd, bench_cmd]
@@ -29,10 +31,35 @@ COMMANDS.append(mcp_cmd)  # gpudoctor mcp: the tools for AI assistants
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, but usage errors exit 2 with one line and no usage dump."""
+    """argparse, but usage errors exit 2 with one line, no usage dump, and the near miss of a mistyped command or
+    option (`chek` → check, `--ds_config` → --ds-config)."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise InputError(message)
+        raise InputError(message + _near_miss(self, message))
+
+
+def _near_miss(parser: argparse.ArgumentParser, message: str) -> str:
+    """`; did you mean …?` for the first mistyped command or option of an argparse error message, else ''."""
+    found = re.search(r"invalid choice: '([^']*)'", message)
+    if found:
+        words, known = [found.group(1)], [c for a in parser._actions for c in (a.choices or ()) if isinstance(c, str)]
+    else:
+        found = re.search(r"unrecognized arguments: (.*)", message)
+        words = [w.split("=")[0] for w in found.group(1).split() if w.startswith("--")] if found else []
+        known = [option for p in _all_parsers(parser) for option in p._option_string_actions]
+    for word in words:
+        close = sorted({k for k in known if k == word.replace("_", "-") or one_slip(word, k)})
+        if close:
+            return f"; did you mean {' or '.join(close)}?"
+    return ""
+
+
+def _all_parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
+    yield parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                yield from _all_parsers(sub)
 
 
 def build_parser() -> argparse.ArgumentParser:

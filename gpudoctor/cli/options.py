@@ -34,8 +34,9 @@ def add_machine_options(parser: argparse.ArgumentParser) -> None:
 
 def add_from_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--from", type=path, dest="from_reports", action="append", default=[], metavar="REPORT",
-                        help="use a pasted report instead of this machine: collect_env, ds_report, nvidia-smi "
-                             "(-q, -q -x), nvcc --version, pip show torch; repeatable, '-' reads stdin")
+                        help="use a pasted report or a log instead of this machine: collect_env, ds_report, "
+                             "nvidia-smi (-q, -q -x), nvcc --version, pip show torch, a training job's log (what "
+                             "torch, NCCL and DeepSpeed print, docs/logs.md); repeatable, '-' reads stdin")
 
 
 def add_env_file_option(parser: argparse.ArgumentParser) -> None:

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from gpudoctor.catalog import INPUTS, catalog_json, find_rule, load_catalog, rule_json
+from gpudoctor.catalog import INPUTS, catalog_json, closest_rules, find_rule, load_catalog, rule_json
 from gpudoctor.cli.common import UsageError, add_policy_option, policy_rules
 from gpudoctor.render import terminal
 from gpudoctor.render.terminal import fix_block, say, say_block, screen, width, wrap
@@ -46,7 +46,8 @@ def run_rules(args: argparse.Namespace) -> int:
 def run_explain(args: argparse.Namespace) -> int:
     rule = find_rule(args.rule) or next((r for r in policy_rules(args) if r.id == args.rule.strip().upper()), None)
     if rule is None:
-        raise UsageError(f"no rule {args.rule!r} (see `gpudoctor rules`)")
+        close = closest_rules(args.rule, [r.id for r in load_catalog()])
+        raise UsageError(f"no rule {args.rule!r} ({f'did you mean {close[0]}?' if close else 'see `gpudoctor rules`'})")
     if args.format == "json":
         json.dump(rule_json(rule, full=True), sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write("\n")
