@@ -1,8 +1,11 @@
 """End to end: `gpudoctor check --from REPORT` and `gpudoctor snapshot --from REPORT` on real and constructed
-reports, run as a user runs them (a subprocess), with the verdicts in ../shared/corpus/labels.json."""
+reports, run as a user runs them (in this process; a subprocess where stdin is piped), with the verdicts in
+../shared/corpus/labels.json."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -10,6 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from gpudoctor.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT.parent / "shared" / "corpus"
@@ -21,6 +26,17 @@ needs_shared = pytest.mark.usefixtures("corpus")  # skips without ../shared/corp
 
 
 def gpudoctor(*args, stdin=None, cwd=None):
+    """The CLI's exit code, stdout and stderr (bytes), run from `cwd` (the checkout). In this process, unless
+    `stdin` is given: then a real pipe feeds a real process, which is what those tests are about."""
+    if stdin is None:
+        out, err, folder = io.StringIO(), io.StringIO(), os.getcwd()
+        os.chdir(cwd or ROOT)
+        try:
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                code = main([str(arg) for arg in args])
+        finally:
+            os.chdir(folder)
+        return subprocess.CompletedProcess(args, code, out.getvalue().encode(), err.getvalue().encode())
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     return subprocess.run([sys.executable, "-m", "gpudoctor", *map(str, args)], input=stdin, capture_output=True,
                           timeout=120, env=env, cwd=cwd or ROOT)
