@@ -8,6 +8,8 @@ import os
 import subprocess
 import sys
 
+from types import SimpleNamespace
+
 import pynvml
 import pytest
 
@@ -321,3 +323,13 @@ def test_a_benchmark_reads_nvml_without_preexec_fn(tmp_path, monkeypatch):
     monkeypatch.setattr(subprocess.Popen, "__init__", lambda self, *a, **k: started.append(k) or popen(self, *a, **k))
     assert [gpu["name"] for gpu in read_gpus(30)] == ["NVIDIA H100 PCIe"] * 2
     assert started and all(k.get("preexec_fn") is None for k in started)
+
+
+def test_process_names_only_in_the_host_pid_namespace(monkeypatch):
+    """NVML's PIDs are the host's: inside a container /proc/<pid>/comm would name another process."""
+    pid = os.getpid()
+    host = SimpleNamespace(st_ino=nvml_child.PROC_PID_INIT_INO)
+    monkeypatch.setattr(nvml_child.os, "stat", lambda path: host)
+    assert nvml_child._process_name(pid) == open(f"/proc/{pid}/comm").read().strip()
+    monkeypatch.setattr(nvml_child.os, "stat", lambda path: SimpleNamespace(st_ino=4026532201))
+    assert nvml_child._process_name(pid) is None

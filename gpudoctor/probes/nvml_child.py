@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import os
 import re
 import sys
 import time
@@ -79,7 +80,21 @@ def _optional(nvml, call, *args, identity: str = ""):
         return None
 
 
+PROC_PID_INIT_INO = 0xEFFFFFFC  # the host's PID namespace (linux/proc_ns.h)
+
+
+def _in_host_pid_namespace(path: str = "/proc/self/ns/pid") -> bool:
+    """NVML gives host PIDs; in a container's PID namespace /proc/<pid> is another process, or none."""
+    try:
+        return os.stat(path).st_ino == PROC_PID_INIT_INO
+    except OSError:
+        return False
+
+
 def _process_name(pid: int):
+    """The process's name, only where NVML's PID is this namespace's: never another process's name."""
+    if not _in_host_pid_namespace():
+        return None
     try:
         with open(f"/proc/{pid}/comm") as handle:
             return handle.read().strip()
