@@ -141,3 +141,15 @@ def test_prolog_passes_a_healthy_node_with_a_hidden_gpu_and_unsupported_queries(
     done, calls, report = _prolog({"gpus": gpus}, tmp_path, slurm_gpus=2)
     assert done.returncode == 0, done.stderr
     assert calls == [] and report["findings"] == [] and "GD506" in report["passed"]
+
+
+def test_a_mig_parent_whose_process_list_is_refused_is_healthy(tmp_path):
+    """In MIG mode a user who is not root gets NO_PERMISSION on the parent GPU's process list: an optional query,
+    so the GPU is healthy and its MIG devices' processes are still read."""
+    node = nvmlsim.load_node("a100x8_lost_mig")
+    node["gpus"][7]["process_error"] = "no_permission"
+    facts = nvmlsim.collect(node, tmp_path)
+    parent = facts["gpus"][7]
+    assert "processes" not in parent and "error_kind" not in parent
+    assert parent["mig_devices"][2]["processes"] == [{"pid": 4190002, "name": None, "used_bytes": None}]
+    assert [f.evidence["gpu"] for f in gd506(facts)] == [5], "only the lost GPU"

@@ -14,8 +14,9 @@ The description (every key optional; a fact left out makes its query answer NOT_
     ecc: {enabled, volatile, aggregate}, retired_pending, remapped_rows: [corrected, uncorrected, pending, failure],
     mig: {enabled, max_devices, devices: [{slot, name, uuid, memory, gi, ci, sm_count, gi_slices, ci_slices,
     processes}]}, nvlink: {links, active}, processes: [{pid, used_bytes}],
-    handle_error / query_error: an NVML error (its kind in rules/nvml_errors.toml: "no_permission", "gpu_lost",
-    "unknown", … or a number) for the handle or every query}].
+    handle_error / query_error / process_error: an NVML error (its kind in rules/nvml_errors.toml: "no_permission", "gpu_lost",
+    "unknown", … or a number) for the handle, every query, or the process list (a MIG parent's process list
+    answers NO_PERMISSION to a user who is not root)}].
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ def _processes(prefix: str, processes: list) -> list:
 
 def _device_lines(prefix: str, device: dict) -> list:
     lines = [f"{prefix} {key} {device[key]}" for key in ("name", "uuid", "pci_bus_id", "minor") if key in device]
-    for key in ("handle_error", "query_error"):
+    for key in ("handle_error", "query_error", "process_error"):
         if device.get(key):
             lines.append(f"{prefix} {key} {_error(device[key])}")
     if "cc" in device:

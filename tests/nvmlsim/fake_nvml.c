@@ -25,7 +25,7 @@
 typedef struct { unsigned int pid; unsigned long long used; unsigned int gi, ci; } proc_t;
 
 typedef struct device {
-    int is_mig, index, handle_error, query_error;
+    int is_mig, index, handle_error, query_error, process_error;
     char name[96], uuid[96], pci[32];
     int has_minor; unsigned int minor;
     int has_cc, cc_major, cc_minor;
@@ -99,6 +99,7 @@ static void read_line(char *line) {
     copy_text(rest, sizeof rest, line + n);
     if (!strcmp(key, "handle_error")) d->handle_error = atoi(rest);
     else if (!strcmp(key, "query_error")) d->query_error = atoi(rest);
+    else if (!strcmp(key, "process_error")) d->process_error = atoi(rest);
     else if (!strcmp(key, "name")) copy_text(d->name, sizeof d->name, rest);
     else if (!strcmp(key, "uuid")) copy_text(d->uuid, sizeof d->uuid, rest);
     else if (!strcmp(key, "pci_bus_id")) copy_text(d->pci, sizeof d->pci, rest);
@@ -318,6 +319,7 @@ int nvmlDeviceGetP2PStatus(device_t *a, device_t *b, unsigned int caps_index, in
 /* The processes on a device: a MIG device's own, or every process of a GPU with the instance ids. */
 static int processes(device_t *d, unsigned int *count, void *infos, size_t size) {
     QUERY(d);
+    if (d->process_error) return d->process_error; /* e.g. NO_PERMISSION on a MIG parent's list, as non-root */
     proc_t all[MAX_PROCS * (MAX_MIGS + 1)];
     unsigned int n = 0, i;
     int slot;
