@@ -1,7 +1,11 @@
+import contextlib
+import io
 import os
 import resource
+import subprocess
 import sys
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
@@ -36,6 +40,27 @@ def need_corpus(path: Path = CORPUS) -> Path:
 @pytest.fixture
 def corpus() -> Path:
     return need_corpus()
+
+
+def cli_in_process(*args, cwd=ROOT, env=None) -> subprocess.CompletedProcess:
+    """`gpudoctor ARGS` in this process, as run from `cwd` with `env` added to the environment (a value None:
+    unset): exit code, stdout and stderr, like subprocess.run's, for tests that shared a subprocess helper."""
+    from gpudoctor.cli import main
+
+    argv = [str(arg) for arg in args]
+    out, err, folder = io.StringIO(), io.StringIO(), os.getcwd()
+    with mock.patch.dict(os.environ), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        for name, value in (env or {}).items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        os.chdir(cwd)
+        try:
+            code = main(argv)
+        finally:
+            os.chdir(folder)
+    return subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())
 
 
 @pytest.fixture

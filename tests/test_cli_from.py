@@ -4,8 +4,6 @@ reports, run as a user runs them (in this process; a subprocess where stdin is p
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import subprocess
@@ -14,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gpudoctor.cli import main
+from conftest import cli_in_process
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT.parent / "shared" / "corpus"
@@ -29,14 +27,8 @@ def gpudoctor(*args, stdin=None, cwd=None):
     """The CLI's exit code, stdout and stderr (bytes), run from `cwd` (the checkout). In this process, unless
     `stdin` is given: then a real pipe feeds a real process, which is what those tests are about."""
     if stdin is None:
-        out, err, folder = io.StringIO(), io.StringIO(), os.getcwd()
-        os.chdir(cwd or ROOT)
-        try:
-            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-                code = main([str(arg) for arg in args])
-        finally:
-            os.chdir(folder)
-        return subprocess.CompletedProcess(args, code, out.getvalue().encode(), err.getvalue().encode())
+        done = cli_in_process(*args, cwd=cwd or ROOT)
+        return subprocess.CompletedProcess(args, done.returncode, done.stdout.encode(), done.stderr.encode())
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     return subprocess.run([sys.executable, "-m", "gpudoctor", *map(str, args)], input=stdin, capture_output=True,
                           timeout=120, env=env, cwd=cwd or ROOT)

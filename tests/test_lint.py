@@ -1,17 +1,13 @@
 """`gpudoctor lint FILE...` end to end, as a user runs it: exit codes, output, no tracebacks. The CLI runs in this
 process (as run from a folder at 120 columns); one test runs it as a real command, for its exit codes."""
 
-import contextlib
-import io
 import json
 import os
 import subprocess
-from unittest import mock
 
 import pytest
 
-from conftest import FIXTURES, ROOT, gpudoctor_cmd
-from gpudoctor.cli import main
+from conftest import FIXTURES, ROOT, cli_in_process, gpudoctor_cmd
 
 JOBS = FIXTURES / "jobs"
 
@@ -23,16 +19,7 @@ def lint(*args, cwd=ROOT, process=False):
         env.pop("NCCL_DEBUG", None)
         done = subprocess.run(gpudoctor_cmd() + argv, capture_output=True, text=True, cwd=cwd, env=env, timeout=120)
     else:
-        out, err, folder = io.StringIO(), io.StringIO(), os.getcwd()
-        with mock.patch.dict(os.environ, COLUMNS="120"), contextlib.redirect_stdout(out), \
-                contextlib.redirect_stderr(err):
-            os.environ.pop("NCCL_DEBUG", None)
-            os.chdir(cwd)
-            try:
-                code = main(argv)
-            finally:
-                os.chdir(folder)
-        done = subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())
+        done = cli_in_process(*argv, cwd=cwd, env={"COLUMNS": "120", "NCCL_DEBUG": None})
     assert "Traceback" not in done.stderr, done.stderr
     return done
 

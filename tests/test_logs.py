@@ -4,8 +4,6 @@ logs grouped by host, and the reader's properties under fuzzing."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import random
@@ -17,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpudoctor.cli import main
+from conftest import cli_in_process
 from gpudoctor.ingest.logs import LogScanner
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,10 +32,8 @@ def gpudoctor(*args, stdin=None):
     """The CLI's exit code, stdout and stderr (bytes). In this process, unless `stdin` is given: then a real pipe
     feeds a real process, which is what those tests are about."""
     if stdin is None:
-        out, err = io.StringIO(), io.StringIO()
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = main([str(arg) for arg in args])
-        return subprocess.CompletedProcess(args, code, out.getvalue().encode(), err.getvalue().encode())
+        done = cli_in_process(*args)
+        return subprocess.CompletedProcess(args, done.returncode, done.stdout.encode(), done.stderr.encode())
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     return subprocess.run([sys.executable, "-m", "gpudoctor", *map(str, args)], input=stdin, capture_output=True,
                           timeout=120, env=env, cwd=ROOT)
