@@ -187,3 +187,10 @@ def test_a_env_file_is_not_called_no_job_file(run_cli):
     _, out, _ = run_cli("lint", FIXTURES / "jobs" / "fixable.env", "--format", "json")
     reasons = {item["reason"] for item in json.loads(out)["not_applicable"]}
     assert "no launch command" in reasons and "no job file" not in reasons
+
+
+def test_an_unreadable_file_is_named_once_and_no_position_is_promised(run_cli, tmp_path):
+    empty = tmp_path / "empty.json"
+    empty.write_text("")
+    _, out, _ = run_cli("lint", empty)
+    assert " ".join(out.split()).count(str(empty)) == 1 and "position shown" not in out

@@ -35,13 +35,13 @@ def input_unreadable(facts, rule):
     for item in facts.get("inputs", []):
         where = Location(item.get("path", "?"), item.get("line"), item.get("column"))
         if item.get("severity") == "info":  # read, but nothing in it for gpudoctor: not a broken file
-            yield rule.finding(f"{where}: {item.get('error')}", evidence=dict(item), severity=Severity.INFO,
+            yield rule.finding(str(item.get("error")), evidence=dict(item), severity=Severity.INFO,
                                fix=rule.fix(case="nothing_to_check"), location=where)
             continue
         yield rule.finding(
-            f"{where}: cannot read {item.get('kind', 'input')}: {item.get('error')}",
+            f"cannot read {item.get('kind', 'input')}: {item.get('error')}",  # the location names the file
             evidence=dict(item),
-            fix=rule.fix(),
+            fix=rule.fix() if item.get("line") else rule.fix(case="whole_file"),
             location=where,
         )
 
