@@ -37,8 +37,8 @@ def _from_log(facts, rule):
         stated = (f" (torch was built with {event['expected']}, {event['found']} was loaded)"
                   if event.get("expected") else f" (`{event['symbol']}` is missing from it)" if event.get("symbol")
                   else "")
-        yield rule.finding(f"torch loaded a {library} other than the one it was built with{stated}: {event['line']}",
-                           evidence={**cited(event), "library": event.get("library")}, fix=rule.fix(
+        yield rule.finding(f"torch loaded a copy of {library} other than the one it was built with{stated}: "
+                           f"{event['line']}", evidence={**cited(event), "library": event.get("library")}, fix=rule.fix(
                                values={"library": library}))
 
 
