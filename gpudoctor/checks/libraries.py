@@ -87,7 +87,7 @@ def cuda_library_shadowed(facts, rule):
     found = list(_loaded_differs(facts, rule)) + list(_on_library_path(facts, rule))
     if found:
         return found[:1] + [f for f in found[1:] if f.evidence["library"] != found[0].evidence["library"]]
-    if not facts.get("torch.cuda_wheels", None):
+    if not facts.has("torch.cuda_wheels"):  # recorded empty: a torch that ships no CUDA wheels (conda, source)
         raise MissingFact("torch.cuda_wheels")
     if not facts.has("torch.cudnn") and not facts.get("host.libraries", None):
         raise MissingFact("host.libraries")
