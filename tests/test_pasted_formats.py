@@ -167,3 +167,29 @@ def test_a_hang_at_the_first_collective_over_p2p_is_gd412(run_cli, tmp_path, seq
         assert report["findings"][0]["severity"] == "error" and "P2P/IPC" in report["findings"][0]["message"]
     else:
         assert report["passed"] == ["GD412"]
+
+
+# vllm/collect_env.py: torch's collect_env, then "vLLM Version", "vLLM Build Flags:" and "GPU Topology:\n  {gpu_topo}"
+VLLM_COLLECT_ENV = """Collecting environment information...
+PyTorch version: 2.4.0+cu121
+CUDA used to build PyTorch: 12.1
+GPU models and configuration:
+GPU 0: NVIDIA A100-SXM4-80GB
+GPU 1: NVIDIA A100-SXM4-80GB
+
+Nvidia driver version: 535.129.03
+vLLM Version: 0.6.3.post1
+vLLM Build Flags:
+CUDA Archs: Not Set; ROCm: Disabled; Neuron: Disabled
+GPU Topology:
+  GPU0\tGPU1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID
+GPU0\t X \tNV12\t0-63\t0\t\tN/A
+GPU1\tNV12\t X \t0-63\t0\t\tN/A
+"""
+
+
+def test_vllm_collect_env_adds_its_gpu_topology():
+    report = parse_report(VLLM_COLLECT_ENV, "vllm")
+    assert {"collect_env", "nvidia_smi_topo"} <= set(report.parts)
+    assert report.facts["nvml"]["topology"]["links"] == {"0": {"1": "NV12"}, "1": {"0": "NV12"}}
+    assert report.facts["torch"]["version"] == "2.4.0+cu121" and len(report.facts["nvml"]["gpus"]) == 2
