@@ -179,3 +179,18 @@ def test_sigterm_to_bench_train_is_143_not_a_failed_step():
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=BOUND_S)
     assert proc.returncode == 143 and "GD703" not in out, (out, err)
+
+
+def test_ctrl_c_ends_the_progress_bars_line(monkeypatch):
+    """After Ctrl-C the bar stays on its own line: `gpudoctor: interrupted` starts the next one."""
+    import io
+
+    from gpudoctor.bench.progress import bar
+
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    with pytest.raises(KeyboardInterrupt):
+        with bar(True, 3, "all_reduce") as advance:
+            advance("1 KiB")
+            raise KeyboardInterrupt
+    shown = sys.stderr.getvalue()
+    assert "all_reduce" in shown and shown.endswith("\n")

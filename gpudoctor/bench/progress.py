@@ -1,7 +1,7 @@
 """A progress bar for the benchmarks: rich's, on standard error, only where a person watches a terminal.
 
 Rank 0 draws it (one bar per run: sizes for `bench nccl`, steps for `bench train`); other ranks, a pipe, a dumb
-terminal or `--format json` get none. The bar is transient: the result printed after it is all that stays.
+terminal or `--format json` get none. The bar is transient: the result printed after it is all that stays (after Ctrl-C the bar stays, its line ended).
 """
 
 from __future__ import annotations
@@ -34,4 +34,8 @@ def bar(enabled: bool, total: int, what: str) -> Iterator[Callable[[str], None]]
                         console=Console(file=sys.stderr), transient=True)
     task = progress.add_task(what, total=total)
     with progress:
-        yield lambda label: progress.update(task, advance=1, description=f"{what} {label}")
+        try:
+            yield lambda label: progress.update(task, advance=1, description=f"{what} {label}")
+        except KeyboardInterrupt:  # the bar stays, its line ended: `gpudoctor: interrupted` goes on the next one
+            progress.live.transient = False
+            raise
