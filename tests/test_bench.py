@@ -117,6 +117,17 @@ def test_plain_table_prints_the_json_figures():
     assert "avg busbw (sizes ≥ 8 B): 171.20 GB/s · required (--min-busbw): ≥ 300 GB/s  ✗" in text
 
 
+def test_the_table_fits_80_columns_and_says_it_measures_gloo_on_cpu():
+    rows = [{"op": "all_reduce", "bytes": b, "count": b // 4, "dtype": "float32", "time_us": 1e6, "algbw_gbps": a,
+             "busbw_gbps": a, "wrong": 0} for b, a in ((1 << 10, 0.01), (1 << 20, 0.9))]
+    result = {"op": "all_reduce", "backend": "gloo", "backend_version": None, "world_size": 2, "nodes": 1,
+              "dtype": "float32", "iters": 20, "warmup": 5, "rows": rows, "device": "cpu",
+              "summary": {"large_from_bytes": 8, "avg_busbw_gbps": 0.5, "max_busbw_gbps": 0.9, "wrong": 0}}
+    text = render_nccl(result)
+    assert max(len(line) for line in text.splitlines()) <= 80, text
+    assert "on CPU (no GPU here): this measures gloo between processes, not NCCL" in text
+
+
 def _every_op(rank, config):
     """A spawned worker: one process group, the real result of every op (saves a torch start-up per op)."""
     import torch.distributed as dist

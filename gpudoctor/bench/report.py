@@ -7,6 +7,7 @@ from typing import List, Optional
 from gpudoctor.units import size
 
 NCCL_RULES = ("GD701", "GD702")
+BAR = 10  # the widest bar: a row of the table is then 80 columns
 TRAIN_RULES = ("GD703",)
 
 PEAK_KIND = {"cuda_max_memory_allocated": "torch's peak on the GPU",  # bench/train.py's peak_memory_kind
@@ -34,9 +35,11 @@ def render_nccl(result: dict) -> str:
              f"node{'s' if nodes != 1 else ''} · {result['dtype']} · {result['iters']} iters, "
              f"{result['warmup']} warm-up" + (f" · {result['device_name']}" if result.get("device_name") else ""),
              f"{'size':>12} {'count':>10} {'time(us)':>10} {'algbw(GB/s)':>12} {'busbw(GB/s)':>12} {'#wrong':>7}"]
+    if result.get("device") == "cpu":
+        lines.insert(1, f" on CPU (no GPU here): this measures {result['backend']} between processes, not NCCL")
     top = max((row["busbw_gbps"] for row in result["rows"]), default=0) or 1.0
     for row in result["rows"]:
-        bar = "█" * int(round(20 * row["busbw_gbps"] / top))
+        bar = "█" * int(round(BAR * row["busbw_gbps"] / top))
         lines.append(f"{size(row['bytes']):>12} {row['count']:>10} {row['time_us']:>10.1f} {row['algbw_gbps']:>12.2f} "
                      f"{row['busbw_gbps']:>12.2f} {row['wrong']:>7}  {bar}".rstrip())
     summary = result["summary"]
@@ -69,6 +72,7 @@ def render_train(result: dict) -> str:
              f" throughput: {_num(result['tokens_per_s'], ',.0f', ' tokens/s')} · "
              f"{_num(result['tflops'], '.4f', ' TFLOP/s')} · MFU {_num(result['mfu'], '.1%')}"
              + ("" if result.get("peak_tflops") else " (no known peak for this device)"),
-             f" peak memory: {size(result['peak_memory_bytes'])} ({PEAK_KIND.get(result['peak_memory_kind'], result['peak_memory_kind'])})",
+             f" peak memory: {size(result['peak_memory_bytes'])} "
+             f"({PEAK_KIND.get(result['peak_memory_kind'], result['peak_memory_kind'])})",
              f" loss: {_num(result['loss']['first'], '.4f')} → {_num(result['loss']['last'], '.4f')}"]
     return "\n".join(lines) + "\n"

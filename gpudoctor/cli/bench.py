@@ -14,6 +14,7 @@ from typing import List
 from gpudoctor.bench import BenchError, report
 from gpudoctor.cli.common import UsageError, add_force_option, output_stream, path, positive_number
 from gpudoctor.cli.training import positive
+from gpudoctor.render.terminal import width, wrap
 
 
 def add_parser(subparsers) -> None:
@@ -75,9 +76,12 @@ def _write(args, result: dict, findings: List, plain: str) -> int:
             json.dump({**result, "findings": [f.to_json() for f in findings]}, stream, indent=2, ensure_ascii=False)
             stream.write("\n")
         else:
-            stream.write(plain)
+            columns = width(stream)
+            for line in plain.splitlines():  # a line too wide breaks at spaces, never inside a word
+                stream.write("\n".join(wrap(line, columns, "", "   ")) + "\n")
             for finding in findings:
-                stream.write(f"✗ {finding.rule} {finding.name}: {finding.message}\n  fix: {finding.fix.summary}\n")
+                stream.write("\n".join(wrap(f"✗ {finding.rule} {finding.name}: {finding.message}", columns, "", "  ")
+                                       + wrap(f"fix: {finding.fix.summary}", columns, "  ", "       ")) + "\n")
     return 1 if findings else 0
 
 
