@@ -162,7 +162,7 @@ _PASSES = (
     (_TOKEN_PREFIXES, lambda text: TOKEN_SHAPES.sub(REDACTED, text)),
     (_SECRET_WORDS, lambda text: SPACED_VALUE.sub(_named, NAMED_VALUE.sub(_named, text))),
 )
-_DENSE = 2000  # lines with a marker beyond which one pass over the whole text is cheaper than line by line
+_DENSE = 20000  # lines with a marker beyond which one pass over the whole text is cheaper than line by line
 
 
 def _url_credentials(word: str) -> str:
