@@ -155,9 +155,15 @@ def count_params(config: Mapping[str, Any]) -> Tuple[int, dict]:
     return total, shape
 
 
+MIN_PARAMS = 1_000_000  # below this, `--model 7` meant 7B, not seven parameters
+
+
 def load_model(text: str) -> ModelSpec:
     """`--model`: a size, or the path of a Hugging Face config.json (read as JSON, never executed)."""
     params = parse_size(text)
+    if params is not None and params < MIN_PARAMS:
+        raise ModelError(f"--model {text[:60]!r} reads as {params:,} parameters, too small for a model: give a unit "
+                         f"(7B, 350M) or the model's config.json")
     if params is not None:
         return ModelSpec(source=str(text), params=params)
     path = Path(text)
@@ -461,6 +467,9 @@ def estimate(model: ModelSpec, t: Training, sources: Optional[Mapping[str, str]]
     if not t.deepspeed and not lora:
         notes.append("no DeepSpeed config: plain data parallel (DDP/AMP), model states 16 B/param mixed or fp32")
     notes.append("data parallel only: tensor/pipeline parallelism not modelled; communication buckets not counted")
+    if t.world_size > 1 and t.gpus_per_node == t.world_size:
+        notes.append(f"host RAM assumes all {t.world_size} ranks on one node ({t.gpus_per_node} GPUs per node); "
+                     f"it is per node, so fewer GPUs per node need less")
     offload = "cpu" in (t.offload_optimizer, t.offload_param if t.zero_stage == 3 else "none")
     assumptions = {
         "model": model.source, "params": model.params, "precision": t.precision, "optimizer": t.optimizer,

@@ -295,3 +295,15 @@ def test_estimate_without_gpus(run_cli, monkeypatch):
     data = json.loads(out)
     assert code == 0 and data["gpus"] == [] and data["assumptions"]["gpus_from"] == "none: no GPU found"
     assert data["breakdown"]["activations"] is None
+
+
+def test_a_bare_small_number_is_no_model(run_cli):
+    code, _, err = run_cli("estimate", "--model", "7", "--gpu", "4090")
+    assert code == 2 and "give a unit (7B, 350M)" in err
+
+
+def test_a_verdict_names_what_it_leaves_out_and_host_ram_its_node(run_cli):
+    _, out, _ = run_cli("estimate", "--model", "7B", "--gpu", "A100 80GB", "--world-size", "16")
+    text = " ".join(out.split())
+    assert "does NOT fit without the activations (not estimated)" in text
+    assert "host RAM assumes all 16 ranks on one node" in text

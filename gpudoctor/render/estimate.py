@@ -56,18 +56,21 @@ def render_plain(est: Estimate, gpus, stream) -> None:
         first = f"  {name:<12} {shown:>14}   "
         lines += wrap(what, line_width, first, " " * len(first))
     lines += [] if gpus else ["GPUs: none found (give --gpu NAME)"]
-    for text in [_gpu_line(row) for row in est.gpu_rows(gpus)] + _assumption_lines(est):
+    for text in [_gpu_line(row, est) for row in est.gpu_rows(gpus)] + _assumption_lines(est):
         lines += wrap(text, line_width, "", "  ")
     stream.write("\n".join(lines) + "\n")
 
 
-def _gpu_line(row: dict) -> str:
+def _gpu_line(row: dict, est: Estimate) -> str:
+    """The verdict for one GPU; one that leaves a term out (activations of a model given as a size) says so."""
     if row["memory_bytes"] is None:
         return f"{row['name']}: memory unknown"
+    left_out = "" if est.activations_known else " without the activations (not estimated)"
     if not row["fits"]:
-        return f"{row['name']} ({gib(row['memory_bytes'])}): does NOT fit, {gib(-row['headroom_bytes'])} short"
+        return (f"{row['name']} ({gib(row['memory_bytes'])}): does NOT fit{left_out}, "
+                f"{gib(-row['headroom_bytes'])} short")
     share = row["headroom_bytes"] / row["memory_bytes"]
-    verdict = "fits" if share >= 0.10 else "fits, with under 10 % headroom"
+    verdict = ("fits" if share >= 0.10 else "fits, with under 10 % headroom") + left_out
     return f"{row['name']} ({gib(row['memory_bytes'])}): {verdict}, {gib(row['headroom_bytes'])} free ({share:.0%})"
 
 
@@ -93,6 +96,6 @@ def render_rich(est: Estimate, gpus, stream) -> None:
         for row in est.gpu_rows(gpus):
             colour = "green" if row["fits"] and row["headroom_bytes"] >= 0.1 * row["memory_bytes"] else (
                 "yellow" if row["fits"] else "red")
-            say(console, _gpu_line(row), rest="  ", style=colour)
+            say(console, _gpu_line(row, est), rest="  ", style=colour)
         for line in _assumption_lines(est):
             say(console, line, rest="  ", style="dim")
