@@ -431,3 +431,20 @@ def test_a_dry_run_writes_nothing_beside_the_file(run_cli, tmp_path):
     assert "1 change, 1 addition, 0 conflicts. Nothing written (--dry-run)." in out
     assert sorted(path.name for path in tmp_path.iterdir()) == ["job.env"]
     assert target.read_text() == "NCCL_DEBUG=INFO\n"
+
+
+def test_fixing_job_files_leaves_no_machine_finding_for_you():
+    """`fix --env-file job.env` on a laptop: torch missing here (GD110, no location) is no step of fixing the file."""
+    import argparse
+    import sys
+
+    from gpudoctor.cli.fix import _about_the_files
+    from gpudoctor.fix import Left
+    from gpudoctor.model import Location
+
+    left = [Left("GD110", "display-only", "Install torch", None), Left("GD402", "unsafe", "Set NCCL_ALGO=Ring",
+                                                                        Location("job.env", 3))]
+    args = argparse.Namespace(env_file=["job.env"], snapshot=None, from_reports=[], python=sys.executable)
+    assert [item.rule for item in _about_the_files(args, left)] == ["GD402"]
+    args.snapshot = "node.json"  # a machine was given: its findings are the user's too
+    assert [item.rule for item in _about_the_files(args, left)] == ["GD110", "GD402"]

@@ -104,12 +104,23 @@ def _fix(args: argparse.Namespace) -> int:
                                               if any(item.why.startswith("unsafe") for item in plan.left) else ""))
     for clash in plan.clashes:
         _note(f"conflict: {clash}")
-    if plan.left and not args.quiet:
+    left = _about_the_files(args, plan.left)
+    if left and not args.quiet:
         from gpudoctor.render.terminal import width
 
-        _note(f"left for you ({len(plan.left)}):")
-        print("\n".join(line for item in plan.left for line in item.lines(width(sys.stderr))), file=sys.stderr)
+        _note(f"left for you ({len(left)}):")
+        print("\n".join(line for item in left for line in item.lines(width(sys.stderr))), file=sys.stderr)
+    if len(left) < len(plan.left) and not args.quiet:
+        _note(f"{len(plan.left) - len(left)} more about this machine, not the files (`gpudoctor check` lists them)")
     return 1 if conflicts else 0
+
+
+def _about_the_files(args: argparse.Namespace, left: list) -> list:
+    """What is left for the user: with only job files to fix (no --snapshot, --from, --python), the findings in
+    those files; a finding about this machine (torch not installed here, GD110) is not a step of fixing them."""
+    if not args.env_file or args.snapshot or args.from_reports or args.python != sys.executable:
+        return left
+    return [item for item in left if item.location is not None]
 
 
 def _write_env(args: argparse.Namespace, plan, report) -> int:
