@@ -126,6 +126,17 @@ def test_no_internal_words(run_cli, argv):
     assert not INTERNAL.search(out + err), INTERNAL.search(out + err)
 
 
+@pytest.mark.parametrize("columns", [60, 80, 120])
+def test_fixs_notes_on_stderr_break_at_spaces(run_cli, monkeypatch, tmp_path, columns):
+    monkeypatch.setenv("COLUMNS", str(columns))
+    env = tmp_path / "job.env"
+    env.write_text((JOBS / "fixable.env").read_text())
+    _, _, err = run_cli("fix", "--snapshot", FIXTURES / "machines" / "rtx6000ada-nvcc115-cu124.json", "--env-file",
+                        env, "--write-env", tmp_path / "other.env", "--dry-run")
+    assert "by hand" in err
+    assert_fits(err.replace(str(tmp_path), "T"), columns=columns)
+
+
 def test_fleet_fits(run_cli):
     nodes = sorted((FIXTURES / "fleet").glob("*.json"))
     _, text, _ = run_cli("fleet", *nodes)

@@ -57,7 +57,10 @@ def _check_flags(args: argparse.Namespace) -> None:
 
 
 def _note(text: str) -> None:
-    print(f"gpudoctor: {text}", file=sys.stderr)
+    """One note on stderr, broken at spaces to the terminal's width (never inside a word)."""
+    from gpudoctor.render.terminal import width, wrap
+
+    print("\n".join(wrap(f"gpudoctor: {text}", width(sys.stderr), "", "  ")), file=sys.stderr)
 
 
 def run(args: argparse.Namespace) -> int:
