@@ -40,7 +40,7 @@ QUOTE_CHARS = 240
 ANCHORS = (
     b"NCCL", b"NVRM:", b"rror", b"emory", b"ill", b"exitcode", b"bootstrapping", b"river", b"xception",
     b"examples/s", b"apabilit", b"nsufficient", b"uilding wheel", b"nvcc fatal", b"return code",
-    b"detected CUDA version", b"already in use",
+    b"detected CUDA version", b"already in use", b"failed to connect",
 )
 _ANCHOR_TEXT = {word: word.decode() for word in ANCHORS}
 _MESSAGE_KEYS = ("kind", "where", "line", "message", "rule", "proves", "severity", "host")
