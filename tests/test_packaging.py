@@ -19,10 +19,11 @@ from conftest import ROOT
 CLEAN_ENV = {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}
 
 
-def _venv(target: Path, pip: bool = True) -> Path:
+def _venv(target: Path) -> Path:
     """A fresh virtual environment whose dependencies (rich, psutil…) come from this test run's environment, after
-    what is installed in it. Without `pip`, no ensurepip (4 s of CPU): this run's pip installs into it (--python)."""
-    venv.EnvBuilder(with_pip=pip).create(target)
+    what is installed in it. No pip of its own (ensurepip costs 4 s of CPU): this run's pip installs into it with
+    --python."""
+    venv.EnvBuilder(with_pip=False).create(target)
     purelib = subprocess.run([str(target / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()"
                               "['purelib'])"], capture_output=True, text=True, check=True).stdout.strip()
     (Path(purelib) / "_test_deps.pth").write_text("\n".join(site.getsitepackages()) + "\n")
@@ -40,7 +41,7 @@ def test_wheel_ships_rules_and_works_when_installed(tmp_path):
     assert "gpudoctor/probes/torch_child.py" in names and "gpudoctor/probes/nvml_child.py" in names
 
     target = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(_venv(target, pip=False) / "python"), "install",
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(_venv(target) / "python"), "install",
                     "-q", "--no-deps", str(wheel)], check=True)
     listing = subprocess.run([str(target / "bin" / "gpudoctor"), "rules"], capture_output=True, text=True,
                              cwd=tmp_path, check=True, env=clean_env).stdout
@@ -52,8 +53,8 @@ def test_wheel_ships_rules_and_works_when_installed(tmp_path):
 
 
 def test_the_readmes_install_line_for_a_local_clone_works(tmp_path):
-    """The README's `pip install "gpudoctor @ git+file://localhost/…"`, run as written with a clone of this
-    repository in place of its example path (pip builds what is committed)."""
+    """The README's `pip install "gpudoctor @ git+file://localhost/…"`, its arguments as written with a clone of
+    this repository in place of its example path (pip builds what is committed), into a fresh venv."""
     (line,) = re.findall(r'^ +(pip install "gpudoctor @ git\+file://localhost(/\S+)")', (ROOT / "README.md").read_text(),
                          re.M)
     if subprocess.run(["git", "-C", str(ROOT), "rev-parse"], capture_output=True).returncode:
@@ -62,7 +63,9 @@ def test_the_readmes_install_line_for_a_local_clone_works(tmp_path):
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True, timeout=120)
     command = shlex.split(line[0].replace(line[1], str(clone)))
     bin_dir = _venv(tmp_path / "venv")
-    subprocess.run([str(bin_dir / "python"), "-m", *command, "-q", "--no-deps"], check=True, timeout=300)
+    assert command[:2] == ["pip", "install"]
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(bin_dir / "python"), *command[1:], "-q", "--no-deps"],
+                   check=True, timeout=300)
     listing = subprocess.run([str(bin_dir / "gpudoctor"), "rules"], capture_output=True, text=True, cwd=tmp_path,
                              check=True, env=CLEAN_ENV, timeout=60).stdout
     assert "GD101  driver-too-old" in listing
