@@ -39,7 +39,7 @@ _BARE_USER = re.compile(r"(?<![\w/.:@%+-])[A-Za-z0-9._%+-]++:")
 # or to the end of the line. `name: value` only for a quoted name, a NAME in upper case, one holding '_' or '-', or
 # a header that is nothing else ("unknown key: offload", "KeyError: 'x'" are prose, not secrets). An HTTP
 # authentication scheme before the value (`Authorization: Bearer …`, `token …`, `Basic …`) stays readable.
-_VALUE = (r"(?P<value>\\?(?P<q>[\"'])(?:.*?(?<!\\)(?P=q)(?=[\s,;)\]}]|$)|.*)|[^\s'\",;}]++)")
+_VALUE = (r"(?P<value>\\?(?P<q>[\"'])(?:.*?(?<!\\)(?P=q)(?=[\s,;)\]}]|$)|.*)|[^\s'\"][^\s'\",;}]*+)")
 NAMED_VALUE = re.compile(
     r"(?P<name>\b[A-Za-z_][A-Za-z0-9_]*+(?=\s*=)"
     r"|(?<=[\"'])[A-Za-z_][\w.-]*+(?=[\"']\s*:)"

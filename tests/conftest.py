@@ -63,6 +63,14 @@ def cli_in_process(*args, cwd=ROOT, env=None) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())
 
 
+@pytest.fixture(autouse=True)
+def _environment_restored():
+    """Each test gets the environment back as it was: code under test that exports launcher variables in this
+    process (bench under srun sets RANK, WORLD_SIZE, MASTER_ADDR for env://) leaves nothing for the next test."""
+    with mock.patch.dict(os.environ):
+        yield
+
+
 @pytest.fixture
 def run_cli(capsys):
     """Run the CLI in-process; return (exit code, stdout, stderr)."""

@@ -53,6 +53,7 @@ def test_one_node_on_another_driver():
 def test_one_node_with_another_torch_and_nccl():
     def newer(facts):
         facts["torch"].update(version="2.6.0+cu124", nccl="2.25.1")
+        facts["torch"].get("cuda_wheels", {}).update(nccl="2.25.1")  # the NCCL it loads is its wheel's
 
     found = cross(fleet_of(machine("a"), machine("b", newer)))
     assert found == [("GD802", {"2.5.1+cu124": ["a:0"], "2.6.0+cu124": ["b:8"]}),

@@ -137,4 +137,4 @@ def test_quick_reads_torch_versions_without_importing_it(tmp_path):
     assert seconds < 30 and not findings(data, "GD002")  # importing it would hang for 60 s
     text = subprocess.run(gpudoctor_cmd() + ["check", "--quick"], capture_output=True, text=True,
                           env=env_with(PYTHONPATH=str(tmp_path / "site"))).stdout
-    assert "torch 2.5.1+cu124 (CUDA 12.4, quick: not imported)" in text
+    assert "torch 2.5.1+cu124 (CUDA 12.4, read from its files, not imported (--quick))" in " ".join(text.split())
