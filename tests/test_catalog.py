@@ -7,6 +7,7 @@ import pytest
 from gpudoctor.catalog import FAMILIES, PLACEHOLDER, RULE_ID, load_catalog, select_rules
 from gpudoctor.checks import registered_checks
 from gpudoctor.engine import evaluate
+from gpudoctor.ingest import atlas
 from gpudoctor.model import Severity
 from gpudoctor.snapshot import Snapshot
 
@@ -282,6 +283,7 @@ def test_fix_text_lives_in_the_catalog(module):
     rules = _check_modules()[module]
     written = {case for rule in rules for case in rule.docs.get("fixes", {})}
     used = set().union(*(_cases(call) for call in calls)) if calls else set()
+    used |= {message.fix for message in atlas.messages() if message.fix and message.rule in {r.id for r in rules}}
     assert used <= written, f"checks/{module}.py names cases no catalog file has: {used - written}"
     assert written <= used, f"catalog fix texts no check of checks/{module}.py uses: {written - used}"
 

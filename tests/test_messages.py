@@ -22,13 +22,14 @@ def pasted(text: str):
 
 def test_the_atlas_is_large_and_its_entries_well_formed():
     messages = atlas.messages()
-    rules = {rule.id for rule in load_catalog()}
+    rules = {rule.id: rule for rule in load_catalog()}
     assert len({m.id for m in messages}) == len(messages)
     for m in messages:
         assert m.anchor.encode() in ANCHORS, f"{m.id}: anchor {m.anchor!r} is not one of the log reader's ANCHORS"
         assert m.anchor in m.trigger or m.anchor in m.pattern.pattern or m.samples, m.id
         assert m.rule in rules and m.samples, m.id
         assert all(s.source.startswith("https://") for s in m.samples), m.id
+        assert not m.fix or m.fix in rules[m.rule].docs.get("fixes", {}), f"{m.id}: {m.rule} has no fix case {m.fix}"
 
 
 @pytest.mark.parametrize("message,sample", SAMPLES)
@@ -39,6 +40,9 @@ def test_each_sample_passes_the_prefilter_and_fires_its_rule(message, sample):
         f"{message.id}: the matching line lacks the anchor {message.anchor!r} or the trigger"
     report = pasted(sample.text)
     assert message.rule in {f.rule for f in report.findings}, [f.rule for f in report.findings]
+    if message.fix:  # the message's own remedy, not the rule's general one
+        rule = next(rule for rule in load_catalog() if rule.id == message.rule)
+        assert {f.fix.summary for f in report.findings if f.rule == message.rule} == {rule.fix_text(message.fix)}
 
 
 @pytest.mark.parametrize("near", atlas.near_misses(), ids=lambda n: n.text[:50])

@@ -37,7 +37,8 @@ def message_findings(facts, rule) -> list:
         if event.get("rule") == rule.id and event.get("proves"):
             severity = Severity.parse(event["severity"]) if event.get("severity") else None
             return [rule.finding(f"{event['proves']}: {event.get('line')}", severity=severity,
-                                 evidence={**cited(event), "message": event.get("message")}, fix=rule.fix())]
+                                 evidence={**cited(event), "message": event.get("message")},
+                                 fix=rule.fix(case=event.get("fix") or ""))]
     return []
 
 

@@ -5,7 +5,8 @@ with `python -m gpudoctor.ingest.atlas > docs/messages.md`).
 Each entry names who prints the message and where, the literal `anchor` of the log reader's byte prefilter
 (gpudoctor.ingest.logs.ANCHORS) that admits its line, a `trigger` literal the line must hold, a `pattern` whose named
 groups are the numbers and names the message states, the `event` it proves, the `rule` it feeds, and real samples
-with their public source. `facts` maps a fact path (rules/facts.toml) to the group that states it.
+with their public source. `facts` maps a fact path (rules/facts.toml) to the group that states it; `fix` names the
+case of the rule's `docs.fixes` that remedies this message where the rule's general fix does not.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ class Message:
     rule: str
     proves: str
     severity: Optional[str]
+    fix: str  # a case of the rule's `docs.fixes` where the rule's general fix is not this message's remedy
     facts: Tuple[Tuple[str, str], ...]
     samples: Tuple[Sample, ...]
 
@@ -51,7 +53,7 @@ def _message(project: str, raw: dict) -> Message:
     return Message(
         id=raw["id"], project=project, where=raw["where"], anchor=raw["anchor"], trigger=raw["trigger"],
         pattern=re.compile(raw["pattern"]), event=raw["event"], rule=raw["rule"], proves=raw["proves"],
-        severity=raw.get("severity"), facts=tuple(sorted(raw.get("facts", {}).items())),
+        severity=raw.get("severity"), fix=raw.get("fix", ""), facts=tuple(sorted(raw.get("facts", {}).items())),
         samples=tuple(Sample(s["text"], s["source"]) for s in raw.get("sample", ())))
 
 

@@ -43,7 +43,7 @@ ANCHORS = (
     b"detected CUDA version", b"already in use", b"failed to connect",
 )
 _ANCHOR_TEXT = {word: word.decode() for word in ANCHORS}
-_MESSAGE_KEYS = ("kind", "where", "line", "message", "rule", "proves", "severity", "host")
+_MESSAGE_KEYS = ("kind", "where", "line", "message", "rule", "proves", "severity", "fix", "host")
 LOOK_BACK_BYTES = 32 * 1024  # a traceback's frames above its error line
 
 _NCCL_LINE = re.compile(
@@ -242,7 +242,7 @@ class LogScanner:
                 value = fields[group].split() if path.endswith("_list") else fields[group]
                 self.message_facts[path] = {"value": value, "where": where, "line": _quote(line)}
         self._event(name, message.event, where, line, message=message.id, rule=message.rule, proves=message.proves,
-                    severity=message.severity, **{k: v for k, v in fields.items() if k not in _MESSAGE_KEYS})
+                    severity=message.severity, fix=message.fix, **{k: v for k, v in fields.items() if k not in _MESSAGE_KEYS})
 
     def _attribute(self, name: str, host: str) -> None:
         """Remember which host a file and an `srun --label` task belong to (for lines that name no host)."""
