@@ -108,10 +108,13 @@ def test_one_rank_holds_at_most_twice_the_message():
     config = NcclConfig(min_bytes=MESSAGE, max_bytes=MESSAGE, iters=1, warmup=0, backend="gloo")
     _, peaks = run_ranks(_peak_allocated, config, 2)
     scratch = nccl.VERIFY_BLOCK + 2 ** 16  # one boolean block while counting, and small tensors
+    # gloo's all_gather gathers into a flat tensor of the output's size on its work thread, then copies it into the
+    # output: the profiler records that copy only when the thread allocates while it records (not gpudoctor's)
+    backend_copy = {"all_gather": MESSAGE}
     for op in MEASURED:
         assert peaks[op]["wrong"] == 0
-        assert peaks[op]["peak"] <= nccl.buffer_bytes(op, MESSAGE, 2) + scratch, op
-        assert peaks[op]["peak"] <= 2 * MESSAGE + scratch, op
+        assert peaks[op]["peak"] <= nccl.buffer_bytes(op, MESSAGE, 2) + backend_copy.get(op, 0) + scratch, op
+        assert peaks[op]["peak"] <= 2 * MESSAGE + backend_copy.get(op, 0) + scratch, op
     assert peaks["all_reduce"]["peak"] <= MESSAGE + scratch  # in place: the one buffer
 
 

@@ -170,10 +170,11 @@ def _spawned(index: int, fn: Callable, world: int, port: int, config, folder: st
     The worker starts with SIGINT and SIGTERM blocked (inherited from the parent while it spawns) and ignores
     SIGINT: a Ctrl-C reaches the whole terminal's process group, and the parent alone decides to stop the ranks
     (SIGTERM, whose default action ends a worker without a word). The first failure is one line in FIRST_ERROR.
-    A failing rank leaves with os._exit, skipping the interpreter's and the C++ libraries' exit-time teardown: its
-    process group was never destroyed (a peer may be inside a collective with it), and tearing gloo's running
-    threads down at exit calls std::terminate, which printed "terminate called without an active exception" after
-    the one line (pytorch/pytorch#65513, #190489). The kernel closes its sockets; the parent stops the others.
+    Every rank leaves with os._exit, skipping the interpreter's and the C++ libraries' exit-time teardown: a
+    failing rank's process group was never destroyed (a peer may be inside a collective with it), and even after
+    destroy_process_group tearing gloo's threads down at exit can call std::terminate ("terminate called without an
+    active exception" and SIGABRT for a rank that succeeded: pytorch/pytorch#65513, #190489). Its result is written
+    and closed first; the kernel closes its sockets; the parent stops the others after a failure.
     """
     import warnings
 
@@ -194,6 +195,9 @@ def _spawned(index: int, fn: Callable, world: int, port: int, config, folder: st
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(1)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 FIRST_ERROR = "first-error"
