@@ -113,13 +113,13 @@ def files_snapshot(names: Sequence[str]) -> Snapshot:
     return snapshot
 
 
-def _read(name: str, snapshot: Snapshot, part: Optional[str], what: str) -> None:
-    """Add one file's facts (or only `part` of them) as its format's reader gives them; InputError when it cannot
-    be read."""
+def _read(name: str, snapshot: Snapshot, part: Optional[str], what: str, as_format: Optional[str] = None) -> None:
+    """Add one file's facts (or only `part` of them) as its format's reader gives them (`as_format`: that format's,
+    whatever the file looks like); InputError when it cannot be read."""
     from gpudoctor.files import read_input
     from gpudoctor.readers.registry import read_file
 
-    read_file(Path(name), snapshot, part=part, text=read_input(name, what))
+    read_file(Path(name), snapshot, part=part, text=read_input(name, what), as_format=as_format)
 
 
 def _scripts(request: Request, snapshot: Snapshot) -> None:
@@ -129,11 +129,10 @@ def _scripts(request: Request, snapshot: Snapshot) -> None:
 
 
 def _ds_config(request: Request, snapshot: Snapshot) -> None:
-    """A DeepSpeed config's facts (GD3xx, and its bf16/fp16 for GD201) join the machine's."""
+    """A DeepSpeed config's facts (GD3xx, and its bf16/fp16 for GD201) join the machine's: read as one whatever it
+    looks like (a malformed config is a GD307 finding)."""
     if request.ds_config:
-        from gpudoctor.readers.ds_config import overlay
-
-        overlay(request.ds_config, snapshot)
+        _read(request.ds_config, snapshot, "ds_config", "DeepSpeed config", as_format="ds_config")
 
 
 def _env_files(request: Request, snapshot: Snapshot) -> None:

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES, ROOT
-from gpudoctor.readers.ds_config import add_to_snapshot, parse
+from gpudoctor.readers.ds_config import parse
+from gpudoctor.readers.registry import read_file
 from gpudoctor.readers.ds_config import detect as looks_like_ds_config
 from gpudoctor.catalog import find_rule, load_catalog
 from gpudoctor.engine import evaluate
@@ -40,7 +41,7 @@ def findings(facts, rules=DS_RULES):
 
 def config_facts(text, path="ds.json", **extra):
     snapshot = Snapshot(facts=dict(extra))
-    add_to_snapshot(snapshot, path, text)
+    read_file(Path(path), snapshot, part="ds_config", text=text, as_format="ds_config")  # as check --ds-config
     return snapshot.facts
 
 

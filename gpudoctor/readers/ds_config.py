@@ -5,7 +5,7 @@ Megatron call `json.load`) and, failing that, the subset of hjson that real conf
 `/* */`, trailing commas, a UTF-8 BOM), which DeepSpeed itself accepts when it is given a path (it reads it with
 `hjson.load`). It also records duplicate keys (DeepSpeed refuses them, `json.load` keeps the last one silently).
 
-`add_to_snapshot` puts the result under `facts["ds_config"]` (`path`, `config`, `lines`, `error`, `hjson_only`,
+`add_parsed` puts the result under `facts["ds_config"]` (`path`, `config`, `lines`, `error`, `hjson_only`,
 `duplicates`; a list of such objects when several configs are read) and the precision the config turns on under
 `facts["requests"]` (GD201 reads `bf16`).
 """
@@ -244,13 +244,6 @@ def to_fact(path: str, parsed: Parsed) -> Dict[str, Any]:
             "hjson_only": parsed.hjson_only, "duplicates": parsed.duplicates}
 
 
-def add_to_snapshot(snapshot, path: str, text: str) -> Parsed:
-    """Parse one config and merge its facts into the snapshot."""
-    parsed = parse(text)
-    add_parsed(snapshot, path, parsed)
-    return parsed
-
-
 def add_parsed(snapshot, path: str, parsed: Parsed) -> None:
     """Merge one parsed config's facts into the snapshot (a second config turns `ds_config` into a list)."""
     fact = to_fact(path, parsed)
@@ -270,10 +263,3 @@ def add_parsed(snapshot, path: str, parsed: Parsed) -> None:
 def read(path: Path, text: str) -> FileFacts:
     return FileFacts(ds_config=parse(text))
 
-
-def overlay(name: str, snapshot) -> None:
-    """`check --ds-config FILE`: read it as a DeepSpeed config whatever it looks like; a missing or unreadable file
-    is a usage error (exit 2), a malformed one a GD307 finding."""
-    from gpudoctor.files import read_input
-
-    add_to_snapshot(snapshot, name, read_input(name, "DeepSpeed config"))

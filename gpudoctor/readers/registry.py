@@ -54,6 +54,11 @@ def find(path: Path, text: str) -> Optional[Format]:
     return next((fmt for fmt in FORMATS if fmt.detect(path, text)), None)
 
 
+def named(name: str) -> Format:
+    """The format called `name` in FORMATS."""
+    return next(fmt for fmt in FORMATS if fmt.name == name)
+
+
 def add(snapshot, path: str, facts: FileFacts, parts: Sequence[str] = PARTS, scope: Optional[str] = None) -> None:
     """Let the parts of one file's facts join the snapshot (`scope`: the env scope of files given together)."""
     from gpudoctor.readers.launch import add_to_snapshot as add_launch
@@ -69,11 +74,13 @@ def add(snapshot, path: str, facts: FileFacts, parts: Sequence[str] = PARTS, sco
         add_launch(snapshot, facts.jobs, facts.pods, path)
 
 
-def read_file(path: Path, snapshot, part: Optional[str] = None, text: Optional[str] = None) -> None:
+def read_file(path: Path, snapshot, part: Optional[str] = None, text: Optional[str] = None,
+              as_format: Optional[str] = None) -> None:
     """Add one file's facts to the snapshot (`part`: only that part, e.g. "script" for `check --script`; a file
-    whose format has none is reported). `text`: already read."""
+    whose format has none is reported). `text`: already read. `as_format`: read with that format whatever the
+    file looks like (`check --ds-config`)."""
     text = read_text(path) if text is None else text
-    fmt = find(path, text)
+    fmt = named(as_format) if as_format else find(path, text)
     facts = fmt.read(path, text) if fmt else None
     if facts is None or part is not None and getattr(facts, part) is None:
         add_input_error(snapshot, str(path), part or "file", "not a file gpudoctor knows how to read")
