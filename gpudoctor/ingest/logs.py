@@ -211,6 +211,7 @@ class LogScanner:
         where = f"{name} line {line_no}"
         label = _SRUN_LABEL.match(line) if line[0].isdigit() else None
         self._label = label.group(1) if label else None
+        seen = self._events_seen  # a line a reader below explains is not read again as a message of the atlas
         m = _NCCL_LINE.search(line) if "NCCL" in line else None
         if m:
             self._last_host[name] = m.group(1)
@@ -222,7 +223,6 @@ class LogScanner:
             host = self._label_host.get((name, self._label)) if self._label is not None else None
             self._version(name, host or self._last_host.get(name, "file " + name), where, line)
         called = set()
-        seen = self._events_seen
         for trigger, handler in _HANDLERS:
             if trigger in line and handler not in called:
                 called.add(handler)
