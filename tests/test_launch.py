@@ -14,6 +14,7 @@ from gpudoctor.engine import evaluate
 from gpudoctor.readers.registry import read_file
 from gpudoctor.readers import commands
 from gpudoctor.readers.shell import slurm
+from gpudoctor.readers.shell.jobs import read_script
 from gpudoctor.snapshot import Snapshot
 
 LAUNCH = FIXTURES / "launch"
@@ -101,10 +102,13 @@ def test_gpus_for_the_whole_job_need_the_node_count():
 
 
 def test_directives_stop_at_the_first_command():
-    text = "#!/bin/bash\n#SBATCH -N 2\n#SBATCH --gres=gpu:4 --ntasks-per-node 4\necho hi\n#SBATCH --gres=gpu:8\n"
-    found = slurm.directives(text)
-    assert found["--nodes"][:2] == ("2", 2) and found["--gres"][:2] == ("gpu:4", 3)
-    assert found["--ntasks-per-node"][0] == "4"
+    text = ("#!/bin/bash\n#SBATCH -N 2\n#SBATCH --gres=gpu:4 --ntasks-per-node 4\necho hi\n#SBATCH --gres=gpu:8\n"
+            "srun python train.py\n")
+    _, (job,) = read_script(text, "job.sbatch")
+    assert job["kind"] == "sbatch" and job["nodes"] == {"count": 2, "line": 2, "what": "#SBATCH --nodes=2"}
+    assert (job["gpus"]["count"], job["gpus"]["line"]) == (4, 3)
+    assert job["launchers"][0]["ranks_per_node"] == 4
+    assert [entry["line"] for entry in job["ignored_directives"]] == [5]
 
 
 # --- jobs and verdicts -----------------------------------------------------------------------------------------

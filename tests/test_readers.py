@@ -86,3 +86,27 @@ def test_a_container_script_is_walked_once_for_its_env_and_its_jobs(monkeypatch,
     assert len(calls) == 1
     assert snapshot.facts["env"] == {"NCCL_DEBUG": "WARN"}
     assert [job["line"] for job in snapshot.facts["launch"]["jobs"]] == [11]
+
+
+def test_a_batch_script_and_its_directives_are_tokenized_once(monkeypatch, tmp_path):
+    """The `#SBATCH` lines are comments of the script's one tokenization; each directive's own words are split
+    once, for its resources and its `--export` alike."""
+    text = ("#!/bin/bash\n#SBATCH -N 2\n#SBATCH --gres=gpu:4 --export=ALL,NCCL_DEBUG=INFO\nsrun python train.py\n"
+            "#SBATCH --time=1:00:00\n")
+    path = tmp_path / "job.sbatch"
+    path.write_text(text)
+    tokenized = []
+    original = parser.Tokenizer.run
+
+    def run(self):
+        tokenized.append(self.text)
+        return original(self)
+
+    monkeypatch.setattr(parser.Tokenizer, "run", run)
+    snapshot = Snapshot(facts={"env": {}})
+    registry.read_file(path, snapshot)
+    assert sorted(tokenized) == sorted([text, "-N 2", "--gres=gpu:4 --export=ALL,NCCL_DEBUG=INFO"])
+    (job,) = snapshot.facts["launch"]["jobs"]
+    assert (job["nodes"]["count"], job["gpus"]["count"]) == (2, 4)
+    assert [entry["line"] for entry in job["ignored_directives"]] == [5]
+    assert snapshot.facts["env"]["NCCL_DEBUG"] == "INFO"

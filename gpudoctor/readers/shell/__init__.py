@@ -1,5 +1,6 @@
 """Shell and sbatch scripts: `parser` (tokens, variables, what reaches the environment), `jobs` (the commands that
-start a training script), `slurm` (`#SBATCH` directives). One walk of the script gives its env and its jobs."""
+start a training script), `slurm` (`#SBATCH` directives). One walk of the script's tokens gives its env, its jobs and
+its directives."""
 
 from __future__ import annotations
 

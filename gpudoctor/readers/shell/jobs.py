@@ -1,6 +1,6 @@
 """Jobs started by sbatch and shell scripts: each command that runs a Python script, with the script's `#SBATCH`
 resources. The shell parser's tokenizer and walker do the quoting and variables (and, in the same walk, record
-what reaches the environment); values they cannot know stay unknown."""
+what reaches the environment and the `#SBATCH` directives); values they cannot know stay unknown."""
 
 from __future__ import annotations
 
@@ -17,10 +17,27 @@ from gpudoctor.readers.shell import slurm
 class LaunchWalker(reader.Walker):
     """The env walker, also recording the commands that start Python scripts."""
 
-    def __init__(self, path: str, line_offset: int = 0, scope: str = "", context: str = ""):
+    def __init__(self, path: str, lines: List[str], line_offset: int = 0, scope: str = "", context: str = ""):
         super().__init__(path, ReadResult(), scope or path, context, line_offset)
+        self.lines = lines
         self.found: List[dict] = []
         self.prefix_cvd: Optional[tuple] = None
+        self.batch = slurm.Directives()  # a script embedded in another file (line_offset) has none
+
+    def started(self, token):
+        super().started(token)
+        if not self.offset:
+            self.batch.command(token.line, self.lines[token.line - 1] if token.line <= len(self.lines) else "")
+
+    def comment(self, token, own_line):
+        super().comment(token, own_line)
+        if not self.offset:
+            self.batch.comment(token.text, token.line, own_line)
+
+    def sbatch(self, words, line):
+        super().sbatch(words, line)
+        if not self.offset:
+            self.batch.read(words, line)
 
     def add(self, name, word, line, conditional, how="", unset=False, defaults=(), scope=None):
         if name == CVD and how.startswith("for the command") and word is not None:
@@ -97,21 +114,21 @@ def read_script(text: str, path: str, line_offset: int = 0, scope: str = "", con
         -> Tuple[ReadResult, List[dict]]:
     """The env and the jobs of one shell/sbatch script, from one walk; or of a `bash -c` script embedded at
     `line_offset` in another file (its assignments in `scope`, said to be in `context`)."""
-    tokenizer = reader.Tokenizer(text.lstrip("\ufeff"))
+    text = text.lstrip("\ufeff")
+    tokenizer = reader.Tokenizer(text)
     tokens = tokenizer.run()
-    walker = LaunchWalker(path, line_offset, scope, context)
+    walker = LaunchWalker(path, text.split("\n"), line_offset, scope, context)
     for message, line in tokenizer.errors:
         walker.result.error(message, line + line_offset)
-    return walker.result, _jobs(walker, tokens, text, path, line_offset, context)
+    return walker.result, _jobs(walker, tokens, path, context)
 
 
-def _jobs(walker: LaunchWalker, tokens, text: str, path: str, line_offset: int = 0, context: str = "") -> List[dict]:
+def _jobs(walker: LaunchWalker, tokens, path: str, context: str = "") -> List[dict]:
     from gpudoctor.knowledge import table
 
-    batch = slurm.directives(text) if not line_offset else {}
-    ignored = slurm.ignored_directives(text) if not line_offset else []
     walker.tp = table("nccl_env").get("tensor_parallel", {})
     walker.walk(tokens)
+    batch, ignored = walker.batch.options, walker.batch.ignored
     found = []
     for command in walker.found:
         launchers = [dict(entry) for entry in command["launchers"]]

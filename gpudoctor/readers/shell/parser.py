@@ -34,6 +34,7 @@ CONTAINERS = {"docker", "podman", "nvidia-docker", "enroot", "apptainer", "singu
 LAUNCHER_FAMILIES = {**dict.fromkeys(SLURM, "slurm"), **dict.fromkeys(MPI, "mpi"),
                      **dict.fromkeys(CONTAINERS, "container")}
 CONTAINER_ENV_PREFIXES = ("SINGULARITYENV_", "APPTAINERENV_")
+SBATCH = re.compile(r"^SBATCH\s+(.*)$")  # the text of a `#SBATCH` comment
 SIMPLE_VAR = re.compile(r"^\$(?:([A-Za-z_][A-Za-z0-9_]*)|\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?-)([^}]*))?\})$")
 
 
@@ -292,7 +293,7 @@ class Walker:
         self.allexport = False
         self.exported: Dict[str, bool] = {}
         self.vars: Dict[str, ShellVar] = {}
-        self.seen_command = False
+        self.first_command: Optional[int] = None  # the line of the script's first word
         self.tp = tp or {}
 
     # -- values ---------------------------------------------------------------------------------------
@@ -351,13 +352,15 @@ class Walker:
     def walk(self, tokens: List[Token]) -> None:
         words: List[Word] = []
         chained = False
+        previous: Optional[Token] = None
         i = 0
         while i < len(tokens):
             token = tokens[i]
             if token.kind == "comment":
-                if not self.seen_command and not words:
-                    self.directive(token)
+                self.comment(token, previous is None or previous.line < token.line)
             elif token.kind == "word":
+                if self.first_command is None:
+                    self.started(token)
                 words.append(token.word)
             elif token.kind == "op" and (token.text in REDIRECTIONS or token.text in ("<<", "<<-")):
                 if i + 1 < len(tokens) and tokens[i + 1].kind == "word":
@@ -365,17 +368,33 @@ class Walker:
             else:  # separator or newline
                 self.command(words, chained)
                 words = []
-                if token.text == "(":
-                    self.stack.append("(")
-                elif token.text == ")":
-                    if self.stack and self.stack[-1] == "(":
-                        self.stack.pop()
+                self.nest(token.text)
                 if token.text in ("&&", "||"):
                     chained = True
                 elif token.text not in ("|", "|&"):
                     chained = False
+            previous = tokens[i]
             i += 1
         self.command(words, chained)
+
+    def nest(self, separator: str) -> None:
+        if separator == "(":
+            self.stack.append("(")
+        elif separator == ")" and self.stack and self.stack[-1] == "(":
+            self.stack.pop()
+
+    def started(self, token: Token) -> None:
+        """The first word of the script: the leading comment block (where sbatch reads directives) ends here."""
+        self.first_command = token.line
+
+    def comment(self, token: Token, own_line: bool) -> None:
+        """A comment; `#SBATCH …` in the leading comment block is read once into its words (`sbatch`)."""
+        match = SBATCH.match(token.text) if self.first_command is None else None
+        if match:
+            words = [t.word for t in Tokenizer(match.group(1)).run() if t.kind == "word"]
+            for word in words:
+                word.line = token.line
+            self.sbatch(words, token.line)
 
     def command(self, words: List[Word], chained: bool) -> None:
         while words:
@@ -405,7 +424,6 @@ class Walker:
                 break
         if not words:
             return
-        self.seen_command = True
         conditional = chained or bool(self.stack)
         self.tensor_parallel(words)
         prefix = []
@@ -601,18 +619,13 @@ class Walker:
             if split:
                 self.add(split[0], split[1], item.line, conditional, f"exported by {how} --export".replace("  ", " "))
 
-    def directive(self, token: Token) -> None:
-        """`#SBATCH --export=…` in the leading comment block."""
-        match = re.match(r"^SBATCH\s+(.*)$", token.text)
-        if not match:
-            return
-        words = [t.word for t in Tokenizer(match.group(1)).run() if t.kind == "word"]
+    def sbatch(self, words: List[Word], line: int) -> None:
+        """The words of one `#SBATCH` line of the leading comment block: its `--export=…`."""
         for index, word in enumerate(words):
-            word.line = token.line
             if word.text.startswith("--export=") or word.text == "--export" and index + 1 < len(words):
                 target = self._option_value(word, words[index + 1] if index + 1 < len(words) else None, "--export")
                 if target is not None:
-                    target.line = token.line
+                    target.line = line
                     self.slurm_export(target, False, "#SBATCH")
 
     # -- tensor parallelism (GD408) --------------------------------------------------------------------

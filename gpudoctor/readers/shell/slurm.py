@@ -16,21 +16,19 @@ SHORT = {"-N": "--nodes", "-n": "--ntasks", "-G": "--gpus", "-c": "--cpus-per-ta
 Value = Tuple[str, int, bool]  # (text, line, known)
 
 
-def directives(text: str) -> Dict[str, Value]:
-    """`#SBATCH` options of the leading comment block (sbatch stops reading them at the first command)."""
-    from gpudoctor.readers.shell.parser import Tokenizer
+class Directives:
+    """The `#SBATCH` lines of one batch script, as the script's one shell walk meets them: `options` of the leading
+    comment block (sbatch stops reading them at the first command) and `ignored`, the lines sbatch never reads:
+    after the first command (`{"line", "text", "first_command"}`) or misspelt (`{"line", "text", "misspelt": true}`);
+    at most 20. Here-document bodies (a batch script this one writes) never reach it."""
 
-    found: Dict[str, Value] = {}
-    for number, raw in enumerate(text.lstrip("\ufeff").splitlines(), start=1):
-        line = raw.strip()
-        if not line or line.startswith("#!"):
-            continue
-        if not line.startswith("#"):
-            break
-        match = re.match(r"^#SBATCH\s+(.*)$", line)
-        if not match:
-            continue
-        words = [t.word for t in Tokenizer(match.group(1)).run() if t.kind == "word"]
+    def __init__(self) -> None:
+        self.options: Dict[str, Value] = {}
+        self.ignored: List[dict] = []
+        self.first: Optional[dict] = None
+
+    def read(self, words: list, line: int) -> None:
+        """The words of one `#SBATCH` line of the leading block (`-N 2`, `--gres=gpu:4`, `-G4` …)."""
         index = 0
         while index < len(words):
             word = words[index]
@@ -45,9 +43,22 @@ def directives(text: str) -> Dict[str, Value]:
                 name, value = name[:2], name[2:]
             name = SHORT.get(name, name)
             if value is not None:
-                found[name] = (value, number, not word.dynamic)
+                self.options[name] = (value, line, not word.dynamic)
             index += 1
-    return found
+
+    def command(self, line: int, text: str) -> None:
+        """The script's first command (`text`: its line)."""
+        self.first = {"line": line, "text": text.strip()[:60]}
+
+    def comment(self, text: str, line: int, own_line: bool) -> None:
+        """A comment (`text`: after its `#`), `own_line` when nothing comes before it on its line."""
+        shown = ("#" + text).strip()
+        if len(self.ignored) >= 20:
+            return
+        if self.first is None and _misspelt(shown):
+            self.ignored.append({"line": line, "text": shown[:80], "misspelt": True})
+        elif self.first is not None and own_line and re.match(r"^#SBATCH\s", shown):
+            self.ignored.append({"line": line, "text": shown[:80], "first_command": dict(self.first)})
 
 
 def _misspelt(line: str) -> bool:
@@ -56,28 +67,6 @@ def _misspelt(line: str) -> bool:
     match = re.match(r"^#([A-Za-z]{5,7})\s+-", line)
     return bool(match) and match.group(1) != "SBATCH" and (match.group(1).upper() == "SBATCH"
                                                             or one_slip(match.group(1).upper(), "SBATCH"))
-
-
-def ignored_directives(text: str) -> List[dict]:
-    """`#SBATCH` lines sbatch never reads: after the first command (`{"line", "text", "first_command"}`), or
-    misspelt (`{"line", "text", "misspelt": true}`); at most 20."""
-    found: List[dict] = []
-    first: Optional[Tuple[int, str]] = None
-    here_doc: Optional[str] = None  # the word that ends a here-document (a batch script written by this one)
-    for number, raw in enumerate(text.lstrip("\ufeff").splitlines(), start=1):
-        line = raw.strip()
-        if here_doc is not None:
-            here_doc = None if line == here_doc else here_doc
-            continue
-        if first is None and _misspelt(line) and len(found) < 20:
-            found.append({"line": number, "text": line[:80], "misspelt": True})
-        if first is None and line and not line.startswith("#"):
-            first = (number, line[:60])
-        elif first is not None and re.match(r"^#SBATCH\s", line) and len(found) < 20:
-            found.append({"line": number, "text": line[:80], "first_command": {"line": first[0], "text": first[1]}})
-        opened = re.search(r"<<-?\s*['\"]?(\w+)['\"]?", line) if not line.startswith("#") else None
-        here_doc = opened.group(1) if opened else None
-    return found
 
 
 def _int(value: Optional[str]) -> Optional[int]:
