@@ -793,3 +793,73 @@ def test_no_interface_for_the_bootstrap_is_gd425(tmp_path, warn):
     fired, report = findings(log)
     assert fired == {("GD425", "error")}, report["findings"]
     assert "no usable network interface" in report["findings"][0]["message"]
+
+
+# --- kernel logs as users paste them ------------------------------------------------------------------------
+# `dmesg` ([seconds]), `dmesg -T` ([date]), `dmesg --time-format iso`, and journalctl -k / syslog (`host kernel:`,
+# with or without the kernel's own [seconds]); messages the kernel wraps onto `NVRM:` continuation lines.
+KERNEL_PASTES = [
+    pytest.param(  # https://github.com/akash-network/support/issues/244
+        "root@node4:~# dmesg -T |grep NVRM\n"
+        "[Sun Jul 28 09:15:27 2024] NVRM: loading NVIDIA UNIX x86_64 Kernel Module  535.183.01  Sun May 12 19:39:15 UTC 2024\n"
+        "[Wed Jul 31 23:14:18 2024] NVRM: GPU at PCI:0000:00:05: GPU-efbdfde9-5798-a6e7-4c46-12518fa15375\n"
+        "[Wed Jul 31 23:14:18 2024] NVRM: GPU Board Serial Number: 1650423013443\n"
+        "[Wed Jul 31 23:14:18 2024] NVRM: Xid (PCI:0000:00:05): 43, pid=1045242, name=pt_main_thread, Ch 00000008\n"
+        "[Mon Aug  5 03:54:13 2024] NVRM: Xid (PCI:0000:00:07): 31, pid=2512125, name=python3.10, Ch 00000008, intr "
+        "00000000. MMU Fault: ENGINE GRAPHICS GPCCLIENT_T1_8 faulted @ 0x73ac_1c000000. Fault is of type FAULT_PDE "
+        "ACCESS_TYPE_VIRT_WRITE\n"
+        "[Fri Aug  9 13:32:56 2024] NVRM: Xid (PCI:0000:00:08): 94, pid='<unknown>', name=<unknown>, Contained: SM "
+        "(0x1). RST: No, D-RST: No\n",
+        {("xid", 43), ("xid", 31), ("xid", 94)}, {"GD507"}, None, id="dmesg-T-xids"),
+    pytest.param(  # https://github.com/NVIDIA/gpu-operator/issues/1146
+        "Dec  2 11:38:27 worker4 kernel: [  199.234935] NVRM: GPU 0000:0a:00.0: rm_init_adapter failed, device minor "
+        "number 5\n"
+        "Dec  2 11:38:46 worker4 kernel: [  218.250408] NVRM: GPU 0000:0a:00.0: RmInitAdapter failed! (0x24:0x72:1568)\n"
+        "Dec  2 11:38:47 worker4 kernel: [  219.470994] NVRM: Xid (PCI:0000:07:00): 48, pid='<unknown>', name=<unknown>, "
+        "An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at physAddr 0x7fffa8860 "
+        "partition 7, subpartition 1.\n"
+        "Dec  2 11:38:47 worker4 kernel: [  219.471050] NVRM: Xid (PCI:0000:07:00): 64, pid='<unknown>', name=<unknown>, "
+        "Dynamic Page Retirement: Blacklisting failed.  Page should have been blacklisted on boot(0x00000000007fffa8).\n",
+        {("xid", 48), ("xid", 64), ("driver_init_failed", None)}, {"GD507", "GD105"}, "worker4", id="syslog-kernel"),
+    pytest.param(  # https://github.com/0jc1/py-autovod/issues/7
+        "[Sun Mar 30 08:24:00 2025] [   7899]     0  7899  6546210  3842522 39899136  1039052\n 0 python\n"
+        "[Sun Mar 30 08:24:00 2025] oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),cpuset=/,mems_allowed=0,"
+        "global_oom,task_memcg=/init.scope,task=python,pid=7899,uid=0\n"
+        "[Sun Mar 30 08:24:00 2025] Out of memory: Killed process 7899 (python) total-vm:26,184,840kB, "
+        "anon-rss:153,700,88kB, file-rss:0kB, shmem-rss:0kB, UID:0 pgtables:38964kB oom_score_adj:0\n",
+        {("oom_killer", None)}, {"GD509"}, None, id="dmesg-T-oom-killer"),
+    pytest.param(  # https://github.com/equinor/ert/issues/7797
+        "2024-04-29T14:55:41,678628+02:00 pool invoked oom-killer: gfp_mask=0x6200ca(GFP_HIGHUSER_MOVABLE), order=0, "
+        "oom_score_adj=0\n"
+        "2024-04-29T14:55:41,679700+02:00 Out of memory: Killed process 1440763 (perl) total-vm:87033376kB, "
+        "anon-rss:60356340kB, file-rss:0kB, shmem-rss:0kB, UID:21417 pgtables:169956kB oom_score_adj:0\n",
+        {("oom_killer", None)}, {"GD509"}, None, id="dmesg-iso-oom-killer"),
+    pytest.param(  # https://github.com/saharmor/dalle-playground/issues/104
+        "[ 7386.259769] NVRM: API mismatch: the client has the version 515.48.07, but\n"
+        "               NVRM: this kernel module has the version 510.73.05.  Please\n"
+        "               NVRM: make sure that this kernel module and all NVIDIA driver\n"
+        "               NVRM: components have the same version.\n",
+        {("nvml_mismatch", None)}, {"GD105"}, None, id="dmesg-api-mismatch"),
+    pytest.param(  # https://github.com/NVIDIA/NVSentinel/issues/155
+        "[ 1843.308145] NVRM: The NVIDIA GPU 0000:b3:00.0\n"
+        "               NVRM: (PCI ID: 10de:26b5) installed in this system has\n"
+        "               NVRM: fallen off the bus and is not responding to commands.\n"
+        "[ 1843.439662] NVRM: The NVIDIA probe routine failed for 1 device(s).\n",
+        {("gpu_lost", None), ("driver_init_failed", None)}, {"GD507", "GD105"}, None, id="dmesg-fallen-off-the-bus"),
+]
+
+
+@pytest.mark.parametrize("text,events,rules,host", KERNEL_PASTES)
+def test_pasted_kernel_logs_are_read_in_every_timestamp_form(text, events, rules, host):
+    """What a user copies from `dmesg`/`journalctl -k`: each failure line is read whatever prefix the tool put on it,
+    the host a syslog line names is the event's host, and the routine lines (module loaded, serial number) are not."""
+    import io
+
+    from gpudoctor.api import evaluate
+    from gpudoctor.ingest.source import snapshot_from_reports
+
+    report = evaluate(snapshot_from_reports(["-"], stdin=io.BytesIO(text.encode())))
+    found = report.facts["logs"]["events"]
+    assert {(e["kind"], e.get("xid")) for e in found} == events
+    assert {f.rule for f in report.findings if f.severity.name in ("ERROR", "WARNING")} == rules
+    assert {e.get("host") for e in found} == {host}
