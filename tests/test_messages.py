@@ -63,3 +63,32 @@ def test_a_message_states_its_facts_to_the_rules():
 def test_docs_messages_is_generated_from_the_atlas():
     assert (ROOT / "docs" / "messages.md").read_text(encoding="utf-8") == atlas.render(), \
         "regenerate: python -m gpudoctor.ingest.atlas > docs/messages.md"
+
+
+def test_lines_no_anchor_admits_are_never_decoded_nor_matched(monkeypatch):
+    """The prefilter's cost does not grow with the atlas: a line that holds no anchor reaches no reader."""
+    from gpudoctor.ingest import logs
+
+    read = []
+    monkeypatch.setattr(logs.LogScanner, "_line", lambda self, name, line_no, raw, anchors=(): read.append(line_no))
+    ordinary = b"{'loss': 2.0312, 'grad_norm': 1.25, 'learning_rate': 1e-05, 'epoch': 0.01}\n"
+    logs.LogScanner().feed("train.log", ordinary * 500 + b"NCCL WARN Call to bind failed\n" + ordinary * 500)
+    assert read == [501]
+
+
+def test_the_trigger_gate_picks_what_trying_each_entry_picks():
+    """atlas.match searches an anchor's triggers at once; it finds the entry that trying each in turn would."""
+    def each_in_turn(line, anchors):
+        for anchor in anchors:
+            for message in atlas.by_anchor().get(anchor, ()):
+                if message.trigger in line and message.pattern.search(line):
+                    return message
+        return None
+
+    lines = [line for m in atlas.messages() for s in m.samples for line in s.text.splitlines()]
+    lines += [line for near in atlas.near_misses() for line in near.text.splitlines()]
+    for line in lines:
+        anchors = tuple(word.decode() for word in ANCHORS if word.decode() in line)
+        found = atlas.match(line, anchors)
+        assert (found[0] if found else None) == each_in_turn(line, anchors), line
+    assert sum(atlas.match(line, tuple(a.decode() for a in ANCHORS)) is not None for line in lines) >= len(SAMPLES)

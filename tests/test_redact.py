@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from conftest import FIXTURES
 from gpudoctor.cli import main
-from gpudoctor.ingest.source import utf8_chunks
+from gpudoctor.ingest.source import HEAD_BYTES, snapshot_from_reports
 from gpudoctor.redact import REDACTED, redact_bytes, redact_text, remember, remembering
 
 MACHINE = FIXTURES / "machines" / "rtx6000ada-nvcc115-cu124.json"
@@ -176,10 +176,22 @@ def test_a_redacted_json_document_stays_json():
                                                  "tokens_per_s": 99.5}
 
 
-def test_pasted_text_is_redacted_as_it_is_read():
-    """Nothing a reader keeps (facts, evidence) can hold a credential: the chunks it gets are already redacted."""
-    stream = io.BytesIO(b"ok\nAuthorization: Bearer hf_QQQQQQQQQQQQQQQQQQQQQQ\n" * 3)
-    assert b"QQQQ" not in b"".join(utf8_chunks(stream))
+def test_pasted_text_is_redacted_before_a_reader_keeps_it():
+    """Nothing a reader keeps (facts, evidence, quoted lines) can hold a credential: the report parsers get the head
+    redacted, the log reader redacts each line it decodes and the text above it that it searches (a traceback's
+    frames), also far beyond the head."""
+    token = "hf_" + "Q" * 22
+    text = (f"ok\nAuthorization: Bearer {token}\n" + "step 1 loss 2.0\n" * (HEAD_BYTES // 16) +
+            f"RuntimeError: CUDA error: out of memory (Authorization: Bearer {token})\n"
+            f'  File "/home/{token}/train.py", line 57, in <module>\n'
+            "RuntimeError: An attempt has been made to start a new process before the current process has finished "
+            "its bootstrapping phase.\n")
+    snapshot = snapshot_from_reports(["-"], stdin=io.BytesIO(text.encode()))
+    kept = repr((snapshot.facts, snapshot.evidence, snapshot.source))
+    events = {event["kind"]: event for event in snapshot.facts["logs"]["events"]}
+    assert events["spawn_bootstrap"]["script"] == f"/home/{REDACTED}/train.py"
+    assert f"Bearer {REDACTED}" in events["cuda_oom"]["line"]
+    assert "QQQQ" not in kept
 
 
 def test_a_remembered_secret_is_hidden_in_base64_too():
@@ -191,9 +203,9 @@ def test_a_remembered_secret_is_hidden_in_base64_too():
 def _seconds(text: str) -> float:
     best = float("inf")
     for _ in range(3):
-        started = time.perf_counter()
+        started = time.process_time()  # CPU time: another process on a loaded machine does not count
         redact_text(text)
-        best = min(best, time.perf_counter() - started)
+        best = min(best, time.process_time() - started)
     return best
 
 

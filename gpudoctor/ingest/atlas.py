@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Dict, List, Optional, Pattern, Tuple
+from typing import Dict, Iterable, List, Optional, Pattern, Tuple
 
 from gpudoctor.data import load_toml, rules_dir
 
@@ -86,11 +86,40 @@ def by_anchor() -> Dict[str, Tuple[Message, ...]]:
     return {anchor: tuple(found) for anchor, found in grouped.items()}
 
 
+@lru_cache(maxsize=1)
+def _gates() -> Dict[str, Pattern[str]]:
+    """Per anchor, one search for any of its entries' triggers: a line that holds none (most lines an anchor admits,
+    such as NCCL's INFO lines) costs one regex search, however many entries the atlas has."""
+    return {anchor: re.compile(any_of(m.trigger for m in found)) for anchor, found in by_anchor().items()}
+
+
+def any_of(words: Iterable[str]) -> str:
+    """A regex matching any of the literal `words`, factored by common prefix (a trie): the search looks at each
+    character of the text once per branch it enters, not once per word."""
+    root: Dict[str, dict] = {}
+    for word in words:
+        node = root
+        for char in word:
+            node = node.setdefault(char, {})
+        node[""] = {}
+
+    def branch(node: Dict[str, dict]) -> str:
+        alternatives = [re.escape(char) + branch(child) for char, child in sorted(node.items()) if char]
+        if not alternatives:
+            return ""
+        body = alternatives[0] if len(alternatives) == 1 else "(?:" + "|".join(alternatives) + ")"
+        return f"(?:{body})?" if "" in node else body
+
+    return branch(root)
+
+
 def match(line: str, anchors: Tuple[str, ...]) -> Optional[Tuple[Message, "re.Match[str]"]]:
     """The first entry, among those of the anchors found in the line, whose trigger and pattern match it."""
-    table = by_anchor()
+    table, gates = by_anchor(), _gates()
     for anchor in anchors:
-        for message in table.get(anchor, ()):
+        if anchor not in gates or not gates[anchor].search(line):
+            continue
+        for message in table[anchor]:
             if message.trigger in line:
                 found = message.pattern.search(line)
                 if found:

@@ -4,9 +4,10 @@
     scanner.feed("rank0.log", chunk, first_line=1)    # UTF-8 bytes ending at a line boundary; any size, any number
     facts, evidence = scanner.result()                  # {"logs": {...}}, or {} when nothing was recognised
 
-Streaming: each chunk is searched for ten literal anchors (``bytes.find``, a C scan; no decoding); only the lines
-that hold one are decoded and parsed, so a 100 MB training log takes about a second (benchmarks/log_throughput.py),
-and memory is bounded by the chunk size and the caps on what is kept (``MAX_EVENTS_PER_KIND`` events of each kind).
+Streaming: each chunk is searched for the literal ``ANCHORS`` (``bytes.find``, a C scan; no decoding); only the
+lines that hold one are decoded, redacted (gpudoctor.redact) and parsed, so a 100 MB training log takes about a
+second (benchmarks/log_throughput.py) whatever the size of the atlas of messages, and memory is bounded by the chunk
+size and the caps on what is kept (``MAX_EVENTS_PER_KIND`` events of each kind).
 
 What is recorded is what the lines prove, no more (docs/logs.md):
 
@@ -23,6 +24,8 @@ from __future__ import annotations
 
 import re
 from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from gpudoctor.redact import redact_bytes
 
 from . import atlas
 from .normalize import clean_text
@@ -183,7 +186,7 @@ class LogScanner:
             line_no += data.count(b"\n", counted_to, start)
             counted_to = start
             end = data.find(b"\n", start)
-            raw = data[start:end if end >= 0 else len(data)][:MAX_LINE_CHARS]
+            raw = redact_bytes(data[start:end if end >= 0 else len(data)])[:MAX_LINE_CHARS]
             self._at = (name, data, start)
             self._line(name, line_no, raw.decode("utf-8", errors="replace"), tuple(starts[start]))
         lines = line_no - first_line + data.count(b"\n", counted_to)  # a last line without its newline is not counted
@@ -197,7 +200,9 @@ class LogScanner:
         window = data[max(0, start - LOOK_BACK_BYTES):start]
         if len(window) < LOOK_BACK_BYTES:
             window = self._tail.get(name, b"")[-(LOOK_BACK_BYTES - len(window)):] + window
-        return window.decode("utf-8", errors="replace")
+        if len(window) >= LOOK_BACK_BYTES:  # a line cut at the start could hold a secret without its name
+            window = window[window.find(b"\n") + 1:] if b"\n" in window else b""
+        return redact_bytes(window).decode("utf-8", errors="replace")
 
     def found_in(self, name: str) -> bool:
         """Whether anything in file `name` was recognised."""

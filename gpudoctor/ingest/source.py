@@ -1,12 +1,12 @@
 """Read pasted report files and logs (``check --from``, ``snapshot --from``) into one Snapshot.
 
 The parsers in this package are pure; this module is the only one that touches files. Each file is streamed in
-chunks (UTF-8, or UTF-16 as PowerShell's ``>`` writes it; undecodable bytes replaced): every chunk goes through
-the log reader (gpudoctor.ingest.logs), and the first ``HEAD_BYTES`` through the report parsers (collect_env,
-ds_report, nvidia-smi … are a few KB; a log of any size is read with bounded memory). The reports
-merge (first value wins, differences become conflicts), the logs of all files are read as one run (ranks are
-grouped by the host in each line, not by file). A file in which nothing is recognised becomes an ``inputs``
-entry (GD003) as long as another file could be used; when none can, ReportError says why in one line.
+chunks (UTF-8, or UTF-16 as PowerShell's ``>`` writes it; undecodable bytes replaced): every chunk goes through the
+log reader (gpudoctor.ingest.logs, which redacts each line it decodes), and the first ``HEAD_BYTES``, redacted,
+through the report parsers (collect_env, ds_report, nvidia-smi … are a few KB; a log of any size is read with
+bounded memory). The reports merge (first value wins, differences become conflicts), the logs of all files are read
+as one run (ranks are grouped by the host in each line, not by file). A file in which nothing is recognised becomes
+an ``inputs`` entry (GD003) as long as another file could be used; when none can, ReportError says why in one line.
 """
 
 from __future__ import annotations
@@ -34,9 +34,8 @@ def _encoding(head: bytes) -> str:
 
 
 def utf8_chunks(stream: BinaryIO) -> Iterator[bytes]:
-    """A binary stream as UTF-8 in chunks of whole lines (the last one may lack its newline), secrets already
-    redacted (gpudoctor.redact): no reader of pasted text can keep one. UTF-8 passes through undecoded (the log
-    reader decodes only the lines it parses); UTF-16 is decoded and re-encoded."""
+    """A binary stream as UTF-8 in chunks of whole lines (the last one may lack its newline). UTF-8 passes through
+    undecoded (the log reader decodes, and redacts, only the lines it parses); UTF-16 is decoded and re-encoded."""
     block = stream.read(CHUNK_BYTES)
     encoding = _encoding(block)
     decoder = codecs.getincrementaldecoder(encoding)(errors="replace") if encoding != "utf-8-sig" else None
@@ -50,11 +49,11 @@ def utf8_chunks(stream: BinaryIO) -> Iterator[bytes]:
             cut = len(data)  # a line longer than a chunk (a progress bar without newlines): cut it, bounded
         carry = data[cut:]
         if cut:
-            yield redact_bytes(data[:cut])
+            yield data[:cut]
         block = stream.read(CHUNK_BYTES)
     rest = carry + (decoder.decode(b"", final=True).encode("utf-8") if decoder else b"")
     if rest:
-        yield redact_bytes(rest)
+        yield rest
 
 
 def _open(path: str, stdin: Optional[BinaryIO]) -> BinaryIO:
@@ -89,8 +88,9 @@ def read_one(path: str, scanner: LogScanner, stdin: Optional[BinaryIO] = None) -
         for chunk in utf8_chunks(stream):
             if not kept and _binary(chunk):
                 raise ReportError(f"{name}: not text (binary data)")
-            if kept < HEAD_BYTES:
-                head.append(chunk[:HEAD_BYTES - kept])
+            if kept < HEAD_BYTES:  # redacted whole lines, then cut (a cut token would escape its pattern)
+                whole = chunk.find(b"\n", HEAD_BYTES - kept) + 1 or len(chunk)
+                head.append(redact_bytes(chunk[:whole])[:HEAD_BYTES - kept])
                 kept += len(head[-1])
             line += scanner.feed(name, chunk, line)
             last = chunk[-1:]
