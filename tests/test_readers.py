@@ -110,3 +110,23 @@ def test_a_batch_script_and_its_directives_are_tokenized_once(monkeypatch, tmp_p
     assert (job["nodes"]["count"], job["gpus"]["count"]) == (2, 4)
     assert [entry["line"] for entry in job["ignored_directives"]] == [5]
     assert snapshot.facts["env"]["NCCL_DEBUG"] == "INFO"
+
+
+def test_a_manifest_is_walked_once_for_its_env_and_its_pods(monkeypatch, tmp_path):
+    """The env reader and the pod reader are handed each node of one walk: no node is visited twice."""
+    from gpudoctor.readers.k8s import nodes
+
+    path = tmp_path / "job.yaml"
+    path.write_text((LAUNCH / "k8s" / "jobset_torchrun.yaml").read_text())
+    visited = []
+    original = nodes._node
+
+    def visit(node, *args):
+        visited.append(id(node))
+        return original(node, *args)
+
+    monkeypatch.setattr(nodes, "_node", visit)
+    snapshot = Snapshot(facts={"env": {}})
+    registry.read_file(path, snapshot)
+    assert visited and len(visited) == len(set(visited))
+    assert snapshot.facts["env"] and snapshot.facts["launch"]["pods"] and snapshot.facts["launch"]["jobs"]

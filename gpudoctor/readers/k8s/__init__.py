@@ -23,13 +23,17 @@ def is_yaml(path: Path, text: str = "") -> bool:
 
 
 def read(path: Path, text: str) -> FileFacts:
+    """Composed once, walked once: the env reader and the pod reader take what they need from the same walk (the
+    env reader first at each node, so a container's script is walked once, in its env scope)."""
     from gpudoctor.readers.k8s import env, nodes, pods
     from gpudoctor.readers.k8s.scripts import Scripts
 
-    parsed, scripts = nodes.compose(text), Scripts(str(path))
-    found = env.read(text, str(path), parsed, scripts)  # first: a container's script is walked in its env scope
-    manifest = pods.read(text, str(path), parsed, scripts)
-    return FileFacts(env=found, jobs=manifest.jobs, pods=manifest.pods)
+    documents, error = nodes.compose(text)
+    scripts = Scripts(str(path))
+    found, manifest = env.EnvReader(text, str(path), scripts), pods.PodReader(str(path), scripts)
+    stopped = nodes.walk(documents, [found, manifest])
+    found.parse_error(error or stopped)  # the pod reader keeps what it found before
+    return FileFacts(env=found.result, jobs=manifest.jobs, pods=manifest.pods)
 
 
 def read_config(path: Path, text: str) -> FileFacts:

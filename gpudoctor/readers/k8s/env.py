@@ -17,7 +17,6 @@ import yaml
 
 from gpudoctor.readers.env import Assignment, ReadResult, is_env_name
 from gpudoctor.readers.k8s import nodes
-from gpudoctor.readers.k8s.nodes import Documents, compose
 from gpudoctor.readers.k8s.scripts import Scripts, script_node
 
 STR_TAG = "tag:yaml.org,2002:str"
@@ -25,28 +24,26 @@ NULL_TAG = "tag:yaml.org,2002:null"
 DEPENDENT = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 
 
-def _mapping(node) -> dict:
-    """key text -> (key node, value node) of a mapping node (later duplicate keys win, as in Kubernetes)."""
-    if not isinstance(node, yaml.MappingNode):
-        return {}
-    return {key.value: (key, value) for key, value in node.value if isinstance(key, yaml.ScalarNode)}
+class EnvReader(nodes.Collector):
+    """The env of every container, collected from the file's one walk (nodes.walk)."""
 
-
-class ManifestReader:
     def __init__(self, text: str, path: str, scripts: Optional[Scripts] = None):
         self.text = text
         self.path = path
         self.scripts = scripts or Scripts(path)
         self.result = ReadResult()
-        self.seen: set = set()  # nodes walked: an alias is walked once, so `*a` nine levels deep is not 9^9 nodes
+        self.scope = self.label = ""
 
-    def read(self, parsed: Optional[Tuple[Documents, Optional[BaseException]]] = None) -> ReadResult:
-        documents, error = parsed or compose(self.text)
-        try:
-            for index, document in documents:
-                self.document(document, index)
-        except RecursionError as exc:
-            error = error or exc
+    def document(self, index: int, top: dict, kind: Optional[str], label: str) -> None:
+        self.scope, self.label = f"k8s:{self.path}#{index}", label
+
+    def enter(self, node, fields: dict, trail: List[str], depth: int) -> None:
+        has_env = "env" in fields and isinstance(fields["env"][1], yaml.SequenceNode)
+        if has_env or "image" in fields and ("command" in fields or "args" in fields):
+            self.container(node, fields, self.scope, self.label, trail)
+
+    def parse_error(self, error: Optional[BaseException]) -> None:
+        """What stopped the file's composition or its walk, as a GD003 input error."""
         if isinstance(error, yaml.YAMLError):
             mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
             problem = getattr(error, "problem", None) or str(error).splitlines()[0]
@@ -56,38 +53,6 @@ class ManifestReader:
             self.result.error(message, mark.line + 1 if mark else None, mark.column + 1 if mark else None)
         elif error is not None:
             self.result.error("YAML nested too deeply to read")
-        return self.result
-
-    def document(self, node, index: int) -> None:
-        self.seen = set()  # ids of this document's nodes (a finished document's ids may be reused)
-        top = _mapping(node)
-        kind = nodes.scalar(top["kind"][1]) if "kind" in top else None
-        name = None
-        if "metadata" in top:
-            meta = _mapping(top["metadata"][1])
-            name = nodes.scalar(meta["name"][1]) if "name" in meta else None
-        label = " ".join(part for part in (kind, name) if part) or f"document {index + 1}"
-        if kind is None and "services" in top and isinstance(top["services"][1], yaml.MappingNode):
-            self.compose(top["services"][1], index)
-            return
-        self.walk(node, f"k8s:{self.path}#{index}", label, [], 0)
-
-    def walk(self, node, scope: str, label: str, trail: List[str], depth: int) -> None:
-        if depth > 60 or id(node) in self.seen:
-            return
-        self.seen.add(id(node))
-        if isinstance(node, yaml.MappingNode):
-            fields = _mapping(node)
-            has_env = "env" in fields and isinstance(fields["env"][1], yaml.SequenceNode)
-            if has_env or "image" in fields and ("command" in fields or "args" in fields):
-                self.container(node, fields, scope, label, trail)
-            for key, (_, value) in fields.items():
-                if key in ("env", "command", "args"):
-                    continue
-                self.walk(value, scope, label, trail + [key], depth + 1)
-        elif isinstance(node, yaml.SequenceNode):
-            for position, item in enumerate(node.value):
-                self.walk(item, scope, label, trail + [str(position)], depth + 1)
 
     def container(self, node, fields: dict, scope: str, label: str, trail: List[str]) -> None:
         name = nodes.scalar(fields["name"][1]) if "name" in fields else None
@@ -103,7 +68,7 @@ class ManifestReader:
         self.command(fields, container_scope, context)
 
     def env_entry(self, item, known: dict, scope: str, context: str) -> None:
-        entry = _mapping(item)
+        entry = nodes.mapping(item)
         if "name" not in entry:
             if isinstance(item, yaml.MappingNode):
                 self.result.error("env entry without a name", nodes.line(item))
@@ -115,7 +80,7 @@ class ManifestReader:
             self.result.error(f"env name {name!r} is not a valid variable name", line)
             return
         if "valueFrom" in entry:
-            source = _mapping(entry["valueFrom"][1])
+            source = nodes.mapping(entry["valueFrom"][1])
             how = next(iter(source), "valueFrom")
             self.result.assignments.append(Assignment(
                 name, f"<{how}>", self.path, line, f"valueFrom: {how} (known only when the pod starts)",
@@ -179,33 +144,26 @@ class ManifestReader:
             self.result.errors += found.errors
             self.result.tensor_parallel += found.tensor_parallel
 
-    def compose(self, services, index: int) -> None:
-        for service_name, (_, service) in _mapping(services).items():
-            fields = _mapping(service)
-            if "environment" not in fields:
-                continue
+    def service(self, service_name: str, fields: dict, index: int) -> None:
+        """A Compose service's `environment` (a mapping or a list of NAME=value)."""
+        if "environment" in fields:
             scope = f"k8s:{self.path}#{index}:services.{service_name}"
             context = f"service {service_name}"
-            env = fields["environment"][1]
-            if isinstance(env, yaml.MappingNode):
-                for key, value in env.value:
-                    name = nodes.scalar(key)
-                    if value.tag == NULL_TAG:
-                        continue  # passed through from the host environment
-                    text = nodes.scalar(value)
-                    if name and is_env_name(name) and text is not None:
-                        self.result.assignments.append(Assignment(name, text, self.path, nodes.line(key),
-                                                                  self._compose_reason(text), scope=scope,
-                                                                  context=context))
-            elif isinstance(env, yaml.SequenceNode):
-                for item in env.value:
-                    text = nodes.scalar(item)
-                    if text and "=" in text:
-                        name, value = text.split("=", 1)
-                        if is_env_name(name):
-                            self.result.assignments.append(Assignment(name, value, self.path, nodes.line(item),
-                                                                      self._compose_reason(value), scope=scope,
-                                                                      context=context))
+            for name, value, at in self._compose_items(fields["environment"][1]):
+                if is_env_name(name):
+                    self.result.assignments.append(Assignment(name, value, self.path, at, self._compose_reason(value),
+                                                              scope=scope, context=context))
+
+    @staticmethod
+    def _compose_items(env) -> List[Tuple[str, str, int]]:
+        """(name, value, line) of a Compose `environment:` mapping (a null value passes the host's through) or list."""
+        if isinstance(env, yaml.MappingNode):
+            return [(nodes.scalar(key) or "", nodes.scalar(value), nodes.line(key)) for key, value in env.value
+                    if value.tag != NULL_TAG and nodes.scalar(value) is not None]
+        if isinstance(env, yaml.SequenceNode):
+            return [(*nodes.scalar(item).split("=", 1), nodes.line(item)) for item in env.value
+                    if nodes.scalar(item) and "=" in nodes.scalar(item)]
+        return []
 
     @staticmethod
     def _compose_reason(value: str) -> Optional[str]:
@@ -213,8 +171,10 @@ class ManifestReader:
         return f"interpolated by Compose from `{match.group(0)}…`" if match else None
 
 
-def read(text: str, path: str, parsed: Optional[Tuple[Documents, Optional[BaseException]]] = None,
-         scripts: Optional[Scripts] = None) -> ReadResult:
-    """The env of every container; `parsed`, `scripts`: the text's documents (nodes.compose) and container scripts,
-    when the caller shares them with the pod reader."""
-    return ManifestReader(text, path, scripts).read(parsed)
+def read(text: str, path: str) -> ReadResult:
+    """The env of every container of a YAML text, alone (a file's reader walks it once with the pod reader too)."""
+    documents, error = nodes.compose(text)
+    reader = EnvReader(text, path)
+    stopped = nodes.walk(documents, [reader])
+    reader.parse_error(error or stopped)
+    return reader.result

@@ -1,13 +1,16 @@
-"""The YAML of a manifest as PyYAML's safe composer gives it (nodes keep their lines), read once per file."""
+"""The YAML of a manifest as PyYAML's safe composer gives it (nodes keep their lines), composed once per file and
+walked once: every collector (the env reader, the pod reader) is handed each node of that one walk."""
 
 from __future__ import annotations
 
-from typing import List, Optional, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import yaml
 
 
 Documents = List[Tuple[int, yaml.Node]]
+MAX_DEPTH = 60
+SKIPPED = ("env", "command", "args")  # read by the collectors from their container, never walked into
 
 
 def compose(text: str) -> Tuple[Documents, Optional[BaseException]]:
@@ -28,3 +31,76 @@ def scalar(node) -> Optional[str]:
 
 def line(node) -> int:
     return node.start_mark.line + 1
+
+
+def mapping(node) -> dict:
+    """key text -> (key node, value node) of a mapping node (later duplicate keys win, as in Kubernetes)."""
+    if not isinstance(node, yaml.MappingNode):
+        return {}
+    return {key.value: (key, value) for key, value in node.value if isinstance(key, yaml.ScalarNode)}
+
+
+class Collector:
+    """What one reader takes from the walk; every hook is optional."""
+
+    def document(self, index: int, top: dict, kind: Optional[str], label: str) -> None:
+        """A document starts (`top`: its mapping, `label`: "Kind name" or "document N")."""
+
+    def service(self, name: str, fields: dict, index: int) -> None:
+        """A service of a Docker Compose file (`fields`: its mapping)."""
+
+    def enter(self, node: yaml.MappingNode, fields: dict, trail: List[str], depth: int) -> None:
+        """A mapping, before the nodes under it (`trail`: the keys and positions that lead to it)."""
+
+    def leave(self, node: yaml.MappingNode, fields: dict, trail: List[str], depth: int) -> None:
+        """The same mapping, after the nodes under it."""
+
+    def done(self) -> None:
+        """The document is walked."""
+
+
+def walk(documents: Documents, collectors: Sequence[Collector]) -> Optional[RecursionError]:
+    """Walk every document once for all the collectors; the RecursionError that stopped it, if any. An alias is
+    walked once per document, so `*a` nine levels deep is not 9^9 nodes."""
+    try:
+        for index, node in documents:
+            _document(index, node, collectors)
+    except RecursionError as exc:
+        return exc
+    return None
+
+
+def _document(index: int, node, collectors: Sequence[Collector]) -> None:
+    top = mapping(node)
+    kind = scalar(top["kind"][1]) if "kind" in top else None
+    meta = mapping(top["metadata"][1]) if "metadata" in top else {}
+    name = scalar(meta["name"][1]) if "name" in meta else None
+    label = " ".join(part for part in (kind, name) if part) or f"document {index + 1}"
+    for collector in collectors:
+        collector.document(index, top, kind, label)
+    if kind is None and "services" in top and isinstance(top["services"][1], yaml.MappingNode):
+        for service_name, (_, service) in mapping(top["services"][1]).items():
+            for collector in collectors:
+                collector.service(service_name, mapping(service), index)
+    else:
+        _node(node, collectors, [], 0, set())
+    for collector in collectors:
+        collector.done()
+
+
+def _node(node, collectors: Sequence[Collector], trail: List[str], depth: int, seen: set) -> None:
+    if depth > MAX_DEPTH or id(node) in seen:
+        return
+    seen.add(id(node))
+    if isinstance(node, yaml.MappingNode):
+        fields = mapping(node)
+        for collector in collectors:
+            collector.enter(node, fields, trail, depth)
+        for key, (_, value) in fields.items():
+            if key not in SKIPPED:
+                _node(value, collectors, trail + [key], depth + 1, seen)
+        for collector in collectors:
+            collector.leave(node, fields, trail, depth)
+    elif isinstance(node, yaml.SequenceNode):
+        for position, item in enumerate(node.value):
+            _node(item, collectors, trail + [str(position)], depth + 1, seen)

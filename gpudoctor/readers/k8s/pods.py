@@ -13,12 +13,13 @@ and in an MPIJob `mpirun` starts `slotsPerWorker` ranks on each worker pod.
 from __future__ import annotations
 
 import re
-from typing import List, Optional, Tuple
+from typing import List, Optional
 
 import yaml
 
 from gpudoctor.readers import commands
-from gpudoctor.readers.k8s.nodes import Documents, compose, line, scalar
+from gpudoctor.readers.k8s import nodes
+from gpudoctor.readers.k8s.nodes import line, scalar
 from gpudoctor.readers.k8s.scripts import Scripts, script_node
 from gpudoctor.readers.launch import finish_job
 
@@ -26,6 +27,8 @@ GPU = "nvidia.com/gpu"
 EFA = "vpc.amazonaws.com/efa"
 RDMA_PREFIXES = ("rdma/", "mellanox.com/", "nvidia.com/hostdev", "nvidia.com/rdma")
 ROLES = ("Master", "Worker", "Launcher", "Chief", "Head")
+MAX_DEPTH = 40  # a pod template deeper than this is not one
+OPERATORS = {"PyTorchJob": "pytorchjob", "MPIJob": "mpijob"}  # the PodReader method for what each operator adds
 
 
 def _map(node) -> dict:
@@ -39,56 +42,34 @@ def _count(node) -> Optional[int]:
     return int(text) if text is not None and re.fullmatch(r"\d+", text.strip()) else None
 
 
-class Manifest:
-    def __init__(self, text: str, path: str, scripts: Optional[Scripts] = None):
-        self.text = text
+class PodReader(nodes.Collector):
+    """The pods and jobs of every pod template, collected from the file's one walk (nodes.walk): a pod once the
+    walk has left it, so its containers' scripts are already walked in their env scope."""
+
+    def __init__(self, path: str, scripts: Optional[Scripts] = None):
         self.path = path
         self.scripts = scripts or Scripts(path)
         self.jobs: List[dict] = []
         self.pods: List[dict] = []
-        self.seen: set = set()  # nodes walked: an alias is walked once (a YAML alias bomb stays linear)
+        self.label, self.extra, self.first = "", {}, (0, 0)
 
-    def read(self, parsed: Optional[Tuple[Documents, Optional[BaseException]]] = None) -> "Manifest":
-        documents, _ = parsed or compose(self.text)  # the env reader reports a parse error (GD003)
-        try:
-            for index, document in documents:
-                self.document(document, index)
-        except RecursionError:
-            pass
-        return self
+    def document(self, index: int, top: dict, kind: Optional[str], label: str) -> None:
+        spec = _map(top["spec"][1]) if "spec" in top else {}
+        self.label, self.first = label, (len(self.pods), len(self.jobs))
+        self.extra = {"kind": kind, "nproc_per_node": spec.get("nprocPerNode"), "slots": spec.get("slotsPerWorker")}
 
-    def document(self, node, index: int) -> None:
-        self.seen = set()  # ids of this document's nodes (a finished document's ids may be reused)
-        top = _map(node)
-        kind = scalar(top.get("kind"))
-        name = scalar(_map(top.get("metadata")).get("name"))
-        label = " ".join(part for part in (kind, name) if part) or f"document {index + 1}"
-        if kind is None and isinstance(top.get("services"), yaml.MappingNode):
-            self.compose(top["services"])
-            return
-        spec = _map(top.get("spec"))
-        extra = {"kind": kind, "nproc_per_node": spec.get("nprocPerNode"), "slots": spec.get("slotsPerWorker")}
-        first_pod, first_job = len(self.pods), len(self.jobs)
-        self.walk(node, label, [], extra, 0)
-        if kind == "MPIJob":  # mpirun runs in the launcher pod; its ranks land on the worker pods
+    def leave(self, node, fields: dict, trail: List[str], depth: int) -> None:
+        containers = fields["containers"][1] if "containers" in fields else None
+        if isinstance(containers, yaml.SequenceNode) and depth <= MAX_DEPTH \
+                and not any(part in ("containers", "initContainers") for part in trail):
+            self.pod(_map(node), self.label, trail, self.extra)
+
+    def done(self) -> None:
+        if self.extra.get("kind") == "MPIJob":  # mpirun runs in the launcher pod; its ranks land on the worker pods
+            first_pod, first_job = self.first
             workers = [p for p in self.pods[first_pod:] if p["role"] == "Worker"]
             for job in self.jobs[first_job:]:
                 job["gpus"] = workers[-1]["gpus"] if workers else None
-
-    def walk(self, node, label: str, trail: List[str], extra: dict, depth: int) -> None:
-        if depth > 40 or id(node) in self.seen:
-            return
-        self.seen.add(id(node))
-        if isinstance(node, yaml.MappingNode):
-            fields = _map(node)
-            if isinstance(fields.get("containers"), yaml.SequenceNode):
-                self.pod(fields, label, trail, extra)
-            for key, value in fields.items():
-                if key not in ("containers", "initContainers"):
-                    self.walk(value, label, trail + [key], extra, depth + 1)
-        elif isinstance(node, yaml.SequenceNode):
-            for item in node.value:
-                self.walk(item, label, trail, extra, depth + 1)
 
     def pod(self, spec: dict, label: str, trail: List[str], extra: dict) -> None:
         role = next((part for part in reversed(trail) if part in ROLES), "")
@@ -198,68 +179,70 @@ class Manifest:
             self.jobs.append(finish_job(job))
 
     def operator(self, job: dict, extra: dict, pod: dict) -> None:
-        """What the Kubeflow operators add: PyTorchJob's rank variables, MPIJob's slots per worker."""
-        launchers = job["launchers"]
-        if extra.get("kind") == "PyTorchJob":
-            if launchers and launchers[0]["name"] == "python":
-                launchers.insert(0, {"name": "training-operator", "line": pod["line"], "ranks_per_node": 1,
-                                     "source": "PyTorchJob: one process per pod, RANK/WORLD_SIZE/MASTER_ADDR set"})
-                launchers[-1] = dict(launchers[-1], ranks_per_node=1)
-            nproc = extra.get("nproc_per_node")
-            for entry in launchers:
-                if entry["name"] == "torchrun" and entry.get("source", "").startswith("default") and nproc is not None:
-                    count = _count(nproc)
-                    value = scalar(nproc)
-                    entry["ranks_per_node"] = count if count is not None else (value if value in ("gpu", "auto")
-                                                                               else None)
-                    entry["ranks_per_node"] = "gpu" if entry["ranks_per_node"] == "auto" else entry["ranks_per_node"]
-                    entry["source"] = f"spec.nprocPerNode: {value} (line {line(nproc)})"
-                elif entry["name"] == "torchrun" and entry.get("source", "").startswith("default"):
-                    entry["ranks_per_node"], entry["source"] = None, "PET_NPROC_PER_NODE from the operator"
-        if extra.get("kind") == "MPIJob" and pod.get("mpi_launcher"):
-            slots = extra.get("slots")
-            for entry in launchers:
-                if entry["name"] == "mpirun" and entry.get("ranks_per_node") is None and "unresolved" not in entry:
-                    count = _count(slots) if slots is not None else 1
-                    entry["ranks_per_node"] = count
-                    entry["source"] = f"slotsPerWorker: {scalar(slots)} (line {line(slots)})" if slots \
-                        is not None else "slotsPerWorker default (1)"
+        """What the Kubeflow operators add (OPERATORS: the method for each kind)."""
+        handler = OPERATORS.get(extra.get("kind") or "")
+        if handler:
+            getattr(self, handler)(job["launchers"], extra, pod)
 
-    def compose(self, services) -> None:
-        for service_name, service in _map(services).items():
-            fields = _map(service)
-            context = f"service {service_name}"
-            gpus = None
-            devices = _map(_map(_map(fields.get("deploy")).get("resources")).get("reservations")).get("devices")
-            if isinstance(devices, yaml.SequenceNode):
-                for device in devices.value:
-                    entry = _map(device)
-                    capabilities = entry.get("capabilities")
-                    if isinstance(capabilities, yaml.SequenceNode) and any(
-                            scalar(c) == "gpu" for c in capabilities.value) and "count" in entry:
-                        count = _count(entry["count"])
-                        gpus = {"count": count, "line": line(entry["count"]), "path": self.path,
-                                "what": f"count: {scalar(entry['count'])}"}
-                        if count is None:
-                            gpus["unresolved"] = scalar(entry["count"]) or "?"
-            command = fields.get("command")
-            words = []
-            if isinstance(command, yaml.SequenceNode):
-                words = [(scalar(c) or "", True) for c in command.value]
-            elif isinstance(command, yaml.ScalarNode):
-                words = [(word, "$" not in word) for word in command.value.split()]
-            parsed = commands.parse(words, line(command)) if words else None
-            if parsed:
-                self.jobs.append(finish_job({
-                    "path": self.path, "line": line(command), "kind": "compose", "context": context,
-                    "launchers": parsed["launchers"], "script": parsed["script"], "conditional": False,
-                    "env_sets": [], "gpus": gpus, "command": " ".join(w[0] for w in words)[:200]}))
+    @staticmethod
+    def pytorchjob(launchers: List[dict], extra: dict, pod: dict) -> None:
+        """PyTorchJob: one process per pod with its rank variables set, or torchrun given spec.nprocPerNode (as the
+        operator's PET_NPROC_PER_NODE)."""
+        if launchers and launchers[0]["name"] == "python":
+            launchers.insert(0, {"name": "training-operator", "line": pod["line"], "ranks_per_node": 1,
+                                 "source": "PyTorchJob: one process per pod, RANK/WORLD_SIZE/MASTER_ADDR set"})
+            launchers[-1] = dict(launchers[-1], ranks_per_node=1)
+        nproc = extra.get("nproc_per_node")
+        for entry in launchers:
+            if entry["name"] != "torchrun" or not entry.get("source", "").startswith("default"):
+                continue
+            if nproc is None:
+                entry["ranks_per_node"], entry["source"] = None, "PET_NPROC_PER_NODE from the operator"
+                continue
+            count, value = _count(nproc), scalar(nproc)
+            entry["ranks_per_node"] = count if count is not None else {"gpu": "gpu", "auto": "gpu"}.get(value)
+            entry["source"] = f"spec.nprocPerNode: {value} (line {line(nproc)})"
 
+    @staticmethod
+    def mpijob(launchers: List[dict], extra: dict, pod: dict) -> None:
+        """MPIJob: mpirun in the launcher pod starts slotsPerWorker ranks on each worker pod."""
+        if not pod.get("mpi_launcher"):
+            return
+        slots = extra.get("slots")
+        for entry in launchers:
+            if entry["name"] == "mpirun" and entry.get("ranks_per_node") is None and "unresolved" not in entry:
+                entry["ranks_per_node"] = _count(slots) if slots is not None else 1
+                entry["source"] = f"slotsPerWorker: {scalar(slots)} (line {line(slots)})" if slots \
+                    is not None else "slotsPerWorker default (1)"
 
-def read(text: str, path: str, parsed: Optional[Tuple[Documents, Optional[BaseException]]] = None,
-         scripts: Optional[Scripts] = None) -> Manifest:
-    """The jobs and pods; `parsed`, `scripts`: the text's documents (nodes.compose) and container scripts, when the
-    caller shares them with the env reader."""
-    return Manifest(text, path, scripts).read(parsed)
+    def service(self, service_name: str, mapped: dict, index: int) -> None:
+        """A Compose service: the GPUs it reserves and the job its `command` starts."""
+        fields = {key: value for key, (_, value) in mapped.items()}
+        command = fields.get("command")
+        words = []
+        if isinstance(command, yaml.SequenceNode):
+            words = [(scalar(c) or "", True) for c in command.value]
+        elif isinstance(command, yaml.ScalarNode):
+            words = [(word, "$" not in word) for word in command.value.split()]
+        parsed = commands.parse(words, line(command)) if words else None
+        if parsed:
+            self.jobs.append(finish_job({
+                "path": self.path, "line": line(command), "kind": "compose", "context": f"service {service_name}",
+                "launchers": parsed["launchers"], "script": parsed["script"], "conditional": False,
+                "env_sets": [], "gpus": self.reserved_gpus(fields), "command": " ".join(w[0] for w in words)[:200]}))
 
-
+    def reserved_gpus(self, fields: dict) -> Optional[dict]:
+        """`deploy.resources.reservations.devices[*]` with the `gpu` capability and a `count`: the last one."""
+        gpus = None
+        devices = _map(_map(_map(fields.get("deploy")).get("resources")).get("reservations")).get("devices")
+        for device in devices.value if isinstance(devices, yaml.SequenceNode) else []:
+            entry = _map(device)
+            capabilities = entry.get("capabilities")
+            if isinstance(capabilities, yaml.SequenceNode) and any(
+                    scalar(c) == "gpu" for c in capabilities.value) and "count" in entry:
+                count = _count(entry["count"])
+                gpus = {"count": count, "line": line(entry["count"]), "path": self.path,
+                        "what": f"count: {scalar(entry['count'])}"}
+                if count is None:
+                    gpus["unresolved"] = scalar(entry["count"]) or "?"
+        return gpus
