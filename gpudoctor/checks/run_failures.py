@@ -127,7 +127,10 @@ def _offloading(facts) -> bool:
 
 
 def _oom_proof(event: dict) -> str:
-    """What one piece of memory evidence says, in words (the `source` the log reader gave it)."""
+    """What one piece of memory evidence says, in words (the `source` the log reader gave it, or what the atlas
+    message that recorded it proves)."""
+    if event.get("message") and event.get("proves"):
+        return event["proves"]
     source = event.get("source", "kernel")
     victim = (f"process {event['process']}" + (f" (pid {event['pid']}" if event.get("pid") else "")
               + (f", {gib(event['rss_kib'] * 1024)} resident" if event.get("rss_kib") else "")
