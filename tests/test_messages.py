@@ -34,7 +34,9 @@ def test_the_atlas_is_large_and_its_entries_well_formed():
 
 @pytest.mark.parametrize("message,sample", SAMPLES)
 def test_each_sample_passes_the_prefilter_and_fires_its_rule(message, sample):
-    lines = [line for line in sample.text.splitlines() if message.pattern.search(line)]
+    text = sample.text.splitlines()
+    read = [f"{line} {following.strip()}" if message.wraps else line for line, following in zip(text, text[1:] + [""])]
+    lines = [line for line, seen in zip(text, read) if message.pattern.search(seen)]
     assert lines, f"{message.id}: no line of the sample matches the pattern"
     assert any(message.anchor in line and message.trigger in line for line in lines), \
         f"{message.id}: the matching line lacks the anchor {message.anchor!r} or the trigger"
@@ -92,3 +94,38 @@ def test_the_trigger_gate_picks_what_trying_each_entry_picks():
         found = atlas.match(line, anchors)
         assert (found[0] if found else None) == each_in_turn(line, anchors), line
     assert sum(atlas.match(line, tuple(a.decode() for a in ANCHORS)) is not None for line in lines) >= len(SAMPLES)
+
+
+def test_a_wrapped_message_states_both_versions_and_the_rule_judges_them():
+    """cpp_extension's mismatch wraps before 'PyTorch (12.4)': both versions reach GD102, an extension build is in
+    view, so the major mismatch is an error."""
+    report = pasted("RuntimeError:\n      The detected CUDA version (11.8) mismatches the version that was used to "
+                    "compile\n      PyTorch (12.4). Please make sure to use the same CUDA versions.\n")
+    assert (report.facts["nvcc"]["version"], report.facts["torch"]["cuda"]) == ("11.8", "12.4")
+    found = [f for f in report.findings if f.rule == "GD102"]
+    assert found and found[0].severity == Severity.ERROR and "major 11 vs 12" in found[0].message
+
+
+def test_a_minor_mismatch_is_information_only():
+    report = pasted("UserWarning: The detected CUDA version (12.1) has a minor version mismatch with the version that "
+                    "was used to compile PyTorch (12.4). Most likely this shouldn't be a problem.\n")
+    assert [(f.rule, f.severity) for f in report.findings] == [("GD102", Severity.INFO)]
+
+
+def test_a_message_a_reader_explains_still_states_its_fact():
+    """torch's 'driver too old (found version 11000)' is read as an event by the log reader and states the
+    driver's CUDA, 11.0."""
+    report = pasted("UserWarning: CUDA initialization: The NVIDIA driver on your system is too old (found version "
+                    "11000). Please update your GPU driver.\n")
+    assert report.facts["nvml"]["cuda_driver_version"] == "11.0"
+    assert "GD101" in {f.rule for f in report.findings}
+
+
+def test_two_messages_that_disagree_leave_the_fact_unknown():
+    """Two builds name different torch CUDA versions: neither is taken, the disagreement is reported, and the rule
+    still fires from the messages themselves."""
+    report = pasted("The detected CUDA version (11.8) mismatches the version that was used to compile PyTorch (12.4).\n"
+                    "The detected CUDA version (11.8) mismatches the version that was used to compile PyTorch (12.1).\n")
+    assert "cuda" not in report.facts.get("torch", {})
+    assert any(c["fact"] == "torch.cuda" for c in report.conflicts)
+    assert "GD102" in {f.rule for f in report.findings}

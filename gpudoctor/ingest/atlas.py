@@ -5,8 +5,11 @@ with `python -m gpudoctor.ingest.atlas > docs/messages.md`).
 Each entry names who prints the message and where, the literal `anchor` of the log reader's byte prefilter
 (gpudoctor.ingest.logs.ANCHORS) that admits its line, a `trigger` literal the line must hold, a `pattern` whose named
 groups are the numbers and names the message states, the `event` it proves, the `rule` it feeds, and real samples
-with their public source. `facts` maps a fact path (rules/facts.toml) to the group that states it; `fix` names the
-case of the rule's `docs.fixes` that remedies this message where the rule's general fix does not.
+with their public source. `facts` maps a fact path (rules/facts.toml) to the group that states it, written
+`group|form` where the text needs converting (`words`: a space-separated list; `cuda_int`: CUDA's 11080 as 11.8;
+`sm`: sm_120 as 12.0); `fix` names the case of the rule's `docs.fixes` that remedies this message where the rule's
+general fix does not. `wraps = true`: the message may wrap onto the next line (the pattern reads the line and the one
+after it, joined by a space; the trigger stays on the first).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Dict, Iterable, List, Optional, Pattern, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Pattern, Tuple
 
 from gpudoctor.data import load_toml, rules_dir
 
@@ -40,6 +43,7 @@ class Message:
     fix: str  # a case of the rule's `docs.fixes` where the rule's general fix is not this message's remedy
     facts: Tuple[Tuple[str, str], ...]
     samples: Tuple[Sample, ...]
+    wraps: bool = False
 
 
 @dataclass(frozen=True)
@@ -54,7 +58,7 @@ def _message(project: str, raw: dict) -> Message:
         id=raw["id"], project=project, where=raw["where"], anchor=raw["anchor"], trigger=raw["trigger"],
         pattern=re.compile(raw["pattern"]), event=raw["event"], rule=raw["rule"], proves=raw["proves"],
         severity=raw.get("severity"), fix=raw.get("fix", ""), facts=tuple(sorted(raw.get("facts", {}).items())),
-        samples=tuple(Sample(s["text"], s["source"]) for s in raw.get("sample", ())))
+        samples=tuple(Sample(s["text"], s["source"]) for s in raw.get("sample", ())), wraps=raw.get("wraps", False))
 
 
 @lru_cache(maxsize=1)
@@ -113,18 +117,44 @@ def any_of(words: Iterable[str]) -> str:
     return branch(root)
 
 
-def match(line: str, anchors: Tuple[str, ...]) -> Optional[Tuple[Message, "re.Match[str]"]]:
-    """The first entry, among those of the anchors found in the line, whose trigger and pattern match it."""
+def match(line: str, anchors: Tuple[str, ...],
+          following: Callable[[], str] = str) -> Optional[Tuple[Message, "re.Match[str]"]]:
+    """The first entry, among those of the anchors found in the line, whose trigger and pattern match it
+    (`following()`: the next line, read by the entries whose message wraps)."""
     table, gates = by_anchor(), _gates()
     for anchor in anchors:
         if anchor not in gates or not gates[anchor].search(line):
             continue
         for message in table[anchor]:
             if message.trigger in line:
-                found = message.pattern.search(line)
+                found = message.pattern.search(f"{line} {following().strip()}" if message.wraps else line)
                 if found:
                     return message, found
     return None
+
+
+def _cuda_int(text: str) -> str:
+    number = int(text)
+    return f"{number // 1000}.{number % 1000 // 10}"
+
+
+def _sm(text: str) -> str:
+    digits = text.split("_", 1)[-1]
+    return f"{digits[:-1]}.{digits[-1]}"
+
+
+_FORMS: Dict[str, Callable[[str], Any]] = {"words": str.split, "cuda_int": _cuda_int, "sm": _sm}
+
+
+def fact_values(message: Message, found: "re.Match[str]") -> Dict[str, Any]:
+    """fact path → the value the message states (only the groups that matched)."""
+    groups = found.groupdict()
+    values = {}
+    for path, spec in message.facts:
+        group, _, form = spec.partition("|")
+        if groups.get(group) is not None:
+            values[path] = _FORMS[form](groups[group]) if form else groups[group]
+    return values
 
 
 def render() -> str:

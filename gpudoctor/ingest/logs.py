@@ -232,22 +232,40 @@ class LogScanner:
             if trigger in line and handler not in called:
                 called.add(handler)
                 handler(self, name, where, line)
-        if self._events_seen == seen:
-            self._message(name, where, line, anchors)
+        self._message(name, where, line, anchors, explained=self._events_seen != seen)
 
-    def _message(self, name: str, where: str, line: str, anchors: Tuple[str, ...]) -> None:
-        """A message of the atlas (gpudoctor.ingest.atlas) that no reader above explained."""
-        found = atlas.match(line, anchors)
+    def _message(self, name: str, where: str, line: str, anchors: Tuple[str, ...], explained: bool) -> None:
+        """A message of the atlas (gpudoctor.ingest.atlas): the facts it states, and its event where no reader
+        above explained the line."""
+        found = atlas.match(line, anchors, self._next_line)
         if found is None:
             return
         message, m = found
+        for path, value in atlas.fact_values(message, m).items():
+            self._state(path, value, where, line)
+        if explained:
+            return
         fields = {k: v for k, v in m.groupdict().items() if v is not None}
-        for path, group in message.facts:
-            if group in fields and path not in self.message_facts and len(self.message_facts) < MAX_HOSTS:
-                value = fields[group].split() if path.endswith("_list") else fields[group]
-                self.message_facts[path] = {"value": value, "where": where, "line": _quote(line)}
         self._event(name, message.event, where, line, message=message.id, rule=message.rule, proves=message.proves,
                     severity=message.severity, fix=message.fix, **{k: v for k, v in fields.items() if k not in _MESSAGE_KEYS})
+
+    def _state(self, path: str, value: Any, where: str, line: str) -> None:
+        """Keep a fact a message states; another message that states another value makes it contradicted."""
+        stated = self.message_facts.get(path)
+        if stated is None:
+            if len(self.message_facts) < MAX_HOSTS:
+                self.message_facts[path] = {"value": value, "where": where, "line": _quote(line)}
+        elif stated["value"] != value and "contradicted" not in stated:
+            stated["contradicted"] = {"value": value, "where": where, "line": _quote(line)}
+
+    def _next_line(self) -> str:
+        """The line after the one being read (within the chunk)."""
+        _, data, start = self._at
+        end = data.find(b"\n", start)
+        if end < 0:
+            return ""
+        after = data.find(b"\n", end + 1)
+        return data[end + 1:after if after >= 0 else len(data)][:MAX_LINE_CHARS].decode("utf-8", errors="replace")
 
     def _attribute(self, name: str, host: str) -> None:
         """Remember which host a file and an `srun --label` task belong to (for lines that name no host)."""

@@ -159,17 +159,23 @@ def snapshot_from_reports(paths: Sequence[str], stdin: Optional[BinaryIO] = None
 
 def _stated(scanner: LogScanner) -> ParsedReport:
     """The facts messages state (torch's capability warning: the arch list), after the reports: a report's own value
-    wins, a message that says otherwise is a conflict."""
+    wins, a message that says otherwise is a conflict; a fact two messages state differently is left unknown."""
     facts: dict = {}
     evidence = {}
+    conflicts = []
     for path, stated in scanner.message_facts.items():
+        other = stated.get("contradicted")
+        if other:  # two messages say different things: the fact stays unknown
+            conflicts.append({"fact": path, "values": [stated["value"], other["value"]],
+                              "sources": [f"{stated['where']}: '{stated['line']}'", f"{other['where']}: '{other['line']}'"]})
+            continue
         *parents, last = path.split(".")
         node = facts
         for part in parents:
             node = node.setdefault(part, {})
         node[last] = stated["value"]
         evidence[path] = f"{stated['where']}: '{stated['line']}'"
-    return ParsedReport(kind="message", facts=facts, evidence=evidence, missing=[], name="messages")
+    return ParsedReport(kind="message", facts=facts, evidence=evidence, missing=[], name="messages", conflicts=conflicts)
 
 
 def _nothing(texts: Sequence[ParsedReport]) -> str:
