@@ -49,8 +49,9 @@ def gpu_of(finding):
 
 def test_gd506_reports_the_lost_gpu(node):
     findings = run("GD506", node, {"SLURM_GPUS_ON_NODE": "8"})
-    assert [gpu_of(f) for f in findings] == [5]
+    assert [gpu_of(f) for f in findings] == [5, None], "the lost GPU, and 8 allocated with 7 working"
     assert "GPU is lost" in findings[0].message and "reboot" in findings[0].fix.summary.lower()
+    assert findings[1].evidence == {"expected": 8, "seen": 7, "broken": 1}
 
 
 def test_live_check_on_the_simulated_node_drains_it(tmp_path):

@@ -130,8 +130,9 @@ def test_prolog_drains_a_node_with_a_gpu_in_each_failure_state(tmp_path):
     reason = next(call for call in calls if call.startswith("reason="))
     assert reason.startswith("reason=gpudoctor GD506: GPU 2") and "internal driver error" in reason, reason
     assert "state=drain" in calls and "nodename=gpu-node-7" in calls
-    broken = {f["evidence"]["gpu"]: f["evidence"]["nvml_error"] for f in report["findings"] if f["rule"] == "GD506"}
-    assert broken == dict(enumerate(FAILURES, start=2))
+    gd506 = [f["evidence"] for f in report["findings"] if f["rule"] == "GD506"]
+    assert {e["gpu"]: e["nvml_error"] for e in gd506 if "gpu" in e} == dict(enumerate(FAILURES, start=2))
+    assert {"expected": 8, "seen": 1, "broken": 7} in gd506, "8 allocated, 1 working: the broken ones are not seen"
 
 
 def test_prolog_passes_a_healthy_node_with_a_hidden_gpu_and_unsupported_queries(tmp_path):
@@ -153,3 +154,37 @@ def test_a_mig_parent_whose_process_list_is_refused_is_healthy(tmp_path):
     assert "processes" not in parent and "error_kind" not in parent
     assert parent["mig_devices"][2]["processes"] == [{"pid": 4190002, "name": None, "used_bytes": None}]
     assert [f.evidence["gpu"] for f in gd506(facts)] == [5], "only the lost GPU"
+
+
+# --- GD506's GPU count: a broken GPU is not a GPU the job has ------------------------------------------------
+
+@pytest.fixture(scope="module")
+def eight(tmp_path_factory):
+    """Eight H100s as NVML lists them: all healthy, and the same node with GPU 3's handle failing (UNKNOWN)."""
+    healthy = nvmlsim.collect({"gpus": [gpu(i) for i in range(8)]}, tmp_path_factory.mktemp("healthy"))
+    broken = nvmlsim.collect({"gpus": [gpu(i, handle_error="unknown" if i == 3 else None) for i in range(8)]},
+                             tmp_path_factory.mktemp("broken"))
+    return healthy, broken
+
+
+def _count_findings(findings: list) -> list:
+    return [f for f in findings if "expected" in f.evidence]
+
+
+def test_a_broken_gpu_is_not_counted_as_one_slurm_allocated(eight):
+    """8 allocated, 8 listed, one of them broken: the job has 7 GPUs, not '8 seen, fine'."""
+    _healthy, broken = eight
+    findings = gd506(broken, {"SLURM_GPUS_ON_NODE": "8"})
+    assert [f.evidence["gpu"] for f in findings if "gpu" in f.evidence] == [3]
+    (count,) = _count_findings(findings)
+    assert count.evidence == {"expected": 8, "seen": 7, "broken": 1}
+    assert "sees 7 working (8 listed, 1 broken)" in count.message
+    assert _count_findings(gd506(broken, {"SLURM_GPUS_ON_NODE": "7"})) == [], "7 allocated, 7 working"
+
+
+def test_a_healthy_node_is_never_short_of_gpus(eight):
+    healthy, _broken = eight
+    for allocated in ("8", "4", "1"):
+        assert gd506(healthy, {"SLURM_GPUS_ON_NODE": allocated}) == []
+    (count,) = _count_findings(gd506(healthy, {"SLURM_GPUS_ON_NODE": "9"}))
+    assert count.evidence == {"expected": 9, "seen": 8, "broken": 0} and "NVML sees 8:" in count.message

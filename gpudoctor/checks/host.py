@@ -163,9 +163,12 @@ def gpu_unhealthy(facts, rule):
                           **({"nvml_error": gpu["error_kind"]} if gpu.get("error_kind") else {})},
                 fix=_health_fix(gpu, rule))
     expected = facts.env("SLURM_GPUS_ON_NODE")
-    if expected and expected.isdigit() and int(expected) > len(gpus):
+    working = [gpu for gpu in gpus if not gpu.get("error_kind")]  # a broken GPU is not one the job can use
+    if expected and expected.isdigit() and int(expected) > len(working):
+        broken = len(gpus) - len(working)
+        seen = f"{len(working)} working ({len(gpus)} listed, {broken} broken)" if broken else str(len(gpus))
         yield rule.finding(
-            f"SLURM allocated {expected} GPUs on this node but NVML sees {len(gpus)}: a GPU has fallen off the bus "
-            "or is hidden from the job",
-            evidence={"expected": int(expected), "seen": len(gpus)},
+            f"SLURM allocated {expected} GPUs on this node but NVML sees {seen}: a GPU is broken, has fallen off "
+            "the bus or is hidden from the job",
+            evidence={"expected": int(expected), "seen": len(working), "broken": broken},
             fix=rule.fix(case="missing_gpu"))
