@@ -80,7 +80,12 @@ def test_gd506_passes_a_node_without_a_bad_gpu(node):
 # --- GD502: the job's devices only --------------------------------------------------------------------
 
 def test_gd502_judges_the_visible_gpus(node):
-    assert [gpu_of(f) for f in run("GD502", node)] == [2, 7], "GPU 2 and the MIG 1g.10gb device on GPU 7"
+    """Driver 535, no CUDA_VISIBLE_DEVICES: CUDA uses GPU 7's first MIG device and no GPU outside MIG (NVIDIA's MIG
+    user guide), a free one: the 30 GiB on GPU 2 and the process on the 1g.10gb device are not this job's."""
+    job = job_gpus(Facts({"nvml": node, "env": {}}))
+    assert [d["uuid"] for d in job.devices] == [node["gpus"][7]["mig_devices"][0]["uuid"]]
+    assert "a single CUDA process can only enumerate a single MIG device" in job.note()
+    assert run("GD502", node) == []
     assert [gpu_of(f) for f in run("GD502", node, {"CUDA_VISIBLE_DEVICES": "2"})] == [2]
     assert run("GD502", node, {"CUDA_VISIBLE_DEVICES": "3,4"}) == []
 
@@ -155,11 +160,14 @@ def test_kubernetes_mig_selection(node):
     assert [f.evidence["memory_bytes"] for f in findings] == [9856 * 1024**2]
 
 
-def test_mig_devices_are_what_cuda_numbers(node):
-    """CUDA numbers the six GPUs that answer (0-4, 6), then GPU 7's three MIG devices."""
+def test_indices_name_the_gpus_cuda_can_open(node):
+    """An index counts the GPUs that answer (0-4, 6, 7): 5 is GPU 6, 6 is GPU 7, in MIG mode. Named together on
+    driver 535, CUDA uses GPU 7's first MIG device and not GPU 6 (no GPU outside MIG once a MIG device is used)."""
+    job = job_gpus(Facts({"nvml": node, "env": {"CUDA_VISIBLE_DEVICES": "5"}}))
+    assert [(d["index"], d.get("mig", False)) for d in job.devices] == [(6, False)]
     job = job_gpus(Facts({"nvml": node, "env": {"CUDA_VISIBLE_DEVICES": "5,6"}}))
-    assert [d.get("mig", False) for d in job.devices] == [False, True] and job.devices[0]["index"] == 6
-    assert job.devices[1]["name"].endswith("3g.40gb") and job.devices[1]["parent_index"] == 7
+    assert [(d["parent_index"], d["name"].split()[-1]) for d in job.devices] == [(7, "3g.40gb")]
+    assert "chosen by index" in job.note() and "CUDA will not enumerate non-MIG GPU" in job.note()
     legacy = f"MIG-{node['gpus'][7]['uuid']}/9/0"  # R450's MIG device names
     assert job_gpus(Facts({"nvml": node, "env": {"CUDA_VISIBLE_DEVICES": legacy}})).devices[0]["uuid"] == MIG_1G
 
@@ -194,9 +202,10 @@ def test_gd201_judges_bf16_on_the_visible_gpus(tmp_path):
     assert run("GD201", facts, {"CUDA_VISIBLE_DEVICES": "GPU-22222222"}, requests=requests) == []
 
 
-def test_gd107_counts_the_devices_cuda_numbers(node):
-    assert run("GD107", node, {"CUDA_VISIBLE_DEVICES": "8"}) == [], "7 GPUs + 3 MIG devices: index 8 exists"
-    assert "does not exist" in run("GD107", node, {"CUDA_VISIBLE_DEVICES": "9"})[0].message
+def test_gd107_counts_the_gpus_cuda_can_open(node):
+    """Seven GPUs answer (GPU 5 is lost): index 6 is GPU 7, index 7 does not exist, whatever the MIG devices."""
+    assert run("GD107", node, {"CUDA_VISIBLE_DEVICES": "6"}) == []
+    assert "index 7 does not exist: CUDA can open 7 GPU(s)" in run("GD107", node, {"CUDA_VISIBLE_DEVICES": "7"})[0].message
     assert run("GD107", node, {"CUDA_VISIBLE_DEVICES": MIG_1G}) == []
 
 

@@ -7,7 +7,7 @@ import shlex
 from typing import Optional
 
 from gpudoctor.checks import check
-from gpudoctor.facts.devices import cuda_devices, job_gpus
+from gpudoctor.facts.devices import job_gpus, limit_mig, mig_dropped, mig_rule, named_devices, usable_gpus
 from gpudoctor.facts.log_evidence import cited, log_events, or_from_log
 from gpudoctor.facts import MissingFact
 from gpudoctor.facts.cuda import require_torch, toolkit_version_at, torch_cuda
@@ -420,7 +420,7 @@ def cuda_visible_devices_invalid(facts, rule):
                            evidence={"CUDA_VISIBLE_DEVICES": value})
         return
     nvml_gpus = facts.get("nvml.gpus", None) or []
-    gpus = cuda_devices(nvml_gpus)  # what CUDA numbers: the GPUs this job may open, MIG devices for MIG GPUs
+    gpus = usable_gpus(nvml_gpus)  # what an index names: the GPUs this job may open that answer
     uuids = [g["uuid"] for g in nvml_gpus if g.get("uuid")] + [
         m["uuid"] for g in nvml_gpus for m in g.get("mig_devices", []) if m.get("uuid")]
     entries = [entry.strip() for entry in value.split(",")]  # CUDA strips the spaces around an entry
@@ -435,7 +435,7 @@ def cuda_visible_devices_invalid(facts, rule):
         if not _DEVICE.match(entry):
             problem = f"entry {entry!r} is malformed (spaces and names are not allowed)"
         elif entry.isdigit() and gpus and int(entry) >= len(gpus):
-            problem = f"index {entry} does not exist: CUDA sees {len(gpus)} device(s) here, 0–{len(gpus) - 1}"
+            problem = f"index {entry} does not exist: CUDA can open {len(gpus)} GPU(s) here, 0–{len(gpus) - 1}"
         elif entry.startswith(("GPU-", "MIG-")) and "/" not in entry and uuids and not any(u.startswith(entry) for u in uuids):
             problem = f"{entry} matches no GPU or MIG device UUID on this machine"
         if problem:
@@ -443,6 +443,23 @@ def cuda_visible_devices_invalid(facts, rule):
             yield rule.finding(f"CUDA_VISIBLE_DEVICES={value!r}: {problem}{dropped}",
                                evidence={"CUDA_VISIBLE_DEVICES": value, "gpus": len(gpus)}, fix=fix_unset)
             return
+    yield from _more_than_cuda_uses(facts, rule, value)
+
+
+def _more_than_cuda_uses(facts, rule, value: str):
+    """More devices named than one process may use where MIG devices are among them (MIG_RULES)."""
+    named = named_devices(facts, value)
+    driver = facts.get("nvml.driver_version", None)
+    used = limit_mig(named, driver)
+    entries = len(value.split(","))
+    if len(used) >= entries:
+        return  # one index naming a GPU in MIG mode: one of its MIG devices, as asked
+    yield rule.finding(
+        f"CUDA_VISIBLE_DEVICES={value!r} names {entries} devices, but {mig_dropped(named, driver)}: this process "
+        f"uses {len(used)} ({', '.join(str(d.get('uuid') or d.get('name')) for d in used)}), not {entries}",
+        evidence={"CUDA_VISIBLE_DEVICES": value, "named": entries, "used": [d.get("uuid") for d in used],
+                  "driver": driver, "mig_rule": mig_rule(driver)},
+        fix=rule.fix(case="one_mig_device_per_process"))
 
 
 @check("GD110")

@@ -1,9 +1,9 @@
 """Which GPUs a job uses: CUDA's devices mapped onto NVML's.
 
 NVML numbers GPUs by PCI bus; CUDA numbers the devices it can open (SLURM's cgroups hide the others), fastest
-first unless CUDA_DEVICE_ORDER=PCI_BUS_ID, and a GPU in MIG mode appears as its MIG devices. The mapping is exact
-when the torch probe recorded each CUDA device's UUID; otherwise it is read from CUDA_VISIBLE_DEVICES and said to
-be assumed where CUDA's order is a guess.
+first unless CUDA_DEVICE_ORDER=PCI_BUS_ID, and a GPU in MIG mode appears as the MIG devices the driver's branch
+lets one process use (MIG_RULES). The mapping is exact when the torch probe recorded each CUDA device's UUID;
+otherwise it is read from CUDA_VISIBLE_DEVICES and said to be assumed where CUDA's order is a guess.
 """
 
 from __future__ import annotations
@@ -48,18 +48,65 @@ def _all_devices(gpus: list) -> list:
     return list(gpus) + [_mig_device(g, m) for g in gpus for m in g.get("mig_devices", [])]
 
 
-def cuda_devices(gpus: list) -> list:
-    """What CUDA enumerates with no CUDA_VISIBLE_DEVICES, in NVML (PCI) order: each GPU that answers, or its MIG
-    devices when it is in MIG mode. `gpus` holds only the GPUs this process may open."""
-    devices = []
-    for gpu in gpus:
-        if gpu.get("error_kind"):
-            continue  # lost: CUDA cannot open it
-        if gpu.get("mig_enabled") and gpu.get("mig_devices"):
-            devices += [_mig_device(gpu, mig) for mig in gpu["mig_devices"]]
-        else:
-            devices.append(gpu)
-    return devices
+# NVIDIA Multi-Instance GPU User Guide, "MIG Device Names › CUDA Device Enumeration"
+# (https://docs.nvidia.com/datacenter/tesla/mig-user-guide/mig-device-names.html#cuda-device-enumeration).
+MIG_PER_GPU_INSTANCE_FROM = 570  # the first driver branch where one process may use several MIG devices
+MIG_RULES = {
+    "one": ("with CUDA 11/R450 and CUDA 12/R525, 'a single CUDA process can only enumerate a single MIG device' "
+            "and 'CUDA will not enumerate non-MIG GPU if any compute instance is enumerated on any other GPU' "
+            "(NVIDIA's MIG user guide; drivers before R570)"),
+    "per_gpu_instance": ("'starting with CUDA 12/R570, enumeration of a single compute instance (CI) per GPU "
+                         "instance (GI) is supported' (NVIDIA's MIG user guide)"),
+}
+
+
+def mig_rule(driver) -> str:
+    """Which of MIG_RULES the driver follows: "per_gpu_instance" from R570, "one" before it and when the driver
+    version is unknown (the stricter rule)."""
+    major = re.match(r"(\d+)\.", str(driver or ""))
+    return "per_gpu_instance" if major and int(major.group(1)) >= MIG_PER_GPU_INSTANCE_FROM else "one"
+
+
+def usable_gpus(gpus: list) -> list:
+    """The GPUs CUDA can open: `gpus` holds only those this process may open, less the broken ones."""
+    return [gpu for gpu in gpus if not gpu.get("error_kind")]
+
+
+def _as_cuda_sees(gpu: dict) -> list:
+    """A GPU as CUDA could number it: itself, or its MIG devices when it is in MIG mode."""
+    if gpu.get("mig_enabled") and gpu.get("mig_devices"):
+        return [_mig_device(gpu, mig) for mig in gpu["mig_devices"]]
+    return [gpu]
+
+
+def limit_mig(devices: list, driver) -> list:
+    """What one CUDA process gets of `devices` (in CUDA's order): before R570 a single MIG device, and then no
+    GPU outside MIG ('CUDA is limited to use a single CI and will pick the first one available if several of
+    them are visible'); from R570 one compute instance per GPU instance ('If CUDA_VISIBLE_DEVICES is not set,
+    CUDA will pick one from each GPU instance'; several named in one: 'CUDA will pick one from the list')."""
+    migs = [d for d in devices if d.get("mig")]
+    if not migs:
+        return list(devices)
+    if mig_rule(driver) == "one":
+        return migs[:1]
+    kept, instances = [], set()
+    for device in devices:
+        instance = (device.get("parent_uuid"), device.get("gpu_instance_id")) if device.get("mig") else None
+        if instance is None or instance[1] is None or instance not in instances:
+            kept.append(device)
+            instances.add(instance)
+    return kept
+
+
+def cuda_devices(gpus: list, driver=None) -> list:
+    """What CUDA enumerates with no CUDA_VISIBLE_DEVICES, in NVML (PCI) order: each GPU that answers, a GPU in MIG
+    mode as the MIG devices the driver lets one process use (limit_mig)."""
+    return limit_mig([device for gpu in usable_gpus(gpus) for device in _as_cuda_sees(gpu)], driver)
+
+
+def mig_dropped(devices: list, driver) -> str:
+    """Why CUDA leaves some of `devices` out ('' when it uses them all): the guide's rule for the driver."""
+    return "" if len(limit_mig(devices, driver)) == len(devices) else MIG_RULES[mig_rule(driver)]
 
 
 def device_by_uuid(gpus: list, uuid) -> Optional[dict]:
@@ -92,22 +139,45 @@ def _order_assumption(facts, devices: list) -> Optional[str]:
     return "CUDA indices assumed to follow NVML's PCI order (identical GPUs)"
 
 
-def _from_visible(facts, visible: str, gpus: list) -> JobGpus:
-    enumerated = cuda_devices(gpus)
-    chosen, assumption = [], None
+_MIG_BY_INDEX = ("a GPU in MIG mode chosen by index: which of its MIG devices CUDA numbers is assumed (name MIG "
+                 "devices by UUID, MIG-…)")
+
+
+def _named(facts, visible: str, gpus: list) -> tuple:
+    """The devices CUDA_VISIBLE_DEVICES names, in its order, before the MIG limit, and why the mapping is assumed.
+    An index names a GPU CUDA can open (in MIG mode: its MIG devices); a UUID names a GPU or MIG device."""
+    usable = usable_gpus(gpus)
+    named, assumption = [], None
     entries = [entry.strip() for entry in visible.split(",")]
     if len(set(entries)) < len(entries):
-        return JobGpus([], "cuda_visible_devices")  # a device named twice: CUDA sees none (GD107 reports it)
+        return [], None  # a device named twice: CUDA sees none (GD107 reports it)
     for entry in entries:
         if entry.isdigit():
-            device = enumerated[int(entry)] if int(entry) < len(enumerated) else None
-            assumption = assumption or _order_assumption(facts, enumerated)
+            devices = _as_cuda_sees(usable[int(entry)]) if int(entry) < len(usable) else []
+            assumption = assumption or _order_assumption(facts, usable)
+            if any(d.get("mig") for d in devices):
+                assumption = _MIG_BY_INDEX
         else:
             device = _by_uuid(gpus, entry) if entry.startswith(("GPU-", "MIG-")) else None
-        if device is None:
+            devices = [device] if device else []
+        if not devices:
             break  # CUDA ignores an invalid entry and every one after it (GD107 reports it)
-        chosen.append(device)
-    return JobGpus(chosen, "cuda_visible_devices", assumption)
+        named += devices
+    return named, assumption
+
+
+def named_devices(facts, visible: str) -> list:
+    """The devices CUDA_VISIBLE_DEVICES names, before the MIG limit (for GD107)."""
+    return _named(facts, visible, facts.get("nvml.gpus", None) or [])[0]
+
+
+def _from_visible(facts, visible: str, gpus: list, basis: str = "cuda_visible_devices") -> JobGpus:
+    named, assumption = _named(facts, visible, gpus)
+    driver = facts.get("nvml.driver_version", None)
+    dropped = mig_dropped(named, driver)
+    if dropped:
+        assumption = "; ".join(filter(None, (assumption, f"{dropped}: CUDA assumed to pick the first named")))
+    return JobGpus(limit_mig(named, driver), basis, assumption)
 
 
 def _from_torch(facts, gpus: list) -> Optional[JobGpus]:
@@ -145,7 +215,17 @@ def _from_slurm(facts, gpus: list) -> Optional[JobGpus]:
     entries = [entry.strip() for entry in ids.split(",")]
     if not all(entry.isdigit() and int(entry) in by_minor for entry in entries):
         return None
-    return JobGpus(cuda_devices([by_minor[int(entry)] for entry in entries]), "slurm_gpus")
+    return _enumerated(facts, [by_minor[int(entry)] for entry in entries], "slurm_gpus")
+
+
+def _enumerated(facts, gpus: list, basis: str, assumption: Optional[str] = None) -> JobGpus:
+    """What CUDA enumerates of `gpus` with no CUDA_VISIBLE_DEVICES, saying which MIG devices it leaves out."""
+    driver = facts.get("nvml.driver_version", None)
+    everything = [device for gpu in usable_gpus(gpus) for device in _as_cuda_sees(gpu)]
+    dropped = mig_dropped(everything, driver)
+    if dropped:
+        assumption = "; ".join(filter(None, (assumption, f"{dropped}: CUDA assumed to pick the first in PCI order")))
+    return JobGpus(cuda_devices(gpus, driver), basis, assumption)
 
 
 def job_gpus(facts) -> JobGpus:
@@ -164,7 +244,7 @@ def job_gpus(facts) -> JobGpus:
         return _from_visible(facts, visible, gpus)
     runtime = [e.strip() for e in (facts.env("NVIDIA_VISIBLE_DEVICES") or "").split(",") if e.strip()]
     if runtime and all(e.startswith(("GPU-", "MIG-")) for e in runtime):
-        chosen = _from_visible(facts, ",".join(runtime), gpus).devices
-        if len(chosen) == len(runtime):  # the container runtime's selection (Kubernetes' device plugin)
-            return JobGpus(chosen, "nvidia_visible_devices")
-    return JobGpus(cuda_devices(gpus), "all", _torch_without_uuids(facts))
+        named, _assumption = _named(facts, ",".join(runtime), gpus)
+        if len(named) == len(runtime):  # the container runtime's selection (Kubernetes' device plugin)
+            return _from_visible(facts, ",".join(runtime), gpus, "nvidia_visible_devices")
+    return _enumerated(facts, gpus, "all", _torch_without_uuids(facts))
