@@ -44,6 +44,7 @@ def gather(request: Request) -> Snapshot:
     """The snapshot the request describes: the base facts, then every file the request names read on top."""
     if request.files and (request.snapshot or request.reports):
         raise InputError("job files alone (Request.files, as `lint` reads them) take no snapshot or reports")
+    _named_files_exist(request)
     if request.files:
         snapshot = files_snapshot(request.files)
     elif request.snapshot:
@@ -61,6 +62,17 @@ def gather(request: Request) -> Snapshot:
     for overlay in OVERLAYS:
         overlay(request, snapshot)
     return snapshot
+
+
+def _named_files_exist(request: Request) -> None:
+    """A script, DeepSpeed config or env file the request names that is not there is an InputError before the base
+    is gathered: a mistyped name is said at once, not after seconds of probing."""
+    from gpudoctor.files import read_input
+
+    named = [(name, "script") for name in request.scripts] + [(name, "env file") for name in request.env_files]
+    for name, what in named + ([(request.ds_config, "DeepSpeed config")] if request.ds_config else []):
+        if not Path(name).is_file():
+            read_input(name, what)  # its one-line error
 
 
 def catalog_groups() -> FrozenSet[str]:

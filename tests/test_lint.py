@@ -108,9 +108,17 @@ def test_check_env_file_end_to_end(tmp_path):
     assert done.returncode == 1
     (finding,) = json.loads(done.stdout)["findings"]
     assert finding["location"] == {"path": str(env_file), "line": 1, "column": None}
-    missing = subprocess.run(gpudoctor_cmd() + ["check", "--env-file", str(tmp_path / "nope.env")],
-                             capture_output=True, text=True, cwd=ROOT, env=env, timeout=60)
-    assert missing.returncode == 2 and "nope.env" in missing.stderr
+
+
+@pytest.mark.parametrize("option,what", [("--env-file", "env file"), ("--script", "script"),
+                                         ("--ds-config", "DeepSpeed config")])
+def test_a_missing_file_is_refused_before_anything_is_probed(tmp_path, monkeypatch, run_cli, option, what):
+    from gpudoctor import probes
+
+    monkeypatch.setattr(probes, "run_probes", lambda *a, **k: pytest.fail("the machine was probed first"))
+    missing = tmp_path / "nope"
+    code, out, err = run_cli("check", option, missing)
+    assert (code, out, err) == (2, "", f"gpudoctor: error: cannot read {what} {str(missing)!r}: no such file\n")
 
 
 # --- files that hold no environment, files sniffed by content, folders, ${VAR:-default} -------------------------
