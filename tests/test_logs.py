@@ -760,6 +760,18 @@ def test_an_infiniband_completion_error_is_gd425_once(tmp_path, warn, peer):
     assert "NCCL_IB_GID_INDEX" in finding["fix"]["summary"]
 
 
+def test_an_nccl_warning_that_states_its_cause_is_gd425s_finding(tmp_path):
+    """A WARN of the atlas names the cause; torch's 'unhandled system error' after it is the same failure."""
+    log = tmp_path / "rank0.log"
+    log.write_text("node-a:11:22 [5] bootstrap.cc:77 NCCL WARN Message truncated : received 256 bytes instead of 4\n"
+                   + torch_nccl_error("unhandled system error"))
+    fired, report = findings(log)
+    assert fired == {("GD425", "error")}, report["findings"]
+    (finding,) = report["findings"]
+    assert "bootstrap messages of different sizes" in finding["message"]
+    assert "Message truncated" in finding["message"] and "run with NCCL_DEBUG" not in finding["message"]
+
+
 @pytest.mark.parametrize("line", [
     "RuntimeError: CUDA error: uncorrectable ECC error encountered",
     "RuntimeError: cuda runtime error (39) : uncorrectable ECC error encountered at "
