@@ -13,6 +13,8 @@ tests/test_readme.py checks the pages against the same runs, exactly.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import re
 import shlex
@@ -22,6 +24,7 @@ from pathlib import Path
 from typing import Callable, Iterator, List, NamedTuple
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the gpudoctor of this checkout
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 EXAMPLE = re.compile(r"^(<!-- numbers vary -->\n)?(```[a-z]*\n\$ (gpudoctor [^\n]*)\n)(.*?)^```", re.M | re.S)
 SESSION = re.compile(r"^(<!-- tmux session, (\d+) columns -->\n```\n)(.*?)^```", re.M | re.S)
@@ -63,11 +66,27 @@ def _kept(old: str, new: str, numbers_vary: bool = False) -> str:
 
 
 def run_example(command: str, columns: str = EXAMPLE_WIDTH, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    """`gpudoctor …` run from `cwd` as a shell would, in this process (no example is about a process boundary, and
+    a Python start-up per example cost a second of CPU each; the ranks of `bench` still start as processes):
+    its exit code, stdout and stderr."""
+    from gpudoctor.cli import main
+
     env = {k: v for k, v in os.environ.items()  # what the examples show depends on no variable of this shell
            if k not in ("FORCE_COLOR", "CLICOLOR_FORCE") and not k.startswith(("NCCL_", "CUDA_", "TORCH_"))}
     env.update(PYTHONPATH=str(ROOT), COLUMNS=columns, NO_COLOR="1")
-    return subprocess.run([sys.executable, "-m", "gpudoctor"] + shlex.split(command)[1:], capture_output=True,
-                          text=True, cwd=cwd, env=env, timeout=300)
+    argv = shlex.split(command)[1:]
+    out, err, saved, folder = io.StringIO(), io.StringIO(), dict(os.environ), os.getcwd()
+    os.environ.clear()
+    os.environ.update(env)
+    os.chdir(cwd)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(argv)
+    finally:
+        os.chdir(folder)
+        os.environ.clear()
+        os.environ.update(saved)
+    return subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())
 
 
 def output(command: str, columns: str = EXAMPLE_WIDTH, cwd: Path = ROOT, exits=(0, 1)) -> str:
