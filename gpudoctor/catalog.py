@@ -62,6 +62,17 @@ INPUTS = {  # in the order the report names them: what the machine lacks first, 
     "probes": Input("no machine looked at"),
 }
 
+# What part of a run a log shows (gpudoctor.ingest.logs records them as `logs.shows`). A rule that judges only a
+# log declares the parts its verdict needs (`log_shows = ["nccl"]`): a log without any of them leaves it unknown,
+# for the absence of a failure proves nothing where the log never reached the step that would have printed it.
+LOG_PARTS = {  # each part as the report says "the log does not show …"
+    "nccl": "NCCL's setup (NCCL INFO lines)",
+    "kernel": "kernel messages",
+    "run": "training progress",
+    "exit": "how the processes ended",
+    "build": "an extension build",
+}
+
 
 @dataclass(frozen=True)
 class Example:
@@ -90,6 +101,7 @@ class Rule:
     check: Optional[Callable] = field(default=None, compare=False, repr=False)
     optional: tuple = ()  # fact paths read when present; unlike `needs`, they never start a probe
     inputs: tuple = ()  # what the rule judges (INPUTS): with none of them given, it is not applicable
+    log_shows: tuple = ()  # LOG_PARTS: a verdict from log facts alone needs the log to show one of them
 
     def finding(
         self,
@@ -153,6 +165,14 @@ def _inputs(data: dict) -> tuple:
     return inputs
 
 
+def _log_shows(data: dict) -> tuple:
+    parts = tuple(data.get("log_shows", ()))
+    unknown = [name for name in parts if name not in LOG_PARTS]
+    if unknown:
+        raise ValueError(f"{data.get('id')}: log_shows {unknown[0]!r} is not one of {', '.join(LOG_PARTS)}")
+    return parts
+
+
 def _rule_from_toml(data: dict, check: Optional[Callable]) -> Rule:
     examples = tuple(
         Example(
@@ -172,6 +192,7 @@ def _rule_from_toml(data: dict, check: Optional[Callable]) -> Rule:
         needs=tuple(data.get("needs", [])),
         optional=tuple(data.get("optional", [])),
         inputs=_inputs(data),
+        log_shows=_log_shows(data),
         host=bool(data.get("host", True)),
         fix_applicability=data.get("fix_applicability", "display-only"),
         docs=data.get("docs", {}),

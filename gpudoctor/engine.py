@@ -7,7 +7,7 @@ import traceback
 from typing import Iterable, List, Optional, Sequence
 
 from gpudoctor.suppress import finding_suppressed
-from gpudoctor.catalog import INPUTS, Rule, find_rule, load_catalog
+from gpudoctor.catalog import INPUTS, LOG_PARTS, Rule, find_rule, load_catalog
 from gpudoctor.facts.log_evidence import message_findings
 from gpudoctor.facts import Facts, MissingFact
 from gpudoctor.model import Finding, NotApplicable, Report, Severity, Unknown
@@ -54,6 +54,15 @@ def not_applicable(rule: Rule, facts: Facts) -> Optional[NotApplicable]:
     return NotApplicable(rule.id, INPUTS[rule.inputs[0]].reason)
 
 
+def unshown(facts: Facts, rule: Rule) -> Optional[MissingFact]:
+    """Why a pass from log facts alone would claim more than the log shows: it shows none of the parts of a run the
+    rule judges (catalog `log_shows`); None where it shows one."""
+    shows = facts.get("logs.shows", None) or []
+    if any(part in shows for part in rule.log_shows):
+        return None
+    return MissingFact("logs.shows", "the log does not show " + " or ".join(LOG_PARTS[p] for p in rule.log_shows))
+
+
 def run_rule(rule: Rule, facts: Facts) -> tuple:
     """(findings, the MissingFact or None) for one rule; exceptions become a GD001 finding."""
     try:
@@ -87,11 +96,16 @@ def evaluate(snapshot: Snapshot, rules: Sequence[Rule], started: float = 0.0, kn
         if nothing_to_judge is not None:
             idle.append(nothing_to_judge)
             continue
-        stated = facts.stated
+        stated, beyond_logs = facts.stated, facts.stated_beyond_logs
         produced, missing = run_rule(rule, facts)
         if logged and (missing is not None or not produced):
             produced, missing = logged, None
-        if pasted and missing is None and not produced and facts.stated == stated:
+        shown = False  # a pass from log facts alone: the log must show the part of the run the rule judges
+        if missing is None and not produced and rule.log_shows and facts.stated_beyond_logs == beyond_logs \
+                and input_given(facts, "logs"):
+            missing = unshown(facts, rule)
+            shown = missing is None
+        if pasted and missing is None and not produced and facts.stated == stated and not shown:
             missing = MissingFact(rule.needs[0] if rule.needs else "report")  # the paste states nothing it judges
         produced = [f for f in produced if not finding_suppressed(scripts, f)]
         if missing is not None:

@@ -28,15 +28,18 @@ _BOOKKEEPING = ("rules", "probes")  # what the engine adds to every snapshot's f
 
 class Facts:
     """A view over the `facts` object of a snapshot. `stated` counts the reads that found a value that says
-    something (not absent, None or empty): a rule that read none has judged nothing (see engine.evaluate)."""
+    something (not absent, None or empty): a rule that read none has judged nothing (see engine.evaluate);
+    `stated_beyond_logs` those of facts other than a log's, so that a verdict from log facts alone is known."""
 
     def __init__(self, data: Mapping[str, Any]):
         self._data = data
         self.stated = 0
+        self.stated_beyond_logs = 0
 
     @property
     def data(self) -> Mapping[str, Any]:
         self.stated += 1
+        self.stated_beyond_logs += 1
         return self._data
 
     def get(self, path: str, default: Any = _RAISE) -> Any:
@@ -51,6 +54,8 @@ class Facts:
                 return default
         if node not in (None, "", [], {}) and not path.startswith(_BOOKKEEPING):
             self.stated += 1
+            if path.split(".", 1)[0] != "logs":
+                self.stated_beyond_logs += 1
         return node
 
     def has(self, path: str) -> bool:

@@ -45,6 +45,19 @@ ANCHORS = (
     b"examples/s", b"apabilit", b"nsufficient", b"uilding wheel", b"nvcc fatal", b"return code",
     b"detected CUDA version", b"already in use", b"failed to connect",
 )
+# The parts of a run a log shows (catalog.LOG_PARTS), each proven by any of these bytes in it: a rule that judges
+# only the log passes only where the log shows the part it judges. Searched in each file's first SHOWS_HEAD_BYTES
+# and its last LOOK_BACK_BYTES (a run's setup is at its start, how it ended at its end), so a long log costs nothing.
+SHOWS = {
+    "nccl": (b"NCCL INFO ",),
+    "kernel": (b"NVRM: ", b" kernel: ", b"invoked oom-killer", b"Out of memory: Kill"),
+    "run": (b"it/s]", b"s/it]", b"'loss'", b"loss:", b"loss=", b"loss =", b"samples/s", b"examples/s", b"tokens/s",
+            b"samples_per_second"),
+    "exit": (b"exitcode", b"return code", b"exit code", b"Exited with", b"ExitCode"),
+    "build": (b"Building extension module", b"Emitting ninja build file", b"Loading extension module", b"nvcc",
+              b"running build_ext", b"Building wheel"),
+}
+SHOWS_HEAD_BYTES = 4 * 1024 * 1024
 _ANCHOR_TEXT = {word: word.decode() for word in ANCHORS}
 _MESSAGE_KEYS = ("kind", "where", "line", "message", "rule", "proves", "severity", "fix", "host")
 LOOK_BACK_BYTES = 32 * 1024  # a traceback's frames above its error line
@@ -155,6 +168,8 @@ class LogScanner:
         self.events: List[Dict[str, Any]] = []
         self.counts: Dict[str, int] = {}
         self.message_facts: Dict[str, Dict[str, Any]] = {}  # fact path → what a message states, where
+        self.shows: List[str] = []  # the parts of a run the log shows (SHOWS)
+        self._read: Dict[str, int] = {}  # file → bytes fed so far
         self._events_seen = 0
         self._found_in: Dict[str, int] = {}
         self._last_warn: Optional[str] = None
@@ -172,6 +187,10 @@ class LogScanner:
         newlines in it (the number the next chunk's first line is ahead by)."""
         if name not in self.files:
             self.files.append(name)
+        read = self._read.get(name, 0)
+        if read < SHOWS_HEAD_BYTES:
+            self._see_parts(data[:SHOWS_HEAD_BYTES - read])
+        self._read[name] = read + len(data)
         starts: Dict[int, List[str]] = {}
         for word in ANCHORS:
             pos = data.find(word)
@@ -193,6 +212,11 @@ class LogScanner:
         self._tail[name] = (self._tail.get(name, b"") + data[-LOOK_BACK_BYTES:])[-LOOK_BACK_BYTES:]
         self.lines += lines
         return lines
+
+    def _see_parts(self, data: bytes) -> None:
+        for part, words in SHOWS.items():
+            if part not in self.shows and any(word in data for word in words):
+                self.shows.append(part)
 
     def _look_back(self) -> str:
         """The text just above the line being read (up to LOOK_BACK_BYTES, across chunks of the same file)."""
@@ -600,6 +624,9 @@ class LogScanner:
         """({"logs": {...}}, evidence) — empty when no line was recognised."""
         if not any(self._found_in.values()):
             return {}, {}
+        for name, tail in self._tail.items():
+            if self._read.get(name, 0) > SHOWS_HEAD_BYTES:  # a shorter file was searched whole
+                self._see_parts(tail)
         for event, name, label in self._unplaced:
             host = self._label_host.get((name, label)) if label is not None else None
             only = self._file_hosts.get(name, [])
@@ -609,7 +636,7 @@ class LogScanner:
         logs: Dict[str, Any] = {"files": list(self.files), "lines": self.lines,
                                 "hosts": {h: e for h, e in self.hosts.items() if e},
                                 "nccl_env": dict(self.nccl_env),
-                                "events": list(self.events), "counts": dict(self.counts)}
+                                "events": list(self.events), "counts": dict(self.counts), "shows": sorted(self.shows)}
         prefixed = sum(1 for host in self.hosts if not host.startswith("file "))
         if prefixed > len(named_hosts(logs)):
             logs["hosts_in_run"] = prefixed  # hosts whose NCCL lines say nothing the rules read still ran ranks
@@ -630,13 +657,14 @@ def named_hosts(logs: Dict[str, Any]) -> List[str]:
 def split_by_host(logs: Dict[str, Any]) -> Tuple[Dict[str, Dict[str, Any]], Optional[Dict[str, Any]]]:
     """A run's `logs` facts as one `logs` group per named host (its NCCL facts, the variables NCCL echoed there,
     the events placed on it), and the rest: what no host claims (None when nothing is left). Each part keeps the
-    run's files and `hosts_in_run`, so a rule that needs several hosts still knows the run had them."""
+    run's files, `hosts_in_run` and the parts of the run the logs show, so a rule that needs several hosts still knows the run had them."""
     events = [e for e in logs.get("events") or [] if isinstance(e, dict)] if isinstance(logs.get("events"), list) \
         else []
     hosts = _object(logs.get("hosts"))
     named = named_hosts(logs)
     in_run = logs.get("hosts_in_run") if isinstance(logs.get("hosts_in_run"), int) else 0
     files = [f for f in logs.get("files") or [] if isinstance(f, str)] if isinstance(logs.get("files"), list) else []
+    shows = [p for p in logs.get("shows") or [] if isinstance(p, str)] if isinstance(logs.get("shows"), list) else []
 
     def host_of(event: Dict[str, Any]) -> Optional[str]:
         return event.get("host") if isinstance(event.get("host"), str) else None
@@ -648,7 +676,7 @@ def split_by_host(logs: Dict[str, Any]) -> Tuple[Dict[str, Dict[str, Any]], Opti
             counts[kind] = counts.get(kind, 0) + 1
         return {"files": files, "lines": logs.get("lines") if isinstance(logs.get("lines"), int) else 0,
                 "hosts": entries, "nccl_env": env, "events": kept, "counts": counts,
-                "hosts_in_run": max(len(named), in_run)}
+                "hosts_in_run": max(len(named), in_run), "shows": shows}
 
     parts = {}
     for host in named:

@@ -116,8 +116,11 @@ def _fact_words(path: str) -> str:
 
 def unknown_reasons(facts: Facts, unknown) -> str:
     """Why rules could not be evaluated, in a few words."""
-    reasons: List[Tuple[str, int]] = [(why, count) for why, count in Counter(
-        f"{item.rule}: {item.reason}" for item in unknown if item.reason).items()]
+    rules_of: dict = {}  # a reason and the rules it holds back, each reason once
+    for item in unknown:
+        if item.reason:
+            rules_of.setdefault(item.reason, []).append(item.rule)
+    reasons: List[Tuple[str, int]] = [(f"{', '.join(rules)}: {why}", len(rules)) for why, rules in rules_of.items()]
     groups = Counter(item.missing.split(".")[0] for item in unknown if not item.reason)
     unseen: List[str] = []
     for group, count in groups.most_common():
