@@ -249,8 +249,9 @@ def nccl_runtime_error(facts, rule):
     nccl_oom = [e for e in log_events(facts, "cuda_oom") if e.get("source") == "nccl"]
     if explained or nccl_oom or log_events(facts, "ibv_reg_mr"):
         return  # torch's 'NCCL error … unhandled …' after it is the same failure (GD508, GD505 name the others)
-    if log_events(facts, "nccl_warn"):
-        return  # a WARN of the atlas states the cause: the engine reports it (gpudoctor.facts.log_evidence)
+    if log_events(facts, "nccl_warn") or any(e.get("rule") not in (None, rule.id) and "NCCL WARN" in str(e.get("line"))
+                                             for e in log_events(facts)):
+        return  # a WARN of the atlas states the cause: the engine reports it under its rule (log_evidence)
     for event in log_events(facts, "nccl_error")[:1]:
         error = event.get("error") or "NCCL error"
         reason = event.get("reason")
