@@ -760,6 +760,19 @@ def test_an_infiniband_completion_error_is_gd425_once(tmp_path, warn, peer):
     assert "NCCL_IB_GID_INDEX" in finding["fix"]["summary"]
 
 
+def test_an_infiniband_protection_error_points_at_gpudirect_rdma_and_acs(tmp_path):
+    """Completion status 4 is the NIC refused access to GPU memory (ACS breaking GPUDirect RDMA), not a link fault;
+    the peer's address may be left out of a paste (`from peer with error 4`)."""
+    log = tmp_path / "rank0.log"
+    log.write_text("node2:14159:14180 [0] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion from peer with "
+                   "error 4, opcode 0, len 0, vendor err 81 (Send) localGid ::ffff: remoteGid ::ffff:\n")
+    fired, report = findings(log)
+    assert fired == {("GD425", "error")}, report["findings"]
+    (finding,) = report["findings"]
+    assert finding["evidence"]["status"] == 4 and "ACS" in finding["message"]
+    assert "NCCL_NET_GDR_LEVEL=0" in finding["fix"]["summary"]
+
+
 def test_an_nccl_warning_that_states_its_cause_is_gd425s_finding(tmp_path):
     """A WARN of the atlas names the cause; torch's 'unhandled system error' after it is the same failure."""
     log = tmp_path / "rank0.log"

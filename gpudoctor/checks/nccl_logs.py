@@ -213,6 +213,18 @@ _RUNTIME = {  # event kind → what it means; the fix is the catalog's case of t
     "no_socket_interface": "NCCL found no usable network interface for its bootstrap",
 }
 
+_LINK = "a link, cable or switch problem, or on RoCE a GID index or traffic class the fabric drops"
+# ibv_wc_status → (what it means, its usual cause); 4 (IBV_WC_LOC_PROT_ERR) is GPUDirect RDMA broken by ACS on the PCIe
+# switches, as NCCL's maintainers answer it (NVIDIA/nccl#928: NCCL_NET_GDR_LEVEL=0 confirms it)
+_IB_STATUS = {
+    12: ("the transport retry counter ran out: the peer did not acknowledge in time", _LINK),
+    13: ("the receiver-not-ready retry counter ran out", _LINK),
+    4: ("a local protection error: the NIC could not access the GPU memory it was given",
+        "on PCIe systems, ACS on the switches between the NIC and the GPU breaking GPUDirect RDMA"),
+    None: ("the work request failed", _LINK),
+}
+
+
 def _connect_failed(event: dict) -> str:
     peer = f" to {event['peer']}" if event.get("peer") else ""
     host = f" on {event['host']}" if event.get("host") else ""
@@ -236,16 +248,14 @@ def nccl_runtime_error(facts, rule):
     for event in log_events(facts, "ib_completion_error")[:1]:
         explained = True
         status = event.get("status")
-        meaning = {12: "the transport retry counter ran out: the peer did not acknowledge in time",
-                   13: "the receiver-not-ready retry counter ran out"}.get(status, "the work request failed")
+        meaning, cause = _IB_STATUS.get(status, _IB_STATUS[None])
         peer = f" with {event['peer']}" if event.get("peer") else ""
         times = log_count(facts, "ib_completion_error")
         yield rule.finding(
             f"InfiniBand returned completion error {status}{peer} ({meaning}){f', {times} times' if times > 1 else ''}"
-            f": a link, cable or switch problem, or on RoCE a GID index or traffic class the fabric drops: "
-            f"{event['line']}",
+            f": {cause}: {event['line']}",
             evidence={**cited(event), "status": status, "peer": event.get("peer")},
-            fix=rule.fix(case="ib_completion_error"))
+            fix=rule.fix(case="ib_protection_error" if status == 4 else "ib_completion_error"))
     nccl_oom = [e for e in log_events(facts, "cuda_oom") if e.get("source") == "nccl"]
     if explained or nccl_oom or log_events(facts, "ibv_reg_mr"):
         return  # torch's 'NCCL error … unhandled …' after it is the same failure (GD508, GD505 name the others)

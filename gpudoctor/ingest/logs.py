@@ -82,8 +82,8 @@ _CONNECT_FAILED = re.compile(r"(?:[Cc]onnect to (\S{1,80}) (?:failed : |returned
                              r"(?:failed|timeout) : )([^)]{1,120})")
 # A work completion InfiniBand returned with an error: `NET/IB : Got completion with error 12, opcode 1, len 0, vendor
 # err 129` (NCCL <= 2.11), `NET/IB : Got completion from peer 10.1.0.8<54862> with status=12 opcode=0 len=0 vendor err
-# 129 (Recv)` (later; `NET/IBext`, `NET/IBP` from plugins)
-_IB_COMPLETION = re.compile(r"Got completion (?:from peer (\S{1,80}) )?with (?:error |status=)(\d{1,3})")
+# 129 (Recv)` (later; `NET/IBext`, `NET/IBP` from plugins; `from peer with error 4` where the paste left the address out)
+_IB_COMPLETION = re.compile(r"Got completion (?:from peer ?(\S{0,80}) )?with (?:error |status=)(\d{1,3})")
 _NCCL_ERROR = re.compile(r"(unhandled system error|unhandled cuda error|invalid usage|internal error|"
                          r"remote process exited or there was a network error|invalid argument)")
 
