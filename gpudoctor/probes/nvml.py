@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from gpudoctor.knowledge import table
 from gpudoctor.probes import Probe, ProbeContext
 from gpudoctor.probes.command import run_command
 
@@ -34,18 +35,29 @@ def child_argv() -> list:
     return [sys.executable, "-I", str(CHILD), *pynvml_path()]
 
 
+def named(facts: dict) -> dict:
+    """The child's facts with each return code its nvidia-ml-py could not name (`other`, `error_code`: a code
+    newer than that release, e.g. GPU_NOT_FOUND on 12.535.x) named from rules/nvml_errors.toml."""
+    names = {entry["code"]: entry["kind"] for entry in table("nvml_errors")["error"]}
+    for item in [*facts.get("gpus", []), *facts.get("hidden_gpus", [])]:
+        code = item.pop("error_code", None)
+        if item.get("error_kind") == "other" and code in names:
+            item["error_kind"] = names[code]
+    return facts
+
+
 def probe_nvml(ctx: ProbeContext) -> dict:
     result = run_command(child_argv(), ctx.timeout)
     if result.returncode != 0:
         raise RuntimeError(f"NVML child exited {result.returncode}: {result.stderr.strip()[-300:]}")
-    return {"nvml": json.loads(result.stdout)}
+    return {"nvml": named(json.loads(result.stdout))}
 
 
 def read_gpus(timeout: float) -> list:
     """NVML's GPUs, for a process that already runs threads (a benchmark with CUDA initialised): a plain
     subprocess, no `preexec_fn` (Python's docs: not safe in the presence of threads); [] when NVML cannot tell."""
     done = subprocess.run(child_argv(), capture_output=True, text=True, timeout=timeout, check=False)
-    return json.loads(done.stdout).get("gpus") or [] if done.returncode == 0 else []
+    return named(json.loads(done.stdout)).get("gpus") or [] if done.returncode == 0 else []
 
 
 PROBE = Probe("nvml", probe_nvml)

@@ -33,9 +33,14 @@ NOT_AVAILABLE = (1 << 64) - 1  # NVML_VALUE_NOT_AVAILABLE for unsigned long long
 class GpuFailed(Exception):
     """A query that must answer did not: the GPU is lost, broken, or hidden from this process."""
 
-    def __init__(self, kind: str, message: str, query: str = ""):
+    def __init__(self, kind: str, message: str, query: str = "", code=None):
         super().__init__(message)
-        self.kind, self.query = kind, query
+        self.kind, self.query, self.code = kind, query, code
+
+    def facts(self) -> dict:
+        """error_kind, error, and the code itself where this nvidia-ml-py has no name for it (`other`)."""
+        unnamed = {"error_code": self.code} if self.kind == "other" else {}
+        return {"error_kind": self.kind, "error": str(self), **unnamed}
 
 
 def kernel_module_version(path: str = "/proc/driver/nvidia/version"):
@@ -56,7 +61,7 @@ def _text(value):
 
 def _error_kind(nvml, exc) -> str:
     """NVML's name for the return code, lowercase (`unknown`, `insufficient_power`, …); `other` for a code this
-    nvidia-ml-py does not name."""
+    nvidia-ml-py does not name (the parent names it from rules/nvml_errors.toml: probes/nvml.py)."""
     value = getattr(exc, "value", None)
     for name in dir(nvml):
         if name.startswith("NVML_ERROR_") and getattr(nvml, name) == value:
@@ -74,7 +79,7 @@ def _optional(nvml, call, *args, identity: str = ""):
     except nvml.NVMLError as exc:
         kind = _error_kind(nvml, exc)
         if kind == "gpu_lost" or (identity and kind not in UNANSWERED):
-            raise GpuFailed(kind, str(exc), identity) from None
+            raise GpuFailed(kind, str(exc), identity, getattr(exc, "value", None)) from None
         return None
     except getattr(nvml, "NVMLLibraryMismatchError", ()):  # an unversioned call on a driver without that version
         return None
@@ -301,7 +306,7 @@ def _handle(nvml, index: int):
     try:
         return nvml.nvmlDeviceGetHandleByIndex(index)
     except nvml.NVMLError as exc:
-        raise GpuFailed(_error_kind(nvml, exc), str(exc), "handle") from None
+        raise GpuFailed(_error_kind(nvml, exc), str(exc), "handle", getattr(exc, "value", None)) from None
 
 
 def _gpus(nvml, count: int, facts: dict) -> None:
@@ -316,9 +321,9 @@ def _gpus(nvml, count: int, facts: dict) -> None:
         except GpuFailed as exc:
             if exc.kind in HIDDEN:
                 del gpus[index]
-                hidden.append({"index": index, "error_kind": exc.kind, "error": str(exc)})
+                hidden.append({"index": index, **exc.facts()})
             else:
-                gpu.update(error_kind=exc.kind, error=str(exc), **({"error_query": exc.query} if exc.query else {}))
+                gpu.update(**exc.facts(), **({"error_query": exc.query} if exc.query else {}))
     facts["gpus"] = list(gpus.values())
     if hidden:
         facts["hidden_gpus"] = hidden

@@ -30,11 +30,11 @@ from pathlib import Path
 
 from conftest import required_or_skip
 from gpudoctor.knowledge import table
+from gpudoctor.probes.nvml import child_argv, named
 
 HERE = Path(__file__).resolve().parent
 SOURCE = HERE / "fake_nvml.c"
 NODES = HERE / "nodes"
-CHILD = HERE.parents[1] / "gpudoctor" / "probes" / "nvml_child.py"
 ERRORS = {entry["kind"]: entry["code"] for entry in table("nvml_errors")["error"]}  # nvml.h's return codes
 P2P = {"ok": 0, "chipset_not_supported": 1, "gpu_not_supported": 2, "topology_not_supported": 3,
        "disabled_by_regkey": 4, "not_supported": 5}
@@ -145,8 +145,8 @@ def node_env(node: dict, directory: Path, base=None) -> dict:
 
 
 def collect(node: dict, directory: Path) -> dict:
-    """The real NVML probe child's facts on the simulated node."""
-    result = subprocess.run([sys.executable, "-I", str(CHILD)], env=node_env(node, directory), capture_output=True,
-                            text=True, timeout=60)
+    """The real NVML probe child's facts on the simulated node, started and read as gpudoctor does: with the
+    nvidia-ml-py this process imports (tests/test_nvml_oldest.py puts the oldest allowed one first)."""
+    result = subprocess.run(child_argv(), env=node_env(node, directory), capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)
+    return named(json.loads(result.stdout))
