@@ -843,9 +843,10 @@ def test_global_rank_devices(body, expected):
     import ast
 
     from gpudoctor.readers.python.distributed import distributed_features
+    from gpudoctor.readers.python.tree import Tree
 
     source = "import os\nimport torch\nimport torch.distributed as dist\n" + body
-    found = distributed_features(ast.parse(source), source.splitlines())["global_rank_device"]
+    found = distributed_features(Tree(ast.parse(source)), source.splitlines())["global_rank_device"]
     assert [entry["rank"] for entry in found] == expected
 
 

@@ -130,3 +130,30 @@ def test_a_manifest_is_walked_once_for_its_env_and_its_pods(monkeypatch, tmp_pat
     registry.read_file(path, snapshot)
     assert visited and len(visited) == len(set(visited))
     assert snapshot.facts["env"] and snapshot.facts["launch"]["pods"] and snapshot.facts["launch"]["jobs"]
+
+
+def test_a_python_file_is_walked_once_for_all_its_facts(monkeypatch, tmp_path):
+    """One parse and one walk of the module give its env, its script analysis and its nemo_run jobs: no reader
+    walks the tree again (ast.walk, a NodeVisitor) or starts another walk from the module."""
+    path = tmp_path / "launch.py"
+    path.write_text(PYTHON_LAUNCHER + "import torch.distributed as dist\n\nif __name__ == \"__main__\":\n"
+                    "    dist.init_process_group(\"nccl\")\n    run.run(recipe, executor=executor)\n")
+    expanded, walks = [], []
+    original = ast.iter_child_nodes
+
+    def children(node):
+        expanded.append(node)
+        return original(node)
+
+    monkeypatch.setattr(ast, "iter_child_nodes", children)
+    monkeypatch.setattr(ast, "walk", lambda node: walks.append(node) or original(node))
+    monkeypatch.setattr(ast.NodeVisitor, "visit", lambda self, node: walks.append(node))
+    parses = count_calls(monkeypatch, [ast], "parse")
+    snapshot = Snapshot(facts={"env": {}})
+    registry.read_file(path, snapshot)
+    assert len(parses) == 1 and walks == []
+    assert sum(isinstance(node, ast.Module) for node in expanded) == 1
+    (script,) = snapshot.facts["scripts"]
+    assert script["launch"]["init"][0]["kind"] == "init_process_group"
+    assert snapshot.facts["env"] == {"NCCL_DEBUG": "WARN"}
+    assert snapshot.facts["launch"]["jobs"][0]["kind"] == "nemo_run"

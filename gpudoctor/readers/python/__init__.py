@@ -1,5 +1,6 @@
-"""Python files, parsed once (`ast`; never imported or run): the training-script analysis (`script`), the env dicts
-a launcher sets or hands to the processes it starts (`env`), and the jobs nemo_run executors describe (`nemo`)."""
+"""Python files, parsed once and walked once (`ast`, `tree.Tree`; never imported or run): the training-script
+analysis (`script`), the env dicts a launcher sets or hands to the processes it starts (`env`), and the jobs nemo_run
+executors describe (`nemo`), all read from that one walk."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ def read(path: Path, text: str) -> FileFacts:
     from gpudoctor.readers.python.names import module_aliases
     from gpudoctor.readers.python.script import analyse_source
     from gpudoctor.readers.python.source import decode, parse
+    from gpudoctor.readers.python.tree import Tree
 
     try:
         raw = read_bytes(str(path))
@@ -34,10 +36,11 @@ def read(path: Path, text: str) -> FileFacts:
         raw = text.encode("utf-8", "replace")
     decoded, problems = decode(raw)
     source = parse(decoded, str(path))
-    facts = FileFacts(env=ReadResult(), script=analyse_source(str(path), source, problems))
-    if source.tree is not None:
-        aliases = module_aliases(source.tree)
-        facts.env = env.read(source.tree, str(path), aliases)
+    tree = Tree(source.tree) if source.tree is not None else None
+    facts = FileFacts(env=ReadResult(), script=analyse_source(str(path), source, problems, tree))
+    if tree is not None:
+        aliases = module_aliases(tree)
+        facts.env = env.read(tree, str(path), aliases)
         if "nemo_run" in decoded:
-            facts.jobs = nemo.jobs(source.tree, source.lines, str(path), aliases)
+            facts.jobs = nemo.jobs(tree, source.lines, str(path), aliases)
     return facts

@@ -9,15 +9,15 @@ import ast
 from typing import Callable, List, Optional, Tuple
 
 from gpudoctor.readers.python.names import literal, segment
+from gpudoctor.readers.python.tree import Tree
 
 DEEPSPEED_OPTIONS = ["--deepspeed", "--deepspeed_config", "--deepscale", "--deepscale_config"]
 GROUPS = ("add_argument_group", "add_mutually_exclusive_group")
 
 
-def command_line(tree: ast.Module, lines: List[str], parsers: set, qualified: Callable[[ast.AST], str]) \
-        -> Optional[dict]:
+def command_line(tree: Tree, lines: List[str], parsers: set, qualified: Callable[[ast.AST], str]) -> Optional[dict]:
     """`{"line", "what", "options", "required", "allow_abbrev"}` of the script's own closed parser, else None."""
-    nodes = list(ast.walk(tree))
+    nodes = tree.walk()
     assigned = [pair for pair in map(_assigned_call, nodes) if pair is not None]  # `name = call(…)`
     found = _closed_parser(nodes, assigned, parsers, qualified)
     if found is None:

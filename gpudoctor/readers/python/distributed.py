@@ -36,9 +36,9 @@ from typing import Any, Dict, List, Optional
 
 from gpudoctor.readers.env import CVD
 from gpudoctor.readers.python.command_line import command_line
-from gpudoctor.readers.python.names import (dotted, imports_of, iter_child_nodes_postorder, literal, qualified_name,
-                                             segment)
+from gpudoctor.readers.python.names import dotted, literal, module_aliases, qualified_name, segment
 from gpudoctor.readers.python.rank_device import global_rank_devices
+from gpudoctor.readers.python.tree import Tree
 
 INIT = {
     "torch.distributed.init_process_group": "init_process_group",
@@ -62,15 +62,15 @@ LOCAL_RANK_OPTIONS = ("--local_rank", "--local-rank")
 
 
 class _Finder:
-    def __init__(self, tree: ast.Module, lines: List[str]):
-        self.tree = tree
+    def __init__(self, tree: Tree, lines: List[str]):
+        self.index = tree  # the file's one walk
+        self.tree = tree.module
         self.lines = lines
-        self.aliases: Dict[str, str] = {}
-        for node in ast.walk(tree):
-            if isinstance(node, (ast.Import, ast.ImportFrom)):
-                imports_of([node], self.aliases)
+        self.aliases = module_aliases(tree)
         self.args_names = _argparse_results(tree)
-        self.constants = _string_constants(tree)
+        self.constants = _string_constants(tree.body)
+        self.parses_known = any(isinstance(node, ast.Attribute) and node.attr == "parse_known_args"
+                                for node in tree.walk())  # unknown options are left, not an error
 
     def qualified(self, node: ast.AST) -> str:
         return qualified_name(node, self.aliases)
@@ -80,7 +80,7 @@ class _Finder:
                                  "sets_visible_devices": [], "nemo_env_ignored": []}
         executors: Dict[str, dict] = {}
         self.factories = self.executor_factories()
-        for node in ast.walk(self.tree):
+        for node in self.index.walk():
             if isinstance(node, ast.Call):
                 self.call(node, found, executors)
             elif isinstance(node, ast.Constant) and node.value in RANK_VARIABLES:
@@ -100,23 +100,22 @@ class _Finder:
             found["hf_trainer"] = None  # arguments without a Trainer: nothing is wrapped here
         found["local_rank_option"] = self.local_rank_option()
         found["reads_local_rank_env"] = any(isinstance(node, ast.Constant) and node.value == "LOCAL_RANK"
-                                            for node in ast.walk(self.tree))
-        found["global_rank_device"] = global_rank_devices(self.tree, self.lines, self.qualified)
+                                            for node in self.index.walk())
+        found["global_rank_device"] = global_rank_devices(self.index, self.lines, self.qualified)
         found["local_rank_set_by"] = self.local_rank_set_by() if found["local_rank_option"] else None
         found["argv_parser"] = None if found["local_rank_option"] else self.argv_parser()
-        found["command_line"] = None if _parses_known(self.tree) else command_line(self.tree, self.lines,
-                                                                                    self.own_parsers(), self.qualified)
+        found["command_line"] = None if self.parses_known else command_line(self.index, self.lines,
+                                                                             self.own_parsers(), self.qualified)
         return found
 
     def argv_parser(self) -> Optional[dict]:
         """The first parse of the whole command line that refuses an unknown `--local_rank=N` (see the module doc)."""
-        if _parses_known(self.tree) or any(isinstance(node, ast.Constant) and isinstance(node.value, str)
-                                           and node.value.startswith(LOCAL_RANK_OPTIONS)
-                                           for node in ast.walk(self.tree)):
+        if self.parses_known or any(isinstance(node, ast.Constant) and isinstance(node.value, str)
+                                    and node.value.startswith(LOCAL_RANK_OPTIONS) for node in self.index.walk()):
             return None
         found = []
         parsers = self.own_parsers()
-        for node in ast.walk(self.tree):
+        for node in self.index.walk():
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "parse_args" \
                     and isinstance(node.func.value, ast.Name) and node.func.value.id in parsers \
                     and not node.args and not any(kw.arg == "args" for kw in node.keywords):
@@ -131,7 +130,7 @@ class _Finder:
 
     def local_rank_option(self) -> Optional[dict]:
         """The first `add_argument` whose option strings include `--local_rank` or `--local-rank`."""
-        for node in ast.walk(self.tree):
+        for node in self.index.walk():
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
                     and node.func.attr == "add_argument":
                 options = [literal(arg) for arg in node.args]
@@ -141,7 +140,7 @@ class _Finder:
                     return {"line": node.lineno, "what": segment(self.lines, node, 70),
                             "options": [o for o in options if isinstance(o, str)],
                             "default": known if isinstance(known, (int, str)) or default is None else "expression",
-                            "parse_known": _parses_known(self.tree)}
+                            "parse_known": self.parses_known}
         return None
 
     def local_rank_set_by(self) -> Optional[dict]:
@@ -149,10 +148,10 @@ class _Finder:
         (deepspeed/runtime/engine.py `_configure_with_arguments`). With `used_before`: the first `ns.local_rank` read
         ahead of the call in the same function (or in a function of the script called there first), which still
         sees the option's default."""
-        scopes = [self.tree] + [n for n in ast.walk(self.tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        scopes = [self.tree] + [n for n in self.index.walk() if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
         functions = {n.name: n for n in scopes[1:]}
         for scope in scopes:
-            body = [n for n in iter_child_nodes_postorder(scope) if n is not scope]
+            body = [n for n in self.index.postorder(scope) if n is not scope]
             for call in body:
                 if not (isinstance(call, ast.Call) and self.qualified(call.func) == "deepspeed.initialize"):
                     continue
@@ -166,7 +165,7 @@ class _Finder:
                     if isinstance(helper, ast.Call) and isinstance(helper.func, ast.Name) \
                             and helper.func.id in functions and any(isinstance(a, ast.Name) and a.id == handed.id
                                                                     for a in helper.args):
-                        if any(_reads_local_rank(n, None) for n in ast.walk(functions[helper.func.id])):
+                        if any(_reads_local_rank(n, None) for n in self.index.walk(functions[helper.func.id])):
                             used.append(helper)
                 first = min(used, key=lambda n: n.lineno) if used else None
                 return {"line": call.lineno, "what": segment(self.lines, call, 70), "by": "deepspeed.initialize",
@@ -179,7 +178,7 @@ class _Finder:
         and handed to no other function (a helper elsewhere may add `--local_rank`), deepspeed's config options
         aside."""
         made, handed = set(), set()
-        for node in ast.walk(self.tree):
+        for node in self.index.walk():
             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and len(node.targets) == 1 \
                     and isinstance(node.targets[0], ast.Name):
                 if self.qualified(node.value.func) == "argparse.ArgumentParser" \
@@ -271,12 +270,12 @@ class _Finder:
             return "constant"
         if isinstance(value, ast.Name) and value.id in self.constants:
             return "constant"
-        names = {node.id for node in ast.walk(value) if isinstance(node, ast.Name)}
-        attrs = {node.attr.lower() for node in ast.walk(value) if isinstance(node, ast.Attribute)}
+        under = self.index.walk(value)
+        names = {node.id for node in under if isinstance(node, ast.Name)}
+        attrs = {node.attr.lower() for node in under if isinstance(node, ast.Attribute)}
         if any(word.lower() in attrs or word in names for word in RANK_WORDS):
             return None
-        if names & self.args_names or "sys.argv" in {dotted(n) for n in ast.walk(value)
-                                                     if isinstance(n, ast.Attribute)}:
+        if names & self.args_names or "sys.argv" in {dotted(n) for n in under if isinstance(n, ast.Attribute)}:
             return "argument"
         return None
 
@@ -286,9 +285,9 @@ class _Finder:
         run.LocalExecutor(env_vars=…)`), so that `executor=local_executor()` counts too."""
         self.factories: Dict[str, dict] = {}
         found = {}
-        for node in ast.walk(self.tree):
+        for node in self.index.walk():
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                made = next((self.executor(call) for call in ast.walk(node) if isinstance(call, ast.Call)
+                made = next((self.executor(call) for call in self.index.walk(node) if isinstance(call, ast.Call)
                              and self.executor(call)), None)
                 if made:
                     found[node.name] = made
@@ -309,7 +308,7 @@ class _Finder:
         """Executors whose `env_vars` the script applies to its own environment itself:
         `os.environ.update(executor.env_vars)`, or `os.environ[k] = v` in a loop over `executor.env_vars.items()`."""
         applied = set()
-        for node in ast.walk(self.tree):
+        for node in self.index.walk():
             sources: List[ast.AST] = []
             if isinstance(node, ast.Call) and self.qualified(node.func) == "os.environ.update" and node.args:
                 sources = [node.args[0]]
@@ -327,7 +326,7 @@ class _Finder:
     def nemo_runs(self, found: Dict[str, Any], executors: Dict[str, dict]) -> None:
         applied = self.applied_env_vars()
         executors = {name: made for name, made in executors.items() if name not in applied}
-        for node in ast.walk(self.tree):
+        for node in self.index.walk():
             if not (isinstance(node, ast.Call) and self.qualified(node.func) == "nemo_run.run"):
                 continue
             direct = next((kw.value for kw in node.keywords if kw.arg == "direct"), None)
@@ -365,43 +364,38 @@ def _is_parse(value: ast.AST, helpers: set) -> bool:
         isinstance(call.func, ast.Name) and call.func.id in helpers)
 
 
-def _bound_names(scope: ast.AST, helpers: set) -> set:
+def _bound_names(tree: Tree, scope: Optional[ast.AST], helpers: set) -> set:
     names = set()
-    for node in ast.walk(scope):
+    for node in tree.walk(scope):
         if isinstance(node, ast.Assign) and _is_parse(node.value, helpers):
             for target in node.targets:
-                names.update(item.id for item in ast.walk(target) if isinstance(item, ast.Name))
+                names.update(item.id for item in tree.walk(target) if isinstance(item, ast.Name))
     return names
 
 
-def _argparse_results(tree: ast.Module) -> set:
+def _argparse_results(tree: Tree) -> set:
     """Names bound to `parser.parse_args()` / `parse_known_args()` anywhere in the script, directly or through the
     script's own functions that return the parse (`def parse_args(): …; return parser.parse_args()`)."""
-    functions = [node for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    functions = [node for node in tree.walk() if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
     helpers: set = set()
     while True:
-        found = {f.name for f in functions for node in ast.walk(f) if isinstance(node, ast.Return)
+        found = {f.name for f in functions for node in tree.walk(f) if isinstance(node, ast.Return)
                  and node.value is not None and (_is_parse(node.value, helpers) or isinstance(node.value, ast.Name)
-                                                 and node.value.id in _bound_names(f, helpers))}
+                                                 and node.value.id in _bound_names(tree, f, helpers))}
         if found <= helpers:
             break
         helpers |= found
-    return _bound_names(tree, helpers)
+    return _bound_names(tree, None, helpers)
 
 
-def _parses_known(tree: ast.Module) -> bool:
-    """The script parses its command line with `parse_known_args` (unknown options are left, not an error)."""
-    return any(isinstance(node, ast.Attribute) and node.attr == "parse_known_args" for node in ast.walk(tree))
-
-
-def _string_constants(tree: ast.Module) -> set:
+def _string_constants(body: List[ast.stmt]) -> set:
     """Module-level names assigned a string or integer literal."""
-    return {target.id for node in tree.body if isinstance(node, ast.Assign)
+    return {target.id for node in body if isinstance(node, ast.Assign)
             for target in node.targets if isinstance(target, ast.Name)
             and isinstance(literal(node.value), (str, int))}
 
 
-def distributed_features(tree: ast.Module, lines: List[str]) -> Dict[str, Any]:
+def distributed_features(tree: Tree, lines: List[str]) -> Dict[str, Any]:
     """The script's `launch` facts (see the module docstring). Never raises for a parsed tree."""
     try:
         return _Finder(tree, lines).run()

@@ -14,9 +14,10 @@ call) is unknown and kept verbatim. Code inside branches and loops is marked con
 from __future__ import annotations
 
 import ast
-from typing import Dict
+from typing import Dict, List
 
 from gpudoctor.readers.env import Assignment, ReadResult, is_env_name
+from gpudoctor.readers.python.tree import Tree
 
 ENV_KEYWORDS = {"env", "env_vars", "envs", "environment", "extra_env", "env_variables", "environment_variables",
                 "extra_env_vars", "envvars"}
@@ -38,7 +39,10 @@ def _unparse(node) -> str:
 ENV_METHODS = {"update": "call_update", "setdefault": "call_setdefault", "putenv": "call_putenv"}
 
 
-class Finder(ast.NodeVisitor):
+class Finder:
+    """Visits the nodes of the file's one walk (Tree.visit): `enter_<Kind>` reads a node before the nodes under it;
+    code under a branch is conditional, code under a function is that function's run."""
+
     def __init__(self, path: str, result: ReadResult, aliases: Dict[str, str]):
         self.path = path
         self.result = result
@@ -47,6 +51,7 @@ class Finder(ast.NodeVisitor):
         self.depth = 0
         self.seen_dicts = set()
         self.function = ""  # os.environ assignments of different functions are different runs
+        self.functions: List[str] = []  # the enclosing functions' names, innermost last
         self.bindings: dict = {}  # `env = base.copy()` again: a new dict, so its items are a new environment
 
     # -- helpers --------------------------------------------------------------------------------------
@@ -107,33 +112,34 @@ class Finder(ast.NodeVisitor):
                 self.env_container(arg, context, conditional)
 
     # -- visitors -------------------------------------------------------------------------------------
-    def generic_visit(self, node) -> None:
-        branch = isinstance(node, BRANCHES)
-        self.depth += branch
-        super().generic_visit(node)
-        self.depth -= branch
+    def enter(self, node) -> None:
+        handler = getattr(self, "enter_" + type(node).__name__, None)
+        if handler is not None:
+            handler(node)
+        self.depth += isinstance(node, BRANCHES)
 
-    def visit_FunctionDef(self, node) -> None:
-        outer, self.function = self.function, f"@{node.name}:{node.lineno}"
-        self.generic_visit(node)
-        self.function = outer
+    def leave(self, node) -> None:
+        self.depth -= isinstance(node, BRANCHES)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            self.function = self.functions.pop()
 
-    visit_AsyncFunctionDef = visit_FunctionDef
+    def enter_FunctionDef(self, node) -> None:
+        self.functions.append(self.function)
+        self.function = f"@{node.name}:{node.lineno}"
 
-    def visit_Assign(self, node) -> None:
+    enter_AsyncFunctionDef = enter_FunctionDef
+
+    def enter_Assign(self, node) -> None:
         for target in node.targets:
             self.target(target, node.value)
-        self.generic_visit(node)
 
-    def visit_AnnAssign(self, node) -> None:
+    def enter_AnnAssign(self, node) -> None:
         if node.value is not None:
             self.target(node.target, node.value)
-        self.generic_visit(node)
 
-    def visit_AugAssign(self, node) -> None:
+    def enter_AugAssign(self, node) -> None:
         if isinstance(node.op, ast.BitOr):
             self.target(node.target, node.value)
-        self.generic_visit(node)
 
     def target(self, target, value) -> None:
         if isinstance(target, ast.Subscript):
@@ -156,7 +162,7 @@ class Finder(ast.NodeVisitor):
         name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
         return "env" in name.lower() and name != "environ"
 
-    def visit_Call(self, node) -> None:
+    def enter_Call(self, node) -> None:
         """os.environ.update/setdefault, os.putenv and env-like dicts' update (dispatched through ENV_METHODS),
         dict(NCCL_…=…), and env=/runtime_env= keywords of any call."""
         func = node.func
@@ -172,7 +178,6 @@ class Finder(ast.NodeVisitor):
                 self.env_container(keyword.value, f"{keyword.arg}= of {_unparse(func)[:40]}()")
             elif keyword.arg == "runtime_env" and isinstance(keyword.value, ast.Dict):
                 self.dict_literal_runtime(keyword.value, _unparse(func)[:40])
-        self.generic_visit(node)
 
     def call_update(self, node: ast.Call, func: ast.Attribute) -> None:
         if not self.is_environ(func.value):
@@ -203,19 +208,18 @@ class Finder(ast.NodeVisitor):
             if isinstance(key, ast.Constant) and key.value == "env_vars":
                 self.env_container(value, f"runtime_env of {func}()")
 
-    def visit_Dict(self, node) -> None:
+    def enter_Dict(self, node) -> None:
         keys = [k.value for k in node.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)]
         if keys and len(keys) == len(node.keys) and all(is_env_name(k) and k.upper() == k for k in keys) \
                 and any(k.startswith(HINT_PREFIXES) for k in keys):
             self.dict_literal(node, "dict of environment variables")
-        self.generic_visit(node)
 
 
-def read(tree: ast.Module, path: str, aliases: Dict[str, str]) -> ReadResult:
-    """Env assignments of a parsed Python file (`aliases`: its imports, names.module_aliases)."""
+def read(tree: Tree, path: str, aliases: Dict[str, str]) -> ReadResult:
+    """Env assignments of a parsed Python file, from its one walk (`aliases`: its imports, names.module_aliases)."""
     result = ReadResult()
     try:
-        Finder(path, result, aliases).visit(tree)
-    except RecursionError:
+        tree.visit(Finder(path, result, aliases))
+    except RecursionError:  # an expression too deep to unparse
         result.error("Python code nested too deeply to analyse")
     return result

@@ -6,7 +6,7 @@ Everything here is iterative or depth-bounded: scripts may nest deeply and must 
 from __future__ import annotations
 
 import ast
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, List, Optional
 
 MAX_DEPTH = 40
 _NO_VALUE = object()
@@ -91,10 +91,11 @@ def dotted(node: ast.AST) -> Optional[str]:
     return None
 
 
-def module_aliases(tree: ast.Module) -> Dict[str, str]:
-    """The aliases bound by every import statement of a module, functions included (`import os as o`: o → os)."""
+def module_aliases(tree) -> Dict[str, str]:
+    """The aliases bound by every import statement of a module (a `Tree`), functions included (`import os as o`:
+    o → os)."""
     aliases: Dict[str, str] = {}
-    for node in ast.walk(tree):
+    for node in tree.walk():
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             imports_of([node], aliases)
     return aliases
@@ -176,25 +177,6 @@ def _guard_side(node: ast.AST) -> Optional[str]:
     if isinstance(node, ast.Constant) and node.value == "__main__":
         return "main"
     return None
-
-
-def iter_child_nodes_postorder(root: ast.AST, skip_scopes: bool = True) -> Iterator[ast.AST]:
-    """Every node under `root` (root included), children before parents, left to right; never enters lambda,
-    function or class bodies when `skip_scopes` (they do not run where they are written)."""
-    stack: List[tuple] = [(root, False)]
-    while stack:
-        node, expanded = stack.pop()
-        if expanded:
-            yield node
-            continue
-        stack.append((node, True))
-        if skip_scopes and node is not root and isinstance(
-                node, (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            stack.pop()
-            continue
-        children = list(ast.iter_child_nodes(node))
-        for child in reversed(children):
-            stack.append((child, False))
 
 
 def segment(lines: List[str], node: ast.AST, limit: int = 80) -> str:

@@ -8,6 +8,7 @@ import ast
 from typing import Dict, List
 
 from gpudoctor.readers.python.names import literal, qualified_name, segment
+from gpudoctor.readers.python.tree import Tree
 from gpudoctor.readers.launch import finish_job
 
 GPU_KEYWORDS = ("gpus_per_node", "num_gpus")
@@ -17,10 +18,10 @@ def _keyword(call: ast.Call, name: str):
     return next((kw.value for kw in call.keywords if kw.arg == name), None)
 
 
-def jobs(tree: ast.Module, lines: List[str], path: str, aliases: Dict[str, str]) -> List[dict]:
+def jobs(tree: Tree, lines: List[str], path: str, aliases: Dict[str, str]) -> List[dict]:
     """The executors of a parsed script (`aliases`: its imports, names.module_aliases)."""
     found = []
-    for node in ast.walk(tree):
+    for node in tree.walk():
         if not isinstance(node, ast.Call):
             continue
         name = qualified_name(node.func, aliases)

@@ -7,7 +7,8 @@ from __future__ import annotations
 import ast
 from typing import Callable, Dict, List, Optional
 
-from gpudoctor.readers.python.names import iter_child_nodes_postorder, literal, segment
+from gpudoctor.readers.python.names import literal, segment
+from gpudoctor.readers.python.tree import Tree
 
 GET_RANK = {"torch.distributed.get_rank", "torch.distributed.distributed_c10d.get_rank"}
 GLOBAL_RANK_VARIABLES = {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"}
@@ -16,8 +17,8 @@ SET_DEVICE = {"torch.cuda.set_device", "torch.cuda.device"}
 
 
 class _Finder:
-    def __init__(self, tree: ast.Module, lines: List[str], qualified: Callable[[ast.AST], str]):
-        self.tree, self.lines, self.qualified = tree, lines, qualified
+    def __init__(self, tree: Tree, lines: List[str], qualified: Callable[[ast.AST], str]):
+        self.index, self.tree, self.lines, self.qualified = tree, tree.module, lines, qualified
         self.ranks: Dict[str, str] = {}  # a name bound to the global rank → where it comes from
 
     def source(self, node: Optional[ast.AST]) -> Optional[str]:
@@ -46,7 +47,7 @@ class _Finder:
             for arg in scope.args.args + scope.args.kwonlyargs + scope.args.posonlyargs:
                 self.ranks.pop(arg.arg, None)
         for _ in range(2):
-            for node in iter_child_nodes_postorder(scope):
+            for node in self.index.postorder(scope):
                 if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
                     found = self.source(node.value)
                     if found:
@@ -70,16 +71,16 @@ class _Finder:
         return self.source(node)
 
     def uses(self) -> List[dict]:
-        if "get_rank" not in ast.dump(self.tree) and not any(
-                isinstance(n, ast.Constant) and n.value in GLOBAL_RANK_VARIABLES for n in ast.walk(self.tree)):
-            return []
+        if not any("get_rank" in line for line in self.lines) and not any(
+                isinstance(n, ast.Constant) and n.value in GLOBAL_RANK_VARIABLES for n in self.index.walk()):
+            return []  # no global rank anywhere
         found: Dict[int, dict] = {}
         self.bind_ranks(self.tree, {})
         module = dict(self.ranks)
-        scopes = [self.tree] + [n for n in ast.walk(self.tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        scopes = [self.tree] + [n for n in self.index.walk() if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
         for scope in scopes:
             self.bind_ranks(scope, module if scope is not self.tree else {})
-            for node in iter_child_nodes_postorder(scope):
+            for node in self.index.postorder(scope):
                 if isinstance(node, ast.Call) and node.lineno not in found:
                     entry = self.device_call(node)
                     if entry:
@@ -105,7 +106,7 @@ class _Finder:
         return None
 
 
-def global_rank_devices(tree: ast.Module, lines: List[str], qualified: Callable[[ast.AST], str]) -> List[dict]:
+def global_rank_devices(tree: Tree, lines: List[str], qualified: Callable[[ast.AST], str]) -> List[dict]:
     """Each call that makes a global rank a CUDA device: `{"line", "what", "rank"}` (`rank`: `RANK`,
     `dist.get_rank()`, `SLURM_PROCID` …)."""
     return _Finder(tree, lines, qualified).uses()

@@ -12,6 +12,7 @@ import ast
 from typing import Any, Dict, List, Optional, Set
 
 from gpudoctor.readers.python.names import NO_VALUE, canonical, dotted, imports_of, literal, qualified_name, segment
+from gpudoctor.readers.python.tree import Tree
 
 DTYPE_KEYWORDS = {"torch_dtype", "dtype", "compute_dtype", "bnb_4bit_compute_dtype", "param_dtype", "reduce_dtype",
                   "autocast_dtype", "params_dtype", "pipeline_dtype", "mixed_precision_dtype", "amp_dtype"}
@@ -48,57 +49,54 @@ def _dtype(node: ast.AST, aliases: Dict[str, str]) -> Optional[str]:
     return None
 
 
-def _is_bf16_supported_call(node: ast.AST) -> bool:
-    for sub in ast.walk(node) if _small(node) else ():
-        if isinstance(sub, ast.Call) and (dotted(sub.func) or "").endswith("is_bf16_supported"):
-            return True
-    return False
-
-
 def _small(node: ast.AST) -> bool:
     return (getattr(node, "end_lineno", 0) or 0) - (getattr(node, "lineno", 0) or 0) < 20
 
 
-# the RequestFinder methods that recognise a request in a call, in the order they are tried
+# the RequestFinder method that reads each kind of node, and those that recognise a request in a call, in the order
+# they are tried
+NODE_FORMS = {"Call": "call", "Assign": "attribute_assign", "AnnAssign": "attribute_assign", "Dict": "config_dict",
+              "IfExp": "if_expression"}
 CALL_FORMS = ("positional_dtypes", "cast_method", "nemo_recipe", "fp8_autocast", "float8_training", "autocast",
               "workers")
 
 
 class RequestFinder:
-    def __init__(self, tree: ast.Module, lines: List[str], path: str):
-        self.tree = tree
+    def __init__(self, tree: Tree, lines: List[str], path: str):
+        self.index = tree  # the file's one walk
+        self.tree = tree.module
         self.lines = lines
         self.path = path
         self.aliases: Dict[str, str] = {}
         imports_of(tree.body, self.aliases)
-        self.constants = _bool_constants(tree)
+        self.constants = _bool_constants(tree.body)
         self.found: Dict[str, List[dict]] = {"bf16": [], "fp16": [], "fp8": [], "tensor_parallel": [], "workers": []}
         self.frameworks: Set[str] = set()
 
     def run(self) -> Dict[str, List[dict]]:
+        """Every node depth first but the functions and classes nothing refers to (dead code as far as this script
+        goes), each read by its kind's method (NODE_FORMS)."""
         self.collect_frameworks()
-        referenced = _referenced_names(self.tree)
-        stack: List[ast.AST] = [self.tree]
-        while stack:
-            node = stack.pop()
+        referenced = _referenced_names(self.index)
+
+        def dead(node: ast.AST) -> bool:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                if not (node.decorator_list or node.name in referenced or node.name.startswith("__")):
-                    continue  # never referenced: dead code as far as this script goes
-            if isinstance(node, ast.ClassDef) and node.name not in referenced and not node.decorator_list:
-                continue
-            if isinstance(node, ast.Call):
-                self.call(node)
-            elif isinstance(node, (ast.Assign, ast.AnnAssign)):
-                self.attribute_assign(node)
-            elif isinstance(node, ast.Dict):
-                self.config_dict(node)
-            elif isinstance(node, ast.IfExp):
-                self.if_expression(node)
-            stack.extend(reversed(list(ast.iter_child_nodes(node))))
+                return not (node.decorator_list or node.name in referenced or node.name.startswith("__"))
+            return isinstance(node, ast.ClassDef) and node.name not in referenced and not node.decorator_list
+
+        for node in self.index.preorder(dead):
+            form = NODE_FORMS.get(type(node).__name__)
+            if form:
+                getattr(self, form)(node)
         return self.found
 
+    def bf16_supported_call(self, node: ast.AST) -> bool:
+        """A `….is_bf16_supported()` call in a short expression."""
+        return _small(node) and any(isinstance(sub, ast.Call) and (dotted(sub.func) or "").endswith("is_bf16_supported")
+                                    for sub in self.index.walk(node))
+
     def collect_frameworks(self) -> None:
-        for node in ast.walk(self.tree):
+        for node in self.index.walk():
             names: List[str] = []
             if isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]
@@ -126,7 +124,7 @@ class RequestFinder:
         if value is NO_VALUE and isinstance(node, ast.Name):
             value = self.constants.get(node.id, NO_VALUE)
         if value is NO_VALUE:
-            if _is_bf16_supported_call(node) and isinstance(node, ast.Call):
+            if self.bf16_supported_call(node) and isinstance(node, ast.Call):
                 return True
             return None
         if isinstance(value, str):
@@ -207,7 +205,7 @@ class RequestFinder:
         text = f"{label}({arg}={segment(self.lines, value, 40)})"
         if arg in ("bf16", "bf16_full_eval"):
             if self.truthy(value):
-                self.add("bf16", kw.value, text + (" — True on a T4 through emulation" if _is_bf16_supported_call(
+                self.add("bf16", kw.value, text + (" — True on a T4 through emulation" if self.bf16_supported_call(
                     value) else ""))
         elif arg in ("fp16", "fp16_full_eval"):
             if self.truthy(value):
@@ -284,14 +282,14 @@ class RequestFinder:
 
     def if_expression(self, node: ast.IfExp) -> None:
         """`torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16` picks bf16 on a T4."""
-        if _dtype(node.body, self.aliases) == "bf16" and _is_bf16_supported_call(node.test):
+        if _dtype(node.body, self.aliases) == "bf16" and self.bf16_supported_call(node.test):
             self.add("bf16", node, f"{segment(self.lines, node, 70)} — is_bf16_supported() is True on a T4 "
                                    "through emulation")
 
 
-def _referenced_names(tree: ast.Module) -> Set[str]:
+def _referenced_names(tree: Tree) -> Set[str]:
     names: Set[str] = set()
-    for node in ast.walk(tree):
+    for node in tree.walk():
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
             names.add(node.id)
         elif isinstance(node, ast.Attribute):
@@ -301,10 +299,10 @@ def _referenced_names(tree: ast.Module) -> Set[str]:
     return names
 
 
-def _bool_constants(tree: ast.Module) -> Dict[str, Any]:
+def _bool_constants(body: List[ast.stmt]) -> Dict[str, Any]:
     """Module-level names assigned exactly one literal (`USE_BF16 = True`, `NUM_WORKERS = 4`)."""
     values: Dict[str, Any] = {}
-    for node in tree.body:
+    for node in body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             name, value = node.targets[0].id, literal(node.value)
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
@@ -315,7 +313,7 @@ def _bool_constants(tree: ast.Module) -> Dict[str, Any]:
     return values
 
 
-def find_requests(tree: ast.Module, lines: List[str], path: str) -> tuple:
+def find_requests(tree: Tree, lines: List[str], path: str) -> tuple:
     finder = RequestFinder(tree, lines, path)
     found = finder.run()
     return found, sorted(finder.frameworks)

@@ -17,6 +17,7 @@ from typing import Any, Dict, List, Optional
 
 from gpudoctor.readers.inputs import add_input_error
 from gpudoctor.readers.python.source import Problem, Source, decode, parse
+from gpudoctor.readers.python.tree import Tree
 
 REQUEST_KINDS = ("bf16", "fp16", "fp8", "tensor_parallel", "workers")
 # Which rule consumes which request, so that `# gpudoctor: ignore[GD201]` on the line drops the request.
@@ -38,19 +39,20 @@ def analyse(path: str, raw: bytes) -> Analysis:
     return analyse_source(path, parse(text, path), problems)
 
 
-def analyse_source(path: str, source: Source, problems: List[Problem]) -> Analysis:
-    """Analyse a parsed script (`problems`: those met decoding it). Never raises for any input."""
+def analyse_source(path: str, source: Source, problems: List[Problem], tree: Optional[Tree] = None) -> Analysis:
+    """Analyse a parsed script (`problems`: those met decoding it; `tree`: its walk, when the caller has it). Never
+    raises for any input."""
     problems = problems + source.problems
     if source.tree is None:
         return Analysis(None, {}, problems)
     try:
-        return _analyse_tree(path, source.tree, source.lines, source.text, problems)
+        return _analyse_tree(path, tree or Tree(source.tree), source.lines, source.text, problems)
     except (RecursionError, MemoryError):
         problems.append(Problem("too deeply nested to analyse (nested calls or blocks exhaust the analyser's stack)"))
         return Analysis(None, {}, problems)
 
 
-def _analyse_tree(path: str, tree, lines: List[str], text: str, problems: List[Problem]) -> Analysis:
+def _analyse_tree(path: str, tree: Tree, lines: List[str], text: str, problems: List[Problem]) -> Analysis:
     from gpudoctor.readers.python.distributed import distributed_features
     from gpudoctor.readers.python.names import is_main_guard
     from gpudoctor.readers.python.requests import find_requests

@@ -21,7 +21,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from gpudoctor.readers.env import CVD
 from gpudoctor.readers.python.names import (NO_VALUE, attribute_path, canonical, dotted, has_value, imports_of,
-                                      is_main_guard, iter_child_nodes_postorder, literal, segment)
+                                      is_main_guard, literal, segment)
+from gpudoctor.readers.python.tree import Tree
 
 MAX_SUMMARY_EVENTS = 400
 MAX_EVENTS = 5000
@@ -193,8 +194,9 @@ class Scope:
 class Walker:
     """Walks one parsed script. `run()` returns the module-level event trace."""
 
-    def __init__(self, tree: ast.Module, lines: List[str]):
-        self.tree = tree
+    def __init__(self, tree: Tree, lines: List[str]):
+        self.index = tree  # the file's one walk
+        self.tree = tree.module
         self.lines = lines
         self.module = Scope(None)
         self.depth = 0
@@ -438,7 +440,7 @@ class Walker:
         if getattr(self, "_argparse", None) is None:
             found: Dict[str, Tuple[int, str]] = {}
             clashes = set()
-            for node in ast.walk(self.tree):
+            for node in self.index.walk():
                 if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
                         and node.func.attr == "add_argument"):
                     continue
@@ -862,7 +864,7 @@ class Walker:
                    method=loader.data.get("method", "default"))
 
     def walk_expr(self, expr: ast.AST, scope: Scope, frame: str, guarded: bool, out: List[Event]) -> None:
-        for node in iter_child_nodes_postorder(expr):
+        for node in self.index.postorder(expr):
             if isinstance(node, ast.Call):
                 self.call(node, scope, frame, guarded, out)
             elif isinstance(node, ast.comprehension):
