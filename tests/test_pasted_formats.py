@@ -193,3 +193,13 @@ def test_vllm_collect_env_adds_its_gpu_topology():
     assert {"collect_env", "nvidia_smi_topo"} <= set(report.parts)
     assert report.facts["nvml"]["topology"]["links"] == {"0": {"1": "NV12"}, "1": {"0": "NV12"}}
     assert report.facts["torch"]["version"] == "2.4.0+cu121" and len(report.facts["nvml"]["gpus"]) == 2
+
+
+def test_gd111_on_a_snapshot_without_wheels_says_why_in_words(run_cli):
+    """A snapshot that does not record torch's nvidia-* wheels leaves GD111 unknown with a reason a user reads."""
+    code, out, _ = run_cli("check", "--snapshot", "fixtures/machines/t4-cu121.json", "--select", "GD111",
+                           "--format", "json")
+    (unknown,) = json.loads(out)["unknown"]
+    assert unknown["missing"] == "torch.cuda_wheels" and "pip list" in unknown["reason"]
+    code, out, _ = run_cli("check", "--snapshot", "fixtures/machines/t4-cu121.json", "--select", "GD111")
+    assert "cuda wheels not known" not in out and "nvidia-* library wheels are not known" in " ".join(out.split())

@@ -88,7 +88,9 @@ def cuda_library_shadowed(facts, rule):
     if found:
         return found[:1] + [f for f in found[1:] if f.evidence["library"] != found[0].evidence["library"]]
     if not facts.has("torch.cuda_wheels"):  # recorded empty: a torch that ships no CUDA wheels (conda, source)
-        raise MissingFact("torch.cuda_wheels")
+        raise MissingFact("torch.cuda_wheels", "torch's nvidia-* library wheels are not known (`pip list` shows "
+                                               "them; a snapshot from an older gpudoctor lacks them)"
+                          if facts.has("torch.version") else "")  # no torch at all: "torch not looked at" says it
     if not facts.has("torch.cudnn") and not facts.get("host.libraries", None):
-        raise MissingFact("host.libraries")
+        raise MissingFact("host.libraries", "which CUDA libraries the library path holds is not known")
     return []
