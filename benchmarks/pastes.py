@@ -3,7 +3,7 @@
     python benchmarks/pastes.py [--verbose] [--min 0.9]
 
 Each paste is read as `gpudoctor check --from PASTE` reads it (in process). A paste with a cause counts as named when
-every rule its label lists fires; a healthy one counts when no error or warning is reported. Prints one line per
+every rule its label lists fires (at the label's `severity`, where it gives one); a healthy one counts when no error or warning is reported. Prints one line per
 paste that misses, the score per class and overall; exits 1 when the score is under --min.
 """
 
@@ -49,6 +49,8 @@ def judge(label: dict) -> Outcome:
     fired = {f.rule for f in report.findings}
     loud = [f for f in report.findings if f.severity >= Severity.WARNING]
     wanted = tuple(label["rules"])
+    if label.get("severity"):  # the wanted rules fire at this severity, no louder, no softer
+        fired = {f.rule for f in report.findings if f.severity.name.lower() == label["severity"]}
     ok = not loud if label["healthy"] else bool(wanted) and all(rule in fired for rule in wanted)
     return Outcome(label["file"], label["class"], label["healthy"], ok, wanted,
                    tuple(sorted(f"{f.rule}:{f.severity.name.lower()}" for f in report.findings)))
