@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import cli_in_process
+from gpudoctor.catalog import load_catalog
 from gpudoctor.ingest.logs import LogScanner
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -771,6 +772,45 @@ def test_an_infiniband_protection_error_points_at_gpudirect_rdma_and_acs(tmp_pat
     (finding,) = report["findings"]
     assert finding["evidence"]["status"] == 4 and "ACS" in finding["message"]
     assert "NCCL_NET_GDR_LEVEL=0" in finding["fix"]["summary"]
+
+
+@pytest.mark.parametrize("paste, fix", [
+    ("RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1201, internal error, NCCL "
+     "version 2.14.3\nncclInternalError: Internal check failed.\nLast error:\nBootstrap : no socket interface found\n"
+     "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_rank: 0 (pid: 3710365)\n",
+     "no_socket_interface"),                                                         # EasonXiao-888/MambaTree#14
+    ("torch.distributed.DistBackendError: NCCL error in: /opt/pytorch/pytorch/torch/csrc/distributed/c10d/"
+     "ProcessGroupNCCL.cpp:1727, invalid usage (run with NCCL_DEBUG=WARN for details), NCCL version 2.19.3\n"
+     "ncclInvalidUsage: This usually reflects invalid usage of NCCL library.\nLast error:\n"
+     "Duplicate GPU detected : rank 3 and rank 0 both on CUDA device f000", "duplicate_gpu"),  # NVIDIA/Megatron-LM#661
+    ("[trainer0|0]:ncclInternalError: Internal check failed.\n[trainer0|0]:Last error:\n[trainer0|0]:ncclSocketInit: "
+     "connecting to address  with family 59936 is neither AF_INET(2) nor AF_INET6(10)\n", "no_socket_interface"),
+])                                                                                   # NVIDIA/nccl#1837
+def test_nccls_last_error_under_torchs_nccl_error_is_read_as_its_warn(tmp_path, paste, fix):
+    """torch repeats NCCL's last WARN under `Last error:`: the cause where the run had no NCCL_DEBUG output (also as
+    a paste's last line, which the reader gets in a chunk of its own)."""
+    log = tmp_path / "paste.txt"
+    log.write_text(paste)
+    fired, report = findings(log)
+    assert fired == {("GD425", "error")}, report["findings"]
+    (finding,) = report["findings"]
+    assert finding["fix"]["summary"] == next(r for r in load_catalog() if r.id == "GD425").fix_text(fix)
+
+
+def test_a_last_error_that_states_no_known_cause_becomes_the_reason(tmp_path):
+    """NVIDIA/nccl#1029: the line under `Last error:` is the reason GD425 gives; torch's own stack after an empty
+    `Last error:` is not."""
+    log = tmp_path / "paste.txt"
+    log.write_text("w1: torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1197, unhandled cuda "
+                   "error (run with NCCL_DEBUG=INFO for details), NCCL version 2.18.3\nw1: ncclUnhandledCudaError: Call to "
+                   "CUDA function failed.\nw1: Last error:\nw1: Cuda failure 'initialization error'\nw1: Traceback (most "
+                   "recent call last):\n")
+    _, report = findings(log)
+    assert "the NCCL warning before it: 'Cuda failure 'initialization error''" in report["findings"][0]["message"]
+    log.write_text("torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1, unhandled system error, "
+                   "NCCL version 2.19.3\nLast error:\n\nException raised from getNCCLComm at ProcessGroupNCCL.cpp:1\n")
+    _, report = findings(log)
+    assert "run with NCCL_DEBUG=WARN" in report["findings"][0]["message"]
 
 
 def test_an_nccl_warning_that_states_its_cause_is_gd425s_finding(tmp_path):

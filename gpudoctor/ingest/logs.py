@@ -145,6 +145,8 @@ _CUDA_MISMATCH = re.compile(r"Installed CUDA version (\d{1,3}\.\d{1,3}) does not
 _NVCC_ARCH = re.compile(r"nvcc fatal\s{0,8}: Unsupported gpu architecture '(compute_\d{2,3}[af]?)'")
 _HOST_COMPILER = re.compile(r"unsupported (GNU|clang|Microsoft Visual Studio) version! (.{0,100}?supported!)")
 _EXTENSION = re.compile(r"Error building extension '([\w.\-]{1,80})'")
+# torch's own lines after `Last error:` where NCCL gave none (ProcessGroupNCCL's C++ stack, the Python traceback)
+_NOT_A_WARN = ("Exception raised from", "Traceback", "frame #")
 _SRUN_LABEL = re.compile(r"(\d{1,6}): ")  # `srun --label`: the task's number before each of its lines
 MAX_ENV_PER_HOST = 64
 # journalctl / syslog: `Mar 04 10:14:55 gpu-a02 kernel: …` names the host the kernel line comes from
@@ -180,6 +182,7 @@ class LogScanner:
         self._label: Optional[str] = None  # the `srun --label` task of the line being read
         self._label_host: Dict[Tuple[str, str], str] = {}  # (file, task) → the host its NCCL lines name
         self._file_hosts: Dict[str, List[str]] = {}  # file → the first two hosts its NCCL lines name
+        self._below_pending: Optional[Tuple[str, str, str]] = None  # a `Last error:` that ended a chunk
 
     # -- reading ----------------------------------------------------------------------------------------
     def feed(self, name: str, data: bytes, first_line: int = 1) -> int:
@@ -191,6 +194,10 @@ class LogScanner:
         if read < SHOWS_HEAD_BYTES:
             self._see_parts(data[:SHOWS_HEAD_BYTES - read])
         self._read[name] = read + len(data)
+        if self._below_pending is not None and self._below_pending[0] == name:
+            first = data.split(b"\n", 1)[0][:MAX_LINE_CHARS].decode("utf-8", errors="replace")
+            self._below_last_error(*self._below_pending, first)
+            self._below_pending = None
         starts: Dict[int, List[str]] = {}
         for word in ANCHORS:
             pos = data.find(word)
@@ -258,13 +265,15 @@ class LogScanner:
                 handler(self, name, where, line)
         self._message(name, where, line, anchors, explained=self._events_seen != seen)
 
-    def _message(self, name: str, where: str, line: str, anchors: Tuple[str, ...], explained: bool) -> None:
+    def _message(self, name: str, where: str, line: str, anchors: Tuple[str, ...], explained: bool,
+                 shown: Optional[str] = None) -> None:
         """A message of the atlas (gpudoctor.ingest.atlas): the facts it states, and its event where no reader
-        above explained the line."""
+        above explained the line (`shown`: the text the log holds, where `line` is how NCCL printed it)."""
         found = atlas.match(line, anchors, self._next_line)
         if found is None:
             return
         message, m = found
+        line = shown or line
         for path, value in atlas.fact_values(message, m).items():
             self._state(path, value, where, line)
         if explained:
@@ -456,6 +465,37 @@ class LogScanner:
         version = _NCCL_VERSION.search(line)
         self._event(name, "nccl_error", where, line, error=m.group(1) if m else None,
                     nccl_version=version.group(1) if version else None, reason=self._last_warn)
+
+    def _last_error(self, name: str, where: str, line: str) -> None:
+        """NCCL's last WARN as torch repeats it under `Last error:` (ncclGetLastError, NCCL 2.13 and later): the
+        cause of the NCCL error above it where the run had no NCCL_DEBUG output. Read as the WARN it is."""
+        below = f"{name} line {int(where.rsplit(' ', 1)[1]) + 1}"
+        prefix = line[:line.find("Last error:")].strip()  # a launcher's `rank0:` / `host: ` before each line
+        _, data, start = self._at
+        end = data.find(b"\n", start)
+        if end < 0 or end + 1 == len(data):  # the line below starts the next chunk
+            self._below_pending = (name, below, prefix)
+        else:
+            self._below_last_error(name, below, prefix, self._next_line())
+
+    def _below_last_error(self, name: str, below: str, prefix: str, text: str) -> None:
+        text = redact_bytes(text.encode()).decode("utf-8", errors="replace")
+        text = clean_text(text).strip() if ("\x1b" in text or "\r" in text) else text.strip()
+        if prefix and text.startswith(prefix):
+            text = text[len(prefix):].strip()
+        failed = [e for e in self.events if e["kind"] == "nccl_error" and "reason" not in e]
+        if not failed or not text or len(text) > QUOTE_CHARS or text.startswith(_NOT_A_WARN):
+            return  # not under torch's NCCL error, or NCCL had no last error to give
+        self._last_warn = text
+        for event in failed:  # torch's `NCCL error in: …` and `ncclXxxError: …` lines above it
+            event["reason"] = text
+        seen = self._events_seen
+        if "no socket interface found" in text or "No usable listening interface" in text:
+            self._event(name, "no_socket_interface", below, text)
+        else:
+            self._nccl_warn(name, below, text, None, text)
+        if self._events_seen == seen:
+            self._message(name, below, f"NCCL WARN {text}", ("NCCL",), explained=False, shown=text)
 
     def _cuda_oom(self, name: str, where: str, line: str) -> None:
         if "CUDA out of memory" not in line and "CUDA error: out of memory" not in line \
@@ -699,6 +739,7 @@ _HANDLERS: Tuple[Tuple[str, _Handler], ...] = (
     ("Xid", LogScanner._xid),
     ("Timeout(ms)", LogScanner._timeout),
     ("NCCL", LogScanner._nccl_error),
+    ("Last error:", LogScanner._last_error),
     ("ncclSystemError", LogScanner._nccl_error),
     ("emory", LogScanner._cuda_oom),
     ("-9", LogScanner._sigkill),
