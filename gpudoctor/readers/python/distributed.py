@@ -32,7 +32,7 @@ Every entry carries its line.
 from __future__ import annotations
 
 import ast
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from gpudoctor.readers.env import CVD
 from gpudoctor.readers.python.command_line import command_line
@@ -148,30 +148,36 @@ class _Finder:
         (deepspeed/runtime/engine.py `_configure_with_arguments`). With `used_before`: the first `ns.local_rank` read
         ahead of the call in the same function (or in a function of the script called there first), which still
         sees the option's default."""
+        found = next(self.initialize_calls(), None)
+        if found is None:
+            return None
+        body, call, name = found
+        functions = {n.name: n for n in self.index.walk() if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        before = [n for n in body if getattr(n, "lineno", call.lineno) < call.lineno]
+        used = [n for n in before if _reads_local_rank(n, name)]
+        used += [n for n in before if self.hands_to_a_reader(n, name, functions)]
+        first = min(used, key=lambda n: n.lineno) if used else None
+        return {"line": call.lineno, "what": segment(self.lines, call, 70), "by": "deepspeed.initialize",
+                "used_before": None if first is None else {"line": first.lineno, "what": segment(self.lines, first, 70)}}
+
+    def initialize_calls(self) -> Iterator[Tuple[List[ast.AST], ast.Call, str]]:
+        """(the nodes of its scope, the call, the name of the namespace it is given) of each
+        `deepspeed.initialize(args=ns, …)`, the module's first, then each function's."""
         scopes = [self.tree] + [n for n in self.index.walk() if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
-        functions = {n.name: n for n in scopes[1:]}
         for scope in scopes:
             body = [n for n in self.index.postorder(scope) if n is not scope]
             for call in body:
-                if not (isinstance(call, ast.Call) and self.qualified(call.func) == "deepspeed.initialize"):
-                    continue
-                handed = next((kw.value for kw in call.keywords if kw.arg == "args"), call.args[0] if call.args
-                              else None)
-                if not isinstance(handed, ast.Name):
-                    continue
-                before = [n for n in body if getattr(n, "lineno", call.lineno) < call.lineno]
-                used = [n for n in before if _reads_local_rank(n, handed.id)]
-                for helper in before:
-                    if isinstance(helper, ast.Call) and isinstance(helper.func, ast.Name) \
-                            and helper.func.id in functions and any(isinstance(a, ast.Name) and a.id == handed.id
-                                                                    for a in helper.args):
-                        if any(_reads_local_rank(n, None) for n in self.index.walk(functions[helper.func.id])):
-                            used.append(helper)
-                first = min(used, key=lambda n: n.lineno) if used else None
-                return {"line": call.lineno, "what": segment(self.lines, call, 70), "by": "deepspeed.initialize",
-                        "used_before": None if first is None else {"line": first.lineno,
-                                                                   "what": segment(self.lines, first, 70)}}
-        return None
+                if isinstance(call, ast.Call) and self.qualified(call.func) == "deepspeed.initialize":
+                    handed = next((kw.value for kw in call.keywords if kw.arg == "args"),
+                                  call.args[0] if call.args else None)
+                    if isinstance(handed, ast.Name):
+                        yield body, call, handed.id
+
+    def hands_to_a_reader(self, node: ast.AST, name: str, functions: Dict[str, ast.AST]) -> bool:
+        """`helper(ns)`: a function of the script given the namespace, which reads some `.local_rank`."""
+        return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in functions \
+            and any(isinstance(arg, ast.Name) and arg.id == name for arg in node.args) \
+            and any(_reads_local_rank(n, None) for n in self.index.walk(functions[node.func.id]))
 
     def own_parsers(self) -> set:
         """Names of `argparse.ArgumentParser()`s whose every option this script shows: made here without `parents=`,

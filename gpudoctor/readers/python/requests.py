@@ -49,12 +49,27 @@ def _dtype(node: ast.AST, aliases: Dict[str, str]) -> Optional[str]:
     return None
 
 
+def _precision_kind(text: str) -> Optional[str]:
+    """'bf16' / 'fp16' / 'fp8' for a precision setting's text ("bf16-mixed", "16", "transformer-engine" …)."""
+    if text in BF16_PRECISIONS or text.startswith("bf16"):
+        return "bf16"
+    if text in FP16_PRECISIONS:
+        return "fp16"
+    if text in FP8_PRECISIONS or text.startswith("fp8"):
+        return "fp8"
+    return None
+
+
 def _small(node: ast.AST) -> bool:
     return (getattr(node, "end_lineno", 0) or 0) - (getattr(node, "lineno", 0) or 0) < 20
 
 
 # the RequestFinder method that reads each kind of node, and those that recognise a request in a call, in the order
 # they are tried
+KEYWORD_FORMS = {**dict.fromkeys(("bf16", "bf16_full_eval"), "bf16_flag"),
+                 **dict.fromkeys(("fp16", "fp16_full_eval"), "fp16_flag"), "fp8": "fp8_value",
+                 **dict.fromkeys(("precision", "mixed_precision"), "precision_value"),
+                 **dict.fromkeys(DTYPE_KEYWORDS, "dtype_value"), **dict.fromkeys(TP_KEYWORDS, "tensor_parallel_value")}
 NODE_FORMS = {"Call": "call", "Assign": "attribute_assign", "AnnAssign": "attribute_assign", "Dict": "config_dict",
               "IfExp": "if_expression"}
 CALL_FORMS = ("positional_dtypes", "cast_method", "nemo_recipe", "fp8_autocast", "float8_training", "autocast",
@@ -201,40 +216,46 @@ class RequestFinder:
             self.add("workers", call, f"{label}({keyword}={value})", count=value)
 
     def keyword(self, label: str, kw: ast.keyword, call: ast.Call) -> None:
-        arg, value = kw.arg, kw.value
-        text = f"{label}({arg}={segment(self.lines, value, 40)})"
-        if arg in ("bf16", "bf16_full_eval"):
-            if self.truthy(value):
-                self.add("bf16", kw.value, text + (" — True on a T4 through emulation" if self.bf16_supported_call(
-                    value) else ""))
-        elif arg in ("fp16", "fp16_full_eval"):
-            if self.truthy(value):
-                self.add("fp16", kw.value, text)
-        elif arg == "fp8":
-            literal_value = literal(value)
-            if literal_value is NO_VALUE:
-                return
-            if literal_value not in (None, False, 0, "", "none", "None", "no"):
-                self.add("fp8", kw.value, text)
-        elif arg in ("precision", "mixed_precision"):
-            literal_value = literal(value)
-            if literal_value is NO_VALUE:
-                return
-            text_value = str(literal_value).lower()
-            if text_value in BF16_PRECISIONS or text_value.startswith("bf16"):
-                self.add("bf16", kw.value, text)
-            elif text_value in FP16_PRECISIONS:
-                self.add("fp16", kw.value, text)
-            elif text_value in FP8_PRECISIONS or text_value.startswith("fp8"):
-                self.add("fp8", kw.value, text)
-        elif arg in DTYPE_KEYWORDS:
-            kind = _dtype(value, self.aliases)
-            if kind:
-                self.add(kind, kw.value, text)
-        elif arg in TP_KEYWORDS:
-            size = literal(value)
-            if isinstance(size, int) and not isinstance(size, bool) and size > 1:
-                self.add("tensor_parallel", kw.value, text, size=size, frameworks=sorted(self.frameworks))
+        """A keyword argument that asks for a precision or tensor parallelism (KEYWORD_FORMS: the method that reads
+        each keyword's value)."""
+        form = KEYWORD_FORMS.get(kw.arg or "")
+        found = getattr(self, form)(kw.value) if form else None
+        if found:
+            kind, note, extra = found
+            self.add(kind, kw.value, f"{label}({kw.arg}={segment(self.lines, kw.value, 40)}){note}", **extra)
+
+    def bf16_flag(self, value: ast.AST) -> Optional[tuple]:
+        """`bf16=True` (`bf16=torch.cuda.is_bf16_supported()` too: True on a T4)."""
+        if not self.truthy(value):
+            return None
+        return "bf16", " — True on a T4 through emulation" if self.bf16_supported_call(value) else "", {}
+
+    def fp16_flag(self, value: ast.AST) -> Optional[tuple]:
+        return ("fp16", "", {}) if self.truthy(value) else None
+
+    @staticmethod
+    def fp8_value(value: ast.AST) -> Optional[tuple]:
+        """`fp8=` anything literal but off (`None`, `False`, `0`, `""`, "none", "no")."""
+        known = literal(value)
+        off = known is NO_VALUE or known in (None, False, 0, "", "none", "None", "no")
+        return None if off else ("fp8", "", {})
+
+    @staticmethod
+    def precision_value(value: ast.AST) -> Optional[tuple]:
+        """`precision="bf16-mixed"`, `mixed_precision="fp16"`, `precision=16` …"""
+        known = literal(value)
+        kind = _precision_kind(str(known).lower()) if known is not NO_VALUE else None
+        return (kind, "", {}) if kind else None
+
+    def dtype_value(self, value: ast.AST) -> Optional[tuple]:
+        kind = _dtype(value, self.aliases)
+        return (kind, "", {}) if kind else None
+
+    def tensor_parallel_value(self, value: ast.AST) -> Optional[tuple]:
+        size = literal(value)
+        if isinstance(size, int) and not isinstance(size, bool) and size > 1:
+            return "tensor_parallel", "", {"size": size, "frameworks": sorted(self.frameworks)}
+        return None
 
     def attribute_assign(self, node: ast.AST) -> None:
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]

@@ -440,22 +440,7 @@ class Walker:
         if getattr(self, "_argparse", None) is None:
             found: Dict[str, Tuple[int, str]] = {}
             clashes = set()
-            for node in self.index.walk():
-                if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                        and node.func.attr == "add_argument"):
-                    continue
-                options = [literal(arg) for arg in node.args if isinstance(literal(arg), str)]
-                dest = literal(_argument(node, "dest", None)) if _argument(node, "dest", None) else NO_VALUE
-                if not isinstance(dest, str):
-                    longs = [o for o in options if o.startswith("--")]
-                    first = longs[0] if longs else (options[0] if options else "")
-                    dest = first.lstrip("-").replace("-", "_")
-                default = literal(_argument(node, "default", None)) if _argument(node, "default", None) else NO_VALUE
-                if isinstance(default, str) and default.isdigit():
-                    default = int(default)
-                if not dest or not isinstance(default, int) or isinstance(default, bool):
-                    continue
-                shown = next((o for o in options if o.startswith("--")), dest)
+            for dest, default, shown in filter(None, map(_integer_default, self.index.walk())):
                 if dest in found and found[dest][0] != default:
                     clashes.add(dest)
                 found[dest] = (default, shown)
@@ -1127,6 +1112,25 @@ def _passed(func: Func, call: ast.Call, param: str) -> Optional[ast.AST]:
     if func.cls is not None and names:
         names = names[1:]
     return _argument(call, param, names.index(param) if param in names else None)
+
+
+def _integer_default(node: ast.AST) -> Optional[Tuple[str, int, str]]:
+    """(dest, integer default, the option it is shown as) of an `add_argument(..., default=N)` call, else None."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument"):
+        return None
+    options = [literal(arg) for arg in node.args if isinstance(literal(arg), str)]
+    given = _argument(node, "dest", None)
+    dest = literal(given) if given else NO_VALUE
+    if not isinstance(dest, str):  # argparse's: the first long option, else the first option, without dashes
+        first = next((o for o in options if o.startswith("--")), options[0] if options else "")
+        dest = first.lstrip("-").replace("-", "_")
+    given = _argument(node, "default", None)
+    default = literal(given) if given else NO_VALUE
+    if isinstance(default, str) and default.isdigit():
+        default = int(default)
+    if not dest or not isinstance(default, int) or isinstance(default, bool):
+        return None
+    return dest, default, next((o for o in options if o.startswith("--")), dest)
 
 
 def _argument(call: ast.Call, name: str, position: Optional[int]) -> Optional[ast.AST]:

@@ -25,6 +25,12 @@ OPERATORS = sorted([";;&", ";;", ";&", "&&", "||", "|&", "<<<", "<<-", "<<", ">>
                     "<>", ";", "&", "|", "(", ")", "<", ">"], key=len, reverse=True)
 REDIRECTIONS = {"<", ">", ">>", "&>", "&>>", "<&", ">&", ">|", "<>", "<<<"}
 SLURM = {"srun", "sbatch", "salloc"}
+# reserved words that start a command: (the block it opens, the block it closes, whether the rest is left unread)
+RESERVED = {"if": ("if", "", False), "while": ("loop", "", False), "until": ("loop", "", False),
+            **dict.fromkeys(("then", "else", "elif", "do", "!", "time"), ("", "", False)),
+            "for": ("loop", "", True), "select": ("loop", "", True), "case": ("case", "", True), "{": ("{", "", False),
+            "fi": ("", "if", False), "done": ("", "loop", False), "esac": ("", "case", False), "}": ("", "{", False),
+            "function": ("", "", True)}
 # the commands that change the environment, and the Walker method that reads each
 BUILTINS = {**dict.fromkeys(("export", "declare", "typeset", "local", "readonly"), "declare"), "unset": "unset",
             "set": "set_options", "env": "env_command"}
@@ -397,31 +403,7 @@ class Walker:
             self.sbatch(words, token.line)
 
     def command(self, words: List[Word], chained: bool) -> None:
-        while words:
-            head = words[0].text if not words[0].dynamic else ""
-            if head in ("if", "while", "until"):
-                self.stack.append("if" if head == "if" else "loop")
-                words = words[1:]
-            elif head in ("then", "else", "elif", "do", "!", "time"):
-                words = words[1:]
-            elif head in ("for", "select", "case"):
-                self.stack.append("loop" if head != "case" else "case")
-                return
-            elif head == "{":
-                self.stack.append("{")
-                words = words[1:]
-            elif head in ("fi", "done", "esac", "}"):
-                want = {"fi": "if", "done": "loop", "esac": "case", "}": "{"}[head]
-                if want in self.stack:
-                    while self.stack and self.stack.pop() != want:
-                        pass
-                words = words[1:]
-            elif head == "function":
-                if any(w.text == "{" for w in words):
-                    self.stack.append("{")
-                return
-            else:
-                break
+        words = self.reserved(words)
         if not words:
             return
         conditional = chained or bool(self.stack)
@@ -445,6 +427,26 @@ class Walker:
             self.add(name, value, word.line, conditional, f"for the command `{rest[0].text}`",
                      scope=f"{self.scope}:command@{self.line(rest[0].line)}")
         self.builtin(rest, conditional)
+
+    def reserved(self, words: List[Word]) -> Optional[List[Word]]:
+        """The command once the reserved words that start it (`if`, `then`, `fi`, `{` …) are read into the block
+        stack (RESERVED); None when the rest is not a command to read (`for …`, `case …`, `function …`)."""
+        while words:
+            head = words[0].text if not words[0].dynamic else ""
+            if head not in RESERVED:
+                return words
+            opens, closes, stops = RESERVED[head]
+            if head == "function":
+                opens = "{" if any(w.text == "{" for w in words) else ""
+            if opens:
+                self.stack.append(opens)
+            if closes and closes in self.stack:
+                while self.stack and self.stack.pop() != closes:
+                    pass
+            if stops:
+                return None
+            words = words[1:]
+        return words
 
     def builtin(self, words: List[Word], conditional: bool) -> None:
         """A command that changes the environment (`export`, `unset`, `set -a`, `env A=1 cmd` …), dispatched on its
