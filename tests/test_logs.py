@@ -928,3 +928,26 @@ def test_pasted_kernel_logs_are_read_in_every_timestamp_form(text, events, rules
     assert {(e["kind"], e.get("xid")) for e in found} == events
     assert {f.rule for f in report.findings if f.severity.name in ("ERROR", "WARNING")} == rules
     assert {e.get("host") for e in found} == {host}
+
+
+def test_memory_evidence_from_an_atlas_message_is_said_in_its_words():
+    """A scheduler's or the kubelet's memory kill is reported as what that message proves, not as the host's OOM
+    killer; the kernel's own line still reads as the kernel's."""
+    import io
+
+    from gpudoctor.api import evaluate
+    from gpudoctor.ingest.source import snapshot_from_reports
+
+    def gd509(text):
+        report = evaluate(snapshot_from_reports(["-"], stdin=io.BytesIO(text.encode())))
+        (finding,) = [f for f in report.findings if f.rule == "GD509"]
+        return finding.message
+
+    slurm = gd509("slurmstepd-dback-c11-n01: error: Job 848444 exceeded memory limit (33715636 > 32757760), being "
+                  "killed\n")  # https://github.com/bcbio/bcbio-nextgen/issues/2393
+    assert slurm.startswith("SLURM killed the job") and "OOM killer" not in slurm
+    evicted = gd509("4m11s  Warning  Evicted  pod/egg-x  The node was low on resource: memory. Container egg was "
+                    "using 5053216Ki, which exceeds its request of 0.\n")  # https://github.com/FederatedAI/KubeFATE/issues/64
+    assert evicted.startswith("the kubelet evicted the pod")
+    kernel = gd509("[  518.050606] Out of memory: Killed process 15784 (python3) total-vm:11964kB, anon-rss:4288kB\n")
+    assert kernel.startswith("the kernel's OOM killer ended process python3 (pid 15784")
