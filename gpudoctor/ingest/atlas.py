@@ -130,7 +130,21 @@ def match(line: str, anchors: Tuple[str, ...],
                 found = message.pattern.search(f"{line} {following().strip()}" if message.wraps else line)
                 if found:
                     return message, found
+    if line.islower():  # a message retyped or pasted in lower case ("valueerror: bfloat16 is only supported …")
+        for anchor in anchors:
+            for message, trigger, pattern in _folded().get(anchor, ()):
+                if trigger in line:
+                    found = pattern.search(f"{line} {following().strip().lower()}" if message.wraps else line)
+                    if found:
+                        return message, found
     return None
+
+
+@lru_cache(maxsize=1)
+def _folded() -> Dict[str, Tuple[Tuple[Message, str, Pattern[str]], ...]]:
+    """Per anchor, its entries with the trigger in lower case and the pattern ignoring case."""
+    return {anchor: tuple((m, m.trigger.lower(), re.compile(m.pattern.pattern, re.IGNORECASE)) for m in found)
+            for anchor, found in by_anchor().items()}
 
 
 def _cuda_int(text: str) -> str:

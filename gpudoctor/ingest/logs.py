@@ -43,7 +43,7 @@ QUOTE_CHARS = 240
 ANCHORS = (
     b"NCCL", b"NVRM:", b"rror", b"emory", b"ill", b"exitcode", b"bootstrapping", b"river", b"xception",
     b"examples/s", b"apabilit", b"nsufficient", b"uilding wheel", b"nvcc fatal", b"return code",
-    b"detected CUDA version", b"already in use", b"failed to connect",
+    b"detected CUDA version", b"already in use", b"failed to connect", b"bf16", b" WARN ",
 )
 # The parts of a run a log shows (catalog.LOG_PARTS), each proven by any of these bytes in it: a rule that judges
 # only the log passes only where the log shows the part it judges. Searched in each file's first SHOWS_HEAD_BYTES
@@ -64,7 +64,7 @@ LOOK_BACK_BYTES = 32 * 1024  # a traceback's frames above its error line
 
 _NCCL_LINE = re.compile(
     r"([A-Za-z0-9][\w.\-]{0,200}):(\d{1,10}):(\d{1,10}) \[(\d{1,5})\] (?:[\w./\-]{1,100}:\d{1,6} )?"
-    r"NCCL (INFO|WARN|TRACE|ABORT) ?(.*)")
+    r"(?:NCCL )?(INFO|WARN|TRACE|ABORT) ?(.*)")  # NCCL 2.2-2.3 print no `NCCL ` before the level
 _NCCL_VERSION = re.compile(r"NCCL version:? ?(\d{1,3}\.\d{1,3}\.\d{1,3})")
 _ENV_ECHO = re.compile(r"((?:NCCL|FI|TORCH_NCCL)_[A-Z0-9_]{1,60}) set by environment to (\S{0,200}?)\.?$")
 _USING_NETWORK = re.compile(r"Using (?:network|internal Network) (.{1,60}?)\s*$")  # the latter: NCCL <= 2.3
@@ -248,7 +248,7 @@ class LogScanner:
         label = _SRUN_LABEL.match(line) if line[0].isdigit() else None
         self._label = label.group(1) if label else None
         seen = self._events_seen  # a line a reader below explains is not read again as a message of the atlas
-        m = _NCCL_LINE.search(line) if "NCCL" in line else None
+        m = _NCCL_LINE.search(line) if "NCCL" in line or " WARN " in line else None
         if m:
             self._last_host[name] = m.group(1)
             self._attribute(name, m.group(1))
