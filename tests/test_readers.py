@@ -8,7 +8,6 @@ from conftest import FIXTURES
 
 from gpudoctor.readers import registry
 from gpudoctor.readers.dockerfile import env as dockerfile_env
-from gpudoctor.readers.dockerfile import jobs as dockerfile_jobs
 from gpudoctor.readers.shell import parser
 from gpudoctor.snapshot import Snapshot
 
@@ -42,7 +41,7 @@ executor = run.SlurmExecutor(ntasks_per_node=8, gpus_per_node=8)
     ("pod.yaml", (LAUNCH / "k8s" / "jobset_torchrun.yaml").read_text(), [yaml], "compose_all", ("env", "launch")),
     ("job.sbatch", (LAUNCH / "clean_torchrun.sbatch").read_text(), [parser.Walker], "walk", ("env", "launch")),
     ("Dockerfile", "FROM pytorch/pytorch:2.4.0-cuda12.1-cudnn9-runtime\nENV NCCL_DEBUG=WARN\n"
-     'CMD ["torchrun", "--nproc_per_node=8", "train.py"]\n', [dockerfile_env, dockerfile_jobs], "instructions",
+     'CMD ["torchrun", "--nproc_per_node=8", "train.py"]\n', [dockerfile_env], "instructions",
      ("env", "launch")),
 ])
 def test_one_parse_gives_every_fact_of_a_file(monkeypatch, tmp_path, name, text, owners, parse, parts):

@@ -28,7 +28,10 @@ def detect(path: Path, text: str = "") -> bool:
 
 
 def read(path: Path, text: str) -> FileFacts:
+    """Parsed once, each instruction read once by the env reader and the job reader together."""
     from gpudoctor.readers.dockerfile import env, jobs
 
     parsed = env.instructions(text)
-    return FileFacts(env=env.read(text, str(path), parsed), jobs=jobs.jobs(text, str(path), parsed))
+    found, job = env.EnvReader(str(path), parsed[1]), jobs.JobReader(str(path))
+    env.walk(parsed, found, job)
+    return FileFacts(env=found.finish(), jobs=job.finish())

@@ -130,59 +130,91 @@ def _substitute(value: str, stage: Stage) -> Tuple[str, Optional[str]]:
     return result.replace("\0", "$"), reason
 
 
-def read(text: str, path: str, parsed: Optional[Tuple[list, str]] = None) -> ReadResult:
-    """The ENV of the final stage; `parsed`: the text's `instructions`, when the caller has them."""
-    result = ReadResult()
-    steps, escape = parsed or instructions(text)
-    stages: Dict[str, Stage] = {}
-    stage = Stage()
-    for line, body, chars in steps:
-        match = re.match(r"^\s*([A-Za-z]+)(\s+|$)", body)
+class EnvReader:
+    """The ENV of the final stage, read instruction by instruction (`walk`): FROM starts a stage, ARG declares a
+    build argument, ENV sets variables (INSTRUCTIONS: the method for each)."""
+
+    def __init__(self, path: str, escape: str):
+        self.path = path
+        self.escape = escape
+        self.result = ReadResult()
+        self.stages: Dict[str, Stage] = {}
+        self.stage = Stage()
+
+    def instruction(self, keyword: str, line: int, body: str, chars: List[int], rest_at: int) -> None:
+        handler = INSTRUCTIONS.get(keyword)
+        if handler:
+            getattr(self, handler)(line, body, chars, rest_at)
+
+    def from_(self, line: int, body: str, chars: List[int], rest_at: int) -> None:
+        parts = [p for p in body[rest_at:].split() if not p.startswith("--")]
+        base = parts[0].lower() if parts else ""
+        self.stage = Stage(self.stages[base], self.path) if base in self.stages else Stage()
+        if len(parts) >= 3 and parts[1].upper() == "AS":
+            self.stages[parts[2].lower()] = self.stage
+
+    def arg(self, line: int, body: str, chars: List[int], rest_at: int) -> None:
+        for word, _ in _words(body, chars, rest_at, self.escape):
+            self.stage.args.add(word.split("=", 1)[0])
+
+    def env(self, line: int, body: str, chars: List[int], rest_at: int) -> None:
+        for name, raw, word_line in self.pairs(line, _words(body, chars, rest_at, self.escape)):
+            if not is_env_name(name):
+                self.result.error(f"ENV: {name!r} is not a valid variable name", word_line)
+                continue
+            value, reason = _substitute(raw, self.stage)
+            item = Assignment(name, raw.replace("\0", "$") if reason else value, self.path, word_line, reason,
+                              scope=self.path, context="Dockerfile ENV")
+            self.stage.env[name] = (None if reason else value, item)
+            self.stage.own.append(item)
+            self.stage.args.discard(name)
+
+    def pairs(self, line: int, words: List[Tuple[str, int]]) -> List[Tuple[str, str, int]]:
+        """(name, value, line) of `ENV a=1 b=2`, or of the legacy `ENV key value` (the value: the rest)."""
+        if not words:
+            self.result.error("ENV without a variable", line)
+            return []
+        if "=" not in words[0][0]:
+            if len(words) < 2:
+                self.result.error(f"ENV {words[0][0]}: no value (use ENV {words[0][0]}=value)", line)
+                return []
+            return [(words[0][0], " ".join(word for word, _ in words[1:]), words[0][1])]
+        pairs = []
+        for word, word_line in words:
+            if "=" not in word:
+                self.result.error(f"ENV: {word!r} is not NAME=value (mixing the two ENV forms?)", word_line)
+                continue
+            name, value = word.split("=", 1)
+            pairs.append((name, value, word_line))
+        return pairs
+
+    def finish(self) -> ReadResult:
+        self.result.assignments.extend(self.stage.inherited + self.stage.own)
+        return self.result
+
+
+INSTRUCTIONS = {"FROM": "from_", "ARG": "arg", "ENV": "env"}  # the EnvReader method that reads each instruction
+HEAD = re.compile(r"^\s*([A-Za-z]+)(\s+|$)")
+
+
+def walk(parsed: Tuple[list, str], found: EnvReader, job=None) -> None:
+    """Hand every instruction of a parsed Dockerfile, once, to the env reader and to the job reader
+    (`job.instruction(keyword, line, rest)`, for an instruction with arguments)."""
+    for line, body, chars in parsed[0]:
+        match = HEAD.match(body)
         if not match:
-            result.error(f"not a Dockerfile instruction: {body.strip()[:60]!r}", line)
+            found.result.error(f"not a Dockerfile instruction: {body.strip()[:60]!r}", line)
             continue
         keyword = match.group(1).upper()
-        rest_at = match.end()
-        if keyword == "FROM":
-            parts = body[rest_at:].split()
-            parts = [p for p in parts if not p.startswith("--")]
-            base = parts[0].lower() if parts else ""
-            stage = Stage(stages[base], path) if base in stages else Stage()
-            if len(parts) >= 3 and parts[1].upper() == "AS":
-                stages[parts[2].lower()] = stage
-        elif keyword == "ARG":
-            for word, _ in _words(body, chars, rest_at, escape):
-                stage.args.add(word.split("=", 1)[0])
-        elif keyword == "ENV":
-            words = _words(body, chars, rest_at, escape)
-            if not words:
-                result.error("ENV without a variable", line)
-                continue
-            if "=" not in words[0][0]:
-                # Legacy form: ENV key value (the value is the rest of the instruction).
-                name = words[0][0]
-                value = " ".join(word for word, _ in words[1:])
-                pairs = [(name, value, words[0][1])]
-                if len(words) < 2:
-                    result.error(f"ENV {name}: no value (use ENV {name}=value)", line)
-                    continue
-            else:
-                pairs = []
-                for word, word_line in words:
-                    if "=" not in word:
-                        result.error(f"ENV: {word!r} is not NAME=value (mixing the two ENV forms?)", word_line)
-                        continue
-                    name, value = word.split("=", 1)
-                    pairs.append((name, value, word_line))
-            for name, raw, word_line in pairs:
-                if not is_env_name(name):
-                    result.error(f"ENV: {name!r} is not a valid variable name", word_line)
-                    continue
-                value, reason = _substitute(raw, stage)
-                item = Assignment(name, raw.replace("\0", "$") if reason else value, path, word_line, reason,
-                                  scope=path, context="Dockerfile ENV")
-                stage.env[name] = (None if reason else value, item)
-                stage.own.append(item)
-                stage.args.discard(name)
-    result.assignments.extend(stage.inherited + stage.own)
-    return result
+        found.instruction(keyword, line, body, chars, match.end())
+        if job is not None and match.group(2):
+            job.instruction(keyword, line, body[match.end():])
+
+
+def read(text: str, path: str) -> ReadResult:
+    """The ENV of the final stage of a Dockerfile's text, alone (the format's reader reads its job in the same
+    pass)."""
+    parsed = instructions(text)
+    found = EnvReader(path, parsed[1])
+    walk(parsed, found)
+    return found.finish()
