@@ -28,7 +28,9 @@ def load_toml(path: Path) -> dict:
 
 
 MAX_KEY_PARTS = 64  # parts of one dotted TOML key (tomllib needs gigabytes for 20,000: refused before parsing)
-_DEEP_KEY = re.compile(r"(?<![A-Za-z0-9_.\"'-])(?:(?:[A-Za-z0-9_-]++|\"[^\"\n]*+\"|'[^'\n]*+')[ \t]*+\.[ \t]*+){%d}" % MAX_KEY_PARTS)
+_DEEP_KEY = re.compile(  # a bare, "basic" (escapes included) or 'literal' part, then a dot, MAX_KEY_PARTS times
+    r"(?<![A-Za-z0-9_.\"'-])(?:(?:[A-Za-z0-9_-]++|\"(?:[^\"\\\n]|\\.)*+\"|'[^'\n]*+')[ \t]*+\.[ \t]*+){%d}"
+    % MAX_KEY_PARTS)
 
 
 def loads_toml(text: str) -> dict:

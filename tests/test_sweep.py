@@ -154,8 +154,11 @@ def test_rank_0_without_peers_is_bounded_by_timeout(monkeypatch):
     _usage_error(("check", "--fleet", "--quick", "--timeout", "0.5"), "no rendezvous with every rank within 2 s")
 
 
-def test_a_policy_with_a_100000_part_dotted_key_is_refused_before_parsing(tmp_path):
-    """tomllib would need gigabytes for it: the key depth is bounded before the parser sees the text."""
+@pytest.mark.parametrize("part", ["a", " a\t", '"\\""', '"a\\\\"', "'a'", '"\\u0041"', "1"], ids=repr)
+@pytest.mark.parametrize("form", ["{} = 1", "[{}]", "x = {{ {} = 1 }}"])
+def test_a_policy_with_a_100000_part_dotted_key_is_refused_before_parsing(tmp_path, part, form):
+    """tomllib would need gigabytes for it (quadratic in the parts): the key depth is bounded before the parser
+    sees the text, whatever the parts are (escaped quotes in a quoted part included)."""
     policy = tmp_path / "site.toml"
-    policy.write_text('schema = "gpudoctor.policy/1"\n' + "a" + ".a" * 100000 + " = 1\n")
+    policy.write_text('schema = "gpudoctor.policy/1"\n' + form.format(".".join([part] * 100000)) + "\n")
     _usage_error(("check", "--snapshot", MACHINE, "--policy", policy), "a dotted key of more than 64 parts")

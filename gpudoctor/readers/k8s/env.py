@@ -95,7 +95,7 @@ class EnvReader(nodes.Collector):
             return
         else:
             value = value_node.value
-            if value_node.tag != STR_TAG and value_node.style is None:
+            if value_node.tag != STR_TAG and not value_node.style:
                 self.result.error(f"{name}: value {value} is not a string; Kubernetes rejects the manifest "
                                   f"(quote it: \"{value}\")", nodes.line(value_node), value_node.start_mark.column + 1)
         resolved, reason = self.dependent(value, known)

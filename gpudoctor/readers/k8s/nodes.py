@@ -17,7 +17,7 @@ def compose(text: str) -> Tuple[Documents, Optional[BaseException]]:
     """(index, node) of each non-empty document up to the first error, and that error (YAMLError, RecursionError)."""
     documents: Documents = []
     try:
-        for index, document in enumerate(yaml.compose_all(text, Loader=yaml.SafeLoader)):
+        for index, document in enumerate(yaml.compose_all(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))):
             if document is not None:
                 documents.append((index, document))
     except (yaml.YAMLError, RecursionError) as exc:
