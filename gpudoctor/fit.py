@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from gpudoctor.errors import InputError
@@ -44,16 +45,20 @@ def local_gpus() -> List[dict]:
 
 
 def ds_config_fact(name: str) -> dict:
-    """The DeepSpeed config as a fact; InputError when it cannot be read or is not a DeepSpeed config."""
-    from gpudoctor.readers.ds_config import parse, to_fact
+    """The DeepSpeed config as a fact, read as `check --ds-config` reads it; InputError when it cannot be read or is
+    not a DeepSpeed config."""
     from gpudoctor.files import read_input
+    from gpudoctor.readers.registry import read_file
+    from gpudoctor.snapshot import Snapshot
 
-    parsed = parse(read_input(name, "DeepSpeed config"))
-    if parsed.config is None:
-        error = parsed.error or {}
+    read = Snapshot(facts={})
+    read_file(Path(name), read, part="ds_config", text=read_input(name, "DeepSpeed config"), as_format="ds_config")
+    fact = read.facts["ds_config"]
+    if fact["config"] is None:
+        error = fact["error"] or {}
         line = f" (line {error['line']})" if error.get("line") else ""
         raise InputError(f"{name!r} is not a DeepSpeed config: {error.get('message', 'unreadable')}{line}")
-    return to_fact(name, parsed)
+    return fact
 
 
 def fit(model: str, training: Mapping[str, Any], ds_config: Optional[str] = None,
