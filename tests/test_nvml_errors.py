@@ -5,6 +5,7 @@ what to do. Both directions: a healthy node is never drained, a broken GPU never
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -12,7 +13,7 @@ import pytest
 
 import nvmlsim
 from conftest import ROOT
-from gpudoctor.catalog import find_rule
+from gpudoctor.catalog import find_rule, load_catalog, select_rules
 from gpudoctor.engine import evaluate
 from gpudoctor.knowledge import table
 from gpudoctor.probes import nvml_child
@@ -188,3 +189,57 @@ def test_a_healthy_node_is_never_short_of_gpus(eight):
         assert gd506(healthy, {"SLURM_GPUS_ON_NODE": allocated}) == []
     (count,) = _count_findings(gd506(healthy, {"SLURM_GPUS_ON_NODE": "9"}))
     assert count.evidence == {"expected": 9, "seen": 8, "broken": 0} and "NVML sees 8:" in count.message
+
+
+# --- the Prolog's rules on a node where the job's cgroup hides GPUs (in-process) -----------------------------------
+
+PROLOG_SELECT = re.search(r"GPUDOCTOR_SELECT=\$\{GPUDOCTOR_SELECT-([^}]*)\}",
+                          (ROOT / "deploy" / "slurm" / "prolog.sh").read_text()).group(1).split(",")
+
+
+def prolog_errors(nvml: dict, env: dict) -> list:
+    """What the Prolog drains for: the findings at error severity of its default rule selection."""
+    rules = select_rules(load_catalog(), PROLOG_SELECT)
+    report = evaluate(Snapshot(facts={"nvml": nvml, "env": env}), rules)
+    return [f for f in report.findings if f.severity.name == "ERROR"]
+
+
+@pytest.fixture(scope="module")
+def constrained(tmp_path_factory):
+    """Eight GPUs; ConstrainDevices lets the job open GPUs 5 and 6 only (minor numbers 5, 6)."""
+    gpus = [gpu(i, handle_error=None if i in (5, 6) else "no_permission") for i in range(8)]
+    healthy = nvmlsim.collect({"gpus": gpus}, tmp_path_factory.mktemp("constrained"))
+    gpus[6]["handle_error"] = "insufficient_power"
+    broken = nvmlsim.collect({"gpus": gpus}, tmp_path_factory.mktemp("constrained_broken"))
+    return healthy, broken
+
+
+def test_prolog_passes_a_job_whose_other_gpus_are_hidden(constrained):
+    """SLURM_GPUS_ON_NODE=2, the job's two GPUs open and healthy, the other six hidden: fine."""
+    healthy, _broken = constrained
+    assert PROLOG_SELECT == ["GD105", "GD5"]
+    assert [g["index"] for g in healthy["gpus"]] == [5, 6] and len(healthy["hidden_gpus"]) == 6
+    for env in ({"SLURM_GPUS_ON_NODE": "2"}, {"SLURM_GPUS_ON_NODE": "2", "SLURM_JOB_GPUS": "5,6"}):
+        assert prolog_errors(healthy, env) == []
+
+
+def test_prolog_drains_when_the_job_gets_fewer_gpus_than_slurm_allocated(constrained):
+    """Three GPUs allocated while the job may open two: one SLURM gave it is hidden from it or missing. A job step
+    says so in SLURM_GPUS_ON_NODE, a Prolog only by the GPU IDs (SLURM_JOB_GPUS: a real Prolog's environment has
+    no SLURM_GPUS_ON_NODE, tests/test_slurm_hook.py)."""
+    healthy, _broken = constrained
+    for variable, value in (("SLURM_GPUS_ON_NODE", "3"), ("SLURM_JOB_GPUS", "4,5,6")):
+        (finding,) = prolog_errors(healthy, {variable: value})
+        assert finding.rule == "GD506" and finding.evidence == {"expected": 3, "seen": 2, "broken": 0}
+        assert f"SLURM allocated 3 GPUs on this node ({variable}={value}) but NVML sees 2:" in finding.message
+
+
+def test_prolog_drains_a_broken_gpu_among_the_jobs_own(constrained):
+    """One of the job's two GPUs answers INSUFFICIENT_POWER: drained with that GPU and its code first; the six
+    hidden GPUs are neither broken nor counted."""
+    _healthy, broken = constrained
+    findings = prolog_errors(broken, {"SLURM_GPUS_ON_NODE": "2", "SLURM_JOB_GPUS": "5,6"})
+    assert [(f.rule, f.evidence.get("gpu"), f.evidence.get("nvml_error")) for f in findings] == [
+        ("GD506", 6, "insufficient_power"), ("GD506", None, None)]
+    assert findings[1].evidence == {"expected": 2, "seen": 1, "broken": 1}
+    assert BY_KIND["insufficient_power"]["meaning"] in findings[0].message

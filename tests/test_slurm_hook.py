@@ -437,6 +437,34 @@ def test_gd502_in_the_prolog_judges_the_gpus_slurm_gives_the_job(node, tmp_path)
     assert reason.startswith("gpudoctor GD502: GPU 0 (NVIDIA A100-SXM4-80GB) has 20 GiB held"), reason
 
 
+def test_the_prolog_on_a_node_whose_cgroup_hides_a_gpu(node, tmp_path):
+    """The simulated node's NVML lets the job open /dev/nvidia0 only (NVML index 0; index 1 answers NO_PERMISSION,
+    as under ConstrainDevices). A job given one GPU runs: the hidden GPU is neither broken nor missing. A job
+    given both GPUs gets one it cannot open: drained with GD506's count, from SLURM_JOB_GPUS: the Prolog's own
+    environment, recorded here, has the job's GPU IDs and no SLURM_GPUS_ON_NODE (that is the job step's)."""
+    import nvmlsim
+
+    gpus = [{"name": "NVIDIA A100-SXM4-80GB", "uuid": f"GPU-5ba7ed00-0000-4000-8000-00000000000{minor}", "cc": "8.0",
+             "minor": minor, "memory": {"total": 80 << 30, "reserved": 0, "used": 0},
+             **({"handle_error": "no_permission"} if minor == 1 else {})} for minor in (0, 1)]
+    env = nvmlsim.node_env({"gpus": gpus}, tmp_path, base={})
+    wrapper = tmp_path / "gpudoctor"  # the Prolog and the TaskProlog both run it: each writes its own env file
+    wrapper.write_text(f"#!/bin/sh\nenv > {tmp_path}/env.$SLURM_SCRIPT_CONTEXT\nexec env PYTHONPATH={ROOT} "
+                       f"LD_LIBRARY_PATH={env['LD_LIBRARY_PATH']} FAKE_NVML_SPEC={env['FAKE_NVML_SPEC']} "
+                       f"{sys.executable} -m gpudoctor \"$@\"\n")
+    wrapper.chmod(0o755)
+    node.configure(GPUDOCTOR=str(wrapper))
+    result = node.srun("true", extra=["--gres=gpu:1"])
+    assert result.returncode == 0, result.stderr + node.logs()
+    assert " ok (" in node.last_job(), node.last_job()
+    prolog_env = (tmp_path / "env.prolog_slurmd").read_text().splitlines()
+    assert "SLURM_JOB_GPUS=0" in prolog_env and not any(v.startswith("SLURM_GPUS_ON_NODE=") for v in prolog_env)
+    assert node.srun("true", extra=["--gres=gpu:2"]).returncode != 0
+    reason = node.wait_state("drained")
+    assert reason.startswith("gpudoctor GD506: SLURM allocated 2 GPUs on this node (SLURM_JOB_GPUS=0,1) but NVML "
+                             "sees 1"), reason
+
+
 def _processes_with(marker):
     found = []
     for entry in Path("/proc").iterdir():

@@ -162,13 +162,28 @@ def gpu_unhealthy(facts, rule):
                 evidence={"gpu": gpu.get("index"), "uuid": gpu.get("uuid"), "problems": problems,
                           **({"nvml_error": gpu["error_kind"]} if gpu.get("error_kind") else {})},
                 fix=_health_fix(gpu, rule))
-    expected = facts.env("SLURM_GPUS_ON_NODE")
+    allocated = _allocated(facts)
     working = [gpu for gpu in gpus if not gpu.get("error_kind")]  # a broken GPU is not one the job can use
-    if expected and expected.isdigit() and int(expected) > len(working):
+    devices = sum(len(gpu["mig_devices"]) if gpu.get("mig_enabled") and gpu.get("mig_devices") else 1
+                  for gpu in working)  # SLURM may count a MIG GPU's MIG devices as GPUs: never fewer than it
+    if allocated and allocated[0] > devices:
         broken = len(gpus) - len(working)
-        seen = f"{len(working)} working ({len(gpus)} listed, {broken} broken)" if broken else str(len(gpus))
+        seen = f"{devices} working ({len(gpus)} listed, {broken} broken)" if broken else str(devices)
         yield rule.finding(
-            f"SLURM allocated {expected} GPUs on this node but NVML sees {seen}: a GPU is broken, has fallen off "
-            "the bus or is hidden from the job",
-            evidence={"expected": int(expected), "seen": len(working), "broken": broken},
+            f"SLURM allocated {allocated[0]} GPUs on this node ({allocated[1]}) but NVML sees {seen}: a GPU is "
+            "broken, has fallen off the bus or is hidden from the job",
+            evidence={"expected": allocated[0], "seen": devices, "broken": broken},
             fix=rule.fix(case="missing_gpu"))
+
+
+def _allocated(facts):
+    """(how many GPUs SLURM gave the job on this node, the variable that says so), or None outside SLURM. A job
+    step has SLURM_GPUS_ON_NODE; a Prolog has only the GPU IDs (SLURM_JOB_GPUS: 0,1), one per GPU."""
+    count = facts.env("SLURM_GPUS_ON_NODE")
+    if count and count.isdigit():
+        return int(count), f"SLURM_GPUS_ON_NODE={count}"
+    for name in ("SLURM_STEP_GPUS", "SLURM_JOB_GPUS"):
+        ids = facts.env(name)
+        if ids and all(entry.strip().isdigit() for entry in ids.split(",")):
+            return len(ids.split(",")), f"{name}={ids}"
+    return None
