@@ -129,3 +129,47 @@ def test_two_messages_that_disagree_leave_the_fact_unknown():
     assert "cuda" not in report.facts.get("torch", {})
     assert any(c["fact"] == "torch.cuda" for c in report.conflicts)
     assert "GD102" in {f.rule for f in report.findings}
+
+
+def collect_env(gpu: str) -> str:
+    return COLLECT_ENV.replace("NVIDIA GeForce RTX 5060 Ti", gpu)
+
+
+COLLECT_ENV = """PyTorch version: 2.6.0+cu126
+Is debug build: False
+CUDA used to build PyTorch: 12.6
+ROCM used to build PyTorch: N/A
+OS: Ubuntu 22.04.4 LTS (x86_64)
+Python version: 3.11.9 (main, Apr  6 2024, 17:59:24) [GCC 11.4.0] (64-bit runtime)
+Is CUDA available: True
+CUDA runtime version: 12.6.77
+GPU models and configuration: GPU 0: NVIDIA GeForce RTX 5060 Ti
+Nvidia driver version: 570.124.06
+"""
+
+
+def test_the_capability_warning_gives_the_gpu_and_arch_list_to_the_arch_rule():
+    """A GPU gpudoctor's table does not know: the warning's sm_120 and arch list let GD104 judge it as it judges
+    torch.cuda.get_arch_list(), with the GPU named by the report."""
+    warning = ("/usr/lib/python3/dist-packages/torch/cuda/__init__.py:235: UserWarning: NVIDIA GeForce RTX 5060 Ti "
+               "with CUDA capability sm_120 is not compatible with the current PyTorch installation.\n"
+               "The current PyTorch install supports CUDA capabilities sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90.\n")
+    report = pasted(warning + COLLECT_ENV)
+    assert report.facts["nvml"]["gpus"][0]["cc"] == "12.0"
+    found = [f for f in report.findings if f.rule == "GD104"]
+    assert found and "NVIDIA GeForce RTX 5060 Ti is sm_120, but torch 2.6.0+cu126 ships kernels for" in found[0].message
+    assert "line 1" in report.evidence["nvml.gpus[0].cc"]
+
+
+def test_vllm_bf16_error_gives_the_gpu_its_compute_capability():
+    report = pasted("ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your "
+                    "Tesla T4 GPU has compute capability 7.5.\n" + collect_env("Tesla T4"))
+    assert report.facts["nvml"]["gpus"][0]["cc"] == "7.5"
+    assert "GD201" in {f.rule for f in report.findings}
+
+
+def test_a_compute_capability_two_messages_disagree_on_is_not_given():
+    report = pasted("NVIDIA GeForce RTX 5060 Ti with CUDA capability sm_120 is not compatible with the current "
+                    "PyTorch installation.\nFound GPU0 NVIDIA GeForce RTX 5060 Ti which is of cuda capability 3.5.\n"
+                    + COLLECT_ENV)
+    assert "cc" not in report.facts["nvml"]["gpus"][0]

@@ -7,9 +7,10 @@ Each entry names who prints the message and where, the literal `anchor` of the l
 groups are the numbers and names the message states, the `event` it proves, the `rule` it feeds, and real samples
 with their public source. `facts` maps a fact path (rules/facts.toml) to the group that states it, written
 `group|form` where the text needs converting (`words`: a space-separated list; `cuda_int`: CUDA's 11080 as 11.8;
-`sm`: sm_120 as 12.0); `fix` names the case of the rule's `docs.fixes` that remedies this message where the rule's
-general fix does not. `wraps = true`: the message may wrap onto the next line (the pattern reads the line and the one
-after it, joined by a space; the trigger stays on the first).
+`sm`: sm_120 as 12.0); `gpu.name` and `gpu.cc` are a GPU the message names and its compute capability, given to the
+GPUs of that name the reports list. `fix` names the case of the rule's `docs.fixes` that remedies this message where
+the rule's general fix does not. `wraps = true`: the message may wrap onto the next line (the pattern reads the line
+and the one after it, joined by a space; the trigger stays on the first).
 """
 
 from __future__ import annotations

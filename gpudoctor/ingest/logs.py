@@ -135,7 +135,7 @@ _SYMBOL_LIBRARY = (("cudnn", "cudnn"), ("cublas", "cublas"), ("nccl", "nccl"), (
                    ("cusparse", "cusparse"), ("cufft", "cufft"), ("cusolver", "cusolver"), ("curand", "curand"))
 _CUDNN_INCOMPATIBLE = re.compile(r"cuDNN version incompatibility: PyTorch was compiled\s+against \(([\d, ]{1,20})\)"
                                  r" but found runtime version \(([\d, ]{1,20})\)")
-_NOT_COMPATIBLE = re.compile(r"(\S.{0,80}?) with CUDA capability (sm_\d{2,3}) is not compatible")
+_NOT_COMPATIBLE = re.compile(r"(?:^|: |\s)([^:\s][^:]{0,80}?) with CUDA capability (sm_\d{2,3}) is not compatible")
 _CUDA_MISMATCH = re.compile(r"Installed CUDA version (\d{1,3}\.\d{1,3}) does not match the version torch was "
                             r"compiled with (\d{1,3}\.\d{1,3})")
 # A CUDA extension build (DeepSpeed's JIT ops, apex, flash-attn …) nvcc stopped: a GPU architecture the toolkit does
@@ -170,6 +170,7 @@ class LogScanner:
         self.events: List[Dict[str, Any]] = []
         self.counts: Dict[str, int] = {}
         self.message_facts: Dict[str, Dict[str, Any]] = {}  # fact path → what a message states, where
+        self.message_gpus: Dict[str, Dict[str, Any]] = {}  # GPU name → the compute capability a message states
         self.shows: List[str] = []  # the parts of a run the log shows (SHOWS)
         self._read: Dict[str, int] = {}  # file → bytes fed so far
         self._events_seen = 0
@@ -274,8 +275,12 @@ class LogScanner:
             return
         message, m = found
         line = shown or line
-        for path, value in atlas.fact_values(message, m).items():
-            self._state(path, value, where, line)
+        values = atlas.fact_values(message, m)
+        for path, value in values.items():
+            if not path.startswith("gpu."):
+                self._state(path, value, where, line)
+        if "gpu.name" in values and "gpu.cc" in values:
+            self._state_gpu(values["gpu.name"].strip(), values["gpu.cc"], where, line)
         if explained:
             return
         fields = {k: v for k, v in m.groupdict().items() if v is not None}
@@ -290,6 +295,16 @@ class LogScanner:
                 self.message_facts[path] = {"value": value, "where": where, "line": _quote(line)}
         elif stated["value"] != value and "contradicted" not in stated:
             stated["contradicted"] = {"value": value, "where": where, "line": _quote(line)}
+
+    def _state_gpu(self, name: str, cc: str, where: str, line: str) -> None:
+        """Keep the compute capability a message states for a GPU it names; another that says otherwise makes it
+        contradicted."""
+        stated = self.message_gpus.get(name)
+        if stated is None:
+            if len(self.message_gpus) < MAX_HOSTS:
+                self.message_gpus[name] = {"cc": cc, "where": where, "line": _quote(line)}
+        elif stated["cc"] != cc:
+            stated["contradicted"] = True
 
     def _next_line(self) -> str:
         """The line after the one being read (within the chunk)."""

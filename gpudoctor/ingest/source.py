@@ -15,7 +15,7 @@ import codecs
 from typing import BinaryIO, Iterator, List, Optional, Sequence
 
 from gpudoctor.files import open_stream
-from gpudoctor.ingest import (NothingRecognised, ParsedReport, ReportError, merge_reports, missing_facts,
+from gpudoctor.ingest import (NothingRecognised, _names_agree, ParsedReport, ReportError, merge_reports, missing_facts,
                               parse_report)
 from gpudoctor.ingest.logs import LogScanner
 from gpudoctor.redact import redact_bytes
@@ -139,6 +139,7 @@ def snapshot_from_reports(paths: Sequence[str], stdin: Optional[BinaryIO] = None
         raise ReportError(failed[0][1] if len(failed) == 1 else
                           "no report could be read: " + "; ".join(msg for _, msg in failed))
     facts, evidence, conflicts = merge_reports(reports)
+    _name_gpus(facts, evidence, conflicts, scanner.message_gpus)
     for name, msg in failed:
         facts.setdefault("inputs", []).append(
             {"path": name, "kind": "report", "error": msg, "line": None, "column": None})
@@ -176,6 +177,25 @@ def _stated(scanner: LogScanner) -> ParsedReport:
         node[last] = stated["value"]
         evidence[path] = f"{stated['where']}: '{stated['line']}'"
     return ParsedReport(kind="message", facts=facts, evidence=evidence, missing=[], name="messages", conflicts=conflicts)
+
+
+def _name_gpus(facts: dict, evidence: dict, conflicts: list, stated: dict) -> None:
+    """A GPU's compute capability a message states (torch's capability warning, vLLM's bf16 error) given to the
+    GPUs of that name the reports list without one; a report's own value wins, one that differs is a conflict."""
+    for group, key in (("nvml", "gpus"), ("torch", "devices")):
+        gpus = facts[group].get(key) if isinstance(facts.get(group), dict) else None
+        for i, gpu in enumerate(gpus if isinstance(gpus, list) else []):
+            said = next((s for name, s in stated.items() if isinstance(gpu, dict) and "contradicted" not in s
+                         and _names_agree(gpu.get("name"), name)), None)
+            if said is None:
+                continue
+            path, quoted = f"{group}.{key}[{i}].cc", f"{said['where']}: '{said['line']}'"
+            if gpu.get("cc") is None:
+                gpu["cc"] = said["cc"]
+                evidence[path] = quoted
+            elif str(gpu["cc"]) != said["cc"]:
+                conflicts.append({"fact": path, "values": [gpu["cc"], said["cc"]],
+                                  "sources": [evidence.get(path, "report"), quoted]})
 
 
 def _nothing(texts: Sequence[ParsedReport]) -> str:
