@@ -80,10 +80,10 @@ def test_lines_no_anchor_admits_are_never_decoded_nor_matched(monkeypatch):
 
 def test_the_trigger_gate_picks_what_trying_each_entry_picks():
     """atlas.match searches an anchor's triggers at once; it finds the entry that trying each in turn would."""
-    def each_in_turn(line, anchors):
+    def each_in_turn(line, anchors):  # no text above the line: the entries that need one stand aside
         for anchor in anchors:
             for message in atlas.by_anchor().get(anchor, ()):
-                if message.trigger in line and message.pattern.search(line):
+                if message.trigger in line and not message.after and message.pattern.search(line):
                     return message
         return None
 
@@ -94,6 +94,17 @@ def test_the_trigger_gate_picks_what_trying_each_entry_picks():
         found = atlas.match(line, anchors)
         assert (found[0] if found else None) == each_in_turn(line, anchors), line
     assert sum(atlas.match(line, tuple(a.decode() for a in ANCHORS)) is not None for line in lines) >= len(SAMPLES)
+
+
+def test_a_message_that_needs_its_context_reads_it_above_the_line():
+    """torch missing under pip's isolated build is the build's (GD301, build isolation); the same line alone is the
+    interpreter's (GD110). Source: https://github.com/vllm-project/vllm/issues/6200"""
+    missing = "  ModuleNotFoundError: No module named 'torch'\n"
+    assert "GD110" in {f.rule for f in pasted(missing).findings}
+    built = pasted('    File "/tmp/pip-build-env-fqjbnf17/overlay/lib/python3.12/site-packages/setuptools/build_meta.py", '
+                   'line 313, in run_setup\n      exec(code, locals())\n' + missing)
+    rules = {f.rule for f in built.findings}
+    assert "GD301" in rules and "GD110" not in rules
 
 
 def test_a_wrapped_message_states_both_versions_and_the_rule_judges_them():

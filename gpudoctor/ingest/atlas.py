@@ -10,7 +10,10 @@ with their public source. `facts` maps a fact path (rules/facts.toml) to the gro
 `sm`: sm_120 as 12.0); `gpu.name` and `gpu.cc` are a GPU the message names and its compute capability, given to the
 GPUs of that name the reports list. `fix` names the case of the rule's `docs.fixes` that remedies this message where
 the rule's general fix does not. `wraps = true`: the message may wrap onto the next line (the pattern reads the line
-and the one after it, joined by a space; the trigger stays on the first).
+and the one after it, joined by a space; the trigger stays on the first). `after`: literals one of which must
+stand in the text above the line (the log reader's look-back window), where only that context makes the message mean
+this cause (torch missing inside pip's isolated build environment); such an entry comes before the one that reads the
+line alone.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ class Message:
     facts: Tuple[Tuple[str, str], ...]
     samples: Tuple[Sample, ...]
     wraps: bool = False
+    after: Tuple[str, ...] = ()  # one of these must stand above the line
 
 
 @dataclass(frozen=True)
@@ -59,7 +63,8 @@ def _message(project: str, raw: dict) -> Message:
         id=raw["id"], project=project, where=raw["where"], anchor=raw["anchor"], trigger=raw["trigger"],
         pattern=re.compile(raw["pattern"]), event=raw["event"], rule=raw["rule"], proves=raw["proves"],
         severity=raw.get("severity"), fix=raw.get("fix", ""), facts=tuple(sorted(raw.get("facts", {}).items())),
-        samples=tuple(Sample(s["text"], s["source"]) for s in raw.get("sample", ())), wraps=raw.get("wraps", False))
+        samples=tuple(Sample(s["text"], s["source"]) for s in raw.get("sample", ())), wraps=raw.get("wraps", False),
+        after=tuple(raw.get("after", ())))
 
 
 @lru_cache(maxsize=1)
@@ -118,23 +123,33 @@ def any_of(words: Iterable[str]) -> str:
     return branch(root)
 
 
-def match(line: str, anchors: Tuple[str, ...],
-          following: Callable[[], str] = str) -> Optional[Tuple[Message, "re.Match[str]"]]:
+def match(line: str, anchors: Tuple[str, ...], following: Callable[[], str] = str,
+          preceding: Callable[[], str] = str) -> Optional[Tuple[Message, "re.Match[str]"]]:
     """The first entry, among those of the anchors found in the line, whose trigger and pattern match it
-    (`following()`: the next line, read by the entries whose message wraps)."""
+    (`following()`: the next line, read by the entries whose message wraps; `preceding()`: the text above the line,
+    read by the entries that name what must stand there)."""
     table, gates = by_anchor(), _gates()
+    above: List[str] = []
+
+    def placed(message: Message) -> bool:
+        if not message.after:
+            return True
+        if not above:
+            above.append(preceding())
+        return any(word in above[0] for word in message.after)
+
     for anchor in anchors:
         if anchor not in gates or not gates[anchor].search(line):
             continue
         for message in table[anchor]:
-            if message.trigger in line:
+            if message.trigger in line and placed(message):
                 found = message.pattern.search(f"{line} {following().strip()}" if message.wraps else line)
                 if found:
                     return message, found
     if line.islower():  # a message retyped or pasted in lower case ("valueerror: bfloat16 is only supported …")
         for anchor in anchors:
             for message, trigger, pattern in _folded().get(anchor, ()):
-                if trigger in line:
+                if trigger in line and placed(message):
                     found = pattern.search(f"{line} {following().strip().lower()}" if message.wraps else line)
                     if found:
                         return message, found

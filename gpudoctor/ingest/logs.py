@@ -270,7 +270,7 @@ class LogScanner:
                  shown: Optional[str] = None) -> None:
         """A message of the atlas (gpudoctor.ingest.atlas): the facts it states, and its event where no reader
         above explained the line (`shown`: the text the log holds, where `line` is how NCCL printed it)."""
-        found = atlas.match(line, anchors, self._next_line)
+        found = atlas.match(line, anchors, self._next_line, self._look_back)
         if found is None:
             return
         message, m = found
