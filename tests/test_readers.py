@@ -156,3 +156,48 @@ def test_a_python_file_is_walked_once_for_all_its_facts(monkeypatch, tmp_path):
     assert script["launch"]["init"][0]["kind"] == "init_process_group"
     assert snapshot.facts["env"] == {"NCCL_DEBUG": "WARN"}
     assert snapshot.facts["launch"]["jobs"][0]["kind"] == "nemo_run"
+
+
+TREE_SOURCE = '''import os
+class Trainer:
+    def fit(self, loader=[x for x in range(3) if x]):
+        f = lambda y: os.environ.get("RANK", y)
+        return {k: v for k, v in zip("ab", (f(1), 2))}
+if __name__ == "__main__":
+    Trainer().fit()
+'''
+
+
+def test_the_one_walk_answers_as_the_walks_it_replaces():
+    """Tree.walk is ast.walk's order, Tree.postorder children first without nested scopes, Tree.visit a
+    NodeVisitor's enter/leave order: for the module and for any node of it."""
+    from gpudoctor.readers.python.tree import SCOPES, Tree
+
+    module = ast.parse(TREE_SOURCE)
+    tree = Tree(module)
+
+    def postorder(node):
+        inner = [] if node is not module and isinstance(node, SCOPES) else ast.iter_child_nodes(node)
+        return [found for child in inner for found in postorder(child)] + [node]
+
+    def visits(node):
+        return [("enter", node)] + [event for child in ast.iter_child_nodes(node) for event in visits(child)] \
+            + [("leave", node)]
+
+    for node in [None] + list(ast.walk(module)):
+        assert tree.walk(node) == list(ast.walk(node or module))
+    scope = module.body[1].body[0]
+    assert tree.postorder(module) == [n for n in postorder(module) if not isinstance(n, SCOPES) or n is module]
+    assert [type(n).__name__ for n in tree.postorder(scope)][-1] == "FunctionDef"
+    assert not any(isinstance(n, ast.Lambda) for n in tree.postorder(scope))
+    events = []
+
+    class Recorder:
+        def enter(self, node):
+            events.append(("enter", node))
+
+        def leave(self, node):
+            events.append(("leave", node))
+
+    tree.visit(Recorder())
+    assert events == visits(module)

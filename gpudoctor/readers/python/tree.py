@@ -18,7 +18,6 @@ class Tree:
         self.body: List[ast.stmt] = getattr(module, "body", None) or []
         self.nodes: List[ast.AST] = []  # depth-first, parents before children, left to right
         self.depths: List[int] = []
-        self.ends: List[int] = []  # the position after each node's subtree
         self.positions: Dict[int, int] = {}
         stack = [(module, 0)]
         while stack:
@@ -27,7 +26,7 @@ class Tree:
             self.nodes.append(node)
             self.depths.append(depth)
             stack.extend((child, depth + 1) for child in reversed(list(ast.iter_child_nodes(node))))
-        self.ends = [len(self.nodes)] * len(self.nodes)
+        self.ends = [len(self.nodes)] * len(self.nodes)  # the position after each node's subtree
         open_: List[int] = []
         for position, depth in enumerate(self.depths):
             while open_ and self.depths[open_[-1]] >= depth:
