@@ -184,3 +184,17 @@ def test_a_compute_capability_two_messages_disagree_on_is_not_given():
                     "PyTorch installation.\nFound GPU0 NVIDIA GeForce RTX 5060 Ti which is of cuda capability 3.5.\n"
                     + COLLECT_ENV)
     assert "cc" not in report.facts["nvml"]["gpus"][0]
+
+
+def test_other_processes_named_by_the_oom_message_are_gpu_occupants():
+    """torch lists the other processes on the GPU beside its own line; in a container (no line for itself) a
+    listed process may be the job itself, so none is counted."""
+    others = pasted("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 25.96 GiB. GPU 4 has a total "
+                    "capacity of 79.18 GiB of which 23.04 GiB is free. Process 7478 has 4.08 GiB memory in use. "
+                    "Including non-PyTorch memory, this process has 52.02 GiB memory in use.\n")
+    assert {"GD502", "GD508"} <= {f.rule for f in others.findings}
+    assert "pid 7478 4.08 GiB" in next(f.message for f in others.findings if f.rule == "GD502")
+    alone = pasted("torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 496.00 MiB. GPU 0 has a total "
+                   "capacty of 14.75 GiB of which 235.06 MiB is free. Process 20398 has 14.52 GiB memory in use. Of "
+                   "the allocated memory 14.06 GiB is allocated by PyTorch.\n")
+    assert "GD502" not in {f.rule for f in alone.findings}

@@ -87,7 +87,20 @@ def _occupants(device: dict):
     return [], 0
 
 
+def occupied_in_log(facts, rule):
+    """torch's out-of-memory message names the other processes holding memory on that GPU (torch 2.1 and later)."""
+    for event in log_events(facts, "cuda_oom"):
+        others = event.get("other_processes")
+        if others:
+            who = ", ".join(f"pid {p.get('pid')} {p.get('used')}" for p in others[:3])
+            yield rule.finding(
+                f"when GPU {event.get('gpu', '?')} ran out of memory, other processes held memory on it ({who}): "
+                f"{event['line']}", evidence={**cited(event), "processes": others}, fix=rule.fix())
+            return
+
+
 @check("GD502")
+@or_from_log(occupied_in_log)
 def gpu_memory_occupied(facts, rule):
     facts.get("nvml.gpus")  # unknown without NVML
     job = job_gpus(facts)
