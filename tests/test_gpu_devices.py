@@ -54,8 +54,8 @@ def test_gd506_reports_the_lost_gpu(node):
 
 
 def test_gd506_counts_mig_devices_as_slurm_may(node):
-    """Seven GPUs work, one in MIG mode with three MIG devices: SLURM counts those as GPUs where its gres.conf
-    lists MIG devices, so up to 9 allocated GPUs are there; 10 are not."""
+    """Seven GPUs work, one in MIG mode with three MIG devices: from Slurm 21.08 gres.conf may list MIG devices as
+    GPUs (NVIDIA's MIG user guide, MIG with Slurm), so up to 9 allocated GPUs are there; 10 are not."""
     assert [gpu_of(f) for f in run("GD506", node, {"SLURM_GPUS_ON_NODE": "9"})] == [5]
     count = run("GD506", node, {"SLURM_GPUS_ON_NODE": "10"})[1]
     assert count.evidence == {"expected": 10, "seen": 9, "broken": 1}

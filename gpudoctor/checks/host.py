@@ -177,8 +177,9 @@ def gpu_unhealthy(facts, rule):
                 fix=_health_fix(gpu, rule))
     allocated = _allocated(facts)
     working = [gpu for gpu in gpus if not gpu.get("error_kind")]  # a broken GPU is not one the job can use
+    # from Slurm 21.08 gres.conf may list MIG devices as GPUs (gres.html, MIG Management): count them one by one
     devices = sum(len(gpu["mig_devices"]) if gpu.get("mig_enabled") and gpu.get("mig_devices") else 1
-                  for gpu in working)  # SLURM may count a MIG GPU's MIG devices as GPUs: never fewer than it
+                  for gpu in working)
     if allocated and allocated[0] > devices:
         broken = len(gpus) - len(working)
         seen = f"{devices} working ({len(gpus)} listed, {broken} broken)" if broken else str(devices)

@@ -109,6 +109,15 @@ def mig_dropped(devices: list, driver) -> str:
     return "" if len(limit_mig(devices, driver)) == len(devices) else MIG_RULES[mig_rule(driver)]
 
 
+def _mig_assumption(assumption: Optional[str], devices: list, driver, order: str) -> Optional[str]:
+    """`assumption`, and where CUDA leaves MIG devices out, the rule and which one it is assumed to keep."""
+    dropped = mig_dropped(devices, driver)
+    if not dropped:
+        return assumption
+    which = "the first" if mig_rule(driver) == "one" else "the first of each GPU instance"
+    return "; ".join(filter(None, (assumption, f"{dropped}: CUDA assumed to use {which} {order}")))
+
+
 def device_by_uuid(gpus: list, uuid) -> Optional[dict]:
     """The NVML GPU or MIG device (with its parent's index) whose UUID is `uuid`, written as NVML does (GPU-…,
     MIG-…) or as torch does (bare); None when no device has it. For bench: a CUDA device's MIG facts."""
@@ -174,10 +183,7 @@ def named_devices(facts, visible: str) -> list:
 def _from_visible(facts, visible: str, gpus: list, basis: str = "cuda_visible_devices") -> JobGpus:
     named, assumption = _named(facts, visible, gpus)
     driver = facts.get("nvml.driver_version", None)
-    dropped = mig_dropped(named, driver)
-    if dropped:
-        assumption = "; ".join(filter(None, (assumption, f"{dropped}: CUDA assumed to pick the first named")))
-    return JobGpus(limit_mig(named, driver), basis, assumption)
+    return JobGpus(limit_mig(named, driver), basis, _mig_assumption(assumption, named, driver, "named"))
 
 
 def _from_torch(facts, gpus: list) -> Optional[JobGpus]:
@@ -222,10 +228,7 @@ def _enumerated(facts, gpus: list, basis: str, assumption: Optional[str] = None)
     """What CUDA enumerates of `gpus` with no CUDA_VISIBLE_DEVICES, saying which MIG devices it leaves out."""
     driver = facts.get("nvml.driver_version", None)
     everything = [device for gpu in usable_gpus(gpus) for device in _as_cuda_sees(gpu)]
-    dropped = mig_dropped(everything, driver)
-    if dropped:
-        assumption = "; ".join(filter(None, (assumption, f"{dropped}: CUDA assumed to pick the first in PCI order")))
-    return JobGpus(cuda_devices(gpus, driver), basis, assumption)
+    return JobGpus(cuda_devices(gpus, driver), basis, _mig_assumption(assumption, everything, driver, "in PCI order"))
 
 
 def job_gpus(facts) -> JobGpus:
