@@ -1,4 +1,6 @@
 import contextlib
+import copy
+import dataclasses
 import io
 import os
 import resource
@@ -76,6 +78,31 @@ def _environment_restored():
         for name, value in saved.items():
             if os.environ.get(name) != value:
                 os.environ[name] = value
+
+
+_PROBED: dict = {}
+
+
+@pytest.fixture
+def probes_once(monkeypatch):
+    """The live probes of this machine (each a real child process, one of them importing torch) run once per test
+    session for a given interpreter, mode and environment, and each later run gets a copy of what they found: for
+    tests that read this machine's facts without being about how a probe gathers them. A probe that failed or timed
+    out runs again."""
+    from gpudoctor import probes
+
+    every = probes.all_probes
+
+    def once(probe):
+        def run(ctx):
+            key = (probe.name, ctx.python, ctx.quick,
+                   tuple(sorted(item for item in ctx.environ.items() if item[0] != "PYTEST_CURRENT_TEST")))
+            if key not in _PROBED:
+                _PROBED[key] = probe.run(ctx)
+            return copy.deepcopy(_PROBED[key])
+        return dataclasses.replace(probe, run=run)
+
+    monkeypatch.setattr(probes, "all_probes", lambda: {name: once(probe) for name, probe in every().items()})
 
 
 @pytest.fixture

@@ -183,6 +183,16 @@ def test_under_torchrun_it_uses_the_env_and_rank0_prints():
     check_numbers(result, 2)
 
 
+def test_a_failing_rank_stops_the_others_with_one_line(cli):
+    """Rank 1 fails as its sweep starts while rank 0 waits in its first collective: both end, and the command says
+    the first failure in one line."""
+    code, out, err = cli("bench", "nccl", "-b", "1M", "-e", "1M", "-n", "100000", "-w", "0", "--nprocs", "2",
+                         faults={"GPUDOCTOR_TEST_FAIL_RANK": "1"})
+    assert (code, out) == (1, "")
+    assert err.strip().splitlines() == [
+        "gpudoctor: bench nccl failed: a benchmark worker failed: rank 1: RuntimeError: injected fault"]
+
+
 @pytest.mark.parametrize("args", [["-b", "lots"], ["-b", "1M", "-e", "1K"], ["--iters", "0"], ["--op", "gather"]])
 def test_usage_errors_exit_2(cli, args):
     code, _, err = cli("bench", "nccl", *args)

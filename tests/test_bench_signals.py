@@ -69,16 +69,6 @@ def test_sigterm_ends_quietly():
     assert code == 143 and err == "" and out == ""
 
 
-def test_a_failing_rank_stops_the_others_with_one_line(tmp_path):
-    env = dict(_env(), PYTHONPATH=os.pathsep.join((str(ROOT / "tests" / "faults"), str(ROOT))),
-               GPUDOCTOR_TEST_FAIL_RANK="1")
-    done = subprocess.run([sys.executable, "-m", "gpudoctor", *LONG], capture_output=True, text=True, cwd=ROOT,
-                          env=env, timeout=120)
-    assert done.returncode == 1
-    assert done.stderr.strip().splitlines() == [
-        "gpudoctor: bench nccl failed: a benchmark worker failed: rank 1: RuntimeError: injected fault"]
-
-
 @pytest.mark.parametrize("args, message", [
     (["-b", "0"], "-b/--min-bytes must be at least 4 bytes"),
     (["-b", "2"], "-b/--min-bytes must be at least 4 bytes"),

@@ -621,11 +621,10 @@ def test_the_key_table_covers_the_installed_deepspeed(deepspeed_answer):
 
 
 @real_deepspeed
-def test_torch_probe_reports_the_real_deepspeed_install(deepspeed_answer):
-    from gpudoctor.probes import ProbeContext
-    from gpudoctor.probes.torch_probe import probe_torch
+def test_torch_probe_reports_the_real_deepspeed_install(deepspeed_answer, probes_once):
+    from gpudoctor.probes import ProbeContext, all_probes
 
-    facts = probe_torch(ProbeContext(timeout=120))["torch"]
+    facts = all_probes()["torch"].run(ProbeContext(timeout=120))["torch"]
     answer = deepspeed_answer
     assert facts["deepspeed"]["version"] == answer["version"]
     assert facts["deepspeed"]["installed_ops"] == answer["installed_ops"]

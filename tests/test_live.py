@@ -38,9 +38,10 @@ def findings(data, rule):
     return [f for f in data["findings"] if f["rule"] == rule]
 
 
-def test_live_check_reports_no_false_error():
-    result, data, _ = run_check()
-    assert result.returncode == 0, result.stdout + result.stderr
+def test_live_check_reports_no_false_error(run_cli, probes_once):
+    code, out, err = run_cli("check", "--format", "json")
+    assert code == 0, out + err
+    data = json.loads(out)
     assert data["summary"]["error"] == 0
     assert {p["name"]: p["status"] for p in data["probes"]} == {
         "nvml": "ok", "nvcc": "ok", "torch": "ok", "env": "ok", "system": "ok"}
@@ -59,7 +60,7 @@ def test_hung_nvcc_and_nvidia_smi_are_bounded(tmp_path):
 
 def test_failing_nvcc_is_gd001(tmp_path):
     bindir = fake_tool(tmp_path, "nvcc", "echo 'nvcc fatal: broken install' >&2; exit 1")
-    result, data, _ = run_check(env=env_with(PATH=f"{bindir}:{os.environ['PATH']}"))
+    result, data, _ = run_check("--quick", env=env_with(PATH=f"{bindir}:{os.environ['PATH']}"))
     failed = findings(data, "GD001")
     assert len(failed) == 1 and "broken install" in failed[0]["message"]
 
@@ -113,10 +114,10 @@ def test_missing_interpreter_is_a_usage_error():
     assert result.stderr.strip().count("\n") == 0 and "no such file" in result.stderr
 
 
-def test_this_interpreter_torch_is_seen():
+def test_this_interpreter_torch_is_seen(run_cli, probes_once):
     torch = pytest.importorskip("torch", reason="the CPU torch is installed by .ci/run")
-    result = subprocess.run(gpudoctor_cmd() + ["snapshot"], capture_output=True, text=True)
-    facts = json.loads(result.stdout)["facts"]
+    code, out, _ = run_cli("snapshot")
+    facts = json.loads(out)["facts"]
     assert facts["torch"]["version"] == torch.__version__
     assert facts["torch"]["cuda"] is None and facts["torch"]["status"] == "ok"
 

@@ -9,7 +9,7 @@ from conftest import gpudoctor_cmd
 from gpudoctor.redact import REDACTED, redact_data
 
 
-def test_snapshot_round_trip(tmp_path, run_cli):
+def test_snapshot_round_trip(tmp_path, run_cli, probes_once):
     path = tmp_path / "snap.json"
     code, out, err = run_cli("snapshot", "-o", path)
     assert code == 0 and out == ""
@@ -25,7 +25,7 @@ def test_snapshot_round_trip(tmp_path, run_cli):
 def test_secrets_are_redacted_in_snapshots(tmp_path):
     env = {"PATH": "/usr/bin", "HF_TOKEN": "hf_abcdef", "WANDB_API_KEY": "123", "NCCL_DEBUG": "INFO",
            "TORCH_HOME": "https://user:s3cret@example.com/cache", "AWS_SECRET_ACCESS_KEY": "x"}
-    result = subprocess.run(gpudoctor_cmd() + ["snapshot"], capture_output=True, text=True, env=env)
+    result = subprocess.run(gpudoctor_cmd() + ["snapshot", "--quick"], capture_output=True, text=True, env=env)
     facts = json.loads(result.stdout)["facts"]
     assert facts["env"]["HF_TOKEN"] == REDACTED
     assert facts["env"]["NCCL_DEBUG"] == "INFO"
