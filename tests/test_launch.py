@@ -262,6 +262,48 @@ def test_nested_bash_c_under_srun(tmp_path):
     assert [(f.rule, str(f.severity)) for f in report.findings if f.rule == "GD606"] == [("GD606", "error")]
 
 
+# the launcher kept in variables and started as `srun $CMD` (huggingface/accelerate examples/slurm/submit_multinode.sh)
+LAUNCHER_IN_VARIABLES = ('#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=1\n#SBATCH --gres=gpu:4\n'
+                         'head_node_ip=$(scontrol show hostnames $SLURM_JOB_NODELIST | head -n 1)\n'
+                         'export LAUNCHER="accelerate launch \\\n    --num_processes {procs} \\\n'
+                         '    --num_machines 2 --main_process_ip $head_node_ip \\\n    "\n'
+                         'export SCRIPT="train.py"\nexport CMD="$LAUNCHER $SCRIPT --mixed_precision fp16"\nsrun $CMD\n')
+
+
+@pytest.mark.parametrize("procs,severity", [(8, None), (16, "error")])
+def test_a_launcher_kept_in_variables_is_read(tmp_path, procs, severity):
+    job = tmp_path / "job.sbatch"
+    job.write_text(LAUNCHER_IN_VARIABLES.format(procs=procs))
+    snapshot, report = lint(job)
+    (job_fact,) = snapshot.facts["launch"]["jobs"]
+    assert [e["name"] for e in job_fact["launchers"]] == ["srun", "accelerate"]
+    assert job_fact["script"]["path"] == "train.py" and job_fact["script"]["args"] == ["--mixed_precision", "fp16"]
+    assert "rendezvous" not in job_fact["launchers"][1]  # `$head_node_ip`: known only at run time
+    assert [str(f.severity) for f in report.findings if f.rule == "GD606"] == ([severity] if severity else [])
+    assert ("GD606" in report.passed) == (severity is None)
+
+
+def test_a_command_string_run_by_sh_c_is_read(tmp_path):
+    """`srun … sh -c "${CMD}"` (NVIDIA/Megatron-LM examples/academic_paper_scripts/sc21/SRUN.sh)."""
+    job = tmp_path / "SRUN.sh"
+    job.write_text('#!/bin/bash\n#SBATCH --ntasks-per-node=8 --gres=gpu:8\n'
+                   'CMD="python -u ${CODE_DIR}/pretrain_gpt.py ${PARAMS}"\n'
+                   'srun -l --container-image "nvcr.io#nvidia/pytorch:20.12-py3" sh -c "${CMD}"\n')
+    snapshot, _ = lint(job)
+    (job_fact,) = snapshot.facts["launch"]["jobs"]
+    assert [e["name"] for e in job_fact["launchers"]] == ["srun", "python"] and job_fact["ranks_per_node"] == 8
+    assert job_fact["script"]["unresolved"] == "${CODE_DIR}/pretrain_gpt.py"
+
+
+def test_ranks_that_depend_on_the_run_leave_gd606_unknown(tmp_path):
+    job = tmp_path / "job.sbatch"
+    job.write_text("#!/bin/bash\n#SBATCH --nodes=4\n#SBATCH --gres=gpu:4\n"
+                   "srun accelerate launch --num_processes $((SLURM_NNODES * 4)) --num_machines $SLURM_NNODES t.py\n")
+    _, report = lint(job)
+    (unknown,) = [u for u in report.unknown if u.rule == "GD606"]
+    assert "depend on the run" in unknown.reason and "GD606" not in report.passed
+
+
 def test_visible_devices_for_the_command_count_as_the_gpus(tmp_path):
     script = tmp_path / "run.sh"
     script.write_text("#!/bin/bash\nCUDA_VISIBLE_DEVICES=0,1 torchrun --nproc_per_node 4 train.py\n")

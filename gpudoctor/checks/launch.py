@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Optional, Tuple
 
 from gpudoctor.checks import check
+from gpudoctor.facts import MissingFact
 from gpudoctor.facts.srun_command import per_node
 from gpudoctor.facts.jobs import (gpus_of, gpus_text, job_label, jobs, jobs_with_scripts, names, script_of, scripts,
                                   where)
@@ -201,11 +202,17 @@ def distributed(facts, job: dict) -> bool:
 
 @check("GD606")
 def ranks_gpus_mismatch(facts, rule):
+    undecided, reported = [], False
     for job in jobs(facts):
         if not set(names(job)) & RANK_STARTERS and not any(n.startswith("nemo_run") for n in names(job)):
             continue  # a plain python process: GD604/GD605 say what matters there
         ranks, gpus = job.get("ranks_per_node"), gpus_of(job)
-        if not isinstance(ranks, int) or gpus is None or ranks == gpus or gpus == 0:
+        if ranks == "gpu" or ranks == gpus or gpus == 0:
+            continue
+        if not isinstance(ranks, int) or gpus is None:
+            undecided.append(f"{job_label(job)}: " + (f"its ranks per node depend on the run ({job.get('ranks_what')})"
+                                                      if not isinstance(ranks, int) else
+                                                      "the job files do not say how many GPUs a node gets"))
             continue
         if names(job)[-1] == "python" and starts_own_ranks(facts, job, set(names(job)) == {"training-operator",
                                                                                          "python"}):
@@ -238,6 +245,9 @@ def ranks_gpus_mismatch(facts, rule):
                                      "ranks": job.get("ranks_what"), "gpus": gpus,
                                      "gpus_line": (job.get("gpus") or {}).get("line")},
                            fix=fix)
+        reported = True
+    if undecided and not reported:  # a count the files leave to the run: not a match
+        raise MissingFact("launch.jobs", "; ".join(undecided[:3]))
 
 
 # --- GD607 cuda-visible-devices-overwritten ---------------------------------------------------------------------

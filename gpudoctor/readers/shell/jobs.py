@@ -4,6 +4,7 @@ what reaches the environment and the `#SBATCH` directives); values they cannot k
 
 from __future__ import annotations
 
+import re
 from typing import List, Optional, Tuple
 
 from gpudoctor.readers import commands
@@ -56,7 +57,7 @@ class LaunchWalker(reader.Walker):
                     for value, reason, defaults in map(self.resolve_defaults, words)]
         line = self.line(words[0])
         parsed = commands.parse([(value, reason is None, self.line(word))
-                                 for (value, reason), word in self.split_expansions(resolved, words)], line)
+                                 for word in words for value, reason in self.fields(word)], line)
         if parsed is None:
             self.inner_script(words, resolved, conditional, outer, line, depth)
             return
@@ -64,18 +65,42 @@ class LaunchWalker(reader.Walker):
                            "script": parsed["script"], "cvd": self.visible_devices(),
                            "command": " ".join(word.text for word in words)[:200]})
 
-    @staticmethod
-    def split_expansions(resolved, words) -> list:
-        """`torchrun $DIST_ARGS train.py $OPTS`: a word made only of expansions whose known value holds several words
-        is split as the shell splits an unquoted expansion."""
-        split = []
-        for (value, reason), word in zip(resolved, words):
-            if reason is None and word.parts and all(kind == "exp" for kind, _ in word.parts) and value.split() \
-                    and len(value.split()) > 1:
-                split += [((part, None), word) for part in value.split()]
-            else:
-                split.append(((value, reason), word))
-        return split
+    def fields(self, word, depth: int = 0) -> List[Tuple[str, Optional[str]]]:
+        """The words one command word becomes, each (value, why it is unknown): `$CMD` whose value is
+        `accelerate launch --num_processes $((N * 4)) train.py` splits as the shell splits an unquoted expansion,
+        the words it spells out known and the ones that depend on the run unknown (`--num_processes` known, its
+        count not). A word with no expansion of a variable the script assigns stays one word."""
+        value, reason, defaults = self.resolve_defaults(word)
+        whole = [(value, reason or ("a default the caller may override" if defaults else None))]
+        pieces = self.expand(word.parts, depth)
+        if not any(split for _, _, split in pieces):
+            return whole
+        fields: List[List[Tuple[str, Optional[str]]]] = [[]]
+        for text, reason, split in pieces:
+            chunks = re.split(r"(\s+)", text) if split and reason is None else [text]
+            for chunk in chunks:
+                if chunk and chunk.isspace():
+                    fields.append([])
+                elif chunk:
+                    fields[-1].append((chunk, reason))
+        found = [("".join(text for text, _ in field), next((r for _, r in field if r), None))
+                 for field in fields if field]
+        return whole if len(found) == 1 and found[0][1] else found  # unknown either way: said as written
+
+    def expand(self, parts, depth: int) -> List[Tuple[str, Optional[str], bool]]:
+        """(text, why unknown, came from an expansion) for each part: a variable assigned in the script from other
+        expansions is replaced by its own parts (a few levels deep), the rest resolved as `resolve_defaults` does."""
+        out: List[Tuple[str, Optional[str], bool]] = []
+        for kind, text in parts:
+            match = reader.SIMPLE_VAR.match(text) if kind == "exp" else None
+            var = self.vars.get(match.group(1) or match.group(2)) if match and not match.group(3) else None
+            if var is not None and not var.literal and not var.conditional and var.word is not None and depth < 4:
+                out += [(t, r, True) for t, r, _ in self.expand(var.word.parts, depth + 1)]
+                continue
+            value, reason, defaults = self.resolve_defaults(reader.Word([(kind, text)], 0))
+            out.append((value, reason or ("a default the caller may override" if defaults else None),
+                        kind == "exp"))
+        return out
 
     def inner_script(self, words, resolved, conditional, outer, line, depth) -> None:
         """`srun bash -c "torchrun … train.py"`: the command inside, under the launchers before it."""
@@ -85,7 +110,7 @@ class LaunchWalker(reader.Walker):
                 head = commands.parse([(v, r is None) for v, r in resolved[:index]] + [("python", True), ("x", True)],
                                       line)
                 prefix = head["launchers"][:-1] if head else []
-                tokens = reader.Tokenizer(words[index + 2].text).run()
+                tokens = reader.Tokenizer("".join(text for text, _, _ in self.expand(words[index + 2].parts, 0))).run()
                 inner = [t.word for t in tokens if t.kind == "word"]
                 for word in inner:
                     word.line = line - self.offset
