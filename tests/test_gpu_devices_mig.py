@@ -5,8 +5,9 @@ CUDA process can only enumerate a single MIG device" and "CUDA will not enumerat
 instance is enumerated on any other GPU"; "starting with CUDA 12/R570" one compute instance per GPU instance, and
 "if CUDA_VISIBLE_DEVICES is not set, CUDA will pick one from each GPU instance". The rules that map CUDA's devices
 onto NVML's without torch's UUIDs (--quick, the Prolog, torch before 2.4) must follow that: GD107's bounds and
-GD104, GD405, GD501, GD502. The parent GPU's process list answers NO_PERMISSION in MIG mode, as it does to a user
-who is not root."""
+GD104, GD405, GD501, GD502. Users see it as torch.cuda.device_count() == 1 on a MIG-partitioned A100 with
+CUDA_VISIBLE_DEVICES unset (pytorch/pytorch#102715; nvitop's PR #8 shows the same on driver 510). The parent
+GPU's process list answers NO_PERMISSION in MIG mode, as it does to a user who is not root."""
 
 import pytest
 
