@@ -114,14 +114,10 @@ def reports_snapshot(paths: Sequence[str]) -> Snapshot:
 def files_snapshot(names: Sequence[str]) -> Snapshot:
     """Job files alone (env files, job scripts, manifests, Dockerfiles, training scripts, DeepSpeed configs); a
     folder is read recursively, skipping the files no reader knows."""
-    from gpudoctor.readers.registry import read_tree
+    from gpudoctor.readers.registry import read_files
 
     snapshot = Snapshot(facts={"env": {}}, source={"kind": "files", "paths": list(names)})
-    for name in names:
-        if Path(name).is_dir():
-            read_tree(Path(name), snapshot)
-        else:
-            _read(name, snapshot, None, "")
+    read_files(names, snapshot)
     return snapshot
 
 

@@ -1,6 +1,7 @@
 """The reader registry: a job file is read by one format, parsed once, and that one parse gives all its facts."""
 
 import ast
+import os
 
 import pytest
 import yaml
@@ -201,3 +202,22 @@ def test_the_one_walk_answers_as_the_walks_it_replaces():
 
     tree.visit(Recorder())
     assert events == visits(module)
+
+
+@pytest.mark.parametrize("given", [["."], ["job.sbatch", "train.py"]])
+def test_a_script_a_job_starts_is_parsed_once_when_linted_with_it(monkeypatch, tmp_path, given):
+    """`lint DIR` and `lint job.sbatch train.py`: the job file's script is analysed from the script's own read
+    (the job file comes first, in both), not read and parsed a second time."""
+    from gpudoctor.gather import files_snapshot
+
+    (tmp_path / "job.sbatch").write_text("#!/bin/bash\n#SBATCH -N 1\nsrun torchrun --nproc_per_node=4 train.py\n")
+    (tmp_path / "train.py").write_text("import os\nimport torch.distributed as dist\n"
+                                       "os.environ['NCCL_DEBUG'] = 'WARN'\ndist.init_process_group('nccl')\n")
+    monkeypatch.chdir(tmp_path)
+    parses = count_calls(monkeypatch, [ast], "parse")
+    snapshot = files_snapshot(given)
+    assert len(parses) == 1
+    (job,) = snapshot.facts["launch"]["jobs"]
+    assert os.path.samefile(job["script"]["analysed_as"], tmp_path / "train.py")
+    assert [s["launch"]["init"][0]["kind"] for s in snapshot.facts["scripts"]] == ["init_process_group"]
+    assert snapshot.facts["env"] == {"NCCL_DEBUG": "WARN"}

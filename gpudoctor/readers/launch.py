@@ -18,7 +18,7 @@ Values that depend on the run (`$SLURM_GPUS_ON_NODE`, `$(nvidia-smi -L | wc -l)`
 from __future__ import annotations
 
 import os
-from typing import List, Optional
+from typing import Any, List, Mapping, Optional
 
 from gpudoctor.knowledge import SETS_LOCAL_RANK_ENV
 
@@ -51,8 +51,9 @@ def finish_job(job: dict) -> dict:
     return job
 
 
-def attach_script(job: dict, job_path: str, snapshot) -> None:
-    """Resolve the job's script relative to the job file and analyse it when it is there (read, never run)."""
+def attach_script(job: dict, job_path: str, snapshot, known: Mapping[str, Any]) -> None:
+    """Resolve the job's script relative to the job file and analyse it when it is there (read, never run): from
+    `known` (the files read with the job file, by absolute path) when it is among them."""
     from gpudoctor.readers.python.script import add_to_snapshot, analyse
 
     script = job.get("script") or {}
@@ -68,14 +69,16 @@ def attach_script(job: dict, job_path: str, snapshot) -> None:
         if existing:
             script["analysed_as"] = existing
             return
-        if os.path.isfile(candidate):
+        read = getattr(known.get(os.path.abspath(candidate)), "script", None)
+        if read is None and os.path.isfile(candidate):
             from gpudoctor.files import read_bytes
 
             try:
-                raw = read_bytes(candidate)  # bounded like every input
+                read = analyse(candidate, read_bytes(candidate))  # bounded like every input
             except OSError:
                 continue
-            add_to_snapshot(snapshot, candidate, analyse(candidate, raw))
+        if read is not None:
+            add_to_snapshot(snapshot, candidate, read)
             script["analysed_as"] = candidate
             return
 
@@ -88,10 +91,11 @@ def _analysed(snapshot, candidate: str) -> Optional[str]:
     return None
 
 
-def add_to_snapshot(snapshot, jobs: List[dict], pods: List[dict], path: str) -> None:
-    """Merge one file's jobs and pods into `facts["launch"]`, analysing the scripts the jobs start."""
+def add_to_snapshot(snapshot, jobs: List[dict], pods: List[dict], path: str, known: Mapping[str, Any]) -> None:
+    """Merge one file's jobs and pods into `facts["launch"]`, analysing the scripts the jobs start (`known`: see
+    attach_script)."""
     for job in jobs:
-        attach_script(job, path, snapshot)
+        attach_script(job, path, snapshot, known)
     if jobs or pods:
         launch = snapshot.facts.setdefault("launch", {})
         launch.setdefault("jobs", []).extend(jobs)

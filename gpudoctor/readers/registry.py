@@ -1,5 +1,5 @@
-"""The one list of job-file formats and the readers' entry points (`lint FILE...`, `lint DIR`, `check --script`,
-`check --env-file`).
+"""The one list of job-file formats and the readers' entry points (`lint FILE... DIR...`, `check --script`,
+`check --env-file`, `check --ds-config`).
 
 A file is read by the first format in FORMATS whose `detect(path, text)` says yes, once, into a `FileFacts`; the
 parts of it a command asks for join the snapshot. Unreadable files become `inputs` entries (GD003), never
@@ -8,9 +8,10 @@ exceptions. A new format is a module with `detect` and `read(path, text) -> File
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Optional, Sequence, Tuple
+from typing import Callable, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from gpudoctor.files import MAX_BYTES, read_input, read_text, tree_files
 from gpudoctor.readers import dockerfile, dotenv, ds_config, k8s, python, shell
@@ -59,8 +60,10 @@ def named(name: str) -> Format:
     return next(fmt for fmt in FORMATS if fmt.name == name)
 
 
-def add(snapshot, path: str, facts: FileFacts, parts: Sequence[str] = PARTS, scope: Optional[str] = None) -> None:
-    """Let the parts of one file's facts join the snapshot (`scope`: the env scope of files given together)."""
+def add(snapshot, path: str, facts: FileFacts, parts: Sequence[str] = PARTS, scope: Optional[str] = None,
+        known: Optional[Mapping[str, FileFacts]] = None) -> None:
+    """Let the parts of one file's facts join the snapshot (`scope`: the env scope of files given together;
+    `known`: the files read with it, by absolute path, whose analysis a job's script takes instead of a new read)."""
     from gpudoctor.readers.launch import add_to_snapshot as add_launch
     from gpudoctor.readers.python.script import add_to_snapshot as add_script
 
@@ -71,7 +74,18 @@ def add(snapshot, path: str, facts: FileFacts, parts: Sequence[str] = PARTS, sco
     if "ds_config" in parts and facts.ds_config is not None:
         ds_config.add_parsed(snapshot, path, facts.ds_config)
     if "launch" in parts:
-        add_launch(snapshot, facts.jobs, facts.pods, path)
+        add_launch(snapshot, facts.jobs, facts.pods, path, known or {})
+
+
+def _join(snapshot, path: Path, facts: Optional[FileFacts], part: Optional[str] = None,
+          known: Optional[Mapping[str, FileFacts]] = None) -> None:
+    """A file the user named: its facts (`part`: only that part), or why it gave none."""
+    if facts is None or part is not None and getattr(facts, part) is None:
+        add_input_error(snapshot, str(path), part or "file", "not a file gpudoctor knows how to read")
+        return
+    add(snapshot, str(path), facts, (part,) if part else PARTS, known=known)
+    if facts.note and part is None:
+        add_input_error(snapshot, str(path), KIND, facts.note, severity="info")
 
 
 def read_file(path: Path, snapshot, part: Optional[str] = None, text: Optional[str] = None,
@@ -81,19 +95,12 @@ def read_file(path: Path, snapshot, part: Optional[str] = None, text: Optional[s
     file looks like (`check --ds-config`)."""
     text = read_text(path) if text is None else text
     fmt = named(as_format) if as_format else find(path, text)
-    facts = fmt.read(path, text) if fmt else None
-    if facts is None or part is not None and getattr(facts, part) is None:
-        add_input_error(snapshot, str(path), part or "file", "not a file gpudoctor knows how to read")
-        return
-    add(snapshot, str(path), facts, (part,) if part else PARTS)
-    if facts.note and part is None:
-        add_input_error(snapshot, str(path), KIND, facts.note, severity="info")
+    _join(snapshot, path, fmt.read(path, text) if fmt else None, part)
 
 
-def read_tree(root: Path, snapshot) -> int:
-    """`lint DIR`: read every file under `root` that a reader knows (like ruff, the rest is skipped silently);
-    the number of files read. A folder with none is said (info), never passed in silence."""
-    read = 0
+def _tree(root: Path) -> List[Tuple[Path, FileFacts]]:
+    """Every file under `root` that a reader knows (like ruff, the rest is skipped silently), read."""
+    found = []
     for path in tree_files(root):
         try:
             if path.stat().st_size > MAX_BYTES:
@@ -106,12 +113,36 @@ def read_tree(root: Path, snapshot) -> int:
         text = raw.decode("utf-8", "replace")
         fmt = find(path, text)
         if fmt is not None and fmt.in_tree(path):
-            add(snapshot, str(path), fmt.read(path, text))
-            read += 1
-    if not read:
-        add_input_error(snapshot, str(root), "folder", "no job files, training scripts or configs found in this "
-                        "folder (hidden folders, virtual environments and caches are skipped)", severity="info")
-    return read
+            found.append((path, fmt.read(path, text)))
+    return found
+
+
+def read_files(names: Sequence[str], snapshot) -> None:
+    """`lint FILE... DIR...`: each file named and each file a reader knows under each folder named, read once, all
+    before any joins the snapshot, so that a job's script among them is analysed from its own read, never again.
+    A folder with no such file is said (info), never passed in silence. InputError for a named file that cannot be
+    read."""
+    from gpudoctor.files import read_input
+
+    read: List[Tuple[Path, Optional[FileFacts], bool]] = []  # (path, facts, named by the user)
+    for name in names:
+        path = Path(name)
+        if path.is_dir():
+            read += [(found, facts, False) for found, facts in _tree(path)] or [(path, None, False)]
+            continue
+        text = read_input(name, "")
+        fmt = find(path, text)
+        read.append((path, fmt.read(path, text) if fmt else None, True))
+    known = {os.path.abspath(path): facts for path, facts, _ in read if facts is not None}
+    for path, facts, given in read:
+        if given:
+            _join(snapshot, path, facts, known=known)
+        elif facts is not None:
+            add(snapshot, str(path), facts, known=known)
+        else:
+            add_input_error(snapshot, str(path), "folder", "no job files, training scripts or configs found in "
+                            "this folder (hidden folders, virtual environments and caches are skipped)",
+                            severity="info")
 
 
 def read_env_files(names: Iterable[str], snapshot) -> None:
