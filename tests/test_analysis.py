@@ -823,9 +823,12 @@ def test_a_long_script_takes_linear_time():
     cpu = []
     for functions in (2_000, 8_000):
         source = _big_script(functions)
-        started = time.process_time()
-        result = analyse("big.py", source)
-        cpu.append(time.process_time() - started)
+        runs = []
+        for _ in range(2):  # the faster of two: a collection or another process's burst lands on one of them
+            started = time.process_time()
+            result = analyse("big.py", source)
+            runs.append(time.process_time() - started)
+        cpu.append(min(runs))
         assert lines(result.script["process_starts"]) == [2 * functions + 3]
     assert cpu[1] < 8 * cpu[0] + 0.05, cpu
     assert cpu[1] < 10, cpu
