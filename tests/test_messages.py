@@ -198,3 +198,13 @@ def test_other_processes_named_by_the_oom_message_are_gpu_occupants():
                    "capacty of 14.75 GiB of which 235.06 MiB is free. Process 20398 has 14.52 GiB memory in use. Of "
                    "the allocated memory 14.06 GiB is allocated by PyTorch.\n")
     assert "GD502" not in {f.rule for f in alone.findings}
+
+
+def test_a_minor_mismatch_never_hides_a_build_that_was_refused():
+    """torch's 'most likely not a problem' states both versions; DeepSpeed's refusal in the same log is the error."""
+    report = pasted("UserWarning: The detected CUDA version (13.1) has a minor version mismatch with the version that "
+                    "was used to compile PyTorch (13.0). Most likely this shouldn't be a problem.\n"
+                    "deepspeed.ops.op_builder.builder.CUDAMismatchException: >- DeepSpeed Op Builder: Installed CUDA "
+                    "version 13.1 does not match the version torch was compiled with 13.0, unable to compile cuda/cpp "
+                    "extensions without a matching cuda version.\n")
+    assert [(f.rule, f.severity) for f in report.findings if f.rule == "GD102"] == [("GD102", Severity.ERROR)]

@@ -204,6 +204,9 @@ def nvcc_torch_mismatch(facts, rule):
             evidence={**evidence, "deepspeed_accepts": sorted(allowed, key=version)}, fix=fix,
             severity=Severity.WARNING if skipped else Severity.ERROR)
         return
+    if log_events(facts, "cuda_mismatch"):  # a builder in the log refused its toolkit: that, not the minor skew
+        yield from nvcc_torch_mismatch_in_log(facts, rule)
+        return
     yield rule.finding(
         f"nvcc {nvcc}{where} vs torch CUDA {runtime}: same major, another minor, which torch's extension builder "
         "calls \"most likely not a problem\"", evidence=evidence, fix=fix, severity=Severity.INFO)
