@@ -1,5 +1,6 @@
-"""A rule that judges only a log passes only where the log shows the part of the run it judges (catalog `log_shows`):
-a fragment holding one recognised message passes nothing else, a full healthy run log still passes what it shows."""
+"""A rule passes on a paste only where the paste states what it judges. A rule that judges only a log needs the log to
+show the part of the run it judges (catalog `log_shows`): a fragment holding one recognised message passes nothing
+else, a full healthy run log still passes what it shows. GD502 needs the GPUs' processes or their memory in use."""
 
 from __future__ import annotations
 
@@ -72,3 +73,12 @@ def test_machine_facts_beside_a_log_still_decide():
 def test_every_log_only_rule_declares_what_its_log_must_show():
     declared = {rule.id for rule in load_catalog() if rule.log_shows}
     assert LOG_ONLY | {"GD424"} <= declared
+
+
+def test_gd502_passes_only_where_the_paste_lists_processes_or_no_memory_in_use(tmp_path):
+    collect_env = ("PyTorch version: 2.5.1+cu121\nIs CUDA available: True\nCUDA used to build PyTorch: 12.1\n"
+                   "GPU models and configuration: GPU 0: NVIDIA GeForce RTX 4090\nNvidia driver version: 535.183.01\n")
+    held = {u.rule: u.reason for u in _report(tmp_path, collect_env).unknown}
+    assert "processes" in held["GD502"]
+    smi = (ROOT / "fixtures" / "pastes" / "healthy-nvidia-smi-rtx3090-docker-host.txt").read_text()  # 0MiB used
+    assert "GD502" in _report(tmp_path, smi).passed

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gpudoctor.checks import check
+from gpudoctor.facts import MissingFact
 from gpudoctor.facts.devices import job_gpus
 from gpudoctor.facts.log_evidence import cited, log_count, log_events, or_from_log
 from gpudoctor.knowledge import table
@@ -104,10 +105,14 @@ def occupied_in_log(facts, rule):
 def gpu_memory_occupied(facts, rule):
     facts.get("nvml.gpus")  # unknown without NVML
     job = job_gpus(facts)
+    # a GPU whose processes were not listed (collect_env, nvidia-smi -L) says nothing, unless no memory is in use
+    unlisted = [gpu for gpu in job.devices if "processes" not in gpu and gpu.get("memory_used_bytes") != 0]
+    found = False
     for gpu in job.devices:
         busy, held = _occupants(gpu)
         if not busy:
             continue
+        found = True
         who = ", ".join(f"pid {p.get('pid')} {p.get('name') or ''} {size(p['used_bytes'])}".replace("  ", " ")
                         if p.get("used_bytes") else f"pid {p.get('pid')} {p.get('name') or ''}".strip()
                         for p in busy[:3])
@@ -117,6 +122,8 @@ def gpu_memory_occupied(facts, rule):
             evidence={"gpu": gpu.get("index"), "uuid": gpu.get("uuid"), "held_bytes": held, "mapping": job.basis,
                       "processes": [{"pid": p.get("pid"), "name": p.get("name")} for p in busy]},
             fix=rule.fix())
+    if unlisted and not found:
+        raise MissingFact("nvml.gpus.processes", "which processes hold GPU memory is not known (nvidia-smi lists them)")
 
 
 def _nvml_error(gpu: dict) -> dict:
