@@ -295,13 +295,47 @@ def test_a_command_string_run_by_sh_c_is_read(tmp_path):
     assert job_fact["script"]["unresolved"] == "${CODE_DIR}/pretrain_gpt.py"
 
 
+# torchrun's options kept in a bash array (NVIDIA/Megatron-LM examples/gpt3/train_gpt3_175b_distributed.sh)
+ARRAY_OPTIONS = ("#!/bin/bash\n#SBATCH --gres=gpu:{gpus}\nGPUS_PER_NODE=8\nDISTRIBUTED_ARGS=(\n"
+                 "    --nproc_per_node $GPUS_PER_NODE \n    --nnodes 1\n)\n"
+                 "GPT_ARGS=(\n    --tensor-model-parallel-size 8\n)\n"
+                 "torchrun ${{DISTRIBUTED_ARGS[@]}} pretrain_gpt.py ${{GPT_ARGS[@]}}\n")
+
+
+@pytest.mark.parametrize("gpus,severity", [(8, None), (4, "error")])
+def test_launcher_options_in_a_bash_array_are_read(tmp_path, gpus, severity):
+    job = tmp_path / "train.sbatch"
+    job.write_text(ARRAY_OPTIONS.format(gpus=gpus))
+    snapshot, report = lint(job)
+    (job_fact,) = snapshot.facts["launch"]["jobs"]
+    assert job_fact["ranks_per_node"] == 8 and job_fact["launchers"][0]["nodes"]["count"] == 1
+    assert job_fact["script"]["path"] == "pretrain_gpt.py"
+    assert job_fact["script"]["args"] == ["--tensor-model-parallel-size", "8"]
+    assert [str(f.severity) for f in report.findings if f.rule == "GD606"] == ([severity] if severity else [])
+
+
+@pytest.mark.parametrize("body,unresolved", [
+    # an array set in a file the script sources: it may hold --nproc_per_node, so torchrun's default of 1 is not known
+    ("source args.sh\ntorchrun ${DISTRIBUTED_ARGS[@]} pretrain_gpt.py\n", "${DISTRIBUTED_ARGS[@]}"),
+    # pytorch/torchtitan run_train.sh: a default the caller overrides (`NGPU=32 ./run_train.sh`), its quotes the shell's
+    ('NGPU=${NGPU:-"8"}\ntorchrun --nproc_per_node=${NGPU} -m torchtitan.train\n', "${NGPU}"),
+])
+def test_a_count_the_caller_or_another_file_sets_is_unknown(tmp_path, body, unresolved):
+    job = tmp_path / "run.sbatch"
+    job.write_text("#!/bin/bash\n#SBATCH --gres=gpu:8\n" + body)
+    snapshot, report = lint(job)
+    (job_fact,) = snapshot.facts["launch"]["jobs"]
+    assert job_fact["ranks_per_node"] is None and job_fact["launchers"][0]["unresolved"] == unresolved
+    assert [u.rule for u in report.unknown if u.rule == "GD606"] == ["GD606"]
+
+
 def test_ranks_that_depend_on_the_run_leave_gd606_unknown(tmp_path):
     job = tmp_path / "job.sbatch"
     job.write_text("#!/bin/bash\n#SBATCH --nodes=4\n#SBATCH --gres=gpu:4\n"
                    "srun accelerate launch --num_processes $((SLURM_NNODES * 4)) --num_machines $SLURM_NNODES t.py\n")
     _, report = lint(job)
     (unknown,) = [u for u in report.unknown if u.rule == "GD606"]
-    assert "depend on the run" in unknown.reason and "GD606" not in report.passed
+    assert "ranks per node are not known (srun: 1" in unknown.reason and "GD606" not in report.passed
 
 
 def test_visible_devices_for_the_command_count_as_the_gpus(tmp_path):

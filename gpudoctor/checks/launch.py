@@ -210,7 +210,7 @@ def ranks_gpus_mismatch(facts, rule):
         if ranks == "gpu" or ranks == gpus or gpus == 0:
             continue
         if not isinstance(ranks, int) or gpus is None:
-            undecided.append(f"{job_label(job)}: " + (f"its ranks per node depend on the run ({job.get('ranks_what')})"
+            undecided.append(f"{job_label(job)}: " + (f"its ranks per node are not known ({job.get('ranks_what')})"
                                                       if not isinstance(ranks, int) else
                                                       "the job files do not say how many GPUs a node gets"))
             continue

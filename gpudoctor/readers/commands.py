@@ -213,6 +213,15 @@ def _count_entry(name: str, line: int, value: Optional[Word], option: str, defau
     return entry
 
 
+def _hidden(entry: dict, words: Sequence[Word], index: int, options: dict, option: str) -> None:
+    """`torchrun ${DIST_ARGS[@]} train.py`: a run-time word where the options or the script are may hold `option`,
+    so the launcher's default count is not known to apply (a word ending in .py is taken for the script)."""
+    if option.replace("_", "-") not in options and index < len(words) and not words[index][1] \
+            and not words[index][0].endswith(".py"):
+        entry.update(ranks_per_node=None, unresolved=words[index][0],
+                     source=f"{words[index][0]} (may hold {option})", line=_line_of(words[index], entry["line"]))
+
+
 def _nodes(entry: dict, value: Optional[Word], option: str) -> None:
     """The nodes a launcher waits for at its rendezvous (`--nnodes 2`, the minimum of `--nnodes 1:4`), when literal."""
     if value is not None and value[1] and re.fullmatch(r"\d+(:\d+)?", value[0].strip()):
@@ -250,6 +259,7 @@ def _torchrun(words: Sequence[Word], index: int, line: int, name: str) -> Tuple[
     _nodes(entry, options.get("--nnodes"), "--nnodes")
     _rendezvous(entry, options, ("--rdzv-endpoint", "--master-addr"), ("--node-rank",))
     _no_python(entry, options)
+    _hidden(entry, words, index, options, "--nproc_per_node")
     if name == "torch.distributed.launch" and "--use-env" not in options:
         entry["passes_local_rank"] = True  # `--local-rank=N` (torch >= 2.0; `--local_rank=N` before)
     return entry, _script(words, index, line, module)
@@ -263,6 +273,7 @@ def _deepspeed(words: Sequence[Word], index: int, line: int) -> Tuple[dict, Opti
     chosen = next((o for o in ("--include", "--exclude", "--hostfile") if o in options), None)
     if chosen and "--num-gpus" not in options:
         entry.update(ranks_per_node=None, source=f"{chosen} (the hosts and GPUs come from it)")
+    _hidden(entry, words, index, options, "--num_gpus")
     if "--no-local-rank" not in options:
         entry["passes_local_rank"] = True  # `--local_rank=N`
     _no_python(entry, options)
@@ -277,6 +288,7 @@ def _accelerate(words: Sequence[Word], index: int, line: int) -> Tuple[dict, Opt
     _nodes(entry, options.get("--num-machines"), "--num_machines")
     _rendezvous(entry, options, ("--main-process-ip",), ("--machine-rank",))
     _no_python(entry, options)
+    _hidden(entry, words, index, options, "--num_processes")
     per_node = entry["ranks_per_node"]
     if isinstance(per_node, int) and machines_unknown:  # --num_processes counts every machine, and how many is run-time
         entry.update(ranks_per_node=None, unresolved=machines_unknown)

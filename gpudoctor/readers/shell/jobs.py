@@ -52,9 +52,7 @@ class LaunchWalker(reader.Walker):
         super().builtin(words, conditional)
 
     def launch(self, words, conditional, outer: List[dict], depth: int = 0) -> None:
-        # `${GPUS:-8}` is 8 only if the caller does not set GPUS: for a count that decides GD606, unknown
-        resolved = [(value, reason or ("a default the caller may override" if defaults else None))
-                    for value, reason, defaults in map(self.resolve_defaults, words)]
+        resolved = [self.said(word.text, *self.resolve_defaults(word)) for word in words]
         line = self.line(words[0])
         parsed = commands.parse([(value, reason is None, self.line(word))
                                  for word in words for value, reason in self.fields(word)], line)
@@ -70,8 +68,7 @@ class LaunchWalker(reader.Walker):
         `accelerate launch --num_processes $((N * 4)) train.py` splits as the shell splits an unquoted expansion,
         the words it spells out known and the ones that depend on the run unknown (`--num_processes` known, its
         count not). A word with no expansion of a variable the script assigns stays one word."""
-        value, reason, defaults = self.resolve_defaults(word)
-        whole = [(value, reason or ("a default the caller may override" if defaults else None))]
+        whole = [self.said(word.text, *self.resolve_defaults(word))]
         pieces = self.expand(word.parts, depth)
         if not any(split for _, _, split in pieces):
             return whole
@@ -97,10 +94,13 @@ class LaunchWalker(reader.Walker):
             if var is not None and not var.literal and not var.conditional and var.word is not None and depth < 4:
                 out += [(t, r, True) for t, r, _ in self.expand(var.word.parts, depth + 1)]
                 continue
-            value, reason, defaults = self.resolve_defaults(reader.Word([(kind, text)], 0))
-            out.append((value, reason or ("a default the caller may override" if defaults else None),
-                        kind == "exp"))
+            out.append(self.said(text, *self.resolve_defaults(reader.Word([(kind, text)], 0))) + (kind == "exp",))
         return out
+
+    @staticmethod
+    def said(text: str, value: str, reason: Optional[str], defaults: list) -> Tuple[str, Optional[str]]:
+        """(value, why unknown); `${GPUS:-8}`, 8 only if the caller does not set GPUS, is unknown, said as written."""
+        return (text, "a default the caller may override") if defaults and reason is None else (value, reason)
 
     def inner_script(self, words, resolved, conditional, outer, line, depth) -> None:
         """`srun bash -c "torchrun … train.py"`: the command inside, under the launchers before it."""

@@ -41,7 +41,7 @@ LAUNCHER_FAMILIES = {**dict.fromkeys(SLURM, "slurm"), **dict.fromkeys(MPI, "mpi"
                      **dict.fromkeys(CONTAINERS, "container")}
 CONTAINER_ENV_PREFIXES = ("SINGULARITYENV_", "APPTAINERENV_")
 SBATCH = re.compile(r"^SBATCH\s+(.*)$")  # the text of a `#SBATCH` comment
-SIMPLE_VAR = re.compile(r"^\$(?:([A-Za-z_][A-Za-z0-9_]*)|\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?-)([^}]*))?\})$")
+SIMPLE_VAR = re.compile(r"^\$(?:([A-Za-z_][A-Za-z0-9_]*)|\{([A-Za-z_][A-Za-z0-9_]*)(?:\[[@*]\])?(?:(:?-)([^}]*))?\})$")
 
 
 def runtime_variable(name: str) -> bool:
@@ -320,8 +320,11 @@ class Walker:
             match = SIMPLE_VAR.match(text)
             var = self.vars.get(match.group(1) or match.group(2)) if match else None
             op, default = (match.group(3), match.group(4)) if match and match.group(2) else (None, None)
+            if default and len(default) > 1 and default[0] == default[-1] and default[0] in "'\"":
+                default = default[1:-1]  # `${NGPU:-"8"}`: the quotes are the shell's
             if var is not None and var.literal and not var.conditional:
                 out.append(default if op == ":-" and var.value == "" else var.value)
+                defaults += var.defaults  # `NGPU=${NGPU:-8}` then `$NGPU`: still the caller's to change
             elif op and var is None and not re.search(r"[$`]", default) and not runtime_variable(match.group(2)):
                 out.append(default)
                 defaults.append(f"the default of `{text}`, which applies when the caller does not set "
@@ -368,6 +371,9 @@ class Walker:
                 if self.first_command is None:
                     self.started(token)
                 words.append(token.word)
+            elif token.kind == "op" and token.text == "(" and len(words) == 1 and words[0].text.endswith("=") \
+                    and words[0].split_assignment():
+                i = self.array(words.pop(), tokens, i + 1, chained)
             elif token.kind == "op" and (token.text in REDIRECTIONS or token.text in ("<<", "<<-")):
                 if i + 1 < len(tokens) and tokens[i + 1].kind == "word":
                     i += 1  # the redirection's target (or heredoc delimiter) is not an argument
@@ -382,6 +388,24 @@ class Walker:
             previous = tokens[i]
             i += 1
         self.command(words, chained)
+
+    def array(self, head: Word, tokens: List[Token], i: int, chained: bool) -> int:
+        """`ARGS=( --nproc_per_node 8 … )`: the elements, up to the closing `)`, become the variable's value as
+        `${ARGS[@]}` expands it (elements joined by spaces); the index of the `)`."""
+        elements: List[Word] = []
+        while i < len(tokens) and not (tokens[i].kind == "op" and tokens[i].text == ")"):
+            if tokens[i].kind == "word":
+                elements.append(tokens[i].word)
+            i += 1
+        self.tensor_parallel(elements)  # Megatron's `GPT_ARGS=( --tensor-model-parallel-size 8 … )`
+        value = Word(line=head.line)
+        for n, element in enumerate(elements):
+            for kind, text in ([("lit", " ")] if n else []) + element.parts:
+                value.add(kind, text)
+        literal_value, reason, defaults = self.resolve_defaults(value)
+        self.vars[head.text[:-1].rstrip("+")] = ShellVar(literal_value, head.line, reason is None,
+                                                         chained or bool(self.stack), False, value, defaults)
+        return min(i, len(tokens) - 1)
 
     def nest(self, separator: str) -> None:
         if separator == "(":
