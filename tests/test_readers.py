@@ -7,8 +7,9 @@ import pytest
 import yaml
 from conftest import FIXTURES
 
-from gpudoctor.readers import registry
+from gpudoctor.readers import ds_config, registry
 from gpudoctor.readers.dockerfile import env as dockerfile_env
+from gpudoctor.readers.dotenv import grammar as dotenv_grammar
 from gpudoctor.readers.shell import parser
 from gpudoctor.snapshot import Snapshot
 
@@ -44,6 +45,10 @@ executor = run.SlurmExecutor(ntasks_per_node=8, gpus_per_node=8)
     ("Dockerfile", "FROM pytorch/pytorch:2.4.0-cuda12.1-cudnn9-runtime\nENV NCCL_DEBUG=WARN\n"
      'CMD ["torchrun", "--nproc_per_node=8", "train.py"]\n', [dockerfile_env], "instructions",
      ("env", "launch")),
+    (".env", "NCCL_DEBUG=WARN\nexport NCCL_IB_HCA='mlx5'\n", [dotenv_grammar], "read", ("env",)),
+    ("nccl.conf", "NCCL_DEBUG=WARN\n", [dotenv_grammar], "read_nccl_conf", ("env",)),
+    ("ds.json", '{"train_micro_batch_size_per_gpu": 4, "bf16": {"enabled": true}}', [ds_config], "parse",
+     ("ds_config",)),
 ])
 def test_one_parse_gives_every_fact_of_a_file(monkeypatch, tmp_path, name, text, owners, parse, parts):
     path = tmp_path / name
@@ -53,7 +58,7 @@ def test_one_parse_gives_every_fact_of_a_file(monkeypatch, tmp_path, name, text,
     registry.read_file(path, snapshot)
     assert len(calls) == 1
     given = {"env": bool(snapshot.facts["env"]), "script": bool(snapshot.facts.get("scripts")),
-             "launch": bool(snapshot.facts.get("launch", {}).get("jobs"))}
+             "launch": bool(snapshot.facts.get("launch", {}).get("jobs")), "ds_config": "ds_config" in snapshot.facts}
     assert {part for part, found in given.items() if found} == set(parts)
 
 
