@@ -66,6 +66,20 @@ def test_a_yaml_alias_bomb_is_read_in_linear_time(tmp_path):
     assert [f["rule"] for f in json.loads(out)["findings"]] == ["GD406"]
 
 
+@pytest.mark.parametrize("word", ["a", '"a', "\\a", "a~", "a=~", "'a'", "$'a'"], ids=repr)
+def test_a_long_shell_word_is_read_in_linear_time(tmp_path, word):
+    """One word of 256 KiB (unquoted, in quotes, escapes, tildes): joined once, not a character at a time (3.5 s
+    for one unquoted word before, quadratic in its length)."""
+    from gpudoctor.readers.registry import find
+
+    path = tmp_path / "job.sh"
+    text = "#!/bin/bash\nexport X=" + word * (2**18 // len(word)) + ('"' if word.startswith('"') else "") + "\n"
+    started = time.monotonic()
+    facts = find(path, text).read(path, text)
+    assert time.monotonic() - started < 1
+    assert [assignment.name for assignment in facts.env.assignments] == ["X"]
+
+
 # ------------------------------------------------------------------------------------------------ sizes, FIFOs
 
 def _endless(tmp_path):

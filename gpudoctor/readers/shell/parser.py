@@ -41,6 +41,8 @@ LAUNCHER_FAMILIES = {**dict.fromkeys(SLURM, "slurm"), **dict.fromkeys(MPI, "mpi"
                      **dict.fromkeys(CONTAINERS, "container")}
 CONTAINER_ENV_PREFIXES = ("SINGULARITYENV_", "APPTAINERENV_")
 SBATCH = re.compile(r"^SBATCH\s+(.*)$")  # the text of a `#SBATCH` comment
+PLAIN_RUN = re.compile(r"[^ \t\r\n;&|()<>\\'\"$`~]+")  # unquoted characters that mean nothing to the shell
+QUOTED_RUN = re.compile(r"[^\"\\$`\n]+")  # characters inside double quotes that mean nothing to the shell
 SIMPLE_VAR = re.compile(r"^\$(?:([A-Za-z_][A-Za-z0-9_]*)|\{([A-Za-z_][A-Za-z0-9_]*)(?:\[[@*]\])?(?:(:?-)([^}]*))?\})$")
 
 
@@ -83,6 +85,31 @@ class Word:
         rest = Word([("lit", self.parts[0][1][match.end():])] + self.parts[1:], self.line)
         rest.parts = [part for part in rest.parts if part[1]]
         return match.group(1), rest
+
+
+class _Parts:
+    """A word's parts as the tokenizer reads them: literal pieces are joined once, when an expansion or the end
+    of the word comes, so a long word is read in linear time."""
+
+    def __init__(self, line: int):
+        self.word = Word(line=line)
+        self.pending: List[str] = []
+
+    def lit(self, text: str) -> None:
+        self.pending.append(text)
+
+    def exp(self, text: str) -> None:
+        self._flush()
+        self.word.add("exp", text)
+
+    def done(self) -> Word:
+        self._flush()
+        return self.word
+
+    def _flush(self) -> None:
+        if self.pending:
+            self.word.add("lit", "".join(self.pending))
+            self.pending = []
 
 
 @dataclass
@@ -156,18 +183,22 @@ class Tokenizer:
 
     def _word(self) -> Word:
         text, n = self.text, len(self.text)
-        word = Word(line=self.line)
-        start = self.i
+        word = _Parts(self.line)
+        start, first_equals = self.i, None
         while self.i < n:
             c = text[self.i]
             if c in " \t\r\n;&|()<>":
                 break
-            if c == "\\":
+            run = PLAIN_RUN.match(text, self.i)
+            if run:
+                word.lit(run.group())
+                self.i = run.end()
+            elif c == "\\":
                 if text.startswith("\\\n", self.i) or text.startswith("\\\r\n", self.i):
                     self.i += 2 if text[self.i + 1] == "\n" else 3
                     self.line += 1
                 else:
-                    word.add("lit", text[self.i + 1:self.i + 2])
+                    word.lit(text[self.i + 1:self.i + 2])
                     self.i += 2
             elif c == "'":
                 end = text.find("'", self.i + 1)
@@ -176,7 +207,7 @@ class Tokenizer:
                                         "matching\"", self.line))
                     end = n
                 chunk = text[self.i + 1:end]
-                word.add("lit", chunk)
+                word.lit(chunk)
                 self._count(chunk)
                 self.i = end + 1
             elif c == '"':
@@ -185,50 +216,55 @@ class Tokenizer:
                 end = self._ansi_end(self.i + 2)
                 chunk = text[self.i + 2:end]
                 try:
-                    word.add("lit", chunk.encode("latin-1", "backslashreplace").decode("unicode-escape"))
+                    word.lit(chunk.encode("latin-1", "backslashreplace").decode("unicode-escape"))
                 except UnicodeDecodeError:
-                    word.add("lit", chunk)
+                    word.lit(chunk)
                 self._count(chunk)
                 self.i = end + 1
             elif c == "$" and text.startswith('$"', self.i):
                 self.i += 1
                 self._double_quoted(word)
             elif c == "$" or c == "`":
-                word.add("exp", self._expansion())
-            elif c == "~" and (self.i == start or word.text.endswith("=") and "=" not in word.text[:-1]):
-                word.add("exp", "~")
+                word.exp(self._expansion())
+            elif c == "~" and (self.i == start or text[self.i - 1] == "=" and (
+                    first_equals := text.find("=", start) if first_equals is None else first_equals) == self.i - 1):
+                word.exp("~")  # at the start of the word, or of an assignment's value
                 self.i += 1
             else:
-                word.add("lit", c)
+                word.lit(c)
                 self.i += 1
-        return word
+        return word.done()
 
     def _ansi_end(self, j: int) -> int:
         while j < len(self.text) and self.text[j] != "'":
             j += 2 if self.text[j] == "\\" else 1
         return min(j, len(self.text))
 
-    def _double_quoted(self, word: Word) -> None:
+    def _double_quoted(self, word: _Parts) -> None:
         text, n = self.text, len(self.text)
         start_line = self.line
         self.i += 1
         while self.i < n and text[self.i] != '"':
             c = text[self.i]
-            if c == "\\" and self.i + 1 < n and text[self.i + 1] in '$`"\\\n':
+            run = QUOTED_RUN.match(text, self.i)
+            if run:
+                word.lit(run.group())
+                self.i = run.end()
+            elif c == "\\" and self.i + 1 < n and text[self.i + 1] in '$`"\\\n':
                 if text[self.i + 1] == "\n":
                     self.line += 1
                 else:
-                    word.add("lit", text[self.i + 1])
+                    word.lit(text[self.i + 1])
                 self.i += 2
             elif c == "$" and self.i + 1 < n and (text[self.i + 1] in "({`" or text[self.i + 1].isalnum()
                                                   or text[self.i + 1] in "_@*#?$!-"):
-                word.add("exp", self._expansion())
+                word.exp(self._expansion())
             elif c == "`":
-                word.add("exp", self._expansion())
+                word.exp(self._expansion())
             else:
                 if c == "\n":
                     self.line += 1
-                word.add("lit", c)
+                word.lit(c)
                 self.i += 1
         if self.i >= n:
             self.errors.append(('unterminated " quote: bash stops with "unexpected EOF while looking for matching"',
