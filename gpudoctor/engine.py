@@ -54,6 +54,14 @@ def not_applicable(rule: Rule, facts: Facts) -> Optional[NotApplicable]:
     return NotApplicable(rule.id, INPUTS[rule.inputs[0]].reason)
 
 
+def on_the_log_alone(facts: Facts, rule: Rule, beyond_logs: int) -> bool:
+    """Whether the rule's verdict stands on the log alone: of the inputs it declares, only the log was given (the
+    machine facts it also reads only qualify what the log shows); a rule that declares none read no other fact."""
+    if rule.inputs:
+        return [name for name in rule.inputs if input_given(facts, name)] == ["logs"]
+    return facts.stated_beyond_logs == beyond_logs
+
+
 def unshown(facts: Facts, rule: Rule) -> Optional[MissingFact]:
     """Why a pass from log facts alone would claim more than the log shows: it shows none of the parts of a run the
     rule judges (catalog `log_shows`); None where it shows one."""
@@ -100,9 +108,9 @@ def evaluate(snapshot: Snapshot, rules: Sequence[Rule], started: float = 0.0, kn
         produced, missing = run_rule(rule, facts)
         if logged and (missing is not None or not produced):
             produced, missing = logged, None
-        shown = False  # a pass from log facts alone: the log must show the part of the run the rule judges
-        if missing is None and not produced and rule.log_shows and facts.stated_beyond_logs == beyond_logs \
-                and input_given(facts, "logs"):
+        shown = False  # a pass that stands on the log alone: the log must show the part of the run the rule judges
+        if missing is None and not produced and rule.log_shows and input_given(facts, "logs") \
+                and on_the_log_alone(facts, rule, beyond_logs):
             missing = unshown(facts, rule)
             shown = missing is None
         if pasted and missing is None and not produced and facts.stated == stated and not shown:

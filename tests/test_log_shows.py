@@ -82,3 +82,13 @@ def test_gd502_passes_only_where_the_paste_lists_processes_or_no_memory_in_use(t
     assert "processes" in held["GD502"]
     smi = (ROOT / "fixtures" / "pastes" / "healthy-nvidia-smi-rtx3090-docker-host.txt").read_text()  # 0MiB used
     assert "GD502" in _report(tmp_path, smi).passed
+
+
+def test_machine_facts_that_only_qualify_the_log_do_not_make_it_show_more(tmp_path):
+    """A collect_env beside the fragment states the GPUs, which GD412 reads to qualify a hang: it still needs NCCL's
+    setup in the log to pass."""
+    collect_env = ("PyTorch version: 2.5.1+cu121\nIs CUDA available: True\nCUDA used to build PyTorch: 12.1\n"
+                   "GPU models and configuration:\nGPU 0: NVIDIA GeForce RTX 4090\nGPU 1: NVIDIA GeForce RTX 4090\n"
+                   "Nvidia driver version: 535.183.01\n")
+    report = _report(tmp_path, collect_env + C10D)
+    assert "GD412" not in report.passed and "GD412" in {u.rule for u in report.unknown}

@@ -203,3 +203,13 @@ def test_gd111_on_a_snapshot_without_wheels_says_why_in_words(run_cli):
     assert unknown["missing"] == "torch.cuda_wheels" and "pip list" in unknown["reason"]
     code, out, _ = run_cli("check", "--snapshot", "fixtures/machines/t4-cu121.json", "--select", "GD111")
     assert "cuda wheels not known" not in out and "nvidia-* library wheels are not known" in " ".join(out.split())
+
+
+def test_an_unknown_with_its_reason_is_not_counted_again_under_its_fact_group(run_cli, tmp_path):
+    """GD111 says why torch's wheels are unknown; the summary does not add 'torch: cuda wheels not known' beside it."""
+    paste = tmp_path / "collect_env.txt"
+    paste.write_text("PyTorch version: 2.5.1+cu121\nIs CUDA available: True\nCUDA used to build PyTorch: 12.1\n"
+                     "GPU models and configuration: GPU 0: NVIDIA GeForce RTX 4090\nNvidia driver version: 535.183.01\n")
+    code, out, _ = run_cli("check", "--from", paste)
+    text = " ".join(out.split())
+    assert "nvidia-* library wheels are not known" in text and "cuda wheels not known" not in text

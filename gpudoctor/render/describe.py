@@ -132,7 +132,7 @@ def unknown_reasons(facts: Facts, unknown) -> str:
             unseen.append(GROUP_WORDS.get(group, group))
             continue
         else:
-            paths = sorted({item.missing for item in unknown if item.missing.split(".")[0] == group})
+            paths = sorted({item.missing for item in unknown if item.missing.split(".")[0] == group and not item.reason})
             why = ", ".join(_fact_words(path) for path in paths[:2])
         reasons.append((why, count))
     if unseen:
