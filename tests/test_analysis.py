@@ -660,6 +660,19 @@ def test_fp8_requests():
     assert [r["line"] for r in found["bf16"]] == [8, 9, 10]
 
 
+def test_an_attribute_asks_as_the_keyword_of_the_same_name_does():
+    """`cfg.fp8 = "no"` is off like `fp8="no"`; `trainer.precision = "fp8-hybrid"` asks for fp8 like
+    `precision="fp8-hybrid"`."""
+    found = requests("""
+        cfg.fp8 = "no"
+        trainer.precision = "fp8-hybrid"
+        args.bf16 = True
+        plugin = Plugin(fp8="no", precision="fp8-hybrid")
+    """)
+    assert [r["line"] for r in found["fp8"]] == [2, 4]
+    assert [r["line"] for r in found["bf16"]] == [3]
+
+
 def test_requests_in_dead_functions_are_ignored_but_spawn_targets_count():
     found = requests("""
         import torch.multiprocessing as mp

@@ -64,12 +64,16 @@ def _small(node: ast.AST) -> bool:
     return (getattr(node, "end_lineno", 0) or 0) - (getattr(node, "lineno", 0) or 0) < 20
 
 
-# the RequestFinder method that reads each kind of node, and those that recognise a request in a call, in the order
-# they are tried
+# the RequestFinder method that reads the value of each keyword argument and of each attribute assigned
 KEYWORD_FORMS = {**dict.fromkeys(("bf16", "bf16_full_eval"), "bf16_flag"),
                  **dict.fromkeys(("fp16", "fp16_full_eval"), "fp16_flag"), "fp8": "fp8_value",
                  **dict.fromkeys(("precision", "mixed_precision"), "precision_value"),
                  **dict.fromkeys(DTYPE_KEYWORDS, "dtype_value"), **dict.fromkeys(TP_KEYWORDS, "tensor_parallel_value")}
+ATTRIBUTE_FORMS = {"bf16": "bf16_flag", "fp16": "fp16_flag", "fp8": "fp8_value",
+                   **dict.fromkeys(("precision", *DTYPE_KEYWORDS), "precision_attribute"),
+                   **dict.fromkeys(TP_KEYWORDS, "tensor_parallel_value")}
+# the RequestFinder method that reads each kind of node, and those that recognise a request in a call, in the order
+# they are tried
 NODE_FORMS = {"Call": "call", "Assign": "attribute_assign", "AnnAssign": "attribute_assign", "Dict": "config_dict",
               "IfExp": "if_expression"}
 CALL_FORMS = ("positional_dtypes", "cast_method", "nemo_recipe", "fp8_autocast", "float8_training", "autocast",
@@ -258,38 +262,24 @@ class RequestFinder:
         return None
 
     def attribute_assign(self, node: ast.AST) -> None:
+        """`args.bf16 = True`, `cfg.tensor_model_parallel_size = 2`, `trainer.precision = "bf16-mixed"` (ATTRIBUTE_FORMS:
+        the method that reads the value of each attribute)."""
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         value = node.value
-        if value is None:
-            return
-        for target in targets:
-            if not isinstance(target, ast.Attribute):
-                continue
-            attr = target.attr
-            text = f"{segment(self.lines, target, 50)} = {segment(self.lines, value, 30)}"
-            if attr in TP_KEYWORDS:
-                size = literal(value)
-                if isinstance(size, int) and not isinstance(size, bool) and size > 1:
-                    self.add("tensor_parallel", node, text, size=size, frameworks=sorted(self.frameworks))
-            elif attr in ("bf16", "fp16") and self.truthy(value):
-                self.add(attr, node, text)
-            elif attr == "fp8":
-                literal_value = literal(value)
-                if literal_value is not NO_VALUE and literal_value not in (None, False, 0, "", "none", "None"):
-                    self.add("fp8", node, text)
-            elif attr in ("precision",) or attr in DTYPE_KEYWORDS:
-                kind = _dtype(value, self.aliases)
-                literal_value = literal(value)
-                if kind is None and isinstance(literal_value, str):
-                    lowered = literal_value.lower()
-                    if lowered in BF16_PRECISIONS or lowered.startswith("bf16"):
-                        kind = "bf16"
-                    elif lowered in FP16_PRECISIONS:
-                        kind = "fp16"
-                    elif lowered in FP8_PRECISIONS:
-                        kind = "fp8"
-                if kind:
-                    self.add(kind, node, text)
+        for target in targets if value is not None else []:
+            form = ATTRIBUTE_FORMS.get(target.attr) if isinstance(target, ast.Attribute) else None
+            found = getattr(self, form)(value) if form else None
+            if found:
+                kind, _, extra = found
+                self.add(kind, node, f"{segment(self.lines, target, 50)} = {segment(self.lines, value, 30)}", **extra)
+
+    def precision_attribute(self, value: ast.AST) -> Optional[tuple]:
+        """A dtype (`torch.bfloat16`), or a precision's text ("bf16-mixed")."""
+        kind = _dtype(value, self.aliases)
+        known = literal(value)
+        if kind is None and isinstance(known, str):
+            kind = _precision_kind(known.lower())
+        return (kind, "", {}) if kind else None
 
     def config_dict(self, node: ast.Dict) -> None:
         """A DeepSpeed-style config written in the script: {"bf16": {"enabled": True}}."""
