@@ -336,6 +336,9 @@ def test_ranks_that_depend_on_the_run_leave_gd606_unknown(tmp_path):
     _, report = lint(job)
     (unknown,) = [u for u in report.unknown if u.rule == "GD606"]
     assert "ranks per node are not known (srun: 1" in unknown.reason and "GD606" not in report.passed
+    job.write_text("#!/bin/bash\ntorchrun --nproc_per_node $N t.py\n")  # neither the ranks nor the GPUs known
+    _, report = lint(job)
+    assert [u.rule for u in report.unknown if u.rule == "GD606"] == ["GD606"] and "GD606" not in report.passed
 
 
 def test_visible_devices_for_the_command_count_as_the_gpus(tmp_path):

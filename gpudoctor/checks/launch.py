@@ -207,7 +207,7 @@ def ranks_gpus_mismatch(facts, rule):
         if not set(names(job)) & RANK_STARTERS and not any(n.startswith("nemo_run") for n in names(job)):
             continue  # a plain python process: GD604/GD605 say what matters there
         ranks, gpus = job.get("ranks_per_node"), gpus_of(job)
-        if ranks == "gpu" or ranks == gpus or gpus == 0:
+        if ranks == "gpu" or gpus == 0 or isinstance(ranks, int) and ranks == gpus:
             continue
         if not isinstance(ranks, int) or gpus is None:
             undecided.append(f"{job_label(job)}: " + (f"its ranks per node are not known ({job.get('ranks_what')})"
