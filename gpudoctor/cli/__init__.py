@@ -6,6 +6,7 @@ import argparse
 import re
 import sys
 import traceback
+from functools import lru_cache
 from typing import Iterator, List, Optional
 
 from gpudoctor.version import __version__
@@ -62,7 +63,10 @@ def _all_parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentP
                 yield from _all_parsers(sub)
 
 
+@lru_cache(maxsize=1)
 def build_parser() -> argparse.ArgumentParser:
+    """The parser of every command, built once per process (parsing changes nothing in it; the MCP server and an
+    in-process caller run many commands)."""
     parser = _Parser(prog="gpudoctor", description="Find what will break or slow a GPU training job before it runs.")
     parser.add_argument("--version", action="version", version=f"gpudoctor {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")

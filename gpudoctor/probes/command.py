@@ -32,6 +32,7 @@ PR_GET_CHILD_SUBREAPER = 37
 _started: Dict[int, subprocess.Popen] = {}  # pid -> the children run_command is running now
 _started_lock = threading.Lock()
 _not_ours: Set[int] = set()  # children the process had before `reaping` began: never strays
+_reaping = {"active": False, "scanned": False}  # within `reaping`: whether _not_ours was taken (at the first command)
 OUTPUT_CAP = 8 * 2 ** 20  # bytes of a child's stdout, and of its stderr, that are kept
 
 
@@ -84,19 +85,24 @@ def reaping() -> Iterator[None]:
     """While it lasts, orphaned descendants (a grandchild that called `setsid`, then lost its parent) become
     children of this process, so that `kill_strays` can end them; at its end every child run_command started, and
     every stray, is killed. Process-wide: for the CLI around one command, not for a library caller."""
-    import psutil
-
-    _not_ours.update(child.pid for child in psutil.Process().children())
     previous = ctypes.c_int(0)
     if _PRCTL:
         _PRCTL(PR_GET_CHILD_SUBREAPER, ctypes.byref(previous), 0, 0, 0)
         _PRCTL(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    _reaping.update(active=True, scanned=False)
     try:
         yield
     finally:
         kill_all()
+        _reaping.update(active=False, scanned=False)
         if _PRCTL:
             _PRCTL(PR_SET_CHILD_SUBREAPER, previous.value, 0, 0, 0)
+
+
+def _children() -> list:
+    import psutil
+
+    return psutil.Process().children()  # a scan of every process of the machine: ten milliseconds, done rarely
 
 
 def run_command(
@@ -108,6 +114,9 @@ def run_command(
     """Run argv; raise FileNotFoundError if the program is missing, CommandTimeout after `timeout` seconds."""
     parent = os.getpid()
     with _started_lock:  # a stray sweep never mistakes a child being started for a stray
+        if _reaping["active"] and not _reaping["scanned"]:  # the children this process had before any command ran
+            _not_ours.update(child.pid for child in _children())
+            _reaping["scanned"] = True
         process = subprocess.Popen(
             list(argv),
             stdin=subprocess.PIPE if stdin_text is not None else subprocess.DEVNULL,
@@ -176,12 +185,15 @@ def _kill_group(process: subprocess.Popen) -> None:
 
 
 def kill_strays() -> None:
-    """Kill the descendants this process adopted as a subreaper (they outlived the child that started them)."""
+    """Kill the descendants this process adopted as a subreaper (they outlived the child that started them). Within
+    `reaping` before any command ran, none can be: nothing to look for."""
     import psutil
 
     with _started_lock:
+        if _reaping["active"] and not _reaping["scanned"]:
+            return
         try:
-            children = psutil.Process().children()
+            children = _children()
         except psutil.Error:
             return
         strays = [child for child in children
