@@ -182,6 +182,7 @@ def test_vllm_bf16_error_gives_the_gpu_its_compute_capability():
 def test_a_compute_capability_two_messages_disagree_on_is_not_given():
     report = pasted("NVIDIA GeForce RTX 5060 Ti with CUDA capability sm_120 is not compatible with the current "
                     "PyTorch installation.\nFound GPU0 NVIDIA GeForce RTX 5060 Ti which is of cuda capability 3.5.\n"
+                    "PyTorch no longer supports this GPU because it is too old.\n"
                     + COLLECT_ENV)
     assert "cc" not in report.facts["nvml"]["gpus"][0]
 
@@ -208,3 +209,16 @@ def test_a_minor_mismatch_never_hides_a_build_that_was_refused():
                     "version 13.1 does not match the version torch was compiled with 13.0, unable to compile cuda/cpp "
                     "extensions without a matching cuda version.\n")
     assert [(f.rule, f.severity) for f in report.findings if f.rule == "GD102"] == [("GD102", Severity.ERROR)]
+
+
+def test_torch_26_range_warning_is_judged_by_the_range_it_states():
+    """'Minimum and Maximum cuda capability … is (7.0) - (12.0)': 6.1 has no kernels (error), GB10's 12.1 runs the
+    12.0 ones (information), and without the range on the line the warning cannot say (warning)."""
+    def gd104(text):
+        return [f.severity for f in pasted(text).findings if f.rule == "GD104"]
+    line = ("Found GPU0 {} which is of cuda capability {}. Minimum and Maximum cuda capability supported by this "
+            "version of PyTorch is (7.0) - (12.0)\n")
+    assert gd104(line.format("NVIDIA GeForce MX350", "6.1")) == [Severity.ERROR]
+    assert gd104(line.format("NVIDIA GB10", "12.1")) == [Severity.INFO]
+    assert gd104("Found GPU0 NVIDIA GB10 which is of cuda capability 12.1.\n    Minimum and Maximum cuda capability "
+                 "supported by this version of PyTorch is\n    (8.0) - (12.0)\n") == [Severity.WARNING]

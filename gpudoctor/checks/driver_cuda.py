@@ -272,12 +272,35 @@ def _arch_list(facts, runtime: str) -> tuple:
 
 
 def gpu_arch_not_in_torch_in_log(facts, rule):
-    for event in log_events(facts, "no_kernel_image")[:1]:
+    shown = log_events(facts, "no_kernel_image")[:1]
+    for event in shown:
         which = f"{event['gpu']} ({event['sm']}) " if event.get("gpu") else "this GPU "
         yield rule.finding(
             f"the log shows torch has no kernels for {which}: {event['line']}",
             evidence=cited(event),
             fix=rule.fix(case="log_no_kernel_image"))
+    if not shown:
+        yield from (_outside_range(rule, event) for event in log_events(facts, "capability_outside_range")[:1])
+
+
+def _outside_range(rule, event):
+    """torch 2.6-2.9's 'which is of cuda capability 12.1 … Minimum and Maximum … is (8.0) - (12.0)': below the minimum,
+    or a newer major than the maximum, torch has no kernels; a newer minor of the maximum's major runs the maximum's
+    (the GB10's false alarm, pytorch/pytorch#164596); without the range the warning does not say which."""
+    cc, low, high = version(event.get("cc")), version(event.get("minimum")), version(event.get("maximum"))
+    name = f"{event.get('device')} (compute capability {event.get('cc')})"
+    if cc is not None and ((low is not None and cc < low) or (high is not None and cc.major > high.major)):
+        return rule.finding(f"the log shows torch has no kernels for {name}: outside {event['minimum']} to "
+                            f"{event['maximum']}: {event['line']}", evidence=cited(event),
+                            fix=rule.fix(case="log_no_kernel_image"))
+    if cc is not None and high is not None and cc.major == high.major:
+        return rule.finding(f"torch warns that {name} is above its maximum, {event['maximum']}, but a GPU runs the "
+                            f"kernels of an older minor of its own major: a false alarm: {event['line']}",
+                            evidence=cited(event), severity=Severity.INFO, fix=rule.fix(case="log_no_kernel_image"))
+    return rule.finding(f"torch warns that {name} is outside the compute capabilities it was built for: below the "
+                        "minimum it has no kernels for it, a newer minor of a supported major still runs (the range is "
+                        f"on the warning's next line): {event['line']}", evidence=cited(event),
+                        severity=Severity.WARNING, fix=rule.fix(case="log_no_kernel_image"))
 
 
 @check("GD104")

@@ -34,14 +34,15 @@ def _encoding(head: bytes) -> str:
 
 
 def utf8_chunks(stream: BinaryIO) -> Iterator[bytes]:
-    """A binary stream as UTF-8 in chunks of whole lines (the last one may lack its newline). UTF-8 passes through
-    undecoded (the log reader decodes, and redacts, only the lines it parses); UTF-16 is decoded and re-encoded."""
+    """A binary stream as UTF-8 in chunks of whole lines (the last one may lack its newline, and comes with the chunk
+    before it, so that a message wrapped onto a text's last line is read whole). UTF-8 passes through undecoded (the
+    log reader decodes, and redacts, only the lines it parses); UTF-16 is decoded and re-encoded."""
     block = stream.read(CHUNK_BYTES)
     encoding = _encoding(block)
     decoder = codecs.getincrementaldecoder(encoding)(errors="replace") if encoding != "utf-8-sig" else None
     if decoder is None and block.startswith(codecs.BOM_UTF8):
         block = block[len(codecs.BOM_UTF8):]
-    carry = b""
+    carry, ready = b"", b""
     while block:
         data = carry + (decoder.decode(block).encode("utf-8") if decoder else block)
         cut = data.rfind(b"\n") + 1
@@ -49,9 +50,11 @@ def utf8_chunks(stream: BinaryIO) -> Iterator[bytes]:
             cut = len(data)  # a line longer than a chunk (a progress bar without newlines): cut it, bounded
         carry = data[cut:]
         if cut:
-            yield data[:cut]
+            if ready:
+                yield ready
+            ready = data[:cut]
         block = stream.read(CHUNK_BYTES)
-    rest = carry + (decoder.decode(b"", final=True).encode("utf-8") if decoder else b"")
+    rest = ready + carry + (decoder.decode(b"", final=True).encode("utf-8") if decoder else b"")
     if rest:
         yield rest
 
