@@ -329,6 +329,38 @@ def test_a_count_the_caller_or_another_file_sets_is_unknown(tmp_path, body, unre
     assert [u.rule for u in report.unknown if u.rule == "GD606"] == ["GD606"]
 
 
+# `accelerate launch --config_file` (hiyouga/LLaMA-Factory examples/extras/fsdp_qlora/train.sh and
+# examples/accelerate/fsdp_config.yaml): num_processes counts every machine
+@pytest.mark.parametrize("config,ranks,severity", [
+    ("distributed_type: FSDP\nnum_machines: 1\nnum_processes: 2  # the number of GPUs in all nodes\n", 2, None),
+    ("compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_GPU\nnum_machines: 2\nnum_processes: 8\n", 4,
+     "error"),
+    ("distributed_type: 'NO'\nnum_processes: 1\n", 1, "warning"),
+])
+def test_accelerate_reads_the_processes_of_its_config_file(tmp_path, config, ranks, severity):
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "fsdp_config.yaml").write_text(config)
+    job = tmp_path / "train.sh"
+    job.write_text("#!/bin/bash\nCUDA_VISIBLE_DEVICES=0,1 accelerate launch \\\n"
+                   "    --config_file configs/fsdp_config.yaml \\\n    src/train.py sft.yaml\n")
+    snapshot, report = lint(job)
+    (job_fact,) = snapshot.facts["launch"]["jobs"]
+    assert job_fact["ranks_per_node"] == ranks and "in configs/fsdp_config.yaml" in job_fact["ranks_what"]
+    assert [str(f.severity) for f in report.findings if f.rule == "GD606"] == ([severity] if severity else [])
+
+
+def test_accelerate_without_its_config_file_or_with_the_count_on_the_command_line(tmp_path):
+    job = tmp_path / "train.sh"
+    job.write_text("#!/bin/bash\nCUDA_VISIBLE_DEVICES=0,1 accelerate launch --config_file cfg.yaml train.py\n")
+    _, report = lint(job)  # the config is not there: unknown
+    assert [u.rule for u in report.unknown if u.rule == "GD606"] == ["GD606"]
+    (tmp_path / "cfg.yaml").write_text("distributed_type: MULTI_GPU\nnum_processes: 8\n")
+    job.write_text("#!/bin/bash\nCUDA_VISIBLE_DEVICES=0,1 accelerate launch --config_file cfg.yaml "
+                   "--num_processes 2 train.py\n")
+    snapshot, report = lint(job)
+    assert snapshot.facts["launch"]["jobs"][0]["ranks_per_node"] == 2 and "GD606" in report.passed
+
+
 def test_ranks_that_depend_on_the_run_leave_gd606_unknown(tmp_path):
     job = tmp_path / "job.sbatch"
     job.write_text("#!/bin/bash\n#SBATCH --nodes=4\n#SBATCH --gres=gpu:4\n"

@@ -226,7 +226,7 @@ def ranks_gpus_mismatch(facts, rule):
                       f"two ranks on one GPU: \"Duplicate GPU detected\")" if more else
                       f"{gpus - ranks} GPU(s) stay idle"))
         launcher = next((e.get("name") for e in job.get("launchers", [])
-                         if e.get("name") in ("torchrun", "deepspeed")), None)
+                         if e.get("name") in ("torchrun", "deepspeed", "accelerate")), None)
         counts = {"gpus": gpus, "ranks": ranks}
         if job.get("kind") == "nemo_run":
             fix = rule.fix(case="nemo_run", values=counts)
@@ -234,6 +234,8 @@ def ranks_gpus_mismatch(facts, rule):
             fix = rule.fix(values=counts)
         elif launcher == "deepspeed":
             fix = rule.fix(case="deepspeed", values=counts)
+        elif launcher == "accelerate":
+            fix = rule.fix(case="accelerate", values=counts)
         elif "mpirun" in names(job) and "srun" not in names(job):
             fix = rule.fix(case="mpirun", values=counts)
         elif job.get("kind") == "k8s":

@@ -284,6 +284,9 @@ def _accelerate(words: Sequence[Word], index: int, line: int) -> Tuple[dict, Opt
     options, module, index = _options(words, index, {f.replace("_", "-") for f in ACCELERATE_FLAGS} | ACCELERATE_FLAGS)
     entry = _count_entry("accelerate", line, options.get("--num-processes"), "--num_processes", None,
                          "its config file (not read)")
+    config = options.get("--config-file")
+    if config is not None and config[1] and "--num-processes" not in options:
+        entry["config_file"] = config[0]  # its num_processes, read where the file is there (readers/launch.py)
     machines, machines_unknown = _count(options.get("--num-machines"))
     _nodes(entry, options.get("--num-machines"), "--num_machines")
     _rendezvous(entry, options, ("--main-process-ip",), ("--machine-rank",))

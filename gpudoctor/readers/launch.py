@@ -60,11 +60,7 @@ def attach_script(job: dict, job_path: str, snapshot, known: Mapping[str, Any]) 
     written = script.get("path")
     if not written:
         return
-    folder = os.path.dirname(job_path)
-    candidates = [os.path.normpath(os.path.join(folder, written))]
-    if os.path.isabs(written) or written.startswith("~"):
-        candidates.append(os.path.normpath(os.path.join(folder, os.path.basename(written))))
-    for candidate in candidates:
+    for candidate in _candidates(job_path, written):
         existing = _analysed(snapshot, candidate)
         if existing:
             script["analysed_as"] = existing
@@ -83,6 +79,36 @@ def attach_script(job: dict, job_path: str, snapshot, known: Mapping[str, Any]) 
             return
 
 
+def _candidates(job_path: str, written: str) -> List[str]:
+    """Where a file a job names may be: relative to the job file, and (an absolute or home path, as inside a
+    container) its name beside the job file."""
+    folder = os.path.dirname(job_path)
+    candidates = [os.path.normpath(os.path.join(folder, written))]
+    if os.path.isabs(written) or written.startswith("~"):
+        candidates.append(os.path.normpath(os.path.join(folder, os.path.basename(written))))
+    return candidates
+
+
+def attach_launcher_config(job: dict, job_path: str) -> None:
+    """`accelerate launch --config_file cfg.yaml`: the ranks per node the config says, where the file is there."""
+    from gpudoctor.files import read_bytes
+    from gpudoctor.readers.accelerate_config import ranks_per_node
+
+    for entry in job.get("launchers", []):
+        written = entry.get("config_file")
+        if not written or entry.get("ranks_per_node") is not None or entry.get("unresolved"):
+            continue
+        for candidate in _candidates(job_path, written):
+            try:
+                said = ranks_per_node(read_bytes(candidate).decode("utf-8", "replace"), written)
+            except OSError:
+                continue
+            if said is not None:
+                entry.update(said, config_path=candidate)
+                finish_job(job)
+            break
+
+
 def _analysed(snapshot, candidate: str) -> Optional[str]:
     wanted = os.path.abspath(candidate)
     for entry in snapshot.facts.get("scripts", []) or []:
@@ -96,6 +122,7 @@ def add_to_snapshot(snapshot, jobs: List[dict], pods: List[dict], path: str, kno
     attach_script)."""
     for job in jobs:
         attach_script(job, path, snapshot, known)
+        attach_launcher_config(job, path)
     if jobs or pods:
         launch = snapshot.facts.setdefault("launch", {})
         launch.setdefault("jobs", []).extend(jobs)
