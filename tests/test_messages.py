@@ -222,3 +222,14 @@ def test_torch_26_range_warning_is_judged_by_the_range_it_states():
     assert gd104(line.format("NVIDIA GB10", "12.1")) == [Severity.INFO]
     assert gd104("Found GPU0 NVIDIA GB10 which is of cuda capability 12.1.\n    Minimum and Maximum cuda capability "
                  "supported by this version of PyTorch is\n    (8.0) - (12.0)\n") == [Severity.WARNING]
+
+
+def test_memory_neither_free_nor_reserved_by_pytorch_is_held_by_others():
+    """torch 1.x's sizes: 11.17 GiB total, 12.50 MiB free, 530 MiB reserved — some 10.6 GiB held outside PyTorch;
+    a few hundred MiB outside (a CUDA context) is no occupant."""
+    held = pasted("RuntimeError: CUDA out of memory. Tried to allocate 60.00 MiB (GPU 0; 11.17 GiB total capacity; "
+                  "505.96 MiB already allocated; 12.50 MiB free; 530.00 MiB reserved in total by PyTorch)\n")
+    assert "GD502" in {f.rule for f in held.findings}
+    own = pasted("RuntimeError: CUDA out of memory. Tried to allocate 16.00 MiB (GPU 0; 3.94 GiB total capacity; "
+                 "2.98 GiB already allocated; 14.25 MiB free; 3.00 GiB reserved in total by PyTorch)\n")
+    assert "GD502" not in {f.rule for f in own.findings}

@@ -7,7 +7,7 @@ from gpudoctor.facts import MissingFact
 from gpudoctor.facts.devices import job_gpus
 from gpudoctor.facts.log_evidence import cited, log_count, log_events, or_from_log
 from gpudoctor.knowledge import table
-from gpudoctor.units import GiB, MiB, size
+from gpudoctor.units import GiB, MiB, size, parse as size_of
 
 SHM_MINIMUM = 1 * GiB  # Docker's 64 MiB default and 512 MiB pods fail DataLoader workers and NCCL's SHM transport
 
@@ -89,7 +89,8 @@ def _occupants(device: dict):
 
 
 def occupied_in_log(facts, rule):
-    """torch's out-of-memory message names the other processes holding memory on that GPU (torch 2.1 and later)."""
+    """torch's out-of-memory message names the other processes holding memory on that GPU (torch 2.1 and later), or
+    shows most of it neither free nor reserved by PyTorch (torch 1.x-2.0: total − free − reserved)."""
     for event in log_events(facts, "cuda_oom"):
         others = event.get("other_processes")
         if others:
@@ -97,6 +98,16 @@ def occupied_in_log(facts, rule):
             yield rule.finding(
                 f"when GPU {event.get('gpu', '?')} ran out of memory, other processes held memory on it ({who}): "
                 f"{event['line']}", evidence={**cited(event), "processes": others}, fix=rule.fix())
+            return
+        total, free, reserved = (size_of(event.get(key)) for key in ("total", "free", "reserved"))
+        if None in (total, free, reserved):
+            continue
+        outside = total - free - reserved
+        if outside > max(2 * GiB, total // 4):  # more than a CUDA context, cuBLAS/cuDNN workspaces and NCCL take
+            yield rule.finding(
+                f"when GPU {event.get('gpu', '?')} ran out of memory, {size(outside)} of its {size(total)} was "
+                f"neither free nor reserved by PyTorch ({event['reserved']}): most likely other processes held it: "
+                f"{event['line']}", evidence={**cited(event), "outside_bytes": outside}, fix=rule.fix())
             return
 
 

@@ -107,6 +107,9 @@ _OOM_FREE = re.compile(r"([\d.]+ [KMGT]?i?B) free|of which ([\d.]+ [KMGT]?i?B) i
 # `Including non-PyTorch memory, this process has …` for itself. Without that clause torch did not find itself (a
 # container's PID namespace), so a `Process N` may be the job itself and none is taken as another process.
 _OOM_OTHER = re.compile(r"Process (\d{1,10}) has ([\d.]{1,10} [KMGT]?i?B) memory in use")
+# torch 1.x-2.0: `(GPU 0; 11.17 GiB total capacity; 505.96 MiB already allocated; 12.50 MiB free; 530.00 MiB reserved in
+# total by PyTorch)`: what is neither free nor PyTorch's is held outside its cache
+_OOM_RESERVED = re.compile(r"([\d.]{1,10} [KMGT]?i?B) reserved in total by PyTorch")
 _EXITCODE_9 = re.compile(r"exitcode\s*:?\s*-9\b(?:.{0,40}?local_rank:? ?(\d{1,6}))?(?:.{0,40}?pid:? ?(\d{1,10}))?")
 # the shell's report of a child it lost to SIGKILL: `bash: line 1: 4242 Killed   python train.py`, job control's
 # `[1]+  Killed   python train.py`, or `Killed` written after a progress bar that had no newline (`…it/s]Killed`)
@@ -525,11 +528,13 @@ class LogScanner:
         total = _OOM_TOTAL.search(line)
         free = _OOM_FREE.search(line)
         others = _OOM_OTHER.findall(line) if "this process has" in line else []
+        reserved = _OOM_RESERVED.search(line)
         self._event(name, "cuda_oom", where, line, source="torch",
                     tried=tried.group(1) if tried else None, gpu=int(gpu.group(1)) if gpu else None,
                     total=(total.group(1) or total.group(2)) if total else None,
                     free=(free.group(1) or free.group(2)) if free else None,
-                    other_processes=[{"pid": int(pid), "used": used} for pid, used in others[:8]] or None)
+                    other_processes=[{"pid": int(pid), "used": used} for pid, used in others[:8]] or None,
+                    reserved=reserved.group(1) if reserved else None)
 
     def _sigkill(self, name: str, where: str, line: str) -> None:
         m = _EXITCODE_9.search(line)
