@@ -8,13 +8,15 @@ a healthy NCCL INFO start-up, an Xid at the end) to a temporary file, then times
     keyword prefilter, report parsers on the head), and the whole CLI (`python -m gpudoctor check --from`);
   - grep: `grep -c NCCL FILE` (a C program that only counts matching lines: the peer for a cheap prefilter);
   - wc: `wc -l FILE` (reading the file, the floor).
-Prints lines/s for each and gpudoctor's ratio to grep.
+Prints lines/s for each by wall time and by CPU time (the process's and its children's: what another user's load
+does not stretch), the machine's load average, and gpudoctor's ratio to grep.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -41,13 +43,21 @@ def write_log(path: Path, megabytes: int) -> int:
         return sum(chunk.count(b"\n") for chunk in iter(lambda: handle.read(2 ** 24), b""))
 
 
-def best(fn, runs: int) -> float:
-    times = []
+def _cpu() -> float:
+    """CPU seconds of this process and of the children it waited for (a loaded machine stretches wall time)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def best(fn, runs: int) -> tuple:
+    """(wall seconds, CPU seconds), each the best of `runs`."""
+    walls, cpus = [], []
     for _ in range(runs):
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), _cpu()
         fn()
-        times.append(time.perf_counter() - started)
-    return min(times)
+        walls.append(time.perf_counter() - started)
+        cpus.append(_cpu() - cpu)
+    return min(walls), min(cpus)
 
 
 def main() -> None:
@@ -68,14 +78,20 @@ def main() -> None:
         results = {
             "gpudoctor (reader)": best(lambda: snapshot_from_reports([str(log)]), args.runs),
             "gpudoctor check --from": best(lambda: subprocess.run(
-                [sys.executable, "-m", "gpudoctor", "check", "--from", str(log)], env=env, **quiet), args.runs),
+                [sys.executable, "-m", "gpudoctor", "check", "--from", str(log)], env=env, cwd=ROOT, **quiet),
+                args.runs),
             "grep -c NCCL": best(lambda: subprocess.run(["grep", "-c", "NCCL", str(log)], **captured), args.runs),
             "wc -l": best(lambda: subprocess.run(["wc", "-l", str(log)], **captured), args.runs),
         }
-    print(f"{lines:,} lines, {args.mb} MB, best of {args.runs}")
-    for name, seconds in results.items():
-        print(f"  {name:24s} {seconds:7.2f} s  {lines / seconds / 1e6:6.2f} M lines/s")
-    print(f"  gpudoctor reader / grep -c: 1/{results['gpudoctor (reader)'] / results['grep -c NCCL']:.0f} of grep's speed")
+    print(f"{lines:,} lines, {args.mb} MB, best of {args.runs}; load average {os.getloadavg()[0]:.1f} "
+          f"on {os.cpu_count()} CPUs")
+    print(f"  {'':24s} {'wall':>8s} {'lines/s':>14s} {'CPU':>8s} {'lines/CPU s':>14s}")
+    for name, (wall, cpu) in results.items():
+        print(f"  {name:24s} {wall:7.2f}s {lines / wall / 1e6:8.2f} M/s {cpu:7.2f}s "
+              f"{lines / max(cpu, 1e-3) / 1e6:8.2f} M/s")
+    reader, grep = results["gpudoctor (reader)"], results["grep -c NCCL"]
+    print(f"  gpudoctor reader / grep -c: 1/{reader[0] / grep[0]:.0f} of grep's speed (wall), "
+          f"1/{reader[1] / max(grep[1], 1e-3):.0f} (CPU)")
 
 
 if __name__ == "__main__":
