@@ -373,6 +373,41 @@ def test_ranks_that_depend_on_the_run_leave_gd606_unknown(tmp_path):
     assert [u.rule for u in report.unknown if u.rule == "GD606"] == ["GD606"] and "GD606" not in report.passed
 
 
+# a batch script whose srun starts another shell script, which starts torchrun
+# (He-Wenhao/ML-LinearSpace script/submit.sh and script/torchrun_script.sh)
+@pytest.mark.parametrize("tasks,gpus,severity", [("4", "--gpus-per-task=1", "error"), ("1", "--gpus-per-node=4", None)])
+def test_the_jobs_of_a_shell_script_srun_starts(tmp_path, tasks, gpus, severity):
+    (tmp_path / "submit.sh").write_text(f"#!/bin/bash\n#SBATCH -N 5\n#SBATCH --ntasks-per-node={tasks}\n#SBATCH {gpus}\n"
+                                        "module load pytorch\nsrun --nodes=5 bash torchrun_script.sh\n")
+    (tmp_path / "torchrun_script.sh").write_text(
+        "export MASTER_ADDR=$(scontrol show hostname ${SLURM_NODELIST} | head -n 1)\n"
+        "torchrun --nnodes=5 --nproc_per_node=4 --rdzv_endpoint=$MASTER_ADDR:29400 train.py\n")
+    snapshot, report = lint(tmp_path / "submit.sh")
+    (job,) = snapshot.facts["launch"]["jobs"]
+    assert [e["name"] for e in job["launchers"]] == ["srun", "torchrun"] and job["gpus"]["count"] == 4
+    assert job["path"].endswith("torchrun_script.sh") and "submit.sh:6" in job["context"]
+    findings = [f for f in report.findings if f.rule == "GD606"]
+    assert [str(f.severity) for f in findings] == ([severity] if severity else [])
+    assert not findings or "give srun one task per node" in findings[0].fix.summary
+
+
+def test_a_shell_script_that_is_not_there_starts_no_known_job(tmp_path):
+    (tmp_path / "submit.sh").write_text("#!/bin/bash\n#SBATCH --gres=gpu:4\nsrun ./run.sh\nsource env.sh\n")
+    snapshot, _ = lint(tmp_path / "submit.sh")
+    assert not (snapshot.facts.get("launch") or {}).get("jobs")
+
+
+def test_sh_with_options_before_c_under_srun(tmp_path):
+    """`srun "$@" sh -xeuc '…'` (slitvinov/deepseek-slurm main2.sh)."""
+    job = tmp_path / "main2.sh"
+    job.write_text("master_addr=`srun \"$@\" hostname`\nsrun \"$@\" sh -xeuc '\n  torchrun --master-addr x \\\n"
+                   "  --nnodes $SLURM_NNODES --node-rank $SLURM_NODEID --nproc-per-node gpu main1.py'\n")
+    snapshot, _ = lint(job)
+    (job_fact,) = snapshot.facts["launch"]["jobs"]
+    assert [e["name"] for e in job_fact["launchers"]] == ["srun", "torchrun"] and job_fact["ranks_per_node"] == "gpu"
+    assert job_fact["script"]["path"] == "main1.py"
+
+
 def test_visible_devices_for_the_command_count_as_the_gpus(tmp_path):
     script = tmp_path / "run.sh"
     script.write_text("#!/bin/bash\nCUDA_VISIBLE_DEVICES=0,1 torchrun --nproc_per_node 4 train.py\n")

@@ -228,8 +228,11 @@ def ranks_gpus_mismatch(facts, rule):
         launcher = next((e.get("name") for e in job.get("launchers", [])
                          if e.get("name") in ("torchrun", "deepspeed", "accelerate")), None)
         counts = {"gpus": gpus, "ranks": ranks}
+        tasks = next((e.get("ranks_per_node") for e in job.get("launchers", []) if e.get("name") == "srun"), None)
         if job.get("kind") == "nemo_run":
             fix = rule.fix(case="nemo_run", values=counts)
+        elif launcher and isinstance(tasks, int) and tasks > 1:
+            fix = rule.fix(case="srun_launcher", values={"tasks": tasks, "ranks": ranks})
         elif launcher == "torchrun" or job.get("kind") == "compose":
             fix = rule.fix(values=counts)
         elif launcher == "deepspeed":

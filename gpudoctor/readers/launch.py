@@ -28,7 +28,7 @@ SETS_RANK_ENV = SETS_LOCAL_RANK_ENV | {"training-operator"}  # one process per p
 
 def ranks_of(launchers: List[dict]) -> tuple:
     """(ranks per node, how it is made up) from a launcher chain: nested launchers multiply."""
-    total, parts = 1, []
+    total, parts, per_gpu = 1, [], False
     multipliers = [entry for entry in launchers if entry["name"] != "python" or len(launchers) == 1]
     for entry in multipliers:
         value = entry.get("ranks_per_node")
@@ -37,10 +37,11 @@ def ranks_of(launchers: List[dict]) -> tuple:
         if value is None:
             return None, " × ".join(parts)
         if value == "gpu":
-            if len(multipliers) > 1:
-                return None, " × ".join(parts)
-            return "gpu", " × ".join(parts)
-        total *= int(value)
+            per_gpu = True
+        else:
+            total *= int(value)
+    if per_gpu:  # one rank per GPU, under one srun task per node (several tasks: each starts one per GPU)
+        return ("gpu" if total == 1 else None), " × ".join(parts)
     return total, " × ".join(parts)
 
 
@@ -89,6 +90,33 @@ def _candidates(job_path: str, written: str) -> List[str]:
     return candidates
 
 
+def shell_script_jobs(job: dict, job_path: str, depth: int = 0) -> List[dict]:
+    """`srun bash run.sh` in a batch script: the jobs run.sh starts, under the launchers before it and with the
+    GPUs and nodes the batch script asks for, where run.sh is there to read (else none: its jobs are not known)."""
+    script = job.get("script") or {}
+    if not script.get("shell"):
+        return [job]
+    from gpudoctor.files import read_bytes
+    from gpudoctor.readers.shell.jobs import read_script
+
+    for candidate in _candidates(job_path, script["path"]) if depth < 3 else []:
+        try:
+            text = read_bytes(candidate).decode("utf-8", "replace")
+        except OSError:
+            continue
+        found = []
+        for inner in read_script(text, candidate, context=f"run by `{job['command'][:60]}` at {job_path}:"
+                                                           f"{job['line']}")[1]:
+            inner["launchers"] = [dict(entry) for entry in job["launchers"]] + inner["launchers"]
+            inner["conditional"] = inner["conditional"] or job["conditional"]
+            for key in ("gpus", "nodes"):
+                if inner.get(key) is None and job.get(key) is not None:
+                    inner[key] = job[key]
+            found += shell_script_jobs(finish_job(inner), candidate, depth + 1)
+        return found
+    return []
+
+
 def attach_launcher_config(job: dict, job_path: str) -> None:
     """`accelerate launch --config_file cfg.yaml`: the ranks per node the config says, where the file is there."""
     from gpudoctor.files import read_bytes
@@ -120,6 +148,7 @@ def _analysed(snapshot, candidate: str) -> Optional[str]:
 def add_to_snapshot(snapshot, jobs: List[dict], pods: List[dict], path: str, known: Mapping[str, Any]) -> None:
     """Merge one file's jobs and pods into `facts["launch"]`, analysing the scripts the jobs start (`known`: see
     attach_script)."""
+    jobs = [inner for job in jobs for inner in shell_script_jobs(job, path)]
     for job in jobs:
         attach_script(job, path, snapshot, known)
         attach_launcher_config(job, path)

@@ -13,6 +13,8 @@ from gpudoctor.readers.launch import RANK_ENV, finish_job
 from gpudoctor.readers.shell import parser as reader
 from gpudoctor.readers.shell import slurm
 
+SHELLS = {"bash", "sh", "zsh", "dash", "ksh"}
+
 
 
 class LaunchWalker(reader.Walker):
@@ -103,20 +105,40 @@ class LaunchWalker(reader.Walker):
         return (text, "a default the caller may override") if defaults and reason is None else (value, reason)
 
     def inner_script(self, words, resolved, conditional, outer, line, depth) -> None:
-        """`srun bash -c "torchrun … train.py"`: the command inside, under the launchers before it."""
-        for index, (value, reason) in enumerate(resolved[:-1]):
-            if value.rsplit("/", 1)[-1] in ("bash", "sh") and resolved[index + 1][0] in ("-c", "-lc") \
-                    and index + 2 < len(words) and depth < 3:
-                head = commands.parse([(v, r is None) for v, r in resolved[:index]] + [("python", True), ("x", True)],
-                                      line)
-                prefix = head["launchers"][:-1] if head else []
-                tokens = reader.Tokenizer("".join(text for text, _, _ in self.expand(words[index + 2].parts, 0))).run()
-                inner = [t.word for t in tokens if t.kind == "word"]
-                for word in inner:
-                    word.line = line - self.offset
-                if inner:
-                    self.launch(inner, conditional, outer + prefix, depth + 1)
-                return
+        """A shell started by the command, under the launchers before it: `srun bash -c "torchrun … train.py"`
+        (`sh -xeuc '…'` too) is read in place; `srun bash run.sh` or `srun ./run.sh` becomes a job whose script is
+        that shell script, whose own jobs readers/launch.py reads where the file is there."""
+        for index, (value, reason) in enumerate(resolved):
+            shell = reason is None and value.rsplit("/", 1)[-1] in SHELLS
+            if not (shell or reason is None and value.endswith(".sh")) or depth >= 3:
+                continue
+            head = commands.parse([(v, r is None) for v, r in resolved[:index] if v not in ("$@", "$*")]
+                                  + [("python", True), ("x", True)], line)
+            if head is None and index:
+                return  # `echo run.sh`, `cp a.sh b.sh`: not a launcher before it
+            prefix = head["launchers"][:-1] if head else []
+            rest = index + 1 if shell else index
+            while shell and rest < len(resolved) and re.fullmatch(r"-[a-z]+|--login|--norc", resolved[rest][0]):
+                if "c" in resolved[rest][0].lstrip("-") and not resolved[rest][0].startswith("--"):
+                    if rest + 1 < len(words):
+                        self.command_string(words[rest + 1], conditional, outer + prefix, line, depth)
+                    return
+                rest += 1
+            if rest < len(resolved) and resolved[rest][1] is None and resolved[rest][0].endswith(".sh"):
+                self.found.append({"line": line, "conditional": conditional, "launchers": outer + prefix,
+                                   "script": {"path": resolved[rest][0], "line": line, "shell": True},
+                                   "cvd": self.visible_devices(),
+                                   "command": " ".join(word.text for word in words)[:200]})
+            return
+
+    def command_string(self, word, conditional, launchers, line, depth) -> None:
+        """The script of `bash -c WORD`, its variables expanded where the script knows them."""
+        tokens = reader.Tokenizer("".join(text for text, _, _ in self.expand(word.parts, 0))).run()
+        inner = [t.word for t in tokens if t.kind == "word"]
+        for word in inner:
+            word.line = line - self.offset
+        if inner:
+            self.launch(inner, conditional, launchers, depth + 1)
 
     def visible_devices(self) -> Optional[dict]:
         if self.prefix_cvd is not None:
