@@ -58,6 +58,10 @@ def chain(line: str):
      [("mpirun", 8), ("python", 1)], "train.py"),
     ("exec nohup env OMP_NUM_THREADS=8 numactl --interleave=all python train.py",
      [("python", 1)], "train.py"),
+    # a profiler or environment manager whose options take values or not (jamesafranke/ViT_clouds run/exec_run_v2.bash)
+    ("nsys profile --trace=cuda,nvtx --force-overwrite true -o rep torchrun --nproc_per_node=4 train.py",
+     [("torchrun", 4)], "train.py"),
+    ("conda run -n train --no-capture-output python train.py", [("python", 1)], "train.py"),
     ("apptainer exec --nv image.sif torchrun --nproc_per_node 4 train.py", [("torchrun", 4)], "train.py"),
 ])
 def test_command_lines(line, launchers, script):

@@ -45,8 +45,23 @@ ACCELERATE_FLAGS = {"--multi_gpu", "--multi-gpu", "--cpu", "--use_deepspeed", "-
 CONTAINER_VALUES = {"-B", "--bind", "--env", "--env-file", "--home", "-H", "--pwd", "--overlay", "-o", "--mount",
                     "-W", "--workdir", "--security", "--network", "--hostname", "--app"}
 PYTHON_VALUE_FLAGS = {"-W", "-X", "-c", "-Q"}
+# tools that run a command given after options of their own: profilers, environment managers
+TOOL_WRAPPERS = {"nsys", "ncu", "nv-nsight-cu-cli", "conda", "mamba", "micromamba", "uv", "poetry", "pixi", "pipenv",
+                 "py-spy", "perf", "valgrind", "compute-sanitizer", "cuda-memcheck", "likwid-pin"}
+LAUNCHER_HEADS = {"srun", "mpirun", "mpiexec", "orterun", "torchrun", "deepspeed", "accelerate"}
 WRAPPERS = {"exec", "nohup", "time", "command", "stdbuf", "nice", "ionice", "taskset", "chrt", "numactl",
             "unbuffer", "xvfb-run"}
+
+
+def _launcher_after(words: Sequence[Word], index: int) -> int:
+    """`nsys profile -t cuda -o out torchrun …`, `conda run -n env python …`: a tool whose options are its own (some
+    take a value, some not) runs the command that starts at the first launcher or Python after it."""
+    while index < len(words):
+        base = _base(words[index][0]) if words[index][1] else ""
+        if base in LAUNCHER_HEADS or PYTHON.match(base):
+            return index
+        index += 1
+    return index
 
 
 def _base(text: str) -> str:
@@ -94,6 +109,9 @@ def parse(words: Sequence[Word], line: int) -> Optional[dict]:
             index += 1
             while index < len(words) and words[index][0].startswith("-"):
                 index += 1
+            continue
+        if base in TOOL_WRAPPERS and index + 1 < len(words):
+            index = _launcher_after(words, index + 1)
             continue
         if base == "env":
             index += 1
