@@ -211,7 +211,7 @@ def test_a_minor_mismatch_never_hides_a_build_that_was_refused():
     assert [(f.rule, f.severity) for f in report.findings if f.rule == "GD102"] == [("GD102", Severity.ERROR)]
 
 
-def test_torch_26_range_warning_is_judged_by_the_range_it_states():
+def test_torch_range_warning_is_judged_by_the_range_it_states():
     """'Minimum and Maximum cuda capability … is (7.0) - (12.0)': 6.1 has no kernels (error), GB10's 12.1 runs the
     12.0 ones (information), and without the range on the line the warning cannot say (warning)."""
     def gd104(text):

@@ -284,7 +284,7 @@ def gpu_arch_not_in_torch_in_log(facts, rule):
 
 
 def _outside_range(rule, event):
-    """torch 2.6-2.9's 'which is of cuda capability 12.1 … Minimum and Maximum … is (8.0) - (12.0)': below the minimum,
+    """torch's 'which is of cuda capability 12.1 … Minimum and Maximum … is (8.0) - (12.0)': below the minimum,
     or a newer major than the maximum, torch has no kernels; a newer minor of the maximum's major runs the maximum's
     (the GB10's false alarm, pytorch/pytorch#164596); without the range the warning does not say which."""
     cc, low, high = version(event.get("cc")), version(event.get("minimum")), version(event.get("maximum"))
