@@ -452,6 +452,26 @@ def test_compose_service_with_gpus(tmp_path):
     assert [(f.rule, f.location.line) for f in report.findings if f.rule == "GD606"] == [("GD606", 4)]
 
 
+# the GPU reservation kept in an `x-` anchor merged with `<<:` (a compose override template), or as device_ids
+# (thr3a/docker-build-station cuda12.6-torch/README.md)
+GPU_ANCHOR = ("x-common:\n  gpu: &gpu\n    deploy:\n      resources:\n        reservations:\n          devices:\n"
+              "            - driver: nvidia\n              {devices}\n              capabilities: [gpu]\n"
+              "services:\n  train:\n    <<: *gpu\n    environment:\n      - NCCL_DEBUG=WARN\n"
+              "    command: torchrun --nproc_per_node {ranks} train.py\n")
+
+
+@pytest.mark.parametrize("devices,ranks,severity", [("count: 1", 2, "error"), ("count: 2", 2, None),
+                                                    ("device_ids: ['0', '1']", 2, None),
+                                                    ("device_ids: ['1']", 2, "error")])
+def test_compose_gpus_from_a_merged_anchor_or_device_ids(tmp_path, devices, ranks, severity):
+    compose = tmp_path / "compose.yaml"
+    compose.write_text(GPU_ANCHOR.format(devices=devices, ranks=ranks))
+    snapshot, report = lint(compose)
+    (job,) = snapshot.facts["launch"]["jobs"]
+    assert job["gpus"]["what"] == devices.replace("'", "")
+    assert [str(f.severity) for f in report.findings if f.rule == "GD606"] == ([severity] if severity else [])
+
+
 def test_pytorchjob_plain_python_gets_ranks_from_the_operator(tmp_path):
     manifest = tmp_path / "job.yaml"
     manifest.write_text((K8S / "pytorchjob_efa_env_no_device.yaml").read_text().replace(

@@ -33,11 +33,19 @@ def line(node) -> int:
     return node.start_mark.line + 1
 
 
-def mapping(node) -> dict:
-    """key text -> (key node, value node) of a mapping node (later duplicate keys win, as in Kubernetes)."""
+def mapping(node, depth: int = 0) -> dict:
+    """key text -> (key node, value node) of a mapping node (later duplicate keys win, as in Kubernetes), YAML merge
+    keys included (`<<: *gpu`, Compose's `x-` anchors): the keys written in the mapping win over the merged ones."""
     if not isinstance(node, yaml.MappingNode):
         return {}
-    return {key.value: (key, value) for key, value in node.value if isinstance(key, yaml.ScalarNode)}
+    found, merged = {}, {}
+    for key, value in node.value:
+        if isinstance(key, yaml.ScalarNode) and key.value == "<<" and key.tag.endswith(":merge") and depth < 8:
+            for source in value.value if isinstance(value, yaml.SequenceNode) else [value]:
+                merged = {**mapping(source, depth + 1), **merged}
+        elif isinstance(key, yaml.ScalarNode):
+            found[key.value] = (key, value)
+    return {**merged, **found}
 
 
 class Collector:

@@ -32,9 +32,7 @@ OPERATORS = {"PyTorchJob": "pytorchjob", "MPIJob": "mpijob"}  # the PodReader me
 
 
 def _map(node) -> dict:
-    if not isinstance(node, yaml.MappingNode):
-        return {}
-    return {key.value: value for key, value in node.value if isinstance(key, yaml.ScalarNode)}
+    return {key: value for key, (_, value) in nodes.mapping(node).items()}
 
 
 def _count(node) -> Optional[int]:
@@ -232,13 +230,19 @@ class PodReader(nodes.Collector):
                 "env_sets": [], "gpus": self.reserved_gpus(fields), "command": " ".join(w[0] for w in words)[:200]}))
 
     def reserved_gpus(self, fields: dict) -> Optional[dict]:
-        """`deploy.resources.reservations.devices[*]` with the `gpu` capability and a `count`: the last one."""
+        """`deploy.resources.reservations.devices[*]` with the `gpu` capability and a `count` or `device_ids`: the
+        last one."""
         gpus = None
         devices = _map(_map(_map(fields.get("deploy")).get("resources")).get("reservations")).get("devices")
         for device in devices.value if isinstance(devices, yaml.SequenceNode) else []:
             entry = _map(device)
             capabilities = entry.get("capabilities")
-            if isinstance(capabilities, yaml.SequenceNode) and any(
+            ids = entry.get("device_ids")
+            if isinstance(capabilities, yaml.SequenceNode) and any(scalar(c) == "gpu" for c in capabilities.value) \
+                    and isinstance(ids, yaml.SequenceNode):
+                gpus = {"count": len(ids.value), "line": line(ids), "path": self.path,
+                        "what": f"device_ids: [{', '.join(scalar(i) or '?' for i in ids.value)}]"}
+            elif isinstance(capabilities, yaml.SequenceNode) and any(
                     scalar(c) == "gpu" for c in capabilities.value) and "count" in entry:
                 count = _count(entry["count"])
                 gpus = {"count": count, "line": line(entry["count"]), "path": self.path,
