@@ -87,6 +87,7 @@ def check_numbers(result, world, op="all_reduce", sizes=(64, 16 * 1024)):
     assert summary["wrong"] == 0 and summary["ok"] is True
 
 
+@pytest.mark.slow
 def test_all_reduce_numbers_match_raw_timings_on_2_ranks(cli):
     code, out, err = cli("bench", "nccl", *SMALL, "--format", "json", "--nprocs", "2")
     assert code == 0, err
@@ -139,6 +140,7 @@ def _every_op(rank, config):
         dist.destroy_process_group()
 
 
+@pytest.mark.slow
 def test_every_collective_is_correct_and_its_numbers_match_on_3_ranks():
     from gpudoctor.bench.launch import run_ranks
     from gpudoctor.bench.nccl import NcclConfig
@@ -151,6 +153,7 @@ def test_every_collective_is_correct_and_its_numbers_match_on_3_ranks():
         assert result["launcher"] == "local"
 
 
+@pytest.mark.slow
 def test_corrupted_reduction_is_counted_and_fires_gd701(cli, tmp_path):
     out = tmp_path / "bench.json"
     code, _, err = cli("bench", "nccl", *SMALL, "--nprocs", "2", "--format", "json", "--output", out, faults={CORRUPT: "1"})
@@ -163,6 +166,7 @@ def test_corrupted_reduction_is_counted_and_fires_gd701(cli, tmp_path):
     assert report["exit_code"] == 1 and [f["rule"] for f in report["findings"]] == ["GD701"]
 
 
+@pytest.mark.slow
 def test_min_busbw_missed_fires_gd702_and_plain_says_so(cli):
     code, out, err = cli("bench", "nccl", *SMALL, "--nprocs", "2", "--min-busbw", "1e6")
     assert code == 1, err
@@ -170,6 +174,7 @@ def test_min_busbw_missed_fires_gd702_and_plain_says_so(cli):
     assert "GD702 nccl-bandwidth-low" in out and "GD701" not in out
 
 
+@pytest.mark.slow
 def test_under_torchrun_it_uses_the_env_and_rank0_prints():
     env = {k: v for k, v in os.environ.items() if k not in (
         "RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "SLURM_PROCID", CORRUPT, NAN_STEP)}
@@ -183,6 +188,7 @@ def test_under_torchrun_it_uses_the_env_and_rank0_prints():
     check_numbers(result, 2)
 
 
+@pytest.mark.slow
 def test_a_failing_rank_stops_the_others_with_one_line(cli):
     """Rank 1 fails as its sweep starts while rank 0 waits in its first collective: both end, and the command says
     the first failure in one line."""
@@ -202,6 +208,7 @@ def test_usage_errors_exit_2(cli, args):
 TRAIN_SMALL = ["--steps", "4", "--warmup", "1", "--layers", "1", "--hidden", "64", "--heads", "2", "--seq-len", "32"]
 
 
+@pytest.mark.slow
 def test_train_runs_real_steps_and_the_loss_goes_down(cli):
     code, out, err = cli("bench", "train", *TRAIN_SMALL, "--format", "json")
     assert code == 0, err
@@ -245,6 +252,7 @@ def test_train_usage_errors_exit_2(cli):
     assert code == 2 and "needs a GPU" in err
 
 
+@pytest.mark.slow
 def test_one_rank_says_busbw_is_zero_by_definition_and_does_not_judge_it(cli, tmp_path):
     code, out, err = cli("bench", "nccl", *SMALL, "--nprocs", "1", "--min-busbw", "5", "--format", "json")
     assert code == 0, err

@@ -104,6 +104,7 @@ def _peak_allocated(rank, config):
 MEASURED = ("all_reduce", "alltoall", "all_gather")
 
 
+@pytest.mark.slow
 def test_one_rank_holds_at_most_twice_the_message():
     config = NcclConfig(min_bytes=MESSAGE, max_bytes=MESSAGE, iters=1, warmup=0, backend="gloo")
     _, peaks = run_ranks(_peak_allocated, config, 2)

@@ -51,6 +51,7 @@ def _ended(proc, workers):
     return proc.returncode, out, err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["SIGINT to the parent alone", "Ctrl-C to the process group"])
 def test_interrupt_ends_every_rank_with_one_line(how):
     proc, workers = _start(group=how.endswith("group"))
@@ -62,6 +63,7 @@ def test_interrupt_ends_every_rank_with_one_line(how):
     assert code == 130 and err == "gpudoctor: interrupted\n" and out == ""
 
 
+@pytest.mark.slow
 def test_sigterm_ends_quietly():
     proc, workers = _start(group=False)
     proc.send_signal(signal.SIGTERM)
@@ -151,6 +153,7 @@ def test_train_shows_a_progress_bar_on_a_terminal_only(monkeypatch, capsys):
     assert code == 0 and "train step" in piped.out and piped.err == ""
 
 
+@pytest.mark.slow
 def test_nccl_shows_one_progress_bar_on_a_terminal():
     code, out, shown = _on_a_terminal("bench", "nccl", "-b", "1K", "-e", "4K", "-n", "2", "-w", "0", "--nprocs", "2")
     assert code == 0 and "#wrong" in out

@@ -205,6 +205,7 @@ def test_a_paste_passes_no_rule_it_states_nothing_about(tmp_path):
     assert code == 0 and not {"GD107", "GD601", "GD609", "GD507", "GD508", "GD509"} & set(report["passed"])
 
 
+@pytest.mark.slow
 def test_cut_and_huge_reports(tmp_path):
     text = (REPORTS / "mixed_issue_smi_collect_env_ds.txt").read_text()
     cut = tmp_path / "cut.txt"

@@ -341,6 +341,7 @@ def _section_scalars():
     return [{"train_micro_batch_size_per_gpu": 1, **_nest(path, value)} for path in paths for value in (True, "x")]
 
 
+@pytest.mark.slow
 @real_deepspeed
 def test_real_deepspeed_refuses_a_section_that_is_not_an_object(deepspeed_answer):
     scalars, accepted = _section_scalars(), SECTION_ACCEPTED
@@ -620,6 +621,7 @@ def test_the_key_table_covers_the_installed_deepspeed(deepspeed_answer):
         assert key in removed and Version(removed[key]) <= Version(answer["version"].split("+")[0])
 
 
+@pytest.mark.slow
 @real_deepspeed
 def test_torch_probe_reports_the_real_deepspeed_install(deepspeed_answer, probes_once):
     from gpudoctor.probes import ProbeContext, all_probes
@@ -671,6 +673,7 @@ def _paths(node, prefix=""):
             yield from _paths(value, f"{prefix}.{index}" if prefix else str(index))
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(OBJECTS, st.sampled_from([None, 1, 4]))
 def test_any_json_object_reads_back_with_a_line_for_every_key(obj, indent):

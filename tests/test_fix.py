@@ -290,6 +290,7 @@ def _run(*args, cwd=ROOT):
                           capture_output=True, text=True, cwd=cwd, env=env, timeout=120)
 
 
+@pytest.mark.slow
 def test_end_to_end_write_env_into_the_env_file_it_reads(tmp_path):
     target = tmp_path / ".env"
     shutil.copy(FIXABLE, target)

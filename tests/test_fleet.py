@@ -204,6 +204,7 @@ def _clean_env(**extra):
     return env
 
 
+@pytest.mark.slow
 def test_real_torchrun_gathers_both_ranks_on_rank_0(tmp_path):
     """Two real ranks under torchrun on CPU: rank 0 prints one fleet document naming both; the env is the same."""
     pytest.importorskip("torch.distributed")
@@ -226,6 +227,7 @@ def _free_port():
         return sock.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_real_ranks_with_different_nccl_settings(tmp_path):
     """Two processes started as srun would (each its own env, env:// rendezvous): NCCL_IB_HCA differs -> GD803,
     reported once by rank 0; rank 1 prints nothing and exits with rank 0's verdict."""
@@ -396,6 +398,7 @@ def _send_pickle(rank, config):
         dist.destroy_process_group()
 
 
+@pytest.mark.slow
 def test_a_rank_sending_a_pickle_cannot_run_code_on_rank_0(tmp_path, monkeypatch):
     pytest.importorskip("torch.distributed")
     from gpudoctor.bench.launch import run_ranks

@@ -177,6 +177,7 @@ def test_a_writer_that_stalls_after_one_line_is_given_up(tmp_path, monkeypatch):
         thread.join(10)
 
 
+@pytest.mark.slow
 def test_process_substitution_and_stdin_pipes_stream():
     slow = f"(sleep 1; cat {REPORT})"
     done = _spawn(["bash", "-c", f"{' '.join(gpudoctor_cmd())} check --from <{slow} --format json --fail-on never"])

@@ -195,6 +195,7 @@ def test_a_big_text_in_linear_time():
     assert elapsed < 20 * max(small_elapsed, 0.05), (elapsed, small_elapsed)
 
 
+@pytest.mark.slow
 def test_16_megabytes_of_noise():
     import random
 
@@ -208,6 +209,7 @@ def test_16_megabytes_of_noise():
     assert time.process_time() - start < 20
 
 
+@pytest.mark.slow
 def test_single_50mb_line():
     start = time.perf_counter()
     with pytest.raises(ReportError):

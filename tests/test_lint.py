@@ -37,6 +37,7 @@ def test_seed_002_exports_json():
         assert finding["fix"]["env"]["set"] or finding["fix"]["env"]["unset"]
 
 
+@pytest.mark.slow
 def test_fail_on_warning_exits_1():  # the exit codes a shell sees, from a real process
     assert lint(JOBS / "seed002_nccl_exports.sh", "--fail-on", "warning", "-q", process=True).returncode == 1
     assert lint(JOBS / "clean_pytorchjob.yaml", "--fail-on", "warning", "-q", process=True).returncode == 0  # info
@@ -97,6 +98,7 @@ def test_lint_does_not_judge_this_host(tmp_path):
     assert done.returncode == 0 and json.loads(done.stdout)["findings"] == []
 
 
+@pytest.mark.slow
 def test_check_env_file_end_to_end(tmp_path):
     env_file = tmp_path / ".env"
     env_file.write_text("NCCL_PROTO=simple2\nNCCL_DEBUG=WARN\n")

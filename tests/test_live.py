@@ -38,6 +38,7 @@ def findings(data, rule):
     return [f for f in data["findings"] if f["rule"] == rule]
 
 
+@pytest.mark.slow
 def test_live_check_reports_no_false_error(run_cli, probes_once):
     code, out, err = run_cli("check", "--format", "json")
     assert code == 0, out + err
@@ -47,6 +48,7 @@ def test_live_check_reports_no_false_error(run_cli, probes_once):
         "nvml": "ok", "nvcc": "ok", "torch": "ok", "env": "ok", "system": "ok"}
 
 
+@pytest.mark.slow
 def test_hung_nvcc_and_nvidia_smi_are_bounded(tmp_path):
     bindir = fake_tool(tmp_path, "nvcc", "sleep 300")
     fake_tool(tmp_path, "nvidia-smi", "sleep 300")
@@ -95,6 +97,7 @@ def bare_python(tmp_path_factory):
     return str(target / "bin" / "python")
 
 
+@pytest.mark.slow
 def test_python_flag_inspects_another_interpreter(bare_python):
     result, data, _ = run_check("--python", bare_python)
     assert result.returncode == 0
@@ -114,6 +117,7 @@ def test_missing_interpreter_is_a_usage_error():
     assert result.stderr.strip().count("\n") == 0 and "no such file" in result.stderr
 
 
+@pytest.mark.slow
 def test_this_interpreter_torch_is_seen(run_cli, probes_once):
     torch = pytest.importorskip("torch", reason="the CPU torch is installed by .ci/run")
     code, out, _ = run_cli("snapshot")
@@ -122,6 +126,7 @@ def test_this_interpreter_torch_is_seen(run_cli, probes_once):
     assert facts["torch"]["cuda"] is None and facts["torch"]["status"] == "ok"
 
 
+@pytest.mark.slow
 def test_quick_reads_torch_versions_without_importing_it(tmp_path):
     """--quick reads torch/version.py as text: a torch whose import would hang is still answered at once."""
     torch = pytest.importorskip("torch", reason="the CPU torch is installed by .ci/run")

@@ -115,6 +115,7 @@ def test_single_host_version_without_prefix_is_that_hosts(tmp_path):
     assert snap["facts"]["logs"]["hosts"]["workstation"]["nccl_version"] == "2.18.1"
 
 
+@pytest.mark.slow
 def test_stdin_and_snapshot_replay(tmp_path):
     data = (LOGS / "nccl_efa_plugin_failed.log").read_bytes()
     proc = gpudoctor("check", "--from", "-", "--format", "json", stdin=data)
@@ -148,6 +149,7 @@ def test_corpus_logs_name_their_known_cause(label):
     assert errors <= expected, f"fired more than the thread's cause: {errors - expected}"
 
 
+@pytest.mark.slow
 def test_a_large_log_streams_with_bounded_memory(tmp_path):
     """~100 MB of training output with NCCL lines spread through it: read in chunks, memory stays bounded,
     and a failure near the end is still found."""
@@ -526,6 +528,7 @@ _JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_siz
                      max_leaves=12)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(hosts=st.dictionaries(st.sampled_from(["a", "b", "file x.log", "c"]), _JSON, max_size=4),
        events=_JSON, env=_JSON, files=_JSON)

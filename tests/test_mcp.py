@@ -101,6 +101,7 @@ def ok(result):
     return structured
 
 
+@pytest.mark.slow
 def test_the_tools_are_read_only_and_their_inputs_described(call):
     tools = {tool.name: tool for tool in call("list_tools")}
     assert set(tools) == {"diagnose_text", "check_machine", "lint_files", "estimate_memory", "explain_rule",
@@ -221,6 +222,7 @@ def test_secrets_in_the_inputs_or_the_environment_never_come_back(call, tmp_path
         assert not [text for text in texts if secret in text]
 
 
+@pytest.mark.slow
 def test_the_exchange_in_the_docs_is_real(call):
     """docs/mcp.md shows one call and its result, the lists of rules shortened: the rest must be what comes back
     today (the counts of passed, unknown and not-applicable rules move as rules join the catalog)."""

@@ -30,6 +30,7 @@ def _venv(target: Path) -> Path:
     return target / "bin"
 
 
+@pytest.mark.slow
 def test_wheel_ships_rules_and_works_when_installed(tmp_path):
     clean_env = CLEAN_ENV
     subprocess.run([sys.executable, "-m", "build", "--wheel", "--outdir", str(tmp_path / "dist"), str(ROOT)],
@@ -52,6 +53,7 @@ def test_wheel_ships_rules_and_works_when_installed(tmp_path):
     assert "_rules" in where and str(ROOT) not in where
 
 
+@pytest.mark.slow
 def test_the_readmes_install_line_for_a_local_clone_works(tmp_path):
     """The README's `pip install "gpudoctor @ git+file://localhost/…"`, its arguments as written with a clone of
     this repository in place of its example path (pip builds what is committed), into a fresh venv."""

@@ -4,6 +4,8 @@ function or keyword argument newer than 3.9, annotations included."""
 import subprocess
 import sys
 
+import pytest
+
 from conftest import ROOT
 
 FLOOR = "3.9"
@@ -16,6 +18,7 @@ def _vermin(*paths):
                           capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow
 def test_the_package_runs_on_the_floor_the_readme_and_pyproject_promise():
     pyproject = (ROOT / "pyproject.toml").read_text()
     assert f'requires-python = ">={FLOOR}"' in pyproject

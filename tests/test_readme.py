@@ -16,7 +16,8 @@ from record_docs import PAGES, examples, normal, output, replay, sessions  # noq
 
 
 def _examples():
-    return [pytest.param(ex.command, ex.shown, ex.numbers_vary, id=f"{ex.page.name}: {ex.command[:60]}")
+    return [pytest.param(ex.command, ex.shown, ex.numbers_vary, id=f"{ex.page.name}: {ex.command[:60]}",
+                         marks=pytest.mark.slow if ex.command.startswith("gpudoctor bench") else ())  # ranks start
             for ex in examples()]
 
 

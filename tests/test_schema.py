@@ -52,6 +52,7 @@ def test_undeclared_finds_unknown_groups_keys_and_fields():
     assert schema.undeclared(facts) == ["host.hostnam", "inputs.why", "nope", "nvml.gpus.colour"]
 
 
+@pytest.mark.slow
 def test_live_probes_write_only_declared_keys(probes_once):
     facts, results = run_probes(all_probes().values(), ProbeContext(timeout=60.0))
     assert {result.name for result in results if result.status == "ok"} >= {"env", "system", "nvcc", "torch"}

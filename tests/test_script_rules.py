@@ -175,6 +175,7 @@ def cli(*args, cwd=ROOT):
                           timeout=120)
 
 
+@pytest.mark.slow
 def test_lint_json_end_to_end_and_exit_codes():
     result = cli("lint", SCRIPTS / "main_called_unguarded.py", "--format", "json")
     assert result.returncode == 1, result.stderr

@@ -9,6 +9,7 @@ from conftest import gpudoctor_cmd
 from gpudoctor.redact import REDACTED, redact_data
 
 
+@pytest.mark.slow
 def test_snapshot_round_trip(tmp_path, run_cli, probes_once):
     path = tmp_path / "snap.json"
     code, out, err = run_cli("snapshot", "-o", path)
