@@ -62,6 +62,8 @@ def chain(line: str):
     ("nsys profile --trace=cuda,nvtx --force-overwrite true -o rep torchrun --nproc_per_node=4 train.py",
      [("torchrun", 4)], "train.py"),
     ("conda run -n train --no-capture-output python train.py", [("python", 1)], "train.py"),
+    # srun's --label is a flag, --kill-on-bad-exit takes its value only after `=`
+    ("srun --label --kill-on-bad-exit python -u train.py", [("srun", None), ("python", 1)], "train.py"),
     ("apptainer exec --nv image.sif torchrun --nproc_per_node 4 train.py", [("torchrun", 4)], "train.py"),
 ])
 def test_command_lines(line, launchers, script):

@@ -21,14 +21,15 @@ Word = tuple  # (text, known) or (text, known, line)
 
 PYTHON = re.compile(r"^(?:.*/)?python(?:\d+(?:\.\d+)?)?$")
 TORCHRUN_MODULES = {"torch.distributed.run", "torch.distributed.launch"}
-# Options that take a separate value (the rest are flags or `--opt=value`).
+# Options that take a separate value (the rest are flags or `--opt=value`; srun's `--label` is a flag and
+# `--kill-on-bad-exit[=0|1]` takes its value only after `=`, as srun(1) writes them).
 SRUN_VALUES = {"-n", "-N", "-c", "-p", "-w", "-t", "-J", "-o", "-e", "-A", "-q", "-G", "-x", "-m", "-D", "-C", "-d",
                "-B", "-L", "-M", "-r", "-T", "-W", "-i", "--ntasks", "--nodes", "--cpus-per-task", "--partition",
                "--nodelist", "--time", "--job-name", "--output", "--error", "--account", "--qos", "--gpus", "--gres",
                "--gpus-per-node", "--gpus-per-task", "--ntasks-per-node", "--mem", "--mem-per-cpu", "--mem-per-gpu",
                "--mpi", "--export", "--container-image", "--container-mounts", "--container-workdir", "--cpu-bind",
-               "--distribution", "--exclude", "--constraint", "--dependency", "--kill-on-bad-exit",
-               "--container-name", "--container-env", "--network", "--label", "--reservation", "--signal",
+               "--distribution", "--exclude", "--constraint", "--dependency",
+               "--container-name", "--container-env", "--network", "--reservation", "--signal",
                "--cpus-per-gpu", "--gpu-bind", "--chdir", "--comment", "--wait"}
 MPI_VALUES = {"-np", "-n", "-c", "-N", "-npernode", "--npernode", "-x", "-H", "--host", "-host", "--hostfile",
               "-hostfile", "--machinefile", "-machinefile", "-bind-to", "--bind-to", "-map-by", "--map-by", "-ppn",
