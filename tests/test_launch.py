@@ -230,7 +230,7 @@ def test_every_value_has_its_file_and_line():
 
 def test_run_dependent_values_stay_unknown(tmp_path):
     job = tmp_path / "job.sbatch"
-    job.write_text("#!/bin/bash\n#SBATCH --gres=gpu:8\nNGPU=$(nvidia-smi -L | wc -l)\n"
+    job.write_text("#!/bin/bash\n#SBATCH --gres=gpu:8\nNGPU=$(cat ngpus.txt)\n"
                    "torchrun --nproc_per_node $NGPU train.py\n"
                    "srun --ntasks-per-node=$SLURM_GPUS_ON_NODE python train.py\n")
     snapshot, report = lint(job)
@@ -238,6 +238,20 @@ def test_run_dependent_values_stay_unknown(tmp_path):
     assert first["ranks_per_node"] is None and first["launchers"][0]["unresolved"] == "$NGPU"
     assert second["ranks_per_node"] is None
     assert not [f for f in report.findings if f.rule == "GD606"]
+
+
+@pytest.mark.parametrize("count", ["$SLURM_GPUS_ON_NODE", "${SLURM_GPUS_ON_NODE}", "$NGPU"])
+def test_a_count_that_is_the_nodes_gpus_is_one_rank_per_gpu(tmp_path, count):
+    """`torchrun --nproc_per_node=$SLURM_GPUS_ON_NODE` (or the lines of `nvidia-smi -L`) starts one rank per GPU
+    whatever the node has; srun's tasks still multiply it."""
+    job = tmp_path / "job.sbatch"
+    job.write_text("#!/bin/bash\n#SBATCH --ntasks-per-node=1\n#SBATCH --gres=gpu:4\n"
+                   f"NGPU=$(nvidia-smi -L | wc -l)\nsrun torchrun --nproc_per_node={count} train.py\n")
+    snapshot, report = lint(job)
+    assert snapshot.facts["launch"]["jobs"][0]["ranks_per_node"] == "gpu" and "GD606" in report.passed
+    job.write_text(job.read_text().replace("--ntasks-per-node=1", "--ntasks-per-node=4"))
+    snapshot, report = lint(job)
+    assert snapshot.facts["launch"]["jobs"][0]["ranks_per_node"] is None and "GD606" not in report.passed
 
 
 def test_a_script_given_twice_is_analysed_once():

@@ -217,13 +217,20 @@ def _options(words: Sequence[Word], index: int, flags: set) -> Tuple[dict, bool,
     return found, module, index
 
 
+def gpu_count(text: str) -> bool:
+    """Whether a run-time count is the node's GPUs (rules/launch.toml `gpu_count_words`: `$SLURM_GPUS_ON_NODE`)."""
+    from gpudoctor.knowledge import table
+
+    return re.sub(r"\s+", " ", text.strip().strip('"')) in table("launch").get("gpu_count_words", [])
+
+
 def _count_entry(name: str, line: int, value: Optional[Word], option: str, default: object,
                  default_source: str) -> dict:
     """The launcher entry: ranks per node from `option`'s value, else the launcher's default."""
     if value is None:
         return {"name": name, "line": line, "ranks_per_node": default, "source": default_source}
     entry = {"name": name, "line": _line_of(value, line), "source": f"{option} {value[0]}"}
-    if value[1] and value[0] in ("gpu", "auto") and name != "accelerate":
+    if value[1] and value[0] in ("gpu", "auto") and name != "accelerate" or not value[1] and gpu_count(value[0]):
         entry["ranks_per_node"] = "gpu"
     else:
         entry["ranks_per_node"], unresolved = _count(value)

@@ -84,7 +84,9 @@ class LaunchWalker(reader.Walker):
                     fields[-1].append((chunk, reason))
         found = [("".join(text for text, _ in field), next((r for _, r in field if r), None))
                  for field in fields if field]
-        return whole if len(found) == 1 and found[0][1] else found  # unknown either way: said as written
+        if len(found) == 1 and found[0][1] and not commands.gpu_count(found[0][0].split("=", 1)[-1]):
+            return whole  # unknown either way: said as written
+        return found
 
     def expand(self, parts, depth: int) -> List[Tuple[str, Optional[str], bool]]:
         """(text, why unknown, came from an expansion) for each part: a variable assigned in the script from other
