@@ -60,3 +60,16 @@ def test_a_wrapped_arch_list_is_joined_and_a_mention_is_no_list():
                                                                       "compute_75"]
     prose = COLLECT_ENV.format(torch="2.6.0+cu126", cuda="12.6") + "It supports CUDA capabilities I guess.\n"
     assert "arch_list" not in parse_report(prose, "p").facts["torch"]
+
+
+def test_an_rtx_5090_passes_on_the_cu128_wheel_of_torch_27_from_the_table():
+    row = wheel_archs("2.7.0+cu128", "12.8")
+    assert row["status"] == "verified" and "12.0" in row["archs"]
+    outcome = _gd104(COLLECT_ENV.format(torch="2.7.0+cu128", cuda="12.8"))
+    assert not outcome.findings and not outcome.unknown and outcome.passed
+
+
+def test_ptx_is_only_ever_the_last_arch_of_a_row():
+    # TORCH_CUDA_ARCH_LIST's `+PTX` suffix embeds PTX for the arch it follows, the last one in every build script
+    for row in table("torch_wheels")["wheel"]:
+        assert row["ptx"] in ([], row["archs"][-1:]), row
