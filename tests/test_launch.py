@@ -488,6 +488,31 @@ def test_compose_gpus_from_a_merged_anchor_or_device_ids(tmp_path, devices, rank
     assert [str(f.severity) for f in report.findings if f.rule == "GD606"] == ([severity] if severity else [])
 
 
+# an unrendered Helm chart template (the kubeflow-template chart's pytorch-job define) and a Jinja one
+HELM_JOB = ('{{- define "kubeflow-template.pytorch-job" -}}\napiVersion: "kubeflow.org/v1"\nkind: PyTorchJob\n'
+            "metadata:\n  name: {{ .Release.Name }}\n  labels:\n    {{- include \"chart.labels\" . | nindent 4 }}\n"
+            "spec:\n  pytorchReplicaSpecs:\n    Master:\n      replicas: 1\n      template:\n        spec:\n"
+            "          containers:\n            - name: pytorch\n              image: {{ .Values.master.image }}\n"
+            "              env:\n                - name: NCCL_DEBUG\n                  value: {{ .Values.ncclDebug }}\n"
+            "              resources:\n                limits:\n                  nvidia.com/gpu: {gpus}\n"
+            "              command: [torchrun, --nproc_per_node=4, train.py]\n{% if roce %}\n{% endif %}\n"
+            "{{- end }}\n")
+
+
+@pytest.mark.parametrize("gpus,severity", [("{{ default 1 .Values.master.gpus }}", None), ("2", "error"),
+                                           ("4", None)])
+def test_a_chart_template_is_read_as_the_manifest_it_renders(tmp_path, gpus, severity):
+    manifest = tmp_path / "pytorchjob.yaml"
+    manifest.write_text(HELM_JOB.replace("{gpus}", gpus))
+    snapshot, report = lint(manifest)
+    (job,) = snapshot.facts["launch"]["jobs"]
+    assert job["ranks_per_node"] == 4 and job["gpus"]["what"] == f"nvidia.com/gpu: {gpus}"
+    assert not [f for f in report.findings if f.rule == "GD003"]
+    assert [str(f.severity) for f in report.findings if f.rule == "GD606"] == ([severity] if severity else [])
+    assert ("GD606" in [u.rule for u in report.unknown]) == ("{{" in gpus)
+    assert snapshot.facts["env_sources"]["NCCL_DEBUG"]["unresolved"] == "Helm template expression"
+
+
 def test_pytorchjob_plain_python_gets_ranks_from_the_operator(tmp_path):
     manifest = tmp_path / "job.yaml"
     manifest.write_text((K8S / "pytorchjob_efa_env_no_device.yaml").read_text().replace(

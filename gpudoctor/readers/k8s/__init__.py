@@ -29,6 +29,10 @@ def read(path: Path, text: str) -> FileFacts:
     from gpudoctor.readers.k8s.scripts import Scripts
 
     documents, error = nodes.compose(text)
+    if error is not None and nodes.TEMPLATE.search(text):
+        rendered, still = nodes.compose_template(text)
+        if still is None:
+            documents, error = rendered, None
     scripts = Scripts(str(path))
     found, manifest = env.EnvReader(text, str(path), scripts), pods.PodReader(str(path), scripts)
     stopped = nodes.walk(documents, [found, manifest])

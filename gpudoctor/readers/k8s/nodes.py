@@ -3,6 +3,7 @@ walked once: every collector (the env reader, the pod reader) is handed each nod
 
 from __future__ import annotations
 
+import re
 from typing import List, Optional, Sequence, Tuple
 
 import yaml
@@ -23,6 +24,38 @@ def compose(text: str) -> Tuple[Documents, Optional[BaseException]]:
     except (yaml.YAMLError, RecursionError) as exc:
         return documents, exc
     return documents, None
+
+
+TEMPLATE = re.compile(r"\{\{.*?\}\}|\{%.*?%\}|\{#.*?#\}")  # Helm/Go and Jinja expressions, tags, comments
+KEPT = re.compile(r"gdtpl(\d+)x")
+
+
+def compose_template(text: str) -> Tuple[Documents, Optional[BaseException]]:
+    """A Helm or Jinja template read as the manifest it renders to: a line that is only template tags
+    (`{{- define … }}`, `{% if … %}`) is left out, and an expression inside a value stays that value's text
+    (`nvidia.com/gpu: {{ .Values.gpus }}`), a value the template's caller decides."""
+    kept: List[str] = []
+
+    def keep(match) -> str:
+        kept.append(match.group(0))
+        return f"gdtpl{len(kept) - 1}x"
+
+    lines = ["" if TEMPLATE.search(line) and not TEMPLATE.sub("", line).strip() else TEMPLATE.sub(keep, line)
+             for line in text.split("\n")]
+    documents, error = compose("\n".join(lines))
+    stack, seen = [node for _, node in documents], set()
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue  # an alias: the node is read once
+        seen.add(id(node))
+        if isinstance(node, yaml.ScalarNode) and "gdtpl" in node.value:
+            node.value = KEPT.sub(lambda match: kept[int(match.group(1))], node.value)
+        elif isinstance(node, yaml.MappingNode):
+            stack += [part for pair in node.value for part in pair]
+        elif isinstance(node, yaml.SequenceNode):
+            stack += node.value
+    return documents, error
 
 
 def scalar(node) -> Optional[str]:
