@@ -209,6 +209,42 @@ def test_the_one_walk_answers_as_the_walks_it_replaces():
     assert events == visits(module)
 
 
+def record_reads(monkeypatch) -> list:
+    """Record each (format, file) the registry reads."""
+    reads = []
+
+    def recorded(fmt):
+        def read(path, text):
+            reads.append((fmt.name, os.path.basename(path)))
+            return fmt.read(path, text)
+        return registry.Format(fmt.name, fmt.detect, read, fmt.in_tree)
+
+    monkeypatch.setattr(registry, "FORMATS", tuple(recorded(fmt) for fmt in registry.FORMATS))
+    return reads
+
+
+@pytest.mark.parametrize("command", ["lint", "env-file"])
+def test_a_script_a_job_starts_is_read_through_the_registry(monkeypatch, tmp_path, command):
+    """A job's script that is not among the files given (`lint job.sbatch`, `check --env-file job.sbatch`) is read
+    by the registry's Python format, once, like a script given itself; `python train` (no suffix) too."""
+    from gpudoctor.gather import files_snapshot
+
+    (tmp_path / "job.sbatch").write_text("#!/bin/bash\n#SBATCH -N 1\nsrun torchrun --nproc_per_node=4 train.py\n"
+                                         "srun python train\n")
+    (tmp_path / "train.py").write_text("import torch.distributed as dist\ndist.init_process_group('nccl')\n")
+    (tmp_path / "train").write_text("import torch\ntorch.cuda.init()\n")
+    monkeypatch.chdir(tmp_path)
+    reads = record_reads(monkeypatch)
+    if command == "lint":
+        snapshot = files_snapshot(["job.sbatch"])
+    else:
+        snapshot = Snapshot(facts={"env": {}}, source={"kind": "live", "paths": []})
+        registry.read_env_files(["job.sbatch"], snapshot)
+    assert sorted(reads) == [("python", "train"), ("python", "train.py"), ("shell", "job.sbatch")]
+    assert [job["script"]["analysed_as"] for job in snapshot.facts["launch"]["jobs"]] == ["train.py", "train"]
+    assert [entry["path"] for entry in snapshot.facts["scripts"]] == ["train.py", "train"]
+
+
 @pytest.mark.parametrize("given", [["."], ["job.sbatch", "train.py"]])
 def test_a_script_a_job_starts_is_parsed_once_when_linted_with_it(monkeypatch, tmp_path, given):
     """`lint DIR` and `lint job.sbatch train.py`: the job file's script is analysed from the script's own read

@@ -18,7 +18,7 @@ Values that depend on the run (`$SLURM_GPUS_ON_NODE`, `$(nvidia-smi -L | wc -l)`
 from __future__ import annotations
 
 import os
-from typing import Any, List, Mapping, Optional
+from typing import List, Optional
 
 from gpudoctor.knowledge import SETS_LOCAL_RANK_ENV
 
@@ -52,10 +52,10 @@ def finish_job(job: dict) -> dict:
     return job
 
 
-def attach_script(job: dict, job_path: str, snapshot, known: Mapping[str, Any]) -> None:
-    """Resolve the job's script relative to the job file and analyse it when it is there (read, never run): from
-    `known` (the files read with the job file, by absolute path) when it is among them."""
-    from gpudoctor.readers.python.script import add_to_snapshot, analyse
+def attach_script(job: dict, job_path: str, snapshot, reads) -> None:
+    """Resolve the job's script relative to the job file and analyse it when it is there (read, never run), read
+    as a Python file through `reads` (registry.Reads: the files read with the job file, each read once)."""
+    from gpudoctor.readers.python.script import add_to_snapshot
 
     script = job.get("script") or {}
     written = script.get("path")
@@ -66,14 +66,10 @@ def attach_script(job: dict, job_path: str, snapshot, known: Mapping[str, Any]) 
         if existing:
             script["analysed_as"] = existing
             return
-        read = getattr(known.get(os.path.abspath(candidate)), "script", None)
-        if read is None and os.path.isfile(candidate):
-            from gpudoctor.files import read_bytes
-
-            try:
-                read = analyse(candidate, read_bytes(candidate))  # bounded like every input
-            except OSError:
-                continue
+        try:
+            read = getattr(reads.read(candidate, "python"), "script", None)
+        except OSError:
+            continue
         if read is not None:
             add_to_snapshot(snapshot, candidate, read)
             script["analysed_as"] = candidate
@@ -145,12 +141,12 @@ def _analysed(snapshot, candidate: str) -> Optional[str]:
     return None
 
 
-def add_to_snapshot(snapshot, jobs: List[dict], pods: List[dict], path: str, known: Mapping[str, Any]) -> None:
-    """Merge one file's jobs and pods into `facts["launch"]`, analysing the scripts the jobs start (`known`: see
+def add_to_snapshot(snapshot, jobs: List[dict], pods: List[dict], path: str, reads) -> None:
+    """Merge one file's jobs and pods into `facts["launch"]`, analysing the scripts the jobs start (`reads`: see
     attach_script)."""
     jobs = [inner for job in jobs for inner in shell_script_jobs(job, path)]
     for job in jobs:
-        attach_script(job, path, snapshot, known)
+        attach_script(job, path, snapshot, reads)
         attach_launcher_config(job, path)
     if jobs or pods:
         launch = snapshot.facts.setdefault("launch", {})

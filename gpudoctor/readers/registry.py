@@ -11,9 +11,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from gpudoctor.files import MAX_BYTES, read_input, read_text, tree_files
+from gpudoctor.files import MAX_BYTES, read_bytes, read_input, read_text, tree_files
 from gpudoctor.readers import dockerfile, dotenv, ds_config, k8s, python, shell
 from gpudoctor.readers.env import KIND, apply
 from gpudoctor.readers.file_facts import PARTS, FileFacts
@@ -60,10 +60,31 @@ def named(name: str) -> Format:
     return next(fmt for fmt in FORMATS if fmt.name == name)
 
 
+class Reads:
+    """The files one command has read, by absolute path and format, each read once: a job's script (`python
+    train.py` in an sbatch file) is read through here, taking the read of a file given with the job file."""
+
+    def __init__(self) -> None:
+        self._facts: Dict[Tuple[str, str], FileFacts] = {}
+
+    def keep(self, path: Path, fmt: Format, facts: FileFacts) -> None:
+        self._facts[(os.path.abspath(path), fmt.name)] = facts
+
+    def read(self, path: str, format_name: str) -> Optional[FileFacts]:
+        """The file's facts as that format reads them (read once, bounded like every input); None when no file is
+        there. OSError when it cannot be read."""
+        key = (os.path.abspath(path), format_name)
+        if key not in self._facts:
+            if not os.path.isfile(path):
+                return None
+            self._facts[key] = named(format_name).read(Path(path), read_bytes(path).decode("utf-8", "replace"))
+        return self._facts[key]
+
+
 def add(snapshot, path: str, facts: FileFacts, parts: Sequence[str] = PARTS, scope: Optional[str] = None,
-        known: Optional[Mapping[str, FileFacts]] = None) -> None:
+        reads: Optional[Reads] = None) -> None:
     """Let the parts of one file's facts join the snapshot (`scope`: the env scope of files given together;
-    `known`: the files read with it, by absolute path, whose analysis a job's script takes instead of a new read)."""
+    `reads`: the files read with it, where a job's script is read)."""
     from gpudoctor.readers.launch import add_to_snapshot as add_launch
     from gpudoctor.readers.python.script import add_to_snapshot as add_script
 
@@ -74,16 +95,16 @@ def add(snapshot, path: str, facts: FileFacts, parts: Sequence[str] = PARTS, sco
     if "ds_config" in parts and facts.ds_config is not None:
         ds_config.add_parsed(snapshot, path, facts.ds_config)
     if "launch" in parts:
-        add_launch(snapshot, facts.jobs, facts.pods, path, known or {})
+        add_launch(snapshot, facts.jobs, facts.pods, path, reads or Reads())
 
 
 def _join(snapshot, path: Path, facts: Optional[FileFacts], part: Optional[str] = None,
-          known: Optional[Mapping[str, FileFacts]] = None) -> None:
+          reads: Optional[Reads] = None) -> None:
     """A file the user named: its facts (`part`: only that part), or why it gave none."""
     if facts is None or part is not None and getattr(facts, part) is None:
         add_input_error(snapshot, str(path), part or "file", "not a file gpudoctor knows how to read")
         return
-    add(snapshot, str(path), facts, (part,) if part else PARTS, known=known)
+    add(snapshot, str(path), facts, (part,) if part else PARTS, reads=reads)
     if facts.note and part is None:
         add_input_error(snapshot, str(path), KIND, facts.note, severity="info")
 
@@ -98,7 +119,7 @@ def read_file(path: Path, snapshot, part: Optional[str] = None, text: Optional[s
     _join(snapshot, path, fmt.read(path, text) if fmt else None, part)
 
 
-def _tree(root: Path) -> List[Tuple[Path, FileFacts]]:
+def _tree(root: Path, reads: Reads) -> List[Tuple[Path, FileFacts]]:
     """Every file under `root` that a reader knows (like ruff, the rest is skipped silently), read."""
     found = []
     for path in tree_files(root):
@@ -113,8 +134,17 @@ def _tree(root: Path) -> List[Tuple[Path, FileFacts]]:
         text = raw.decode("utf-8", "replace")
         fmt = find(path, text)
         if fmt is not None and fmt.in_tree(path):
-            found.append((path, fmt.read(path, text)))
+            found.append((path, _read(reads, path, fmt, text)))
     return found
+
+
+def _read(reads: Reads, path: Path, fmt: Optional[Format], text: str) -> Optional[FileFacts]:
+    """The file's facts as `fmt` reads them, kept in `reads`; None for no format."""
+    if fmt is None:
+        return None
+    facts = fmt.read(path, text)
+    reads.keep(path, fmt, facts)
+    return facts
 
 
 def read_files(names: Sequence[str], snapshot) -> None:
@@ -122,23 +152,20 @@ def read_files(names: Sequence[str], snapshot) -> None:
     before any joins the snapshot, so that a job's script among them is analysed from its own read, never again.
     A folder with no such file is said (info), never passed in silence. InputError for a named file that cannot be
     read."""
-    from gpudoctor.files import read_input
-
+    reads = Reads()
     read: List[Tuple[Path, Optional[FileFacts], bool]] = []  # (path, facts, named by the user)
     for name in names:
         path = Path(name)
         if path.is_dir():
-            read += [(found, facts, False) for found, facts in _tree(path)] or [(path, None, False)]
+            read += [(found, facts, False) for found, facts in _tree(path, reads)] or [(path, None, False)]
             continue
         text = read_input(name, "")
-        fmt = find(path, text)
-        read.append((path, fmt.read(path, text) if fmt else None, True))
-    known = {os.path.abspath(path): facts for path, facts, _ in read if facts is not None}
+        read.append((path, _read(reads, path, find(path, text), text), True))
     for path, facts, given in read:
         if given:
-            _join(snapshot, path, facts, known=known)
+            _join(snapshot, path, facts, reads=reads)
         elif facts is not None:
-            add(snapshot, str(path), facts, known=known)
+            add(snapshot, str(path), facts, reads=reads)
         else:
             add_input_error(snapshot, str(path), "folder", "no job files, training scripts or configs found in "
                             "this folder (hidden folders, virtual environments and caches are skipped)",
@@ -151,16 +178,15 @@ def read_env_files(names: Iterable[str], snapshot) -> None:
     analysed when there). Files given together form one environment, so a variable they set to different values is
     a conflict (GD410). A file of no format that sets variables is read as a .env file. Raises InputError for a
     file that cannot be read."""
-    read = []
+    reads, read = Reads(), []
     for name in names:
         path = Path(name)
         text = read_input(str(name), "env file")
-        fmt = find(path, text)
-        facts = fmt.read(path, text) if fmt else None
+        facts = _read(reads, path, find(path, text), text)
         read.append((str(path), facts if facts is not None and facts.env is not None else dotenv.read(path, text)))
     for path, facts in read:
         add(snapshot, path, facts, ("env",), scope="--env-file")
     for path, facts in read:
-        add(snapshot, path, facts, ("launch",))
+        add(snapshot, path, facts, ("launch",), reads=reads)
     sources = snapshot.source.setdefault("paths", []) if isinstance(snapshot.source, dict) else []
     sources.extend(str(name) for name in names if str(name) not in sources)
