@@ -300,6 +300,25 @@ def test_k8s_documents_before_a_broken_one_are_kept():
     assert result.errors and result.errors[0][1] >= 11
 
 
+# the NCCL settings kept in a ConfigMap of the same file and taken with envFrom or configMapKeyRef
+CONFIG_MAP_ENV = ("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: nccl-env\ndata:\n  NCCL_DEBUG: INFO\n"
+                  "  NCCL_IB_HCA: mlx5\n  bad-key: x\n---\nkind: Job\nspec:\n  template:\n    spec:\n      containers:\n"
+                  "      - name: trainer\n        image: x\n        envFrom:\n        - configMapRef:\n"
+                  "            name: {name}\n          prefix: {prefix}\n        env:\n        - name: NCCL_DEBUG\n"
+                  "          value: WARN\n        - name: HCA\n          valueFrom:\n            configMapKeyRef:\n"
+                  "              name: {name}\n              key: NCCL_IB_HCA\n")
+
+
+def test_k8s_env_from_a_config_map_of_the_same_file():
+    result = k8s.read(CONFIG_MAP_ENV.format(name="nccl-env", prefix='""'), "job.yaml")
+    # env entries override envFrom; a key that is not a variable name is skipped, as the kubelet does
+    assert found(result) == {"NCCL_DEBUG": ("WARN", 22), "NCCL_IB_HCA": ("mlx5", 7), "HCA": ("mlx5", 24)}
+    result = k8s.read(CONFIG_MAP_ENV.format(name="nccl-env", prefix="TRAIN_"), "job.yaml")
+    assert found(result)["TRAIN_NCCL_IB_HCA"] == ("mlx5", 7)
+    result = k8s.read(CONFIG_MAP_ENV.format(name="elsewhere", prefix='""'), "job.yaml")  # not in the file: unknown
+    assert found(result) == {"NCCL_DEBUG": ("WARN", 22), "HCA": ("?<configMapKeyRef>", 24)}
+
+
 def test_helm_templates_are_recognised():
     text = "apiVersion: v1\nkind: Pod\nspec:\n  containers:\n  - name: a\n    env:\n    {{- range .Values.env }}\n"
     result = k8s.read(text, "templates/pod.yaml")

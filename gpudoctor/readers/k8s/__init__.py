@@ -34,7 +34,8 @@ def read(path: Path, text: str) -> FileFacts:
         if still is None:
             documents, error = rendered, None
     scripts = Scripts(str(path))
-    found, manifest = env.EnvReader(text, str(path), scripts), pods.PodReader(str(path), scripts)
+    found, manifest = env.EnvReader(text, str(path), scripts, nodes.config_maps(documents)), \
+        pods.PodReader(str(path), scripts)
     stopped = nodes.walk(documents, [found, manifest])
     found.parse_error(error or stopped)  # the pod reader keeps what it found before
     return FileFacts(env=found.result, jobs=manifest.jobs, pods=manifest.pods)

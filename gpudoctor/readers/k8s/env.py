@@ -3,7 +3,8 @@ container `env:` lists, multi-document) and Docker Compose files (`services.*.en
 
 Parsed with PyYAML's safe composer, so every value keeps its line. Per container (its own scope):
 `env: [{name, value}]` (a missing value is ""; `$(VAR)` refers to an earlier entry of the same list and is
-resolved, `$$` escapes it), `valueFrom` (unknown value), unquoted numbers/booleans (the API server rejects
+resolved, `$$` escapes it), `envFrom`/`configMapKeyRef` of a ConfigMap in the same file (its data; `env` wins),
+other `valueFrom` (unknown value), unquoted numbers/booleans (the API server rejects
 them: reported with the line), and `bash -c` scripts in `command`/`args`, read with the shell reader
 (`export`, `mpirun -x`, ...). Megatron/NeMo tensor-parallel flags in `command`/`args` become GD408 evidence.
 """
@@ -27,8 +28,9 @@ DEPENDENT = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 class EnvReader(nodes.Collector):
     """The env of every container, collected from the file's one walk (nodes.walk)."""
 
-    def __init__(self, text: str, path: str, scripts: Optional[Scripts] = None):
+    def __init__(self, text: str, path: str, scripts: Optional[Scripts] = None, config_maps: Optional[dict] = None):
         self.text = text
+        self.config_maps = config_maps or {}  # the file's ConfigMaps: {name: {key: (value, line)}}
         self.path = path
         self.scripts = scripts or Scripts(path)
         self.result = ReadResult()
@@ -62,10 +64,30 @@ class EnvReader(nodes.Collector):
         context = f"{where} of {label}" + (f" ({role})" if role else "")
         container_scope = f"{scope}:{'.'.join(trail)}:{name or ''}"
         known = {}
+        if "envFrom" in fields and isinstance(fields["envFrom"][1], yaml.SequenceNode):
+            for item in fields["envFrom"][1].value:  # first: `env` entries override what envFrom gives
+                self.env_from(item, known, container_scope, context)
         if "env" in fields and isinstance(fields["env"][1], yaml.SequenceNode):
             for item in fields["env"][1].value:
                 self.env_entry(item, known, container_scope, context)
         self.command(fields, container_scope, context)
+
+    def config_map(self, ref) -> Tuple[Optional[str], Optional[dict]]:
+        """(name, data) of the ConfigMap a `configMapRef`/`configMapKeyRef` names, data None when not in the file."""
+        name = nodes.scalar(nodes.mapping(ref).get("name", (None, None))[1])
+        return name, self.config_maps.get(name)
+
+    def env_from(self, item, known: dict, scope: str, context: str) -> None:
+        """`envFrom: [{configMapRef: {name}, prefix}]`: each key of that ConfigMap (when it is in the file) whose
+        name, prefixed, is a valid variable (the kubelet skips the others)."""
+        entry = nodes.mapping(item)
+        name, data = self.config_map(entry["configMapRef"][1]) if "configMapRef" in entry else (None, None)
+        prefix = nodes.scalar(entry["prefix"][1]) or "" if "prefix" in entry else ""
+        for key, (value, line) in (data or {}).items():
+            if is_env_name(prefix + key):
+                self.result.assignments.append(Assignment(prefix + key, value, self.path, line, None, scope=scope,
+                                                          context=f"{context}, from ConfigMap {name} (envFrom)"))
+                known[prefix + key] = value
 
     def env_entry(self, item, known: dict, scope: str, context: str) -> None:
         entry = nodes.mapping(item)
@@ -82,6 +104,15 @@ class EnvReader(nodes.Collector):
         if "valueFrom" in entry:
             source = nodes.mapping(entry["valueFrom"][1])
             how = next(iter(source), "valueFrom")
+            if how == "configMapKeyRef":
+                map_name, data = self.config_map(source[how][1])
+                key = nodes.scalar(nodes.mapping(source[how][1]).get("key", (None, None))[1])
+                if data is not None and key in data:
+                    self.result.assignments.append(Assignment(
+                        name, data[key][0], self.path, line, None, scope=scope,
+                        context=f"{context}, key {key} of ConfigMap {map_name}"))
+                    known[name] = data[key][0]
+                    return
             self.result.assignments.append(Assignment(
                 name, f"<{how}>", self.path, line, f"valueFrom: {how} (known only when the pod starts)",
                 scope=scope, context=context))
@@ -174,7 +205,7 @@ class EnvReader(nodes.Collector):
 def read(text: str, path: str) -> ReadResult:
     """The env of every container of a YAML text, alone (a file's reader walks it once with the pod reader too)."""
     documents, error = nodes.compose(text)
-    reader = EnvReader(text, path)
+    reader = EnvReader(text, path, config_maps=nodes.config_maps(documents))
     stopped = nodes.walk(documents, [reader])
     reader.parse_error(error or stopped)
     return reader.result

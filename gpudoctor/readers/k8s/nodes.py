@@ -58,6 +58,18 @@ def compose_template(text: str) -> Tuple[Documents, Optional[BaseException]]:
     return documents, error
 
 
+def config_maps(documents: Documents) -> dict:
+    """{name: {key: (value, line)}} of the file's ConfigMaps, for the containers that take their env from them."""
+    found = {}
+    for _, document in documents:
+        top = mapping(document)
+        if "kind" in top and scalar(top["kind"][1]) == "ConfigMap" and "data" in top:
+            name = scalar(mapping(top["metadata"][1] if "metadata" in top else None).get("name", (None, None))[1])
+            found[name] = {key: (scalar(value), line(value)) for key, (_, value) in mapping(top["data"][1]).items()
+                           if scalar(value) is not None}
+    return found
+
+
 def scalar(node) -> Optional[str]:
     return node.value if isinstance(node, yaml.ScalarNode) else None
 
