@@ -148,7 +148,8 @@ def gpu_memory_bytes(gpu: dict) -> Optional[int]:
 
 def wheel_archs(torch_version: str, cuda: str) -> Optional[dict]:
     """The `[[wheel]]` row of the official x86_64 wheel for this torch release and CUDA (`archs`: SASS, `ptx`,
-    `status`, `source`), if the table has one. Only a `status = "verified"` row may decide a rule."""
+    `status`, `source`), if the table has one. Only what a row's sources verify may decide a rule: all of a
+    `status = "verified"` row, else the cells its `verified` names."""
     release, wanted = version(major_minor(torch_version)), major_minor(cuda)
     if release is None or wanted is None:
         return None

@@ -69,7 +69,22 @@ def test_an_rtx_5090_passes_on_the_cu128_wheel_of_torch_27_from_the_table():
     assert not outcome.findings and not outcome.unknown and outcome.passed
 
 
-def test_ptx_is_only_ever_the_last_arch_of_a_row():
-    # TORCH_CUDA_ARCH_LIST's `+PTX` suffix embeds PTX for the arch it follows, the last one in every build script
-    for row in table("torch_wheels")["wheel"]:
-        assert row["ptx"] in ([], row["archs"][-1:]), row
+
+def _gd104_facts(torch: str, cuda: str, gpu: dict):
+    facts = {"torch": {"version": torch, "status": "ok", "cuda": cuda, "cuda_available": True},
+             "nvml": {"driver_version": "580.65.06", "status": "ok", "gpus": [{"index": 0, **gpu}]}}
+    return evaluate(Snapshot(facts=facts), GD104)
+
+
+def test_a_row_whose_ptx_is_in_doubt_decides_through_its_sass_alone():
+    row = wheel_archs("2.13.0+cu130", "13.0")
+    assert row["status"] == "partly verified" and row["verified"] == ["archs"] and row["ptx"] == ["12.0"]
+    runs = _gd104_facts("2.13.0+cu130", "13.0", {"name": "NVIDIA GeForce RTX 5090"})  # sm_120 SASS
+    assert runs.passed and not runs.unknown
+    (too_old,) = _gd104_facts("2.13.0+cu130", "13.0", {"name": "Tesla V100-SXM2-32GB"}).findings  # no PTX helps
+    assert too_old.evidence["cc"] == "7.0" and "compute_120" not in too_old.evidence["arch_list"]
+    # a GPU of a major newer than 12 would run only through the PTX whose presence is disputed
+    (unknown,) = _gd104_facts("2.13.0+cu130", "13.0", {"name": "a future GPU", "cc": "13.0"}).unknown
+    assert unknown.missing == "torch.arch_list" and "disputed" in unknown.reason
+    # where the sources verify the PTX too, the same GPU runs
+    assert _gd104_facts("2.7.0+cu128", "12.8", {"name": "a future GPU", "cc": "13.0"}).passed

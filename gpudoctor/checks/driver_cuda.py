@@ -253,10 +253,12 @@ def _runs(cc: str, archs: list) -> bool:
 
 
 def _arch_list(facts, runtime: str) -> tuple:
-    """(arch list, how we know it): reported by torch, else the official wheel's list for its release."""
+    """(arch list, how we know it, archs in doubt): reported by torch, else the official wheel's list for its
+    release. A table row decides only through the cells its sources verify: a row whose `verified` names its SASS
+    `archs` alone leaves its PTX in doubt, for the caller to treat as unknown."""
     reported = facts.get("torch.arch_list", None)
     if reported:
-        return list(reported), "torch.cuda.get_arch_list()"
+        return list(reported), "torch.cuda.get_arch_list()", []
     torch_version = facts.get("torch.version")
     if "+cu" not in torch_version:
         raise MissingFact("torch.arch_list")
@@ -264,11 +266,14 @@ def _arch_list(facts, runtime: str) -> tuple:
     if row is None:
         raise MissingFact("torch.arch_list")
     wheel = f"the official torch {major_minor(torch_version)} {wheel_tag(runtime)} wheel"
-    if row.get("status") != "verified":
-        raise MissingFact("torch.arch_list", f"the arch list of {wheel} is {row.get('status', 'unverified')} in "
-                                             "gpudoctor's table; torch.cuda.get_arch_list() would tell")
-    archs = [f"sm_{a.replace('.', '')}" for a in row["archs"]] + [f"compute_{a.replace('.', '')}" for a in row["ptx"]]
-    return archs, wheel
+    sass = [f"sm_{a.replace('.', '')}" for a in row["archs"]]
+    ptx = [f"compute_{a.replace('.', '')}" for a in row["ptx"]]
+    if row.get("status") == "verified":
+        return sass + ptx, wheel, []
+    if "archs" in row.get("verified", []):
+        return sass, wheel, ptx
+    raise MissingFact("torch.arch_list", f"the arch list of {wheel} is {row.get('status', 'unverified')} in "
+                                         "gpudoctor's table; torch.cuda.get_arch_list() would tell")
 
 
 def gpu_arch_not_in_torch_in_log(facts, rule):
@@ -314,7 +319,7 @@ def gpu_arch_not_in_torch(facts, rule):
     gpus = job.devices
     if not gpus:
         return
-    archs, known_from = _arch_list(facts, runtime)
+    archs, known_from, in_doubt = _arch_list(facts, runtime)
     seen = set()
     for gpu in gpus:
         cc = gpu_cc(gpu)
@@ -322,6 +327,11 @@ def gpu_arch_not_in_torch(facts, rule):
             raise MissingFact("nvml.gpus.cc")
         if cc in seen or _runs(cc, archs):
             continue
+        if _runs(cc, in_doubt):
+            raise MissingFact("torch.arch_list", f"{gpu.get('name', 'this GPU')} (compute capability {cc}) runs on "
+                                                 f"{known_from} only through PTX ({' '.join(in_doubt)}), and whether "
+                                                 "its release carries that PTX is disputed in gpudoctor's table; "
+                                                 "torch.cuda.get_arch_list() would tell")
         seen.add(cc)
         sm = "sm_" + cc.replace(".", "")
         yield rule.finding(
