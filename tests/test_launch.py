@@ -381,6 +381,19 @@ def test_accelerate_without_its_config_file_or_with_the_count_on_the_command_lin
     assert snapshot.facts["launch"]["jobs"][0]["ranks_per_node"] == 2 and "GD606" in report.passed
 
 
+@pytest.mark.parametrize("hostfile,ranks", [("worker-0 slots=8\nworker-1 slots=8\n", 8),
+                                             ("# two nodes\nworker-0 slots=4\nworker-1 slots=4\n", 4),
+                                             ("worker-0 slots=8\nworker-1 slots=4\n", None)])
+def test_deepspeed_reads_the_slots_of_its_hostfile(tmp_path, hostfile, ranks):
+    (tmp_path / "hostfile").write_text(hostfile)
+    job = tmp_path / "train.sbatch"
+    job.write_text("#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --gpus-per-node=8\n"
+                   "deepspeed --hostfile=hostfile train.py --deepspeed ds.json\n")
+    snapshot, report = lint(job)
+    assert snapshot.facts["launch"]["jobs"][0]["ranks_per_node"] == ranks
+    assert [str(f.severity) for f in report.findings if f.rule == "GD606"] == (["warning"] if ranks == 4 else [])
+
+
 def test_ranks_that_depend_on_the_run_leave_gd606_unknown(tmp_path):
     job = tmp_path / "job.sbatch"
     job.write_text("#!/bin/bash\n#SBATCH --nodes=4\n#SBATCH --gres=gpu:4\n"

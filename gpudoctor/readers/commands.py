@@ -299,6 +299,9 @@ def _deepspeed(words: Sequence[Word], index: int, line: int) -> Tuple[dict, Opti
     chosen = next((o for o in ("--include", "--exclude", "--hostfile") if o in options), None)
     if chosen and "--num-gpus" not in options:
         entry.update(ranks_per_node=None, source=f"{chosen} (the hosts and GPUs come from it)")
+        if chosen == "--hostfile" and not {"--include", "--exclude"} & set(options) and options[chosen] \
+                and options[chosen][1]:
+            entry["config_file"] = options[chosen][0]  # its slots, read where the file is there (readers/launch.py)
     _hidden(entry, words, index, options, "--num_gpus")
     if "--no-local-rank" not in options:
         entry["passes_local_rank"] = True  # `--local_rank=N`

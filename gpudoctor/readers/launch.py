@@ -114,17 +114,19 @@ def shell_script_jobs(job: dict, job_path: str, depth: int = 0) -> List[dict]:
 
 
 def attach_launcher_config(job: dict, job_path: str) -> None:
-    """`accelerate launch --config_file cfg.yaml`: the ranks per node the config says, where the file is there."""
+    """`accelerate launch --config_file cfg.yaml`, `deepspeed --hostfile hosts`: the ranks per node the file says,
+    where it is there."""
     from gpudoctor.files import read_bytes
-    from gpudoctor.readers.accelerate_config import ranks_per_node
+    from gpudoctor.readers import launcher_files
 
     for entry in job.get("launchers", []):
         written = entry.get("config_file")
         if not written or entry.get("ranks_per_node") is not None or entry.get("unresolved"):
             continue
+        reader = launcher_files.deepspeed_ranks if entry["name"] == "deepspeed" else launcher_files.accelerate_ranks
         for candidate in _candidates(job_path, written):
             try:
-                said = ranks_per_node(read_bytes(candidate).decode("utf-8", "replace"), written)
+                said = reader(read_bytes(candidate).decode("utf-8", "replace"), written)
             except OSError:
                 continue
             if said is not None:
