@@ -88,12 +88,62 @@ def test_no_import_runs_up_a_floor():
     assert offenders == []
 
 
+def circles(graph: dict) -> list:
+    """The groups of modules that import each other, directly or through others (Tarjan's strongly connected
+    components of more than one module)."""
+    index, low, stack, found = {}, {}, [], []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for target in sorted(graph[module]):
+            if target not in index:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
+            group = stack[stack.index(module):]
+            del stack[stack.index(module):]
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return found
+
+
+def test_no_two_modules_import_each_other():
+    """Within a floor too (readers/launch.py ↔ readers/shell/jobs.py once): no circle of imports, those inside
+    functions included. A package's face loading its own members (probes/__init__.py's list of probes) is not one."""
+    graph = {name: {target for target in imported_modules(PATHS[name])
+                    if target != name and not (PATHS[name].name == "__init__.py" and inside(target, name))}
+             for name in MODULES}
+    assert circles(graph) == []
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
 def test_the_architecture_document_places_every_part():
+    """Every part and package, every reader and report parser, and every data file of rules/ (a new one is placed
+    the day it is added)."""
     text = (ROOT / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
     parts = {part(name) for name in MODULES} - {""}
     missing = [name for name in sorted(parts)
                if f"gpudoctor/{name}/" not in text and f"gpudoctor/{name}.py" not in text]
+    packages = [path.parent.relative_to(PACKAGE).as_posix() + "/" for path in PACKAGE.rglob("*/__init__.py")]
+    sources = [path.relative_to(PACKAGE).as_posix() for folder in ("readers", "ingest")
+               for path in (PACKAGE / folder).rglob("*.py") if path.name != "__init__.py"]
+    data = [path.relative_to(ROOT).as_posix() for path in (ROOT / "rules").glob("*.toml")]
+    missing += [name for name in sorted(packages + data) if name not in text]
+    missing += [name for name in sorted(sources) if not placed(name, text)]
     assert missing == []
+
+
+def placed(module: str, text: str) -> bool:
+    """`readers/python/tree.py` is placed by its path, or by `tree.py` on a line of `readers/python/`."""
+    folder, _, name = module.rpartition("/")
+    return module in text or any(f"`{folder}/`" in line and f"`{name}`" in line for line in text.splitlines())
 
 
 def test_the_scan_sees_imports():

@@ -315,7 +315,7 @@ def _accelerate(words: Sequence[Word], index: int, line: int) -> Tuple[dict, Opt
                          "its config file (not read)")
     config = options.get("--config-file")
     if config is not None and config[1] and "--num-processes" not in options:
-        entry["config_file"] = config[0]  # its num_processes, read where the file is there (readers/launch.py)
+        entry["config_file"] = config[0]  # its num_processes, read where the file is there (readers/follow.py)
     machines, machines_unknown = _count(options.get("--num-machines"))
     _nodes(entry, options.get("--num-machines"), "--num_machines")
     _rendezvous(entry, options, ("--main-process-ip",), ("--machine-rank",))

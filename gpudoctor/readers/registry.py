@@ -85,7 +85,7 @@ def add(snapshot, path: str, facts: FileFacts, parts: Sequence[str] = PARTS, sco
         reads: Optional[Reads] = None) -> None:
     """Let the parts of one file's facts join the snapshot (`scope`: the env scope of files given together;
     `reads`: the files read with it, where a job's script is read)."""
-    from gpudoctor.readers.launch import add_to_snapshot as add_launch
+    from gpudoctor.readers.follow import add_to_snapshot as add_launch
     from gpudoctor.readers.python.script import add_to_snapshot as add_script
 
     if "env" in parts and facts.env is not None:

@@ -109,7 +109,7 @@ class LaunchWalker(reader.Walker):
     def inner_script(self, words, resolved, conditional, outer, line, depth) -> None:
         """A shell started by the command, under the launchers before it: `srun bash -c "torchrun … train.py"`
         (`sh -xeuc '…'` too) is read in place; `srun bash run.sh` or `srun ./run.sh` becomes a job whose script is
-        that shell script, whose own jobs readers/launch.py reads where the file is there."""
+        that shell script, whose own jobs readers/follow.py reads where the file is there."""
         for index, (value, reason) in enumerate(resolved):
             shell = reason is None and value.rsplit("/", 1)[-1] in SHELLS
             if not (shell or reason is None and value.endswith(".sh")) or depth >= 3:
