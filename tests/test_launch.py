@@ -126,6 +126,26 @@ def lint(*paths):
     return snapshot, evaluate(snapshot, LINT_RULES)
 
 
+def gd606(report):
+    """The severity of GD606's one finding, None where it has none."""
+    found = [str(f.severity) for f in report.findings if f.rule == "GD606"]
+    assert len(found) <= 1, found
+    return found[0] if found else None
+
+
+def written_job(tmp_path, name: str, text: str):
+    """The one job of a job file written from `text`, and the report of linting it."""
+    (tmp_path / name).write_text(text)
+    return one_job(tmp_path / name)
+
+
+def one_job(path):
+    """The one job a job file starts, and the report of linting it."""
+    snapshot, report = lint(path)
+    (job,) = snapshot.facts["launch"]["jobs"]
+    return job, report
+
+
 def job_findings(tmp_path, name: str, body: str, rule: str) -> list:
     """The findings of one rule on a job file written from `body`."""
     job = tmp_path / name
@@ -273,13 +293,11 @@ def test_srun_without_torchrun_needs_the_script_to_map_slurm_ranks(tmp_path):
 
 
 def test_nested_bash_c_under_srun(tmp_path):
-    job = tmp_path / "job.sbatch"
-    job.write_text('#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=1\n#SBATCH --gres=gpu:4\n'
-                   'srun bash -c "torchrun --nnodes=2 --nproc_per_node=8 train.py"\n')
-    snapshot, report = lint(job)
-    (job_fact,) = snapshot.facts["launch"]["jobs"]
+    job_fact, report = written_job(tmp_path, "job.sbatch",
+                                   '#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=1\n#SBATCH --gres=gpu:4\n'
+                                   'srun bash -c "torchrun --nnodes=2 --nproc_per_node=8 train.py"\n')
     assert [e["name"] for e in job_fact["launchers"]] == ["srun", "torchrun"] and job_fact["ranks_per_node"] == 8
-    assert [(f.rule, str(f.severity)) for f in report.findings if f.rule == "GD606"] == [("GD606", "error")]
+    assert gd606(report) == "error"
 
 
 # the launcher kept in variables and started as `srun $CMD` (huggingface/accelerate examples/slurm/submit_multinode.sh)
@@ -292,14 +310,11 @@ LAUNCHER_IN_VARIABLES = ('#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --ntasks-per-n
 
 @pytest.mark.parametrize("procs,severity", [(8, None), (16, "error")])
 def test_a_launcher_kept_in_variables_is_read(tmp_path, procs, severity):
-    job = tmp_path / "job.sbatch"
-    job.write_text(LAUNCHER_IN_VARIABLES.format(procs=procs))
-    snapshot, report = lint(job)
-    (job_fact,) = snapshot.facts["launch"]["jobs"]
+    job_fact, report = written_job(tmp_path, "job.sbatch", LAUNCHER_IN_VARIABLES.format(procs=procs))
     assert [e["name"] for e in job_fact["launchers"]] == ["srun", "accelerate"]
     assert job_fact["script"]["path"] == "train.py" and job_fact["script"]["args"] == ["--mixed_precision", "fp16"]
     assert "rendezvous" not in job_fact["launchers"][1]  # `$head_node_ip`: known only at run time
-    assert [str(f.severity) for f in report.findings if f.rule == "GD606"] == ([severity] if severity else [])
+    assert gd606(report) == severity
     assert ("GD606" in report.passed) == (severity is None)
 
 
@@ -324,14 +339,11 @@ ARRAY_OPTIONS = ("#!/bin/bash\n#SBATCH --gres=gpu:{gpus}\nGPUS_PER_NODE=8\nDISTR
 
 @pytest.mark.parametrize("gpus,severity", [(8, None), (4, "error")])
 def test_launcher_options_in_a_bash_array_are_read(tmp_path, gpus, severity):
-    job = tmp_path / "train.sbatch"
-    job.write_text(ARRAY_OPTIONS.format(gpus=gpus))
-    snapshot, report = lint(job)
-    (job_fact,) = snapshot.facts["launch"]["jobs"]
+    job_fact, report = written_job(tmp_path, "train.sbatch", ARRAY_OPTIONS.format(gpus=gpus))
     assert job_fact["ranks_per_node"] == 8 and job_fact["launchers"][0]["nodes"]["count"] == 1
     assert job_fact["script"]["path"] == "pretrain_gpt.py"
     assert job_fact["script"]["args"] == ["--tensor-model-parallel-size", "8"]
-    assert [str(f.severity) for f in report.findings if f.rule == "GD606"] == ([severity] if severity else [])
+    assert gd606(report) == severity
 
 
 @pytest.mark.parametrize("body,unresolved", [
@@ -341,10 +353,7 @@ def test_launcher_options_in_a_bash_array_are_read(tmp_path, gpus, severity):
     ('NGPU=${NGPU:-"8"}\ntorchrun --nproc_per_node=${NGPU} -m torchtitan.train\n', "${NGPU}"),
 ])
 def test_a_count_the_caller_or_another_file_sets_is_unknown(tmp_path, body, unresolved):
-    job = tmp_path / "run.sbatch"
-    job.write_text("#!/bin/bash\n#SBATCH --gres=gpu:8\n" + body)
-    snapshot, report = lint(job)
-    (job_fact,) = snapshot.facts["launch"]["jobs"]
+    job_fact, report = written_job(tmp_path, "run.sbatch", "#!/bin/bash\n#SBATCH --gres=gpu:8\n" + body)
     assert job_fact["ranks_per_node"] is None and job_fact["launchers"][0]["unresolved"] == unresolved
     assert [u.rule for u in report.unknown if u.rule == "GD606"] == ["GD606"]
 
@@ -360,13 +369,10 @@ def test_a_count_the_caller_or_another_file_sets_is_unknown(tmp_path, body, unre
 def test_accelerate_reads_the_processes_of_its_config_file(tmp_path, config, ranks, severity):
     (tmp_path / "configs").mkdir()
     (tmp_path / "configs" / "fsdp_config.yaml").write_text(config)
-    job = tmp_path / "train.sh"
-    job.write_text("#!/bin/bash\nCUDA_VISIBLE_DEVICES=0,1 accelerate launch \\\n"
+    job_fact, report = written_job(tmp_path, "train.sh", "#!/bin/bash\nCUDA_VISIBLE_DEVICES=0,1 accelerate launch \\\n"
                    "    --config_file configs/fsdp_config.yaml \\\n    src/train.py sft.yaml\n")
-    snapshot, report = lint(job)
-    (job_fact,) = snapshot.facts["launch"]["jobs"]
     assert job_fact["ranks_per_node"] == ranks and "in configs/fsdp_config.yaml" in job_fact["ranks_what"]
-    assert [str(f.severity) for f in report.findings if f.rule == "GD606"] == ([severity] if severity else [])
+    assert gd606(report) == severity
 
 
 def test_accelerate_without_its_config_file_or_with_the_count_on_the_command_line(tmp_path):
@@ -391,7 +397,7 @@ def test_deepspeed_reads_the_slots_of_its_hostfile(tmp_path, hostfile, ranks):
                    "deepspeed --hostfile=hostfile train.py --deepspeed ds.json\n")
     snapshot, report = lint(job)
     assert snapshot.facts["launch"]["jobs"][0]["ranks_per_node"] == ranks
-    assert [str(f.severity) for f in report.findings if f.rule == "GD606"] == (["warning"] if ranks == 4 else [])
+    assert gd606(report) == ("warning" if ranks == 4 else None)
 
 
 def test_ranks_that_depend_on_the_run_leave_gd606_unknown(tmp_path):
@@ -410,13 +416,12 @@ def test_ranks_that_depend_on_the_run_leave_gd606_unknown(tmp_path):
 # (He-Wenhao/ML-LinearSpace script/submit.sh and script/torchrun_script.sh)
 @pytest.mark.parametrize("tasks,gpus,severity", [("4", "--gpus-per-task=1", "error"), ("1", "--gpus-per-node=4", None)])
 def test_the_jobs_of_a_shell_script_srun_starts(tmp_path, tasks, gpus, severity):
-    (tmp_path / "submit.sh").write_text(f"#!/bin/bash\n#SBATCH -N 5\n#SBATCH --ntasks-per-node={tasks}\n#SBATCH {gpus}\n"
-                                        "module load pytorch\nsrun --nodes=5 bash torchrun_script.sh\n")
+    (tmp_path / "submit.sh").write_text(f"#!/bin/bash\n#SBATCH -N 5\n#SBATCH --ntasks-per-node={tasks}\n"
+                                        f"#SBATCH {gpus}\nmodule load pytorch\nsrun --nodes=5 bash torchrun_script.sh\n")
     (tmp_path / "torchrun_script.sh").write_text(
         "export MASTER_ADDR=$(scontrol show hostname ${SLURM_NODELIST} | head -n 1)\n"
         "torchrun --nnodes=5 --nproc_per_node=4 --rdzv_endpoint=$MASTER_ADDR:29400 train.py\n")
-    snapshot, report = lint(tmp_path / "submit.sh")
-    (job,) = snapshot.facts["launch"]["jobs"]
+    job, report = one_job(tmp_path / "submit.sh")
     assert [e["name"] for e in job["launchers"]] == ["srun", "torchrun"] and job["gpus"]["count"] == 4
     assert job["path"].endswith("torchrun_script.sh") and "submit.sh:6" in job["context"]
     findings = [f for f in report.findings if f.rule == "GD606"]
@@ -493,12 +498,9 @@ GPU_ANCHOR = ("x-common:\n  gpu: &gpu\n    deploy:\n      resources:\n        re
                                                     ("device_ids: ['0', '1']", 2, None),
                                                     ("device_ids: ['1']", 2, "error")])
 def test_compose_gpus_from_a_merged_anchor_or_device_ids(tmp_path, devices, ranks, severity):
-    compose = tmp_path / "compose.yaml"
-    compose.write_text(GPU_ANCHOR.format(devices=devices, ranks=ranks))
-    snapshot, report = lint(compose)
-    (job,) = snapshot.facts["launch"]["jobs"]
+    job, report = written_job(tmp_path, "compose.yaml", GPU_ANCHOR.format(devices=devices, ranks=ranks))
     assert job["gpus"]["what"] == devices.replace("'", "")
-    assert [str(f.severity) for f in report.findings if f.rule == "GD606"] == ([severity] if severity else [])
+    assert gd606(report) == severity
 
 
 # an unrendered Helm chart template (the kubeflow-template chart's pytorch-job define) and a Jinja one
@@ -521,18 +523,15 @@ def test_a_chart_template_is_read_as_the_manifest_it_renders(tmp_path, gpus, sev
     (job,) = snapshot.facts["launch"]["jobs"]
     assert job["ranks_per_node"] == 4 and job["gpus"]["what"] == f"nvidia.com/gpu: {gpus}"
     assert not [f for f in report.findings if f.rule == "GD003"]
-    assert [str(f.severity) for f in report.findings if f.rule == "GD606"] == ([severity] if severity else [])
+    assert gd606(report) == severity
     assert ("GD606" in [u.rule for u in report.unknown]) == ("{{" in gpus)
     assert snapshot.facts["env_sources"]["NCCL_DEBUG"]["unresolved"] == "Helm template expression"
 
 
 def test_pytorchjob_plain_python_gets_ranks_from_the_operator(tmp_path):
-    manifest = tmp_path / "job.yaml"
-    manifest.write_text((K8S / "pytorchjob_efa_env_no_device.yaml").read_text().replace(
+    job, report = written_job(tmp_path, "job.yaml", (K8S / "pytorchjob_efa_env_no_device.yaml").read_text().replace(
         "- torchrun\n                - --nproc_per_node=8\n                - --nnodes=2\n", "- python\n"))
     (tmp_path / "train.py").write_text((LAUNCH / "train_ddp.py").read_text())
-    snapshot, report = lint(manifest)
-    (job,) = snapshot.facts["launch"]["jobs"]
     assert [e["name"] for e in job["launchers"]] == ["training-operator", "python"] and job["sets_rank_env"]
     assert not [f for f in report.findings if f.rule == "GD604"]
 
@@ -678,11 +677,8 @@ def test_a_one_process_step_is_not_a_training_job_missing_ranks(tmp_path):
 
 def test_a_count_with_a_shell_default_is_not_judged(tmp_path):
     """`--nproc_per_node=${GPUS_PER_NODE:-8}`: the container or caller may set GPUS_PER_NODE."""
-    script = tmp_path / "run.sh"
-    script.write_text("#!/bin/bash\nexport CUDA_VISIBLE_DEVICES=0,1,2,3\n"
+    job, report = written_job(tmp_path, "run.sh", "#!/bin/bash\nexport CUDA_VISIBLE_DEVICES=0,1,2,3\n"
                       "torchrun --nproc_per_node=${GPUS_PER_NODE:-8} train.py\n")
-    snapshot, report = lint(script)
-    (job,) = snapshot.facts["launch"]["jobs"]
     assert job["ranks_per_node"] is None and not [f for f in report.findings if f.rule == "GD606"]
 
 
