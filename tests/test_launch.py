@@ -62,6 +62,12 @@ def chain(line: str):
     ("nsys profile --trace=cuda,nvtx --force-overwrite true -o rep torchrun --nproc_per_node=4 train.py",
      [("torchrun", 4)], "train.py"),
     ("conda run -n train --no-capture-output python train.py", [("python", 1)], "train.py"),
+    # Cray PALS mpiexec on ALCF Polaris (oumi-ai/oumi scripts/polaris/jobs) and Cray ALPS aprun
+    # (argonne-lcf/dlio_ml_workloads cosmoflow job-scripts)
+    ("mpiexec --np 8 --ppn 4 --depth 16 --cpu-bind depth --env OMP_NUM_THREADS=1 python train.py",
+     [("mpirun", 4), ("python", 1)], "train.py"),
+    ("aprun -n 512 -N 4 -d 8 -cc depth python train.py configs/test_polaris.yaml", [("mpirun", 4), ("python", 1)],
+     "train.py"),
     # srun's --label is a flag, --kill-on-bad-exit takes its value only after `=`
     ("srun --label --kill-on-bad-exit python -u train.py", [("srun", None), ("python", 1)], "train.py"),
     ("apptainer exec --nv image.sif torchrun --nproc_per_node 4 train.py", [("torchrun", 4)], "train.py"),
@@ -246,6 +252,12 @@ def test_every_value_has_its_file_and_line():
     assert job["launchers"][1]["line"] == 11  # `--nproc_per_node 8` is on the command's third line
     assert job["script"] == {"path": "train_ddp.py", "line": 9, "analysed_as": str(LAUNCH / "train_ddp.py"),
                              "args": [], "args_known": True}
+
+
+def test_pals_mpiexec_env_reaches_the_ranks():
+    env, _ = read_script("mpiexec -n 8 --ppn 4 --env NCCL_DEBUG=INFO --envall python train.py\n", "run.sh")
+    (item,) = env.assignments
+    assert (item.name, item.value, item.context) == ("NCCL_DEBUG", "INFO", "passed by `--env`")
 
 
 def test_run_dependent_values_stay_unknown(tmp_path):

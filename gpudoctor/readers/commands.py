@@ -31,7 +31,10 @@ SRUN_VALUES = {"-n", "-N", "-c", "-p", "-w", "-t", "-J", "-o", "-e", "-A", "-q",
                "--distribution", "--exclude", "--constraint", "--dependency",
                "--container-name", "--container-env", "--network", "--reservation", "--signal",
                "--cpus-per-gpu", "--gpu-bind", "--chdir", "--comment", "--wait"}
-MPI_VALUES = {"-np", "-n", "-c", "-N", "-npernode", "--npernode", "-x", "-H", "--host", "-host", "--hostfile",
+# Open MPI, MPICH (hydra) and Cray/HPE PALS (`mpiexec --ppn 4 --depth 16 --cpu-bind depth`, ALCF Polaris) and
+# Cray ALPS `aprun -n 8 -N 4 -d 16 -cc depth` options that take a separate value.
+MPI_VALUES = {"-np", "--np", "-n", "-c", "-N", "-npernode", "--npernode", "--ppn", "--depth", "-d", "--cpu-bind",
+              "--env", "-cc", "-j", "-x", "-H", "--host", "-host", "--hostfile",
               "-hostfile", "--machinefile", "-machinefile", "-bind-to", "--bind-to", "-map-by", "--map-by", "-ppn",
               "-genv", "-env", "--prefix", "-wdir", "--wdir", "-f", "-hosts", "--rankfile", "-rf", "--report-bindings",
               "-mca", "--mca", "-gmca", "--gmca"}
@@ -49,7 +52,7 @@ PYTHON_VALUE_FLAGS = {"-W", "-X", "-c", "-Q"}
 # tools that run a command given after options of their own: profilers, environment managers
 TOOL_WRAPPERS = {"nsys", "ncu", "nv-nsight-cu-cli", "conda", "mamba", "micromamba", "uv", "poetry", "pixi", "pipenv",
                  "py-spy", "perf", "valgrind", "compute-sanitizer", "cuda-memcheck", "likwid-pin"}
-LAUNCHER_HEADS = {"srun", "mpirun", "mpiexec", "orterun", "torchrun", "deepspeed", "accelerate"}
+LAUNCHER_HEADS = {"srun", "mpirun", "mpiexec", "orterun", "aprun", "torchrun", "deepspeed", "accelerate"}
 WRAPPERS = {"exec", "nohup", "time", "command", "stdbuf", "nice", "ionice", "taskset", "chrt", "numactl",
             "unbuffer", "xvfb-run"}
 
@@ -129,7 +132,7 @@ def parse(words: Sequence[Word], line: int) -> Optional[dict]:
             entry, index = _srun(words, index + 1, line)
             launchers.append(entry)
             continue
-        if base in ("mpirun", "mpiexec", "orterun"):
+        if base in ("mpirun", "mpiexec", "orterun", "aprun"):
             entry, index = _mpirun(words, index + 1, line)
             launchers.append(entry)
             continue
@@ -186,7 +189,7 @@ def _mpirun(words: Sequence[Word], index: int, line: int) -> Tuple[dict, int]:
             index += 3
             continue
         name, value, index = _option(words, index, MPI_VALUES)
-        if name in ("-npernode", "--npernode", "-N", "-ppn") and value is not None:
+        if name in ("-npernode", "--npernode", "-N", "-ppn", "--ppn") and value is not None:
             per_node, unresolved = _count(value)
             said_at = _line_of(value, line)
         elif name in ("-map-by", "--map-by") and value is not None:

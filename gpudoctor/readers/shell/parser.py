@@ -34,7 +34,7 @@ RESERVED = {"if": ("if", "", False), "while": ("loop", "", False), "until": ("lo
 # the commands that change the environment, and the Walker method that reads each
 BUILTINS = {**dict.fromkeys(("export", "declare", "typeset", "local", "readonly"), "declare"), "unset": "unset",
             "set": "set_options", "env": "env_command"}
-MPI = {"mpirun", "mpiexec", "orterun", "oshrun", "mpiexec.hydra", "prun"}
+MPI = {"mpirun", "mpiexec", "orterun", "oshrun", "mpiexec.hydra", "prun", "aprun"}
 CONTAINERS = {"docker", "podman", "nvidia-docker", "enroot", "apptainer", "singularity"}
 # which family of environment options each launcher takes (Walker.<family>_option reads them)
 LAUNCHER_FAMILIES = {**dict.fromkeys(SLURM, "slurm"), **dict.fromkeys(MPI, "mpi"),
@@ -609,7 +609,7 @@ class Walker:
     def mpi_option(self, words: List[Word], index: int, conditional: bool) -> int:
         """`-x NAME=value`, `-genv NAME=value` or `-genv NAME value`; how many more words it took."""
         text, nxt = words[index].text, words[index + 1] if index + 1 < len(words) else None
-        if nxt is None or text not in ("-x", "-genv", "-env"):
+        if nxt is None or text not in ("-x", "-genv", "-env", "--env"):  # --env NAME=value: Cray PALS mpiexec
             return 0
         split = nxt.split_assignment()
         if split:
