@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from multiprocessing import resource_tracker
 
 import pytest
 
@@ -88,29 +89,6 @@ def test_impossible_sizes_are_usage_errors_before_any_rank(args, message, run_cl
     assert err.startswith("gpudoctor: error: ") and message in err and len(err.splitlines()) == 1, err
 
 
-def _on_a_terminal(*args):
-    """Run with standard error on a pseudo-terminal; (exit code, stdout, what the terminal showed)."""
-    primary, secondary = pty.openpty()
-    env = dict(_env(), COLUMNS="100", TERM="xterm")
-    env.pop("NO_COLOR", None)
-    proc = subprocess.Popen([sys.executable, "-m", "gpudoctor", *args], stdout=subprocess.PIPE, stderr=secondary,
-                            cwd=ROOT, env=env)
-    os.close(secondary)
-    shown = b""
-    while True:
-        try:
-            chunk = os.read(primary, 65536)
-        except OSError:  # the terminal closed: the command ended
-            break
-        if not chunk:
-            break
-        shown += chunk
-    out = proc.stdout.read().decode()
-    proc.wait(timeout=120)
-    os.close(primary)
-    return proc.returncode, out, shown.decode(errors="replace")
-
-
 def _drain(primary: int, shown: list) -> None:
     while True:
         try:
@@ -123,18 +101,25 @@ def _drain(primary: int, shown: list) -> None:
 
 
 def _in_process_on_a_terminal(monkeypatch, capsys, *args):
-    """`gpudoctor ARGS` in this process with standard error on a pseudo-terminal: (exit code, stdout, what the
-    terminal showed). For commands that start no process (`bench train`)."""
+    """`gpudoctor ARGS` in this process with standard error on a pseudo-terminal, file descriptor 2 included (the
+    ranks it starts inherit it): (exit code, stdout, what the terminal showed)."""
     primary, secondary = pty.openpty()
     shown: list = []
     reader = threading.Thread(target=_drain, args=(primary, shown))
     reader.start()
+    resource_tracker.ensure_running()  # multiprocessing's, kept for the session: it must not hold the terminal open
+    saved = os.dup(2)
     with open(secondary, "w", encoding="utf-8") as terminal, monkeypatch.context() as patch:
         patch.setenv("COLUMNS", "100")
         patch.setenv("TERM", "xterm")
         patch.delenv("NO_COLOR", raising=False)
         patch.setattr(sys, "stderr", terminal)
-        code = main(list(args))
+        os.dup2(secondary, 2)
+        try:
+            code = main(list(args))
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
     reader.join(timeout=60)
     os.close(primary)
     return code, capsys.readouterr().out, b"".join(shown).decode(errors="replace")
@@ -154,8 +139,11 @@ def test_train_shows_a_progress_bar_on_a_terminal_only(monkeypatch, capsys):
 
 
 @pytest.mark.slow
-def test_nccl_shows_one_progress_bar_on_a_terminal():
-    code, out, shown = _on_a_terminal("bench", "nccl", "-b", "1K", "-e", "4K", "-n", "2", "-w", "0", "--nprocs", "2")
+def test_nccl_shows_one_progress_bar_on_a_terminal(monkeypatch, capsys):
+    for name in ("RANK", "WORLD_SIZE", "SLURM_PROCID"):
+        monkeypatch.delenv(name, raising=False)
+    code, out, shown = _in_process_on_a_terminal(monkeypatch, capsys, "bench", "nccl", "-b", "1K", "-e", "4K", "-n",
+                                                 "2", "-w", "0", "--nprocs", "2")
     assert code == 0 and "#wrong" in out
     assert "all_reduce" in shown and "━" in shown and "/3" in shown and "Traceback" not in shown
 
