@@ -1,6 +1,11 @@
 """Time and memory per input byte of each reader of user input, at two sizes (the ratio shows it is linear).
 
     python benchmarks/reader_bounds.py [--kb 512]
+    python benchmarks/reader_bounds.py --at-bounds
+
+`--at-bounds`: each job-file format's slowest input shape (a command, a scalar or a statement every few bytes),
+at that format's bound (gpudoctor.readers.registry.FORMATS), and MAX_ENV_ENTRIES variable settings, through
+`gpudoctor lint FILE` in process: seconds (wall clock and CPU) and peak Python memory. docs/safety.md states the bounds this measures.
 
 For each input kind — pasted log (`check --from`, redaction included), `.env`, shell script, Kubernetes manifest,
 Dockerfile, site policy (TOML, a quarter of the size: the limit is 1 MiB), and redaction of one long unbroken token —
@@ -80,6 +85,55 @@ KINDS = {
 }
 
 
+# each format's slowest shape measured (an entry every few bytes) as a text of `size` bytes, and one that sets
+# MAX_ENV_ENTRIES variables (the rules' time grows with them)
+WORST = {
+    "ncclconf": ("nccl.conf", lambda size: "#\n" * (size // 2)),
+    "dockerfile": ("Dockerfile", lambda size: "FROM x\n" + "RUN a\n" * (size // 6)),
+    "python": ("train.py", lambda size: "import os\n" + "x=1\n" * ((size - 20) // 4)),
+    "yaml": ("pod.yaml", lambda size: "kind: Pod\nx: [" + "1," * ((size - 20) // 2) + "]\n"),
+    "shell": ("job.sh", lambda size: "#!/bin/bash\n" + "a;" * ((size - 20) // 2) + "\n"),
+    "dotenv": ("job.env", lambda size: "#\n" * (size // 2)),
+    "ds_config": ("ds_config.json", lambda size: '{"train_batch_size": 1, ' + "".join(
+        f'"k{i}": 1, ' for i in range(size // 12)) + '"z": 1}'),
+    "config-yaml": ("config.yaml", lambda size: "x: [" + "1," * ((size - 20) // 2) + "]\n"),
+}
+SETTINGS = {  # MAX_ENV_ENTRIES settings in each format that sets variables
+    "ncclconf": lambda count: "A=\n" * count,
+    "dockerfile": lambda count: "FROM x\nENV " + "A=1 " * count + "\n",
+    "yaml": lambda count: "kind: Pod\nspec:\n  containers:\n  - name: c\n    env:\n" + "    - {name: A}\n" * count,
+    "shell": lambda count: "#!/bin/bash\nset -a\n" + "A=1;" * count + "\n",
+    "dotenv": lambda count: "A=1\n" * count,
+}
+
+
+def at_bounds() -> None:
+    import contextlib
+
+    from gpudoctor.cli import main as gpudoctor
+    from gpudoctor.readers.registry import FORMATS, MAX_ENV_ENTRIES
+
+    print(f"{'format':12} {'input':>22} {'seconds':>8} {'CPU s':>6} {'memory MB':>10}")
+    folder = Path(tempfile.mkdtemp(prefix="gpudoctor-bounds-"))
+    for fmt in FORMATS:
+        name, build = WORST[fmt.name]
+        texts = [(f"{fmt.max_bytes // 1024} KiB", build(fmt.max_bytes)[:fmt.max_bytes])]
+        if fmt.name in SETTINGS:
+            texts.append((f"{MAX_ENV_ENTRIES:,} settings", SETTINGS[fmt.name](MAX_ENV_ENTRIES)))
+        for label, text in texts:
+            path = folder / name
+            path.write_text(text)
+            started, cpu = time.perf_counter(), time.process_time()
+            tracemalloc.start()
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+                code = gpudoctor(["lint", str(path), "--format", "json"])
+            peak = tracemalloc.get_traced_memory()[1]
+            tracemalloc.stop()
+            assert code in (0, 1), (fmt.name, label, code)  # accepted: within the bounds
+            print(f"{fmt.name:12} {label:>22} {time.perf_counter() - started:8.1f} {time.process_time() - cpu:6.1f} "
+                  f"{peak / 1e6:10.0f}", flush=True)
+
+
 def measure(build, read, size: int):
     """(input bytes, seconds: best of two, peak Python memory in a third run under tracemalloc)."""
     text = build(size)
@@ -98,7 +152,11 @@ def measure(build, read, size: int):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kb", type=int, default=512, help="size of the smaller input, KB (default 512)")
+    parser.add_argument("--at-bounds", action="store_true", help="each format's slowest shape at its bound")
     args = parser.parse_args()
+    if args.at_bounds:
+        at_bounds()
+        return
     print(f"{'input':22} {'MB/s':>8} {'memory/byte':>12} {'time ×4 size':>13}")
     for name, (build, read) in KINDS.items():
         read(build(64))  # imports and caches first

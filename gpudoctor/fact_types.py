@@ -4,7 +4,8 @@ key's type.
 A snapshot from elsewhere (another version, a hand edit, a hostile file) whose `facts.host` is a string or whose
 GPU memory is `"x"` is refused in one line naming the file and the field (exit 2), instead of failing later inside
 a renderer or a rule. null is allowed everywhere (a known "none"); groups and keys the schema does not know are
-left alone. Numbers must be finite and integers fit 64 bits; nesting stops at MAX_DEPTH.
+left alone. Numbers must be finite and integers fit 64 bits; nesting stops at MAX_DEPTH, an object or array at
+MAX_ENTRIES entries.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from typing import Any, Iterator, Mapping, Optional, Tuple
 
 MAX_INT = 2**63
 MAX_DEPTH = 64  # nesting of objects and arrays (real snapshots use under 10)
+MAX_ENTRIES = 20_000  # entries of one object or array (a real environment has hundreds of variables; the rules
+# take about 0.1 ms per variable on a loaded 2-core machine, docs/safety.md)
 SHAPE_WORDS = {"object": "an object", "map": "an object", "list": "an array", "object_or_list": "an object or an array"}
 
 
@@ -89,9 +92,12 @@ def _fits(value: Any, kind: str) -> bool:
 
 
 def _oddities(node: Any, where: str, depth: int) -> Iterator[Tuple[str, str]]:
-    """Nesting deeper than MAX_DEPTH, and numbers that are infinite, NaN or beyond 64 bits (JSON allows 1e400)."""
+    """Nesting deeper than MAX_DEPTH, more than MAX_ENTRIES entries, and numbers that are infinite, NaN or beyond
+    64 bits (JSON allows 1e400)."""
     if depth > MAX_DEPTH and isinstance(node, (Mapping, list)):
         yield where, f"is nested deeper than {MAX_DEPTH} levels"
+    elif isinstance(node, (Mapping, list)) and len(node) > MAX_ENTRIES:
+        yield where, f"has {len(node):,} entries, more than {MAX_ENTRIES:,} (gpudoctor's limit for this input)"
     elif isinstance(node, Mapping):
         for key, value in node.items():
             yield from _oddities(value, f"{where}.{key}", depth + 1)

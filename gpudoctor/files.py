@@ -9,7 +9,9 @@ import errno
 import fcntl
 import io
 import os
+import re
 import select
+import socket
 import stat
 import sys
 import tempfile
@@ -28,6 +30,7 @@ STREAM_DEADLINE = 600.0  # seconds a streamed input (`--from` a pipe, FIFO or de
 STREAM_MAX_BYTES = 4 * 2 ** 30  # bytes of a streamed input (`--from`): a log of any real size, not /dev/zero
 FIFO_DEADLINE = 10.0  # seconds `--output FIFO` waits for a reader
 LOCK_WAIT = 30.0  # seconds `fix --write-env` waits for another writer of the same file
+TEMP_SUFFIX = ".gpudoctor"  # of the temporary file beside a target while it is replaced
 
 
 def read_text(path: Path) -> str:
@@ -64,7 +67,7 @@ def open_stream(path: str) -> BinaryIO:
         raise IsADirectoryError(errno.EISDIR, "is a directory", path)
     regular = stat.S_ISREG(status.st_mode)
     if regular and status.st_size > STREAM_MAX_BYTES:
-        raise OSError(errno.EFBIG, f"larger than {_size(STREAM_MAX_BYTES)} (gpudoctor's limit for this input)")
+        raise OSError(errno.EFBIG, f"larger than {size_words(STREAM_MAX_BYTES)} (gpudoctor's limit for this input)")
     fd = os.open(path, os.O_RDONLY | (0 if regular else os.O_NONBLOCK))  # a FIFO's open waits for no writer
     return io.BufferedReader(_Bounded(fd, not regular))
 
@@ -89,7 +92,7 @@ class _Bounded(io.RawIOBase):
         data = os.read(self.fd, len(buffer))
         self.size += len(data)
         if self.size > STREAM_MAX_BYTES:
-            raise OSError(errno.EFBIG, f"larger than {_size(STREAM_MAX_BYTES)} (gpudoctor's limit for this input)")
+            raise OSError(errno.EFBIG, f"larger than {size_words(STREAM_MAX_BYTES)} (gpudoctor's limit for this input)")
         buffer[:len(data)] = data
         return len(data)
 
@@ -110,7 +113,7 @@ def _read_fd(fd: int, limit: int) -> bytes:
         chunks.append(chunk)
         size += len(chunk)
     if size > limit:
-        raise OSError(errno.EFBIG, f"larger than {_size(limit)} (gpudoctor's limit for this input)")
+        raise OSError(errno.EFBIG, f"larger than {size_words(limit)} (gpudoctor's limit for this input)")
     return b"".join(chunks)
 
 
@@ -126,8 +129,9 @@ def _wait_for_data(fd: int, deadline: Optional[float] = None, message: str = "")
     os.set_blocking(fd, True)
 
 
-def _size(limit: int) -> str:
-    return f"{limit // 2**20} MiB" if limit >= 2**20 else f"{limit // 2**10} KiB"
+def size_words(size: int) -> str:
+    """`20 MiB`, `256 KiB` (rounded down), or bytes."""
+    return f"{size // 2**20} MiB" if size >= 2**20 else f"{size // 2**10} KiB" if size >= 2**10 else f"{size} bytes"
 
 
 def read_input(name: str, what: str) -> str:
@@ -224,7 +228,9 @@ def _write_in_place(path: str, data: bytes, fifo: bool) -> None:
 
 def _replace(target: str, data: bytes, status: Optional[os.stat_result]) -> None:
     folder = os.path.dirname(target) or "."
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".gpudoctor", dir=folder)
+    prefix = _temp_prefix(target)
+    _remove_dead_temps(folder, prefix)
+    fd, tmp = tempfile.mkstemp(prefix=f"{prefix}{os.getpid()}.", suffix=TEMP_SUFFIX, dir=folder)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -241,6 +247,39 @@ def _replace(target: str, data: bytes, status: Optional[os.stat_result]) -> None
             os.unlink(tmp)
         raise
     _fsync_folder(folder)
+
+
+def _temp_prefix(target: str) -> str:
+    """`.NAME.HOST.`: a temporary file of this host's writers of `target` (PID, a random part and TEMP_SUFFIX
+    follow), so the next write knows whose it is."""
+    host = re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname()) or "host"
+    return f".{os.path.basename(target)}.{host}."
+
+
+def _remove_dead_temps(folder: str, prefix: str) -> None:
+    """Remove the temporary files a writer of the same target on this host left when it was killed (SIGKILL
+    between writing and the rename): those whose writer's PID is gone. A live writer's (or another host's) stay."""
+    try:
+        names = [entry.name for entry in os.scandir(folder) if entry.name.startswith(prefix)]
+    except OSError:
+        return
+    for name in names:
+        pid = name[len(prefix):].split(".", 1)[0]
+        if name.endswith(TEMP_SUFFIX) and pid.isdigit() and not _alive(int(pid)):
+            try:
+                os.unlink(os.path.join(folder, name))
+            except OSError:
+                pass  # another writer removed it first, or the folder is not ours to change
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # it exists, owned by someone else
+    return True
 
 
 def _keep_owner(fd: int, status: os.stat_result) -> None:

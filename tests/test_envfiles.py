@@ -468,7 +468,7 @@ def test_lowercase_keys_count_only_in_os_environ():
 
 def test_python_that_cannot_be_parsed_is_reported_once(run_cli, tmp_path):
     deep = tmp_path / "deep.py"  # CPython's own parser gives up on this (RecursionError), as on null bytes
-    deep.write_text("import os\nos.environ['NCCL_DEBUG'] = 'WARN'\nx = " + " + ".join(["1"] * 20000) + "\n")
+    deep.write_text("import os\nos.environ['NCCL_DEBUG'] = 'WARN'\nx = " + " + ".join(["1"] * 10000) + "\n")
     facts = python.read(deep, deep.read_text())
     assert facts.script.problems and not facts.env.errors
     facts = python.read(Path("nul.py"), "x = 1\0\n")

@@ -282,3 +282,58 @@ def test_a_pattern_that_runs_out_of_time_makes_the_rule_unknown_with_the_reason(
     assert time.monotonic() - started < MATCH_TIMEOUT * 20
     assert not report.findings and [u.rule for u in report.unknown] == ["SITE900"]
     assert "ran past" in report.unknown[0].missing
+
+
+# ------------------------------------------------------------------------------------------------ per-format bounds
+
+def _over_bound(fmt):
+    """A file of `fmt` one byte over its bound: `# x…` comment lines, which every format reads as a comment."""
+    name = {"ncclconf": "nccl.conf", "dockerfile": "Dockerfile", "python": "train.py", "yaml": "pod.yaml",
+            "shell": "job.sh", "dotenv": "job.env", "ds_config": "ds_config.json", "config-yaml": "config.yaml"}[fmt.name]
+    head = {"dockerfile": "FROM x\n", "python": "import os\n", "yaml": "kind: Pod\n", "shell": "#!/bin/bash\n",
+            "ds_config": '{"train_batch_size": 1, "x": "'}.get(fmt.name, "")
+    filler = "a" if fmt.name == "ds_config" else "# x\n"
+    tail = '"}' if fmt.name == "ds_config" else ""
+    body = filler * ((fmt.max_bytes + 1 - len(head) - len(tail)) // len(filler) + 1)
+    return name, head + body + tail
+
+
+def test_a_file_over_its_formats_bound_is_one_line_and_exit_2_named_and_said_in_a_folder(tmp_path):
+    """Each job-file format has a measured bound (benchmarks/reader_bounds.py --at-bounds): past it, a file named
+    on the command line is one line and exit 2; one met in a folder is said (info), the rest still read."""
+    from gpudoctor.readers.registry import FORMATS, find, named
+
+    for fmt in FORMATS:
+        name, text = _over_bound(fmt)
+        folder = tmp_path / fmt.name
+        folder.mkdir()
+        path = folder / name
+        path.write_text(text)
+        assert find(path, text) is fmt, fmt.name
+        _error(_run("lint", path), f"a {fmt.what} of ", "gpudoctor's limit for this input")
+        path.write_text(text[:fmt.max_bytes - 200] + ("\n" if fmt.name != "ds_config" else '"}'))
+        assert _run("lint", path)[0] in (0, 1), fmt.name  # within the bound: read
+    name, text = _over_bound(named("shell"))
+    (tmp_path / "shell" / name).write_text(text)
+    (tmp_path / "shell" / "job.env").write_text("NCCL_DEBUG=INFO\n")
+    code, out, err = _run("lint", tmp_path / "shell", "--format", "json")
+    found = {(f["rule"], f["severity"]) for f in json.loads(out)["findings"]}
+    assert ("GD003", "info") in found and "GD406" in {rule for rule, _ in found}, found
+
+
+@pytest.mark.parametrize("text,name", [("A=1\n" * 10_001, "job.env"), ("bad line\n" * 10_001, "job.env"),
+                                       ("FROM x\nENV " + "A=1 " * 10_001 + "\n", "Dockerfile")], ids=repr)
+def test_a_file_with_more_than_10000_settings_is_refused(tmp_path, text, name):
+    """The rules' time grows with the variables a file sets and the lines it cannot parse: 10,000 at most."""
+    path = tmp_path / name
+    path.write_text(text)
+    _error(_run("lint", path), "10,001 variable settings and lines it cannot parse", "more than 10,000")
+    _error(_run("check", "--snapshot", MACHINE, "--env-file", path), "more than 10,000")
+
+
+def test_a_snapshot_with_more_than_20000_entries_in_a_field_is_refused(tmp_path):
+    data = json.loads(MACHINE.read_text())
+    data["facts"]["env"].update({f"V{i}": "x" for i in range(20_001)})
+    snapshot = tmp_path / "snap.json"
+    snapshot.write_text(json.dumps(data))
+    _error(_run("check", "--snapshot", snapshot), "facts.env has 20,0", "more than 20,000")

@@ -252,3 +252,30 @@ def test_every_command_that_writes_output_takes_force():
     writers = [(name, flags) for name, flags in commands(build_parser()) if "--output" in flags]
     assert len(writers) >= 5 and any(name == ("bench", "nccl") for name, _ in writers)
     assert [name for name, flags in writers if "--force" not in flags] == []
+
+
+def test_a_temp_file_left_by_a_sigkill_is_removed_by_the_next_write(tmp_path):
+    """A writer killed (SIGKILL) between its temporary file and the rename leaves that file beside the user's; the
+    next write into the folder removes it (its writer is gone), and leaves a live writer's temp alone."""
+    import signal
+    import sys
+
+    target = tmp_path / "job.env"
+    target.write_text("OLD=1\n")
+    stalled = ("import os, sys, time\nfrom gpudoctor import files\n"
+               "os.replace = lambda *a: (print('written', flush=True), time.sleep(60))\n"
+               f"files.write_file({str(target)!r}, 'NEW=1\\n')\n")
+    writer = subprocess.Popen([sys.executable, "-c", stalled], stdout=subprocess.PIPE, text=True, env=_env())
+    try:
+        assert writer.stdout.readline().strip() == "written"
+        left = [p.name for p in tmp_path.iterdir() if p.name != "job.env"]
+        assert len(left) == 1 and left[0].endswith(".gpudoctor") and f".{writer.pid}." in left[0]
+        live = tmp_path / left[0].replace(f".{writer.pid}.", f".{os.getpid()}.")  # as if this process were writing
+        live.write_text("")
+    finally:
+        writer.send_signal(signal.SIGKILL)
+        writer.wait(timeout=60)
+    assert target.read_text() == "OLD=1\n"
+    write_file(str(target), "NEWER=1\n")
+    assert target.read_text() == "NEWER=1\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["job.env", live.name])

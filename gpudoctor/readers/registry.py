@@ -8,12 +8,14 @@ exceptions. A new format is a module with `detect` and `read(path, text) -> File
 
 from __future__ import annotations
 
+import errno
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from gpudoctor.files import MAX_BYTES, read_bytes, read_input, read_text, tree_files
+from gpudoctor.errors import InputError
+from gpudoctor.files import MAX_BYTES, read_bytes, read_input, read_text, size_words, tree_files
 from gpudoctor.readers import dockerfile, dotenv, ds_config, k8s, python, shell
 from gpudoctor.readers.env import KIND, apply
 from gpudoctor.readers.file_facts import PARTS, FileFacts
@@ -30,23 +32,50 @@ def _never(path: Path) -> bool:
 
 @dataclass(frozen=True)
 class Format:
-    """`in_tree`: whether a file of this format met while walking a folder is read (`lint DIR`)."""
+    """`what`: the format in words; `max_bytes`: the largest file of it read (benchmarks/reader_bounds.py measures
+    each reader's slowest input shape; the bound keeps it to seconds and a few hundred MB, docs/safety.md);
+    `in_tree`: whether a file of this format met while walking a folder is read (`lint DIR`)."""
 
     name: str
+    what: str
+    max_bytes: int
     detect: Callable[[Path, str], bool]
     read: Callable[[Path, str], FileFacts]
     in_tree: Callable[[Path], bool] = _always
 
+    def read_within_bounds(self, path: Path, text: str) -> Tuple[Optional[FileFacts], Optional[str]]:
+        """(the file's facts, None), or (None, why) when it is larger than this format's bound, or has more than
+        MAX_ENV_ENTRIES variable settings and unparsable lines (each is a line of the report)."""
+        size = len(text.encode("utf-8", "surrogatepass"))
+        if size > self.max_bytes:
+            return None, (f"a {self.what} of {size_words(size)}, larger than {size_words(self.max_bytes)} "
+                          "(gpudoctor's limit for this input)")
+        facts = self.read(path, text)
+        entries = len(facts.env.assignments) + len(facts.env.errors) if facts.env is not None else 0
+        if entries > MAX_ENV_ENTRIES:
+            return None, (f"a {self.what} with {entries:,} variable settings and lines it cannot parse, more than "
+                          f"{MAX_ENV_ENTRIES:,} (gpudoctor's limit for this input)")
+        return facts, None
 
+    def read_bounded(self, path: Path, text: str) -> FileFacts:
+        """The file's facts; InputError in one line when it is beyond this format's bounds."""
+        facts, why = self.read_within_bounds(path, text)
+        if why:
+            raise InputError(f"cannot read {str(path)!r}: {why}")
+        return facts
+
+
+KiB = 2**10
+MAX_ENV_ENTRIES = 10_000  # settings and errors of one job file (the rules take about 0.2 ms each, loaded machine)
 FORMATS: Tuple[Format, ...] = (  # the first that detects a file reads it
-    Format("ncclconf", dotenv.is_nccl_conf, dotenv.read_nccl_conf),
-    Format("dockerfile", dockerfile.detect, dockerfile.read),
-    Format("python", python.detect, python.read),
-    Format("yaml", k8s.detect, k8s.read),
-    Format("shell", shell.detect, shell.read),
-    Format("dotenv", dotenv.detect, dotenv.read, in_tree=dotenv.in_tree),
-    Format("ds_config", ds_config.detect, ds_config.read),
-    Format("config-yaml", k8s.is_yaml, k8s.read_config, in_tree=_never),
+    Format("ncclconf", "NCCL config file", 512 * KiB, dotenv.is_nccl_conf, dotenv.read_nccl_conf),
+    Format("dockerfile", "Dockerfile", 1024 * KiB, dockerfile.detect, dockerfile.read),
+    Format("python", "Python script", 64 * KiB, python.detect, python.read),
+    Format("yaml", "YAML manifest", 256 * KiB, k8s.detect, k8s.read),
+    Format("shell", "shell script", 64 * KiB, shell.detect, shell.read),
+    Format("dotenv", ".env file", 512 * KiB, dotenv.detect, dotenv.read, in_tree=dotenv.in_tree),
+    Format("ds_config", "DeepSpeed config", 1024 * KiB, ds_config.detect, ds_config.read),
+    Format("config-yaml", "YAML file", 256 * KiB, k8s.is_yaml, k8s.read_config, in_tree=_never),
 )
 
 
@@ -77,7 +106,10 @@ class Reads:
         if key not in self._facts:
             if not os.path.isfile(path):
                 return None
-            self._facts[key] = named(format_name).read(Path(path), read_bytes(path).decode("utf-8", "replace"))
+            facts, why = named(format_name).read_within_bounds(Path(path), read_bytes(path).decode("utf-8", "replace"))
+            if why:
+                raise OSError(errno.EFBIG, why)
+            self._facts[key] = facts
         return self._facts[key]
 
 
@@ -116,11 +148,12 @@ def read_file(path: Path, snapshot, part: Optional[str] = None, text: Optional[s
     file looks like (`check --ds-config`)."""
     text = read_text(path) if text is None else text
     fmt = named(as_format) if as_format else find(path, text)
-    _join(snapshot, path, fmt.read(path, text) if fmt else None, part)
+    _join(snapshot, path, fmt.read_bounded(path, text) if fmt else None, part)
 
 
-def _tree(root: Path, reads: Reads) -> List[Tuple[Path, FileFacts]]:
-    """Every file under `root` that a reader knows (like ruff, the rest is skipped silently), read."""
+def _tree(root: Path, reads: Reads, refused: List[Tuple[Path, str]]) -> List[Tuple[Path, FileFacts]]:
+    """Every file under `root` that a reader knows (like ruff, the rest is skipped silently), read; one beyond its
+    format's bounds is added to `refused`, with why."""
     found = []
     for path in tree_files(root):
         try:
@@ -134,15 +167,20 @@ def _tree(root: Path, reads: Reads) -> List[Tuple[Path, FileFacts]]:
         text = raw.decode("utf-8", "replace")
         fmt = find(path, text)
         if fmt is not None and fmt.in_tree(path):
-            found.append((path, _read(reads, path, fmt, text)))
+            facts, why = fmt.read_within_bounds(path, text)
+            if why:
+                refused.append((path, why))
+            else:
+                reads.keep(path, fmt, facts)
+                found.append((path, facts))
     return found
 
 
 def _read(reads: Reads, path: Path, fmt: Optional[Format], text: str) -> Optional[FileFacts]:
-    """The file's facts as `fmt` reads them, kept in `reads`; None for no format."""
+    """The file's facts as `fmt` reads them, kept in `reads`; None for no format. InputError beyond its bounds."""
     if fmt is None:
         return None
-    facts = fmt.read(path, text)
+    facts = fmt.read_bounded(path, text)
     reads.keep(path, fmt, facts)
     return facts
 
@@ -154,10 +192,13 @@ def read_files(names: Sequence[str], snapshot) -> None:
     read."""
     reads = Reads()
     read: List[Tuple[Path, Optional[FileFacts], bool]] = []  # (path, facts, named by the user)
+    refused: List[Tuple[Path, str]] = []
     for name in names:
         path = Path(name)
         if path.is_dir():
-            read += [(found, facts, False) for found, facts in _tree(path, reads)] or [(path, None, False)]
+            before = len(refused)
+            read += [(found, facts, False) for found, facts in _tree(path, reads, refused)] or (
+                [(path, None, False)] if len(refused) == before else [])
             continue
         text = read_input(name, "")
         read.append((path, _read(reads, path, find(path, text), text), True))
@@ -170,6 +211,8 @@ def read_files(names: Sequence[str], snapshot) -> None:
             add_input_error(snapshot, str(path), "folder", "no job files, training scripts or configs found in "
                             "this folder (hidden folders, virtual environments and caches are skipped)",
                             severity="info")
+    for path, why in refused:  # met in a folder (a library's long module): said, not an error of the job
+        add_input_error(snapshot, str(path), "file", f"not read: {why}", severity="info")
 
 
 def read_env_files(names: Iterable[str], snapshot) -> None:
@@ -183,7 +226,9 @@ def read_env_files(names: Iterable[str], snapshot) -> None:
         path = Path(name)
         text = read_input(str(name), "env file")
         facts = _read(reads, path, find(path, text), text)
-        read.append((str(path), facts if facts is not None and facts.env is not None else dotenv.read(path, text)))
+        if facts is None or facts.env is None:
+            facts = named("dotenv").read_bounded(path, text)
+        read.append((str(path), facts))
     for path, facts in read:
         add(snapshot, path, facts, ("env",), scope="--env-file")
     for path, facts in read:
