@@ -1,6 +1,7 @@
 """The reader registry: a job file is read by one format, parsed once, and that one parse gives all its facts."""
 
 import ast
+import dataclasses
 import os
 
 import pytest
@@ -217,7 +218,7 @@ def record_reads(monkeypatch) -> list:
         def read(path, text):
             reads.append((fmt.name, os.path.basename(path)))
             return fmt.read(path, text)
-        return registry.Format(fmt.name, fmt.detect, read, fmt.in_tree)
+        return dataclasses.replace(fmt, read=read)
 
     monkeypatch.setattr(registry, "FORMATS", tuple(recorded(fmt) for fmt in registry.FORMATS))
     return reads

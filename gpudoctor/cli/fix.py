@@ -57,10 +57,13 @@ def _check_flags(args: argparse.Namespace) -> None:
 
 
 def _note(text: str) -> None:
-    """One note on stderr, broken at spaces to the terminal's width (never inside a word)."""
+    """One note on stderr, broken at spaces to the terminal's width (never inside a word), control characters
+    escaped."""
+    from gpudoctor.render.printable import printable
     from gpudoctor.render.terminal import width, wrap
 
-    print("\n".join(wrap(f"gpudoctor: {text}", width(sys.stderr), "", "  ")), file=sys.stderr)
+    print("\n".join(wrap(f"gpudoctor: {printable(text, one_line=True)}", width(sys.stderr), "", "  ")),
+          file=sys.stderr)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -109,10 +112,11 @@ def _fix(args: argparse.Namespace) -> int:
         _note(f"conflict: {clash}")
     left = _about_the_files(args, plan.left)
     if left and not args.quiet:
+        from gpudoctor.render.printable import printable
         from gpudoctor.render.terminal import width
 
         _note(f"left for you ({len(left)}):")
-        print("\n".join(line for item in left for line in item.lines(width(sys.stderr))), file=sys.stderr)
+        print("\n".join(printable(line) for item in left for line in item.lines(width(sys.stderr))), file=sys.stderr)
     if len(left) < len(plan.left) and not args.quiet:
         _note(f"{len(plan.left) - len(left)} more about this machine, not the files (`gpudoctor check` lists them)")
     return 1 if conflicts else 0
