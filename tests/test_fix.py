@@ -10,7 +10,7 @@ import subprocess
 import pytest
 import yaml
 
-from conftest import FIXTURES, ROOT, gpudoctor_cmd
+from conftest import FIXTURES, ROOT, cli_in_process, gpudoctor_cmd
 from gpudoctor.readers.dotenv import grammar as dotenv_reader
 from gpudoctor.fix import (Change, Plan, plan_fixes, render, render_dotenv, render_k8s, render_shell)
 from gpudoctor.render.describe import fix_command
@@ -284,13 +284,12 @@ def test_unusable_target_path_is_exit_2_with_one_line(tmp_path):
 # --- the command -----------------------------------------------------------------------------------------------
 
 def _run(*args, cwd=ROOT):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NCCL_", "TORCH_NCCL", "CUDA_", "DS_"))}
-    env["PYTHONPATH"] = str(ROOT)
-    return subprocess.run(gpudoctor_cmd() + ["fix", "--snapshot", str(MACHINE)] + [str(a) for a in args],
-                          capture_output=True, text=True, cwd=cwd, env=env, timeout=120)
+    """`gpudoctor fix --snapshot MACHINE ARGS` as a shell runs it, in this process, without this shell's NCCL, CUDA
+    and DeepSpeed variables."""
+    unset = {name: None for name in os.environ if name.startswith(("NCCL_", "TORCH_NCCL", "CUDA_", "DS_"))}
+    return cli_in_process("fix", "--snapshot", MACHINE, *args, cwd=cwd, env=unset)
 
 
-@pytest.mark.slow
 def test_end_to_end_write_env_into_the_env_file_it_reads(tmp_path):
     target = tmp_path / ".env"
     shutil.copy(FIXABLE, target)

@@ -2,12 +2,11 @@
 the engine and the CLI (`gpudoctor lint FILE.py`, `gpudoctor check --snapshot … --script FILE`)."""
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES, ROOT, gpudoctor_cmd
+from conftest import FIXTURES, ROOT, cli_in_process
 from gpudoctor.catalog import load_catalog
 from gpudoctor.engine import evaluate
 from gpudoctor.readers.registry import read_file
@@ -171,11 +170,9 @@ def test_script_facts_survive_a_snapshot_round_trip(tmp_path):
 
 # ---------------------------------------------------------------- the CLI, as a user runs it --------------------
 def cli(*args, cwd=ROOT):
-    return subprocess.run(gpudoctor_cmd() + [str(a) for a in args], capture_output=True, text=True, cwd=cwd,
-                          timeout=120)
+    return cli_in_process(*args, cwd=cwd)  # exit codes and output as a shell sees them (no process boundary tested)
 
 
-@pytest.mark.slow
 def test_lint_json_end_to_end_and_exit_codes():
     result = cli("lint", SCRIPTS / "main_called_unguarded.py", "--format", "json")
     assert result.returncode == 1, result.stderr
