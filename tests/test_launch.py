@@ -254,6 +254,19 @@ def test_every_value_has_its_file_and_line():
                              "args": [], "args_known": True}
 
 
+# PBS Pro and LSF batch scripts (NCAR Derecho-style `select=…:ngpus=4`, Summit-style `#BSUB -gpu "num=…"`)
+@pytest.mark.parametrize("directive,gpus,severity", [
+    ("#PBS -l select=1:ncpus=64:ngpus=4", 4, "error"),
+    ("#PBS -l select=2:ncpus=64:ngpus=8\n#PBS -l place=scatter", 8, None),
+    ("#PBS -l select=2:ncpus=64:ngpus=8", None, None),  # two chunks may share a node: unknown
+    ('#BSUB -gpu "num=4:mode=exclusive_process"', 4, "error"),
+])
+def test_pbs_and_lsf_directives_give_the_gpus_of_a_node(tmp_path, directive, gpus, severity):
+    job, report = written_job(tmp_path, "job.sh", f"#!/bin/bash\n{directive}\nmodule load conda\n"
+                                                  "torchrun --nproc_per_node=8 train.py\n")
+    assert job["gpus"]["count"] == gpus and gd606(report) == severity
+
+
 def test_pals_mpiexec_env_reaches_the_ranks():
     env, _ = read_script("mpiexec -n 8 --ppn 4 --env NCCL_DEBUG=INFO --envall python train.py\n", "run.sh")
     (item,) = env.assignments

@@ -186,7 +186,8 @@ def _jobs(walker: LaunchWalker, tokens, path: str, context: str = "") -> List[di
         if srun is not None:
             srun["ranks_per_node"], srun["source"] = tasks, tasks_what
         gpus = command["cvd"] or slurm.gpus_per_node(srun["options"] if srun else {}, batch,
-                                                      tasks if srun else 1, srun["line"] if srun else None)
+                                                      tasks if srun else 1, srun["line"] if srun else None) \
+            or slurm.other_gpus(walker.batch.other)
         job = {"path": path, "line": command["line"], "kind": "sbatch" if batch else "shell",
                "context": context, "conditional": command["conditional"], "command": command["command"],
                "launchers": launchers, "gpus": gpus, "script": command["script"], "env_sets": walker.env_sets()}

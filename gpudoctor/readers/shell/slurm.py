@@ -1,4 +1,5 @@
-"""SLURM's share of the launch model: `#SBATCH` directives, the tasks `srun` starts per node, the GPUs a node gets.
+"""SLURM's share of the launch model: `#SBATCH` directives, the tasks `srun` starts per node, the GPUs a node gets
+(and the GPUs a PBS Pro `#PBS -l select=…:ngpus=N` or LSF `#BSUB -gpu "num=N"` directive gives a node).
 
 Defaults follow sbatch(1)/srun(1): without a task count, srun starts one task per node of the allocation; `--gres=gpu:N`
 and `--gpus-per-node=N` count per node, `--gpus-per-task=N` per task, `--gpus=N` for the whole job (per node only
@@ -26,6 +27,7 @@ class Directives:
         self.options: Dict[str, Value] = {}
         self.ignored: List[dict] = []
         self.first: Optional[dict] = None
+        self.other: List[Tuple[str, int]] = []  # the leading block's `#PBS`/`#BSUB` lines (`other_gpus`)
 
     def read(self, words: list, line: int) -> None:
         """The words of one `#SBATCH` line of the leading block (`-N 2`, `--gres=gpu:4`, `-G4` …)."""
@@ -53,12 +55,36 @@ class Directives:
     def comment(self, text: str, line: int, own_line: bool) -> None:
         """A comment (`text`: after its `#`), `own_line` when nothing comes before it on its line."""
         shown = ("#" + text).strip()
+        if self.first is None and re.match(r"^#(?:PBS|BSUB)\s", shown) and len(self.other) < 50:
+            self.other.append((shown, line))
         if len(self.ignored) >= 20:
             return
         if self.first is None and _misspelt(shown):
             self.ignored.append({"line": line, "text": shown[:80], "misspelt": True})
         elif self.first is not None and own_line and re.match(r"^#SBATCH\s", shown):
             self.ignored.append({"line": line, "text": shown[:80], "first_command": dict(self.first)})
+
+
+PBS_SELECT = re.compile(r"^#PBS\s+-l\s+(?:\S*,)?select=(\d+)\S*?:ngpus=(\d+)")
+LSF_GPU = re.compile(r"^#BSUB\s+-gpu\s+[\"']?(?:\S*:)?num=(\d+)")
+
+
+def other_gpus(lines: List[Tuple[str, int]]) -> Optional[dict]:
+    """The GPUs a node gets from the PBS Pro or LSF directives of the leading block: `#PBS -l select=1:ngpus=4` (GPUs
+    per chunk: per node for one chunk or with `place=scatter`, else unknown, as chunks may share a node) or
+    `#BSUB -gpu "num=4"` (per host, LSF's default)."""
+    scatter = any(re.search(r"\bplace=scatter", text) for text, _ in lines)
+    for text, number in lines:
+        match = PBS_SELECT.match(text)
+        if match:
+            found = {"count": int(match.group(2)), "line": number, "what": text[:80]}
+            if match.group(1) == "1" or scatter:
+                return found
+            return dict(found, count=None, unresolved="PBS chunks may share a node (no place=scatter)")
+        match = LSF_GPU.match(text)
+        if match:
+            return {"count": int(match.group(1)), "line": number, "what": text[:80]}
+    return None
 
 
 def _misspelt(line: str) -> bool:
