@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import FIXTURES, ROOT, gpudoctor_cmd
+from conftest import FIXTURES, ROOT, cli_in_process, gpudoctor_cmd
 
 K8S = ROOT / "deploy" / "kubernetes"
 MANIFESTS = [K8S / "pod.yaml", K8S / "pytorchjob.yaml"]
@@ -47,8 +47,7 @@ def test_init_container_gets_what_the_trainer_gets(path):
 
 
 def test_lint_reports_nothing():
-    result = subprocess.run(gpudoctor_cmd() + ["lint", "--format", "json", *map(str, MANIFESTS)],
-                            capture_output=True, text=True, timeout=60)
+    result = cli_in_process("lint", "--format", "json", *MANIFESTS)
     assert result.returncode == 0, result.stdout + result.stderr
     report = json.loads(result.stdout)
     assert report["findings"] == [] and report["summary"]["error"] == 0
@@ -58,8 +57,7 @@ def test_lint_reads_the_manifest_env(tmp_path):
     """Not blind: the same manifest with NCCL_DEBUG=INFO is reported, with the line."""
     bad = tmp_path / "pod.yaml"
     bad.write_text((K8S / "pod.yaml").read_text().replace("value: WARN", "value: INFO"))
-    result = subprocess.run(gpudoctor_cmd() + ["lint", "--format", "json", str(bad)],
-                            capture_output=True, text=True, timeout=60)
+    result = cli_in_process("lint", "--format", "json", bad)
     findings = json.loads(result.stdout)["findings"]
     assert findings and {f["rule"] for f in findings} == {"GD406"}  # once per container that gets the env
     assert {f["location"]["line"] for f in findings} == {bad.read_text().splitlines().index("    - name: NCCL_DEBUG") + 1}
