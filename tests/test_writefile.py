@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import FIXTURES, ROOT, gpudoctor_cmd
+from conftest import FIXTURES, ROOT, cli_in_process, gpudoctor_cmd
 from gpudoctor import files
 from gpudoctor.cli import main
 from gpudoctor.files import ReadOnlyError, write_file
@@ -29,6 +29,10 @@ def _env():
 
 
 def _gpudoctor(*args, **kwargs):
+    """The command as a shell runs it, without this shell's NCCL, CUDA and DeepSpeed variables: in this process
+    (what a command writes is what these tests are about), in its own where `kwargs` set one up (a umask)."""
+    if not kwargs:
+        return cli_in_process(*args, env={name: None for name in os.environ if name not in _env()})
     return subprocess.run(gpudoctor_cmd() + [str(a) for a in args], capture_output=True, text=True, env=_env(),
                           timeout=120, **kwargs)
 
