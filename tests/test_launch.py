@@ -3,12 +3,10 @@ pods, and job files in the shapes of real public ones (fixtures/launch/README.md
 the CLI — including correct jobs that must stay free of errors."""
 
 import json
-import os
-import subprocess
 
 import pytest
 
-from conftest import FIXTURES, ROOT, gpudoctor_cmd
+from conftest import FIXTURES, ROOT, cli_in_process
 from gpudoctor.catalog import load_catalog
 from gpudoctor.engine import evaluate
 from gpudoctor.readers.registry import read_file
@@ -609,10 +607,8 @@ def test_rules_are_pure_functions_of_the_snapshot(tmp_path):
 # --- the command line ------------------------------------------------------------------------------------------
 
 def cli(*args):
-    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="120")
-    env.pop("NCCL_DEBUG", None)
-    done = subprocess.run(gpudoctor_cmd() + [str(a) for a in args], capture_output=True, text=True, cwd=ROOT,
-                          env=env, timeout=120)
+    """The command as a shell runs it from the checkout (120 columns, no NCCL_DEBUG), in this process."""
+    done = cli_in_process(*args, env={"COLUMNS": "120", "NCCL_DEBUG": None})
     assert "Traceback" not in done.stderr, done.stderr
     return done
 
