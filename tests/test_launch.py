@@ -353,6 +353,13 @@ def test_a_command_string_run_by_sh_c_is_read(tmp_path):
     assert job_fact["script"]["unresolved"] == "${CODE_DIR}/pretrain_gpt.py"
 
 
+def test_a_variable_that_extends_itself_keeps_its_earlier_value(tmp_path):
+    job, _ = written_job(tmp_path, "run.sh", 'DIST="--nnodes=$SLURM_NNODES"\nDIST="$DIST --nproc_per_node=4"\n'
+                                             "N=2\nOPTS=\"--n $N\"\nN=3\ntorchrun $DIST train.py $OPTS\n")
+    assert job["ranks_per_node"] == 4 and job["script"]["path"] == "train.py"
+    assert job["script"]["args"] == ["--n", "2"]  # the value N had when OPTS was set
+
+
 # torchrun's options kept in a bash array (NVIDIA/Megatron-LM examples/gpt3/train_gpt3_175b_distributed.sh)
 ARRAY_OPTIONS = ("#!/bin/bash\n#SBATCH --gres=gpu:{gpus}\nGPUS_PER_NODE=8\nDISTRIBUTED_ARGS=(\n"
                  "    --nproc_per_node $GPUS_PER_NODE \n    --nnodes 1\n)\n"

@@ -370,6 +370,19 @@ class Walker:
                 reason = reason or (f"set by `{text}` at run time" if text != "~" else "`~` expands to $HOME")
         return "".join(out), reason, defaults
 
+    def stored(self, word: Word) -> Word:
+        """The word as the shell stores it in a variable: `$NAME` of a variable set before (unconditionally) is
+        replaced by that variable's own word, so `ARGS="$ARGS --x"` extends the earlier value instead of naming
+        itself, and a later change to NAME does not reach it."""
+        out = Word(line=word.line)
+        for kind, text in word.parts:
+            match = SIMPLE_VAR.match(text) if kind == "exp" else None
+            var = self.vars.get(match.group(1) or match.group(2)) if match and not match.group(3) else None
+            for part in var.word.parts if var is not None and not var.conditional and var.word is not None \
+                    else [(kind, text)]:
+                out.add(*part)
+        return out
+
     def line(self, word_or_line) -> int:
         return (word_or_line.line if isinstance(word_or_line, Word) else word_or_line) + self.offset
 
@@ -438,6 +451,7 @@ class Walker:
         for n, element in enumerate(elements):
             for kind, text in ([("lit", " ")] if n else []) + element.parts:
                 value.add(kind, text)
+        value = self.stored(value)
         literal_value, reason, defaults = self.resolve_defaults(value)
         self.vars[head.text[:-1].rstrip("+")] = ShellVar(literal_value, head.line, reason is None,
                                                          chained or bool(self.stack), False, value, defaults)
@@ -477,6 +491,7 @@ class Walker:
         rest = words[len(prefix):]
         if not rest:  # plain shell assignments
             for (name, value), word in prefix:
+                value = self.stored(value)
                 literal_value, reason, defaults = self.resolve_defaults(value)
                 if self.allexport or self.exported.get(name):
                     self.add(name, value, word.line, conditional)
@@ -547,6 +562,7 @@ class Walker:
 
     def assign_declared(self, name: str, value: Word, line: int, scoped: bool, conditional: bool,
                         export: bool) -> None:
+        value = self.stored(value)
         literal_value, reason, defaults = self.resolve_defaults(value)
         if export or self.allexport or self.exported.get(name):
             self.add(name, value, line, scoped)
