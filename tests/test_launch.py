@@ -283,7 +283,9 @@ def test_run_dependent_values_stay_unknown(tmp_path):
     assert not [f for f in report.findings if f.rule == "GD606"]
 
 
-@pytest.mark.parametrize("count", ["$SLURM_GPUS_ON_NODE", "${SLURM_GPUS_ON_NODE}", "$NGPU"])
+@pytest.mark.parametrize("count", ["$SLURM_GPUS_ON_NODE", "${SLURM_GPUS_ON_NODE}", "$NGPU",
+                                   "$(nvidia-smi --query-gpu=name --format=csv,noheader | wc -l)",
+                                   "$(python -c 'import torch; print(torch.cuda.device_count())')"])
 def test_a_count_that_is_the_nodes_gpus_is_one_rank_per_gpu(tmp_path, count):
     """`torchrun --nproc_per_node=$SLURM_GPUS_ON_NODE` (or the lines of `nvidia-smi -L`) starts one rank per GPU
     whatever the node has; srun's tasks still multiply it."""

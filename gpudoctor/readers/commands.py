@@ -224,7 +224,7 @@ def gpu_count(text: str) -> bool:
     """Whether a run-time count is the node's GPUs (rules/launch.toml `gpu_count_words`: `$SLURM_GPUS_ON_NODE`)."""
     from gpudoctor.knowledge import table
 
-    return re.sub(r"\s+", " ", text.strip().strip('"')) in table("launch").get("gpu_count_words", [])
+    return any(re.fullmatch(pattern, text.strip().strip('"')) for pattern in table("launch").get("gpu_count_words", []))
 
 
 def _count_entry(name: str, line: int, value: Optional[Word], option: str, default: object,
