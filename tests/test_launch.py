@@ -432,10 +432,29 @@ def test_deepspeed_reads_the_slots_of_its_hostfile(tmp_path, hostfile, ranks):
     assert gd606(report) == ("warning" if ranks == 4 else None)
 
 
+@pytest.mark.parametrize("processes,ranks", [("$((SLURM_NNODES * GPUS_PER_NODE))", 4), ("$(($SLURM_NNODES*8))", 8),
+                                             ("$((SLURM_NNODES + 4))", None)])
+def test_accelerate_processes_proportional_to_a_run_time_machine_count(tmp_path, processes, ranks):
+    """`--num_processes $((SLURM_NNODES * GPUS_PER_NODE)) --num_machines $SLURM_NNODES` (huggingface/accelerate
+    examples/slurm/submit_multinode.sh): GPUS_PER_NODE per machine however many machines the run gets."""
+    job, _ = written_job(tmp_path, "job.sbatch", "#!/bin/bash\n#SBATCH --nodes=4\nexport GPUS_PER_NODE=4\n"
+                                                 f"srun accelerate launch --num_processes {processes} "
+                                                 "--num_machines $SLURM_NNODES train.py\n")
+    assert job["ranks_per_node"] == ranks
+
+
+def test_shell_arithmetic_of_known_values():
+    env, _ = read_script("GPUS_PER_NODE=8\nNUM_NODES=2\nexport WORLD_SIZE=$(($GPUS_PER_NODE*$NUM_NODES))\n"
+                         "export HALF=$((WORLD_SIZE / 2 + 1))\nexport LATER=$((WORLD_SIZE * SLURM_NNODES))\n", "run.sh")
+    got = {item.name: (item.value, item.unresolved) for item in env.assignments}
+    assert got["WORLD_SIZE"] == ("16", None) and got["HALF"] == ("9", None)
+    assert got["LATER"][1] and got["LATER"][0] == "$((16 * SLURM_NNODES))"
+
+
 def test_ranks_that_depend_on_the_run_leave_gd606_unknown(tmp_path):
     job = tmp_path / "job.sbatch"
     job.write_text("#!/bin/bash\n#SBATCH --nodes=4\n#SBATCH --gres=gpu:4\n"
-                   "srun accelerate launch --num_processes $((SLURM_NNODES * 4)) --num_machines $SLURM_NNODES t.py\n")
+                   "srun accelerate launch --num_processes $((SLURM_NNODES * GPUS)) --num_machines $SLURM_NNODES t.py\n")
     _, report = lint(job)
     (unknown,) = [u for u in report.unknown if u.rule == "GD606"]
     assert "ranks per node are not known (srun: 1" in unknown.reason and "GD606" not in report.passed

@@ -220,6 +220,37 @@ def _options(words: Sequence[Word], index: int, flags: set) -> Tuple[dict, bool,
     return found, module, index
 
 
+ARITHMETIC = re.compile(r"^\$\(\((.{1,200})\)\)$", re.S)
+ARITHMETIC_NAME = re.compile(r"\$\{([A-Za-z_]\w*)\}|\$?([A-Za-z_]\w*)")
+
+
+def arithmetic(text: str, values: dict) -> Tuple[Optional[int], str]:
+    """A shell arithmetic expansion (`$((NNODES * GPUS_PER_NODE))`) with the names in `values` put in: (its value
+    when every name is known, the text with the known names written as numbers). Only + - * / % and parentheses."""
+    import ast
+
+    match = ARITHMETIC.match(text.strip())
+    if not match:
+        return None, text
+    body = ARITHMETIC_NAME.sub(lambda m: str(values.get(m.group(1) or m.group(2), m.group(0))), match.group(1))
+    shown = f"$(({body}))"
+    if not re.fullmatch(r"[\d\s+\-*/%()]+", body):
+        return None, shown
+    try:
+        tree = ast.parse(body.replace("/", "//"), mode="eval")
+    except SyntaxError:
+        return None, shown
+    allowed = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Constant, ast.Add, ast.Sub, ast.Mult, ast.FloorDiv,
+               ast.Mod, ast.USub, ast.UAdd)
+    if not all(isinstance(node, allowed) for node in ast.walk(tree)) or "**" in body:
+        return None, shown
+    try:
+        value = eval(compile(tree, "<arithmetic>", "eval"), {"__builtins__": {}})  # numbers and + - * // % only
+    except (ZeroDivisionError, OverflowError, ValueError):
+        return None, shown
+    return (value, shown) if isinstance(value, int) and abs(value) < 10 ** 9 else (None, shown)
+
+
 def gpu_count(text: str) -> bool:
     """Whether a run-time count is the node's GPUs (rules/launch.toml `gpu_count_words`: `$SLURM_GPUS_ON_NODE`)."""
     from gpudoctor.knowledge import table
@@ -325,7 +356,15 @@ def _accelerate(words: Sequence[Word], index: int, line: int) -> Tuple[dict, Opt
     _no_python(entry, options)
     _hidden(entry, words, index, options, "--num_processes")
     per_node = entry["ranks_per_node"]
-    if isinstance(per_node, int) and machines_unknown:  # --num_processes counts every machine, and how many is run-time
+    machine_name = re.fullmatch(r"\$\{?([A-Za-z_]\w*)\}?", (machines_unknown or "").strip())
+    if per_node is None and machine_name and entry.get("unresolved"):
+        # `--num_processes $((SLURM_NNODES * 4)) --num_machines $SLURM_NNODES`: 4 per machine, however many
+        one, _ = arithmetic(entry["unresolved"], {machine_name.group(1): 1})
+        two, _ = arithmetic(entry["unresolved"], {machine_name.group(1): 2})
+        if one and two == 2 * one:
+            entry.pop("unresolved")
+            entry.update(ranks_per_node=one, source=entry["source"] + f" over --num_machines {machines_unknown}")
+    elif isinstance(per_node, int) and machines_unknown:  # --num_processes counts every machine, and how many is run-time
         entry.update(ranks_per_node=None, unresolved=machines_unknown)
         entry["source"] += f" over --num_machines {machines_unknown}"
     elif isinstance(per_node, int) and machines and machines > 1:

@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
+from gpudoctor.readers.commands import arithmetic
 from gpudoctor.readers.env import Assignment, ReadResult, is_env_name
 
 OPERATORS = sorted([";;&", ";;", ";&", "&&", "||", "|&", "<<<", "<<-", "<<", ">>", "&>>", "&>", "<&", ">&", ">|",
@@ -358,6 +359,13 @@ class Walker:
             op, default = (match.group(3), match.group(4)) if match and match.group(2) else (None, None)
             if default and len(default) > 1 and default[0] == default[-1] and default[0] in "'\"":
                 default = default[1:-1]  # `${NGPU:-"8"}`: the quotes are the shell's
+            if kind == "exp" and text.startswith("$((") and not match:
+                value, shown = arithmetic(text, {name: known.value for name, known in self.vars.items()
+                                                 if known.literal and not known.conditional
+                                                 and re.fullmatch(r"-?\d+", known.value.strip())})
+                out.append(str(value) if value is not None else shown)
+                reason = reason or (None if value is not None else f"set by `{shown}` at run time")
+                continue
             if var is not None and var.literal and not var.conditional:
                 out.append(default if op == ":-" and var.value == "" else var.value)
                 defaults += var.defaults  # `NGPU=${NGPU:-8}` then `$NGPU`: still the caller's to change
