@@ -299,6 +299,16 @@ def test_a_count_that_is_the_nodes_gpus_is_one_rank_per_gpu(tmp_path, count):
     assert snapshot.facts["launch"]["jobs"][0]["ranks_per_node"] is None and "GD606" not in report.passed
 
 
+def test_srun_repeating_the_allocations_own_counts_inherits_them(tmp_path):
+    """`srun --ntasks-per-node=$SLURM_NTASKS_PER_NODE python -u train.py` under `#SBATCH --ntasks-per-node=1`."""
+    job, report = written_job(tmp_path, "train.sh", "#!/bin/bash\n#SBATCH --gres=gpu:1\n#SBATCH --nodes=4\n"
+                                                    "#SBATCH --ntasks-per-node=1\nexport RANK=$SLURM_PROCID\n"
+                                                    "srun --ntasks-per-node=$SLURM_NTASKS_PER_NODE "
+                                                    "--nodes=${SLURM_NNODES} python -u train.py\n")
+    assert job["launchers"][0]["ranks_per_node"] == 1 and job["launchers"][0]["source"] == "#SBATCH --ntasks-per-node=1"
+    assert "GD606" in report.passed
+
+
 def test_a_script_given_twice_is_analysed_once():
     snapshot, report = lint(LAUNCH / "ddp_plain_python.sbatch", LAUNCH / "train_ddp.py")
     assert len(snapshot.facts["scripts"]) == 1

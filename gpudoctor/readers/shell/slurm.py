@@ -99,8 +99,21 @@ def _int(value: Optional[str]) -> Optional[int]:
     return int(value) if value is not None and re.fullmatch(r"\d+", value.strip()) else None
 
 
+# srun options whose value is the allocation's own (`srun --ntasks-per-node=$SLURM_NTASKS_PER_NODE`): the same as
+# leaving them out, which srun reads from the SLURM_* variables sbatch sets (srun(1), INPUT ENVIRONMENT VARIABLES)
+INHERITED = {"--ntasks-per-node": ("SLURM_NTASKS_PER_NODE",), "--ntasks": ("SLURM_NTASKS", "SLURM_NPROCS"),
+             "--nodes": ("SLURM_NNODES", "SLURM_JOB_NUM_NODES")}
+
+
+def _own(srun: Dict[str, str]) -> Dict[str, str]:
+    """srun's options less those that only repeat the allocation's value."""
+    return {name: value for name, value in srun.items()
+            if re.sub(r"^\$\{?(\w+)\}?$", r"\1", value.strip()) not in INHERITED.get(name, ())}
+
+
 def tasks_per_node(srun: Dict[str, str], batch: Dict[str, Value]) -> Tuple[Optional[int], str]:
     """(tasks srun starts on each node, where that comes from); None when it depends on the run."""
+    srun = _own(srun)
     for label, options in (("srun", srun), ("#SBATCH", {k: v[0] for k, v in batch.items()})):
         if "--ntasks-per-node" in options:
             value = _int(options["--ntasks-per-node"])
