@@ -216,6 +216,20 @@ def test_gd107_counts_the_gpus_cuda_can_open(node):
     assert run("GD107", node, {"CUDA_VISIBLE_DEVICES": MIG_1G}) == []
 
 
+def test_a_gpu_named_without_a_count_is_judged_for_its_model_and_never_counted():
+    """An `env` command's `GPU type` with no `GPU number`: bf16 on a V100 is still judged; an index, a SLURM count and
+    a memory estimate that need how many GPUs there are stay unknown instead of seeing one."""
+    nvml = {"status": "ok", "gpus_counted": False, "gpus": [{"index": 0, "name": "Tesla V100-SXM2-32GB"}]}
+    requests = {"bf16": [{"source": "train.py", "line": 40, "what": "TrainingArguments(bf16=True)"}]}
+    assert run("GD201", nvml, requests=requests)
+    for rule_id, env, groups in (("GD107", {"CUDA_VISIBLE_DEVICES": "3"}, {}),
+                                 ("GD506", {"SLURM_GPUS_ON_NODE": "8"}, {}),
+                                 ("GD501", {}, {"model": MODEL_1B})):
+        report = evaluate(Snapshot(facts={"nvml": nvml, "env": env, **groups}), [find_rule(rule_id)])
+        assert not report.findings and [u.missing for u in report.unknown] == ["nvml.gpus_counted"], rule_id
+    assert job_gpus(Facts({"nvml": nvml, "env": {"CUDA_VISIBLE_DEVICES": ""}})).count() == 0
+
+
 # --- the recorded node and its documentation ------------------------------------------------------------
 
 LOST_GPU_FIXTURE = ROOT / "fixtures" / "machines" / "a100x8-lost-gpu.json"

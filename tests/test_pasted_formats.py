@@ -94,6 +94,7 @@ def test_transformers_env():
     assert facts["torch"]["version"] == "2.3.0+cu121" and facts["torch"]["cuda_available"] is True
     assert facts["torch"]["deepspeed"] == {"version": None}
     assert facts["nvml"]["gpus"] == [{"index": 0, "name": "Tesla V100-SXM2-32GB"}]
+    assert facts["nvml"]["gpus_counted"] is False and facts["nvml"]["health_read"] is False  # no `GPU number`: device 0 is named, how many is not said
 
 
 def test_llama_factory_env():
@@ -102,6 +103,46 @@ def test_llama_factory_env():
     gpus = report.facts["nvml"]["gpus"]
     assert len(gpus) == 8 and gpus[7]["name"] == "NVIDIA A800-SXM4-80GB" and gpus[0]["memory_total_bytes"] > 79 * 2**30
     assert "same model" in report.evidence["nvml.gpus"] and not report.conflicts
+    assert "gpus_counted" not in report.facts["nvml"]
+
+
+SMI_TABLE = """+-----------------------------------------------------------------------------+
+| NVIDIA-SMI 455.23.04    Driver Version: 455.23.04    CUDA Version: 11.1     |
+|-------------------------------+----------------------+----------------------+
+| GPU  Name        Persistence-M| Bus-Id        Disp.A | Volatile Uncorr. ECC |
+| Fan  Temp  Perf  Pwr:Usage/Cap|         Memory-Usage | GPU-Util  Compute M. |
+|===============================+======================+======================|
+|   0  GeForce RTX 3090    Off  | 00000000:01:00.0 Off |                  N/A |
+|  0%   56C    P0    43W / 350W |      0MiB / 24267MiB |      0%      Default |
++-------------------------------+----------------------+----------------------+
+"""
+SMI_L = "GPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-5c6a8f0e-0b1e-4c1e-9e0a-1d2c3b4a5f60)\n"
+
+
+def _verdicts(run_cli, tmp_path, text: str, rules: str) -> dict:
+    paste = tmp_path / "paste.txt"
+    paste.write_text(text)
+    _code, out, _ = run_cli("check", "--from", paste, "--select", rules, "--format", "json", "--fail-on", "never")
+    report = json.loads(out)
+    verdicts = {u["rule"]: ("unknown", u["missing"]) for u in report["unknown"]}
+    verdicts.update({rule: ("passed", None) for rule in report["passed"]})
+    verdicts.update({f["rule"]: ("fired", None) for f in report["findings"]})
+    return verdicts
+
+
+def test_a_gpu_count_the_paste_does_not_state_stays_unknown(run_cli, tmp_path):
+    """`GPU type` without `GPU number` names device 0: GD405 judges two or more GPUs and cannot pass on one."""
+    assert _verdicts(run_cli, tmp_path, HF_ENV, "GD405")["GD405"] == ("unknown", "nvml.gpus_counted")
+    assert _verdicts(run_cli, tmp_path, LLAMA_FACTORY, "GD405")["GD405"][0] == "passed"
+
+
+@pytest.mark.parametrize("text,verdict", [(HF_ENV, "unknown"), (SMI_L, "unknown"), (LLAMA_FACTORY, "unknown"),
+                                          (SMI_TABLE, "passed"), (SMI_TABLE.replace("N/A |\n|  0%", "  3 |\n|  0%"),
+                                                                  "fired")])
+def test_gpu_health_passes_only_where_the_paste_states_it(run_cli, tmp_path, text, verdict):
+    """Names alone (nvidia-smi -L, an env command) say nothing of ECC or remaps; nvidia-smi's table does, N/A
+    (a GPU without ECC) included."""
+    assert _verdicts(run_cli, tmp_path, text, "GD506")["GD506"][0] == verdict
 
 
 @pytest.mark.parametrize("text,torch,cuda", [(PIP_LIST, "2.3.0+cu121", "12.1"), (CONDA_LIST, "2.1.0", "11.8"),

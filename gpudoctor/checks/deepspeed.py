@@ -413,7 +413,7 @@ def _world_size(facts) -> Tuple[Optional[int], str]:
     job = job_gpus(facts)
     if job.basis == "none":
         return None, f"CUDA_VISIBLE_DEVICES={visible!r} hides every GPU"
-    if not job.devices:
+    if not job.devices or not job.counted:
         return None, "no WORLD_SIZE and no GPU count" if visible is None else "CUDA_VISIBLE_DEVICES cannot be counted"
     where = {"uuid": "GPU(s) torch sees", "cuda_visible_devices": f"GPU(s) CUDA_VISIBLE_DEVICES={visible} selects",
              "nvidia_visible_devices": "GPU(s) NVIDIA_VISIBLE_DEVICES selects",

@@ -7,7 +7,8 @@ import shlex
 from typing import Optional
 
 from gpudoctor.checks import check
-from gpudoctor.facts.devices import job_gpus, limit_mig, mig_dropped, mig_rule, named_devices, usable_gpus
+from gpudoctor.facts.devices import (job_gpus, limit_mig, mig_dropped, mig_rule, named_devices, require_count,
+                                     usable_gpus)
 from gpudoctor.facts.log_evidence import cited, log_events, or_from_log
 from gpudoctor.facts import MissingFact
 from gpudoctor.facts.cuda import require_torch, toolkit_version_at, torch_cuda
@@ -407,8 +408,10 @@ def torch_cuda_unavailable(facts, rule):
     if not driver_supports(facts.get("nvml.driver_version", None), driver_cuda(facts), runtime):
         return  # GD101 explains it
     error = facts.get("torch.cuda_error", None) or "; ".join(facts.get("torch.warnings", []))[:300]
+    seen = (f"NVML sees {len(facts.get('nvml.gpus'))} GPU(s)" if facts.get("nvml.gpus_counted", None) is not False
+            else "the report names a GPU")
     yield rule.finding(
-        f"NVML sees {len(facts.get('nvml.gpus'))} GPU(s) and the driver supports CUDA {runtime}, but "
+        f"{seen} and the driver supports CUDA {runtime}, but "
         f"torch.cuda.is_available() is False{': ' + error if error else ''}",
         evidence={"torch_cuda": runtime, "error": error or None},
         fix=rule.fix())
@@ -471,6 +474,7 @@ def cuda_visible_devices_invalid(facts, rule):
         if not _DEVICE.match(entry):
             problem = f"entry {entry!r} is malformed (spaces and names are not allowed)"
         elif entry.isdigit() and gpus and int(entry) >= len(gpus):
+            require_count(facts)
             problem = f"index {entry} does not exist: CUDA can open {len(gpus)} GPU(s) here, 0–{len(gpus) - 1}"
         elif entry.startswith(("GPU-", "MIG-")) and "/" not in entry and uuids and not any(u.startswith(entry) for u in uuids):
             problem = f"{entry} matches no GPU or MIG device UUID on this machine"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gpudoctor.checks import check
 from gpudoctor.facts import MissingFact
-from gpudoctor.facts.devices import job_gpus
+from gpudoctor.facts.devices import job_gpus, require_count
 from gpudoctor.facts.log_evidence import cited, log_count, log_events, or_from_log
 from gpudoctor.knowledge import table
 from gpudoctor.units import GiB, MiB, size, parse as size_of
@@ -181,31 +181,50 @@ def _health_fix(gpu: dict, rule):
     return rule.fix(values=index)
 
 
+_HEALTH = ("error_kind", "ecc_uncorrected_volatile", "retired_pages_pending", "remapped_rows_pending",
+           "remapped_rows_failure")
+
+
+def _health_unread(facts, gpus: list) -> list:
+    """The GPUs a report only named (nvidia-smi -L, collect_env, an `env` command) and no other part of it read the
+    health of. NVML's own NOT_SUPPORTED for a query (consumer GPUs have no ECC) is a reading: not one of these."""
+    if facts.get("nvml.health_read", None) is not False:
+        return []
+    return [gpu for gpu in gpus if not any(key in gpu for key in _HEALTH)]
+
+
 @check("GD506")
 def gpu_unhealthy(facts, rule):
     gpus = facts.get("nvml.gpus")
+    findings = []
     for gpu in gpus:
         problems = _health_problems(gpu)
         if problems:
             what = ", ".join(str(v) for v in (gpu.get("name"), gpu.get("uuid")) if v)
-            yield rule.finding(
+            findings.append(rule.finding(
                 f"GPU {gpu.get('index')}{f' ({what})' if what else ''}: {'; '.join(problems)}",
                 evidence={"gpu": gpu.get("index"), "uuid": gpu.get("uuid"), "problems": problems,
                           **({"nvml_error": gpu["error_kind"]} if gpu.get("error_kind") else {})},
-                fix=_health_fix(gpu, rule))
+                fix=_health_fix(gpu, rule)))
     allocated = _allocated(facts)
     working = [gpu for gpu in gpus if not gpu.get("error_kind")]  # a broken GPU is not one the job can use
     # from Slurm 21.08 gres.conf may list MIG devices as GPUs (gres.html, MIG Management): count them one by one
     devices = sum(len(gpu["mig_devices"]) if gpu.get("mig_enabled") and gpu.get("mig_devices") else 1
                   for gpu in working)
     if allocated and allocated[0] > devices:
+        require_count(facts)  # a report that named a GPU and not how many says nothing of a missing one
         broken = len(gpus) - len(working)
         seen = f"{devices} working ({len(gpus)} listed, {broken} broken)" if broken else str(devices)
-        yield rule.finding(
+        findings.append(rule.finding(
             f"SLURM allocated {allocated[0]} GPUs on this node ({allocated[1]}) but NVML sees {seen}: a GPU is "
             "broken, has fallen off the bus or is hidden from the job",
             evidence={"expected": allocated[0], "seen": devices, "broken": broken},
-            fix=rule.fix(case="missing_gpu"))
+            fix=rule.fix(case="missing_gpu")))
+    unread = _health_unread(facts, gpus)
+    if unread and not findings:
+        raise MissingFact("nvml.gpus.health_read", f"the report names {'the GPU' if len(unread) == 1 else 'the GPUs'}"
+                          " but not their ECC, page retirement or row remap state (nvidia-smi, nvidia-smi -q state it)")
+    return findings
 
 
 def _allocated(facts):

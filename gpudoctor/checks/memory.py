@@ -22,7 +22,7 @@ def gpu_memory_insufficient(facts, rule):
         return  # no --model: nothing to estimate
     job = job_gpus(facts)
     gpus = job.devices
-    est = from_facts(facts, len(gpus))
+    est = from_facts(facts, job.count())
     if est is None or not gpus:
         return
     groups = {}
@@ -55,7 +55,7 @@ def gpu_memory_insufficient(facts, rule):
 def host_memory_insufficient(facts, rule):
     if facts.get("model", None) is None:
         return
-    est = from_facts(facts, len(job_gpus(facts).devices))
+    est = from_facts(facts, job_gpus(facts).count())
     if est is None or not est.offload:
         return
     available = facts.get("host.ram_available_bytes")

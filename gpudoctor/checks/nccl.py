@@ -576,7 +576,7 @@ def nccl_p2p_disabled(facts, rule):
     facts.get("nvml.gpus")  # unknown without NVML
     job = job_gpus(facts)
     gpus = job.devices
-    if len(gpus) < 2:
+    if job.count() < 2:
         return []
     driver = facts.get("nvml.driver_version", None)
     value = value_of(facts, "NCCL_P2P_DISABLE")

@@ -75,7 +75,7 @@ _TERM_NAMES = {"weights": "the weights", "gradients": "the gradients", "optimize
 
 def _estimate_terms(facts, event: dict) -> Optional[Tuple[str, str, dict]]:
     """With `--model`: (what the estimate says beside torch's sizes, the fix case, its values); None without."""
-    est = from_facts(facts, len(job_gpus(facts).devices)) if facts.get("model", None) is not None else None
+    est = from_facts(facts, job_gpus(facts).count()) if facts.get("model", None) is not None else None
     if est is None:
         return None
     terms = {name: value for name, value in est.breakdown().items() if name in _TERM_NAMES and value is not None}

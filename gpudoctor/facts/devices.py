@@ -12,8 +12,19 @@ import re
 from dataclasses import dataclass
 from typing import List, Optional
 
+from gpudoctor.facts import MissingFact
+
 HIDES_ALL = ("", "-1")
 _LEGACY_MIG = re.compile(r"^MIG-(GPU-[0-9a-fA-F-]+)/(\d+)/(\d+)$")  # R450's MIG-GPU-<uuid>/<gi>/<ci>
+
+
+_UNCOUNTED = "the report names the GPU but not how many there are"
+
+
+def require_count(facts) -> None:
+    """MissingFact where `nvml.gpus` holds only the GPU a report named without saying how many there are."""
+    if facts.get("nvml.gpus_counted", None) is False:
+        raise MissingFact("nvml.gpus_counted", _UNCOUNTED)
 
 
 @dataclass(frozen=True)
@@ -24,6 +35,13 @@ class JobGpus:
     basis: str  # "uuid" (CUDA's own UUIDs), "slurm_gpus" (by minor number), "cuda_visible_devices",
     #             "nvidia_visible_devices", "all", "none"
     assumption: Optional[str] = None  # why the CUDA↔NVML mapping is only assumed, when it is
+    counted: bool = True  # False: a report named one GPU and not how many (nvml.gpus_counted)
+
+    def count(self) -> int:
+        """How many devices the job uses; MissingFact where a report named a GPU without saying how many."""
+        if not self.counted:
+            raise MissingFact("nvml.gpus_counted", _UNCOUNTED)
+        return len(self.devices)
 
     def note(self) -> str:
         """' (…assumed…)' to append to a message about these devices, '' when the mapping is known."""
@@ -232,7 +250,15 @@ def _enumerated(facts, gpus: list, basis: str, assumption: Optional[str] = None)
 
 
 def job_gpus(facts) -> JobGpus:
-    """The NVML devices the job's CUDA will use, and how they were matched."""
+    """The NVML devices the job's CUDA will use, and how they were matched (`counted` False where a report named
+    one GPU without saying how many)."""
+    job = _job_gpus(facts)
+    if facts.get("nvml.gpus_counted", None) is False and job.basis != "none":
+        return JobGpus(job.devices, job.basis, job.assumption, counted=False)
+    return job
+
+
+def _job_gpus(facts) -> JobGpus:
     gpus = facts.get("nvml.gpus", None) or []
     visible = facts.env("CUDA_VISIBLE_DEVICES")
     if visible is not None and visible.strip() in HIDES_ALL:

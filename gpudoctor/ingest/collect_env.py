@@ -315,6 +315,7 @@ def _driver_and_gpus(builder: Builder, val: Lookup, gpu_lines: List[Tuple[int, s
     gpus, gpu_idx = _gpu_entries(gpu_lines)
     if gpus:
         builder.set("nvml.gpus", gpus, gpu_idx)
+        builder.set("nvml.health_read", False, gpu_idx, "nvidia-smi -L: names only")
         if not builder.has("nvml.status"):
             builder.set("nvml.status", "ok", gpu_idx)
 

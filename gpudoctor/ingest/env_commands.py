@@ -10,7 +10,8 @@
     - GPU memory: 79.33GB                                 LLaMA-Factory: torch.cuda.mem_get_info()[1] / 1024**3
     - DeepSpeed version: 0.14.0                           "not installed" when absent
 
-``GPU type`` names device 0 only: with ``GPU number`` every device is taken to be that model (evidence says so).
+``GPU type`` names device 0 only: with ``GPU number`` every device is taken to be that model (evidence says so);
+without it how many GPUs there are stays unknown (``nvml.gpus_counted`` false). No health is stated.
 """
 
 from __future__ import annotations
@@ -84,8 +85,11 @@ def parse(lines: Lines, name: str) -> Builder:
             gpu["memory_total_bytes"] = memory
         if count:
             builder.set("torch.device_count", count, ci)
+        else:
+            builder.set("nvml.gpus_counted", False, i, "the report names device 0 and not how many GPUs there are")
         gpus = [dict(gpu, index=k) for k in range(count or 1)]
         note = ("torch's device 0; the other devices are taken to be the same model" if count and count > 1
                 else "torch's device 0")
         builder.set("nvml.gpus", gpus, i, note)
+        builder.set("nvml.health_read", False, i, "names only")
     return builder

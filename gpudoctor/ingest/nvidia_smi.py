@@ -332,6 +332,7 @@ def _parse_dash_l(builder: Builder, text_lines: List[str]) -> None:
             gpus[-1]["mig_enabled"] = True
     if gpus:
         builder.set("nvml.gpus", gpus, first, "nvidia-smi -L")
+        builder.set("nvml.health_read", False, first, "names only")
         builder.set("nvml.status", "ok", first)
 
 

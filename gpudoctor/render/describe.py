@@ -39,7 +39,8 @@ def machine_line(facts: Facts) -> str:
                                        plural(len(gpu.get("mig_devices", [])), "MIG device") if gpu.get(
                                            "mig_enabled") else "") if x)
         counted[f"{gpu.get('name', 'GPU')} ({detail})"] += 1
-    parts.extend(f"{count}× {name}" for name, count in counted.items())
+    how_many = facts.get("nvml.gpus_counted", None) is not False
+    parts.extend(f"{count}× {name}" if how_many else f"{name}, how many not stated" for name, count in counted.items())
     if gpus is None:
         parts.append("GPUs unknown")
     elif not gpus:
