@@ -216,32 +216,9 @@ def gather(dist, rank, payload: dict, timeout_s: float = 600.0) -> Optional[list
                                 timeout=datetime.timedelta(seconds=timeout_s))
         return gather_json(dist, payload, dst=0)
 
-    return _bounded(meet, timeout_s)
+    from gpudoctor.bench.launch import bounded
 
-
-def _bounded(call, seconds: float):
-    """`call()` in a helper thread, waited for at most `seconds`: the main thread stays in Python, so Ctrl-C and
-    SIGTERM end the command at once (a rendezvous waits in C++, where no signal handler runs), and an unreachable
-    master or a missing peer is a TimeoutError, whatever torch's own timeouts do."""
-    import threading
-
-    outcome: list = []
-
-    def run() -> None:
-        try:
-            outcome.append((True, call()))
-        except BaseException as exc:  # noqa: BLE001 - handed to the main thread as it is
-            outcome.append((False, exc))
-
-    helper = threading.Thread(target=run, daemon=True, name="gpudoctor-rendezvous")
-    helper.start()
-    helper.join(seconds)
-    if not outcome:
-        raise TimeoutError(f"no rendezvous with every rank within {seconds:g} s")
-    ok, value = outcome[0]
-    if not ok:
-        raise value
-    return value
+    return bounded(meet, timeout_s)
 
 
 def rendezvous_failure(rank: int, exc: BaseException, interface: Optional[str]) -> str:

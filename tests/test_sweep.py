@@ -162,3 +162,52 @@ def test_a_policy_with_a_100000_part_dotted_key_is_refused_before_parsing(tmp_pa
     policy = tmp_path / "site.toml"
     policy.write_text('schema = "gpudoctor.policy/1"\n' + form.format(".".join([part] * 100000)) + "\n")
     _usage_error(("check", "--snapshot", MACHINE, "--policy", policy), "a dotted key of more than 64 parts")
+
+
+def _launched(monkeypatch, rank: str, port: int) -> None:
+    for name in ("LOCAL_RANK", "SLURM_PROCID", "TORCHELASTIC_USE_AGENT_STORE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("RANK", rank)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", str(port))
+
+
+@pytest.mark.parametrize("command", [("check", "--fleet", "--quick"), ("bench", "nccl")], ids=" ".join)
+def test_rank_0_on_a_port_another_process_holds_is_refused_before_any_rendezvous(monkeypatch, command):
+    """Rank 0 starts the store on MASTER_PORT: a port another process listens on is one line and exit 2 at once
+    (under torchrun's agent store rank 0 only connects to it, so there it is no error)."""
+    import socket
+
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        _launched(monkeypatch, "0", held.getsockname()[1])
+        _usage_error(command, f"MASTER_PORT={held.getsockname()[1]} is in use by another process")
+        from gpudoctor.bench.launch import rank_from_env
+
+        monkeypatch.setenv("TORCHELASTIC_USE_AGENT_STORE", "True")
+        assert rank_from_env().rank == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("rank,silent", [("0", False), ("1", False), ("1", True)],
+                         ids=["missing peer", "unreachable master", "a port that is not a store"])
+def test_bench_nccl_rendezvous_is_bounded_by_timeout(monkeypatch, rank, silent):
+    """A real gloo rendezvous that cannot complete ends within --timeout: one line, exit 2 — also when MASTER_PORT
+    is a socket that accepts and never answers (torch's client would wait on it without a bound)."""
+    pytest.importorskip("torch")
+    import socket
+    import time
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        if silent:
+            listener.listen()
+        port = listener.getsockname()[1]
+        if not silent:
+            listener.close()
+        _launched(monkeypatch, rank, port)
+        started = time.monotonic()
+        _usage_error(("bench", "nccl", "--backend", "gloo", "--timeout", "2", "-e", "8"), "could not reach the others")
+        assert time.monotonic() - started < 30

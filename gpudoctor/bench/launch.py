@@ -8,6 +8,7 @@ rendezvous uses MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE; under srun the SLURM_* 
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -76,7 +77,55 @@ def _launcher_values(env: Mapping[str, str]) -> tuple:
         raise BenchUsageError(f"RANK={rank} with WORLD_SIZE={world}: ranks run from 0 to {world - 1}")
     if not 0 < port < 65536:
         raise BenchUsageError(f"MASTER_PORT={port}: a TCP port is 1 to 65535")
+    if rank == 0 and env.get("TORCHELASTIC_USE_AGENT_STORE") != "True" and _port_taken(port):
+        raise BenchUsageError(f"MASTER_PORT={port} is in use by another process on this machine, where rank 0 "
+                              "starts the rendezvous store: pick a free port")
     return rank, world
+
+
+def _port_taken(port: int) -> bool:
+    """Whether another process listens on `port` here, so that rank 0's store could not (a port merely in
+    TIME_WAIT is free to it, as to this test: both bind with SO_REUSEADDR)."""
+    for family, address in ((socket.AF_INET6, "::"), (socket.AF_INET, "")):
+        try:
+            probe = socket.socket(family, socket.SOCK_STREAM)
+        except OSError:
+            continue  # no IPv6 here
+        with probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind((address, port))
+                return False
+            except OSError as exc:
+                if exc.errno == errno.EADDRINUSE:
+                    return True
+    return False
+
+
+def bounded(call, seconds: float):
+    """`call()` (a rendezvous) in a helper thread, waited for at most `seconds`: the main thread stays in Python,
+    so Ctrl-C and SIGTERM end the command at once (a rendezvous waits in C++, where no signal handler runs), and an
+    unreachable master, a missing peer or a port held by something that is not a store is a TimeoutError,
+    whatever torch's own timeouts do (`check --fleet`, `bench nccl` under a launcher)."""
+    import threading
+
+    outcome: list = []
+
+    def run() -> None:
+        try:
+            outcome.append((True, call()))
+        except BaseException as exc:  # noqa: BLE001 - handed to the main thread as it is
+            outcome.append((False, exc))
+
+    helper = threading.Thread(target=run, daemon=True, name="gpudoctor-rendezvous")
+    helper.start()
+    helper.join(seconds)
+    if not outcome:
+        raise TimeoutError(f"no rendezvous with every rank within {seconds:g} s")
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return value
 
 
 def rank_from_env(environ: Optional[Mapping[str, str]] = None) -> Optional[Rank]:

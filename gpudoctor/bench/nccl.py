@@ -105,6 +105,7 @@ class NcclConfig:
     backend: str = "auto"  # auto | nccl | gloo
     min_busbw: Optional[float] = None  # GB/s, GD702's threshold
     progress: bool = False  # rank 0 draws a progress bar (gpudoctor.bench.progress)
+    timeout: float = 120.0  # seconds to meet the other ranks, and for each collective (`--timeout`)
 
 
 def _size_flag(text: str, flag: str) -> int:
@@ -324,6 +325,8 @@ def init_rank(rank, config: NcclConfig) -> tuple:
     import torch
     import torch.distributed as dist
 
+    from gpudoctor.bench.launch import bounded
+
     warnings.filterwarnings("ignore", category=FutureWarning)
     device, backend = _device_and_backend(torch, rank, config.backend)
     if device.type == "cuda":
@@ -331,8 +334,21 @@ def init_rank(rank, config: NcclConfig) -> tuple:
     bound = {}
     if backend == "nccl" and "device_id" in inspect.signature(dist.init_process_group).parameters:
         bound["device_id"] = device
-    dist.init_process_group(backend, init_method=rank.init_method, rank=rank.rank, world_size=rank.world_size,
-                            timeout=datetime.timedelta(seconds=300), **bound)
+
+    def meet() -> None:
+        dist.init_process_group(backend, init_method=rank.init_method, rank=rank.rank, world_size=rank.world_size,
+                                timeout=datetime.timedelta(seconds=config.timeout), **bound)
+
+    if rank.launcher == "local":
+        meet()
+        return device, backend
+    try:
+        bounded(meet, config.timeout)
+    except Exception as exc:  # noqa: BLE001 - a launched rank that cannot meet the others: the job's network
+        text = (str(exc).strip().splitlines() or [""])[0]
+        raise BenchUsageError(f"bench nccl: rank {rank.rank} could not reach the others within {config.timeout:g} s "
+                              f"({type(exc).__name__}: {text}); MASTER_ADDR={os.environ.get('MASTER_ADDR')} "
+                              f"MASTER_PORT={os.environ.get('MASTER_PORT')}") from None
     return device, backend
 
 

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import List
 
 from gpudoctor.bench import BenchError, report
 from gpudoctor.cli.common import UsageError, add_force_option, output_stream, path, positive_number
+from gpudoctor.cli.options import seconds
 from gpudoctor.cli.training import positive
 from gpudoctor.render.terminal import width, wrap
 
@@ -37,6 +39,9 @@ def add_parser(subparsers) -> None:
                       help="auto: NCCL on GPUs, gloo on CPU")
     nccl.add_argument("--min-busbw", type=positive_number, default=None, metavar="GB/s",
                       help="GD702: fail when the average busbw over the large sizes is below this")
+    nccl.add_argument("--timeout", type=seconds, default=120.0, metavar="SECONDS",
+                      help="under torchrun/srun: time to meet the other ranks, and for each collective (default "
+                           "120)")
     _output_options(nccl)
     nccl.set_defaults(run=run_nccl)
 
@@ -94,10 +99,11 @@ def run_nccl(args: argparse.Namespace) -> int:
         raise UsageError("--nprocs must be at least 1")
     try:
         config = nccl.make_config(args.min_bytes, args.max_bytes, op=args.op, iters=args.iters, warmup=args.warmup,
-                                  backend=args.backend, min_busbw=args.min_busbw,
+                                  backend=args.backend, min_busbw=args.min_busbw, timeout=args.timeout,
                                   progress=progress.wanted(args.format))
     except BenchError as exc:
         raise UsageError(str(exc)) from None
+    os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")  # c10d's retry lines: the failure is said in one line
     try:
         rank, result = nccl.run(config, args.nprocs)
     except BenchUsageError as exc:
