@@ -85,14 +85,14 @@ def evaluate(snapshot: Snapshot, rules: Sequence[Rule], started: float = 0.0, kn
     """Run every rule against the snapshot's facts and build the report. `known_ids`: rule IDs this run knows
     beyond the catalog and `rules` (a loaded site policy's, when a selection leaves them out)."""
     known = sorted({rule.id for rule in load_catalog()} | {rule.id for rule in rules} | set(known_ids))
+    pasted = snapshot.source.get("kind") == "report"
     facts = Facts({"probes": [probe.to_json() for probe in snapshot.probes], **snapshot.facts,
-                   "rules": {"known": known}})
+                   "rules": {"known": known}}, env_complete=not pasted or bool(snapshot.facts.get("env_sources")))
     findings: List[Finding] = []
     passed: List[str] = []
     unknown: List[Unknown] = []
     idle: List[NotApplicable] = []
     scripts = facts.get("scripts", None) or []
-    pasted = snapshot.source.get("kind") == "report"
     for rule in rules:
         if rule.check is None:
             continue

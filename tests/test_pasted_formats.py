@@ -119,10 +119,11 @@ SMI_TABLE = """+----------------------------------------------------------------
 SMI_L = "GPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-5c6a8f0e-0b1e-4c1e-9e0a-1d2c3b4a5f60)\n"
 
 
-def _verdicts(run_cli, tmp_path, text: str, rules: str) -> dict:
+def _verdicts(run_cli, tmp_path, text: str, rules: str, *options) -> dict:
     paste = tmp_path / "paste.txt"
     paste.write_text(text)
-    _code, out, _ = run_cli("check", "--from", paste, "--select", rules, "--format", "json", "--fail-on", "never")
+    _code, out, _ = run_cli("check", "--from", paste, "--select", rules, "--format", "json", "--fail-on", "never",
+                            *options)
     report = json.loads(out)
     verdicts = {u["rule"]: ("unknown", u["missing"]) for u in report["unknown"]}
     verdicts.update({rule: ("passed", None) for rule in report["passed"]})
@@ -133,7 +134,20 @@ def _verdicts(run_cli, tmp_path, text: str, rules: str) -> dict:
 def test_a_gpu_count_the_paste_does_not_state_stays_unknown(run_cli, tmp_path):
     """`GPU type` without `GPU number` names device 0: GD405 judges two or more GPUs and cannot pass on one."""
     assert _verdicts(run_cli, tmp_path, HF_ENV, "GD405")["GD405"] == ("unknown", "nvml.gpus_counted")
-    assert _verdicts(run_cli, tmp_path, LLAMA_FACTORY, "GD405")["GD405"][0] == "passed"
+    one = LLAMA_FACTORY.replace("GPU number: 8", "GPU number: 1")
+    assert _verdicts(run_cli, tmp_path, one, "GD405")["GD405"] == ("passed", None)
+
+
+def test_an_environment_the_paste_does_not_show_is_not_taken_to_be_unset(run_cli, tmp_path):
+    """Two RTX 4090s whose P2P is broken before driver 550.40.07: NCCL_P2P_DISABLE decides GD405, and a paste does
+    not show the job's environment; the .env given beside it does."""
+    rtx = LLAMA_FACTORY.replace("GPU number: 8", "GPU number: 2").replace("A800-SXM4-80GB", "GeForce RTX 4090")
+    assert _verdicts(run_cli, tmp_path, rtx, "GD405")["GD405"] == ("unknown", "env")
+    env_file = tmp_path / "job.env"
+    env_file.write_text("NCCL_P2P_DISABLE=1\n")
+    assert _verdicts(run_cli, tmp_path, rtx, "GD405", "--env-file", env_file)["GD405"] == ("passed", None)
+    env_file.write_text("OMP_NUM_THREADS=8\n")
+    assert _verdicts(run_cli, tmp_path, rtx, "GD405", "--env-file", env_file)["GD405"][0] == "fired"
 
 
 @pytest.mark.parametrize("text,verdict", [(HF_ENV, "unknown"), (SMI_L, "unknown"), (LLAMA_FACTORY, "unknown"),

@@ -579,6 +579,7 @@ def nccl_p2p_disabled(facts, rule):
     if job.count() < 2:
         return []
     driver = facts.get("nvml.driver_version", None)
+    facts.env_recorded("NCCL_P2P_DISABLE")  # both verdicts turn on it: unknown where a paste shows no environment
     value = value_of(facts, "NCCL_P2P_DISABLE")
     disabled = value is not None and c_strtoll(value)[0] == 1
     sources = facts.get("env_sources", {}) or {}

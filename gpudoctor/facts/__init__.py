@@ -31,8 +31,9 @@ class Facts:
     something (not absent, None or empty): a rule that read none has judged nothing (see engine.evaluate);
     `stated_beyond_logs` those of facts other than a log's, so that a verdict from log facts alone is known."""
 
-    def __init__(self, data: Mapping[str, Any]):
+    def __init__(self, data: Mapping[str, Any], env_complete: bool = True):
         self._data = data
+        self.env_complete = env_complete  # False: `env` holds only what a pasted text showed (LD_LIBRARY_PATH lines)
         self.stated = 0
         self.stated_beyond_logs = 0
 
@@ -64,3 +65,10 @@ class Facts:
     def env(self, name: str, default: Any = None) -> Any:
         """An environment variable as the job will see it (None when unset)."""
         return self.get("env", {}).get(name, default)
+
+    def env_recorded(self, name: str) -> Any:
+        """env(name), but MissingFact where the job's environment was not recorded (a pasted report without
+        --env-file): there an unset variable is not known to be unset."""
+        if not self.env_complete or self.get("env", None) is None:
+            raise MissingFact("env", f"the report does not show the job's environment ({name})")
+        return self.env(name)
