@@ -416,3 +416,36 @@ def test_no_pickle_crosses_ranks():
     for path in (ROOT / "gpudoctor").rglob("*.py"):
         assert not re.search(r"\b(all_gather_object|gather_object|broadcast_object_list|scatter_object_list)\(",
                              path.read_text()), path
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum,code,line", [("SIGINT", 130, "gpudoctor: interrupted"),
+                                              ("SIGTERM", 143, "gpudoctor: terminated")])
+def test_a_signal_while_rank_0_waits_for_its_peers_ends_it_quietly(signum, code, line):
+    """Rank 0 of two, its peer never comes: SIGINT (Ctrl-C) or SIGTERM ends the wait at once, one line, no
+    traceback, no c10d lines (the rendezvous waits in a helper thread; the main thread takes the signal)."""
+    pytest.importorskip("torch")
+    import signal
+    import time
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = dict(os.environ, PYTHONPATH=str(ROOT), RANK="0", WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
+               MASTER_PORT=str(port))
+    proc = subprocess.Popen(gpudoctor_cmd() + ["check", "--fleet", "--quick", "--timeout", "60"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # waiting for its peer: its store listens on MASTER_PORT
+            with socket.socket() as client:
+                if client.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.2)
+        else:
+            pytest.fail("rank 0 never started its store")
+        proc.send_signal(getattr(signal, signum))
+        out, err = proc.communicate(timeout=20)
+    finally:
+        proc.kill()
+    assert (proc.returncode, err, out) == (code, line + "\n", "")
