@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from conftest import ROOT
 from gpudoctor.ingest import parse_report
 
 TOPO = """$ nvidia-smi topo -m
@@ -157,6 +158,13 @@ def test_gpu_health_passes_only_where_the_paste_states_it(run_cli, tmp_path, tex
     """Names alone (nvidia-smi -L, an env command) say nothing of ECC or remaps; nvidia-smi's table does, N/A
     (a GPU without ECC) included."""
     assert _verdicts(run_cli, tmp_path, text, "GD506")["GD506"][0] == verdict
+
+
+def test_a_report_cut_short_states_neither_the_gpu_count_nor_the_health_it_stops_in(run_cli, tmp_path):
+    """nvidia-smi -q -x cut inside GPU 0's ECC counters: ECC is on, its error counts were never shown."""
+    xml = (ROOT / "fixtures" / "reports" / "nvidia_smi_q_x_truncated.xml").read_text()
+    verdicts = _verdicts(run_cli, tmp_path, xml, "GD405,GD506")
+    assert verdicts == {"GD405": ("unknown", "nvml.gpus_counted"), "GD506": ("unknown", "nvml.gpus.health_read")}
 
 
 @pytest.mark.parametrize("text,torch,cuda", [(PIP_LIST, "2.3.0+cu121", "12.1"), (CONDA_LIST, "2.1.0", "11.8"),

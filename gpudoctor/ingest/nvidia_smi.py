@@ -91,9 +91,10 @@ def parse_table(lines: Lines, name: str) -> Builder:
                 _parse_mig_block(text_lines, mig_at, gpu_list)
             if proc_at is not None:
                 _parse_processes(text_lines, proc_at, gpu_list)
+            builder.set("nvml.gpus", gpu_list, gpu_idx)
             if not complete:
                 builder.warnings.append(f"{name}: the nvidia-smi GPU table ends early; the GPU list may be incomplete")
-            builder.set("nvml.gpus", gpu_list, gpu_idx)
+                _cut(builder, gpu_idx)
             if not builder.has("nvml.status"):
                 builder.set("nvml.status", "ok", gpu_idx)
 
@@ -315,6 +316,12 @@ def _parse_processes(text_lines: List[str], at: int, gpus: List[Dict[str, Any]])
             index[gi]["processes"].append(proc)
 
 
+def _cut(builder: Builder, idx: Optional[int]) -> None:
+    """A report cut short states neither how many GPUs there are nor the health of the GPU it stops in."""
+    builder.set("nvml.gpus_counted", False, idx, "the report is cut short")
+    builder.set("nvml.health_read", False, idx, "the report is cut short")
+
+
 def _parse_dash_l(builder: Builder, text_lines: List[str]) -> None:
     """``nvidia-smi -L``: 'GPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-…)' with optional MIG lines."""
     gpus: List[Dict[str, Any]] = []
@@ -452,6 +459,7 @@ def parse_q(lines: Lines, name: str) -> Builder:
         if attached is not None and to_int(attached.value) is not None and to_int(attached.value) != len(gpus):
             builder.warnings.append(f"{name}: nvidia-smi -q says {attached.value} GPUs attached but lists {len(gpus)} "
                                     "(cut?)")
+            _cut(builder, gpu_nodes[0].idx)
     return builder
 
 
@@ -672,6 +680,8 @@ def parse_xml(lines: Lines, name: str) -> Builder:
         builder.set("nvml.gpus", gpus, cite("gpu"))
         if not builder.has("nvml.status"):
             builder.set("nvml.status", "ok", cite("gpu"))
+        if truncated or end < 0:
+            _cut(builder, cite("gpu"))
     if not builder.empty():
         builder.touch(_line_index(lines, line0 + 1))
     return builder
