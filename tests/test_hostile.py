@@ -74,9 +74,9 @@ def test_a_long_shell_word_is_read_in_linear_time(tmp_path, word):
 
     path = tmp_path / "job.sh"
     text = "#!/bin/bash\nexport X=" + word * (2**18 // len(word)) + ('"' if word.startswith('"') else "") + "\n"
-    started = time.monotonic()
+    started = time.process_time()  # CPU time: another process on a loaded machine does not count
     facts = find(path, text).read(path, text)
-    assert time.monotonic() - started < 1
+    assert time.process_time() - started < 1
     assert [assignment.name for assignment in facts.env.assignments] == ["X"]
 
 
