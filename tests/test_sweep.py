@@ -211,3 +211,42 @@ def test_bench_nccl_rendezvous_is_bounded_by_timeout(monkeypatch, rank, silent):
         started = time.monotonic()
         _usage_error(("bench", "nccl", "--backend", "gloo", "--timeout", "2", "-e", "8"), "could not reach the others")
         assert time.monotonic() - started < 30
+
+
+PAYLOADS = ["\x1b[2J", "\x1b]0;title\x07", "\r", "\u202e"]
+
+
+def _human_outputs(tmp_path, payload):
+    """(command, format) → its output, for every command with a human format that shows a string from a file or
+    the machine: a model file's name, a site policy's texts, a benchmark's table."""
+    import argparse
+
+    from gpudoctor.cli.bench import _write
+
+    model = tmp_path / f"m{payload}x.json"
+    model.write_text((FIXTURES / "models" / "qwen2.5-0.5b.config.json").read_text())
+    policy = tmp_path / "site.toml"
+    text = "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in payload)  # a TOML escape
+    policy.write_text(f'schema = "gpudoctor.policy/1"\n[[rule]]\nid = "SITE001"\nname = "n"\nseverity = "info"\n'
+                      f'summary = "s{text}s"\nmessage = "m{text}m"\n'
+                      f'require = {{ fact = "env.NCCL_IB_HCA", op = "eq", value = "v{text}v" }}\nfix = {{ summary = "f{text}f" }}\n')
+    outputs = {}
+    for fmt in ("plain", "rich"):
+        outputs[("estimate", fmt)] = _run("estimate", "--model", model, "--gpu", "4090", "--format", fmt)
+    outputs[("rules", "plain")] = _run("rules", "--policy", policy)
+    outputs[("explain", "plain")] = _run("explain", "SITE001", "--policy", policy)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        _write(argparse.Namespace(format="plain", output=None), {}, [], f"gpu{payload}name busbw 1.0\n")
+    outputs[("bench", "plain")] = (0, out.getvalue(), "")
+    return outputs
+
+
+@pytest.mark.parametrize("payload", PAYLOADS, ids=repr)
+def test_every_human_format_escapes_untrusted_strings(tmp_path, payload):
+    """CSI, OSC, a carriage return and a right-to-left override in a file name, a policy's texts or a benchmark's
+    row reach every human format escaped (`\\x1b`, `\\u202e`), never acted on."""
+    for (command, fmt), (code, out, err) in _human_outputs(tmp_path, payload).items():
+        assert code in (0, 1) and ("\\x1b" in out or "\\r" in out or "\\x0d" in out or "\\u202e" in out), \
+            (command, fmt, code, out, err)
+        _no_controls(out + err)

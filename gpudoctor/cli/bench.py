@@ -16,6 +16,7 @@ from gpudoctor.bench import BenchError, report
 from gpudoctor.cli.common import UsageError, add_force_option, output_stream, path, positive_number
 from gpudoctor.cli.options import seconds
 from gpudoctor.cli.training import positive
+from gpudoctor.render.printable import printable
 from gpudoctor.render.terminal import width, wrap
 
 
@@ -80,13 +81,15 @@ def _write(args, result: dict, findings: List, plain: str) -> int:
         if args.format == "json":
             json.dump({**result, "findings": [f.to_json() for f in findings]}, stream, indent=2, ensure_ascii=False)
             stream.write("\n")
-        else:
+        else:  # names and values from the machine (a GPU's name, an env value) are shown escaped
             columns = width(stream)
-            for line in plain.splitlines():  # a line too wide breaks at spaces, never inside a word
+            for line in printable(plain).splitlines():  # a line too wide breaks at spaces, never inside a word
                 stream.write("\n".join(wrap(line, columns, "", "   ")) + "\n")
             for finding in findings:
-                stream.write("\n".join(wrap(f"✗ {finding.rule} {finding.name}: {finding.message}", columns, "", "  ")
-                                       + wrap(f"fix: {finding.fix.summary}", columns, "  ", "       ")) + "\n")
+                said = printable(f"✗ {finding.rule} {finding.name}: {finding.message}", one_line=True)
+                stream.write("\n".join(wrap(said, columns, "", "  ")
+                                       + wrap(f"fix: {printable(finding.fix.summary, one_line=True)}", columns, "  ",
+                                              "       ")) + "\n")
     return 1 if findings else 0
 
 

@@ -27,14 +27,13 @@ def add_parser(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from gpudoctor.fit import fit
     from gpudoctor.render.estimate import render_plain, render_rich
+    from gpudoctor.render.printable import printable_data
 
     est, gpus = fit(model_option(args), training_flags(args), args.ds_config, args.gpu)
     fmt = output_format(args)
     if fmt == "json":
         json.dump(est.to_json(gpus), sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write("\n")
-    elif fmt == "rich":
-        render_rich(est, gpus, sys.stdout)
-    else:
-        render_plain(est, gpus, sys.stdout)
+    else:  # a model or GPU name from a file or a flag is shown escaped (gpudoctor.render.printable)
+        (render_rich if fmt == "rich" else render_plain)(printable_data(est), printable_data(gpus), sys.stdout)
     return 0

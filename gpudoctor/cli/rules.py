@@ -9,6 +9,7 @@ import sys
 from gpudoctor.catalog import INPUTS, catalog_json, closest_rules, find_rule, load_catalog, rule_json
 from gpudoctor.cli.common import UsageError, add_policy_option, policy_rules
 from gpudoctor.render import terminal
+from gpudoctor.render.printable import printable_data
 from gpudoctor.render.terminal import fix_block, say, say_block, screen, width, wrap
 
 
@@ -30,6 +31,7 @@ def run_rules(args: argparse.Namespace) -> int:
         json.dump(catalog_json(rules), sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write("\n")
         return 0
+    rules = printable_data(rules)  # a site policy's names and texts are shown escaped
     line_width = width(sys.stdout)
     id_width = max(len(rule.id) for rule in rules)
     name_width = max(len(rule.name) for rule in rules)
@@ -53,6 +55,8 @@ def run_explain(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
         return 0
     from rich.text import Text  # only here: every other command starts without rich
+
+    rule = printable_data(rule)  # a site policy's texts are shown escaped
 
     with screen(sys.stdout, terminal.color(sys.stdout, args.no_color)) as console:
         console.print(Text.assemble((f"{rule.id} {rule.name}", "bold"), f" ({rule.severity}, {rule.family})"))
