@@ -167,6 +167,13 @@ def test_a_report_cut_short_states_neither_the_gpu_count_nor_the_health_it_stops
     assert verdicts == {"GD405": ("unknown", "nvml.gpus_counted"), "GD506": ("unknown", "nvml.gpus.health_read")}
 
 
+@pytest.mark.parametrize("text,verdict", [(PIP_LIST, "unknown"), (CONDA_LIST, "unknown"), ("torch==2.4.1\n", "unknown"),
+                                          (HF_ENV, "passed")])
+def test_a_package_list_does_not_show_import_torch_working(run_cli, tmp_path, text, verdict):
+    """GD108 judges `import torch`: a package list shows torch installed; an env command ran the import."""
+    assert _verdicts(run_cli, tmp_path, text, "GD108")["GD108"][0] == verdict
+
+
 @pytest.mark.parametrize("text,torch,cuda", [(PIP_LIST, "2.3.0+cu121", "12.1"), (CONDA_LIST, "2.1.0", "11.8"),
                                              ("torch==2.4.1\nnvidia-cublas-cu12==12.1.3.1\n", "2.4.1", None)])
 def test_package_lists(text, torch, cuda):

@@ -516,6 +516,9 @@ def torch_not_installed(facts, rule):
 @check("GD108")
 def torch_import_broken(facts, rule):
     if facts.get("torch.status") != "broken":
+        if facts.get("torch.imported", None) is False:
+            raise MissingFact("torch.imported", "the report lists torch as installed but does not show `import torch` "
+                                                "running (collect_env and the `env` commands do)")
         return
     error = facts.get("torch.error", None) or "unknown error"
     python = facts.get("torch.python", None) or "the job's interpreter"

@@ -47,6 +47,7 @@ def record(builder: Builder, pkg: str, version: str, idx: int, build: Optional[s
     elif pkg in _TORCH_NAMES and not builder.has("torch.version"):
         builder.set("torch.version", version, idx, "from the package list")
         builder.set("torch.status", "ok", idx)
+        builder.set("torch.imported", False, idx, "a package list: installed, not imported")
         if build and not builder.has("torch.cuda"):
             cuda = _CONDA_CUDA.search(build)
             if cuda:

@@ -50,6 +50,7 @@ def parse(lines: Lines, name: str) -> Builder:
             if pkg in ("torch", "pytorch"):
                 builder.set("torch.version", version, vi)
                 builder.set("torch.status", "ok", vi)
+                builder.set("torch.imported", False, vi, "pip show: installed, not imported")
                 _infer_cuda_from_requires(builder, version, ri)
             elif pkg == "deepspeed":
                 builder.set("torch.deepspeed.version", version, vi)
