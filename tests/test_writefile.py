@@ -283,3 +283,14 @@ def test_a_temp_file_left_by_a_sigkill_is_removed_by_the_next_write(tmp_path):
     write_file(str(target), "NEWER=1\n")
     assert target.read_text() == "NEWER=1\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["job.env", live.name])
+
+
+def test_a_write_env_run_leaves_the_next_in_process_run_as_it_was(tmp_path):
+    """The parser is built once per process (the MCP server and the library run many commands): the file one
+    `fix --write-env` judged never joins the next run's --env-file list."""
+    from gpudoctor.cli import build_parser
+
+    target = tmp_path / "job.env"
+    target.write_text("NCCL_DEBUG=INFO\n")
+    assert _run_in_process("fix", "--snapshot", MACHINE, "--write-env", target)[0] in (0, 1)
+    assert build_parser().parse_args(["fix"]).env_file == []

@@ -89,7 +89,7 @@ def _judge_target(args: argparse.Namespace) -> None:
     from gpudoctor.fix.envmerge import same_file
 
     if not any(same_file(args.write_env, name) for name in args.env_file):
-        args.env_file.append(args.write_env)
+        args.env_file = [*args.env_file, args.write_env]  # a new list: the parser's default is shared by every run
 
 
 def _fix(args: argparse.Namespace) -> int:
