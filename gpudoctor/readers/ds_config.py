@@ -53,47 +53,31 @@ class _Positions:
         return line, offset - self.starts[line - 1] + 1
 
 
+# What an HJSON-ish config is made of, as far as blanking its comments and trailing commas goes: every character
+# belongs to one of these (a string runs to its closing quote or the end, a /* comment to */ or the end).
+HJSON_PIECES = re.compile(r'(?P<string>"(?:[^"\\]|\\[\s\S]?)*"?)|(?P<comment>(?:#|//)[^\n]*|/\*[\s\S]*?(?:\*/|\Z))'
+                          r'|(?P<comma>,)|(?P<close>[}\]])|(?P<blank>\s+)|(?P<other>[^\s,}\]"#/]+|/)')
+
+
 def _blank_hjson(text: str) -> Tuple[str, Optional[Tuple[str, int]]]:
     """The text with comments and trailing commas blanked out (newlines kept, so positions stay valid), and the
     first such thing found as (what, offset)."""
     chars = list(text)
     first: Optional[Tuple[str, int]] = None
-    i, n = 0, len(text)
     last_comma = -1  # offset of a comma not yet followed by anything but blanks/comments
-    while i < n:
-        char = text[i]
-        if char == '"':
-            end = i + 1
-            while end < n and text[end] != '"':
-                end += 2 if text[end] == "\\" else 1
-            i, last_comma = end + 1, -1
-            continue
-        if char == "#" or text.startswith("//", i):
-            end = text.find("\n", i)
-            end = n if end < 0 else end
-            first = first or ("comment", i)
-            for k in range(i, end):
-                chars[k] = " "
-            i = end
-            continue
-        if text.startswith("/*", i):
-            end = text.find("*/", i + 2)
-            end = n if end < 0 else end + 2
-            first = first or ("comment", i)
-            for k in range(i, end):
-                if chars[k] != "\n":
-                    chars[k] = " "
-            i = end
-            continue
-        if char == ",":
-            last_comma = i
-        elif char in "}]" and last_comma >= 0:
+    for piece in HJSON_PIECES.finditer(text):
+        kind, start = piece.lastgroup, piece.start()
+        if kind == "comment":
+            first = first or ("comment", start)
+            chars[start:piece.end()] = [char if char == "\n" else " " for char in piece.group()]
+        elif kind == "comma":
+            last_comma = start
+        elif kind == "close" and last_comma >= 0:
             chars[last_comma] = " "
             first = first or ("trailing comma", last_comma)
             last_comma = -1
-        elif not char.isspace():
+        elif kind != "blank":
             last_comma = -1
-        i += 1
     return "".join(chars), first
 
 

@@ -61,6 +61,38 @@ RANK_WORDS = ("rank", "local_rank", "LOCAL_RANK", "gpu", "device_id", "proc")
 LOCAL_RANK_OPTIONS = ("--local_rank", "--local-rank")
 
 
+def _keyword(call: ast.Call, name: str, default: Optional[ast.AST] = None) -> Optional[ast.AST]:
+    return next((kw.value for kw in call.keywords if kw.arg == name), default)
+
+
+def _process_group(call: ast.Call) -> Dict[str, Any]:
+    """How init_process_group finds its peers (`init_method`), its backend, whether the script passes the rank."""
+    method, backend = _keyword(call, "init_method"), _keyword(call, "backend", call.args[0] if call.args else None)
+    return {"init_method": literal(method) if isinstance(literal(method), str) else (
+                None if method is None else "expression"),
+            "sets_rank": any(kw.arg in ("rank", "world_size") for kw in call.keywords) or len(call.args) > 3,
+            "backend": literal(backend) if isinstance(literal(backend), str) else None}
+
+
+def _lightning(call: ast.Call) -> Dict[str, Any]:
+    """What a Lightning Trainer or Fabric is given: strategy, devices, accelerator, num_nodes."""
+    given = {key: _keyword(call, key) for key in ("strategy", "devices", "accelerator", "num_nodes")}
+    return {key: literal(value) if isinstance(literal(value), (str, int, list)) else "expression"
+            for key, value in given.items() if value is not None}
+
+
+def _device_ids(call: ast.Call) -> Any:
+    """DataParallel's device_ids: a list, "expression", or None when not given."""
+    ids = _keyword(call, "device_ids", call.args[1] if len(call.args) > 1 else None)
+    known = literal(ids) if ids is not None else None
+    return list(known) if isinstance(known, (list, tuple)) else (None if ids is None else "expression")
+
+
+# what an init entry records besides its line, by the call's last name or its whole name
+INIT_DETAILS = {"init_process_group": (_process_group,), "lightning.Trainer": (_lightning,),
+                "lightning.Fabric": (_lightning,)}
+
+
 class _Finder:
     def __init__(self, tree: Tree, lines: List[str]):
         self.index = tree  # the file's one walk
@@ -197,36 +229,19 @@ class _Finder:
 
     def call(self, call: ast.Call, found: Dict[str, Any], executors: Dict[str, dict]) -> None:
         name = self.qualified(call.func)
-        short = name.rsplit(".", 1)[-1]
         where = {"line": call.lineno, "what": segment(self.lines, call, 70)}
         if name in INIT:
             entry = dict(where, kind=INIT[name])
-            if short == "init_process_group":
-                method = next((kw.value for kw in call.keywords if kw.arg == "init_method"), None)
-                entry["init_method"] = literal(method) if isinstance(literal(method), str) else (
-                    None if method is None else "expression")
-                entry["sets_rank"] = any(kw.arg in ("rank", "world_size") for kw in call.keywords) or len(call.args) > 3
-                backend = next((kw.value for kw in call.keywords if kw.arg == "backend"), call.args[0] if call.args
-                               else None)
-                entry["backend"] = literal(backend) if isinstance(literal(backend), str) else None
-            if name in ("lightning.Trainer", "lightning.Fabric"):
-                for key in ("strategy", "devices", "accelerator", "num_nodes"):
-                    value = next((kw.value for kw in call.keywords if kw.arg == key), None)
-                    if value is not None:
-                        known = literal(value)
-                        entry[key] = known if isinstance(known, (str, int, list)) else "expression"
+            for detail in INIT_DETAILS.get(name.rsplit(".", 1)[-1], ()) + INIT_DETAILS.get(name, ()):
+                entry.update(detail(call))
             found["init"].append(entry)
         elif self.hf_trainer(call, name, found):
             pass
         elif name in SPAWNS:
             found["spawns"].append(dict(where, call=name))
         elif name in DATA_PARALLEL:
-            ids = next((kw.value for kw in call.keywords if kw.arg == "device_ids"), call.args[1] if len(call.args) > 1
-                       else None)
-            known = literal(ids) if ids is not None else None
-            found["data_parallel"].append(dict(where, device_ids=list(known) if isinstance(known, (list, tuple))
-                                               else (None if ids is None else "expression")))
-        elif short in ("putenv", "setdefault", "update") and call.args:
+            found["data_parallel"].append(dict(where, device_ids=_device_ids(call)))
+        elif name.rsplit(".", 1)[-1] in ("putenv", "setdefault", "update") and call.args:
             self.environ_call(call, name, found)
 
     def hf_trainer(self, call: ast.Call, name: str, found: Dict[str, Any]) -> bool:

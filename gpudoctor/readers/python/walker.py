@@ -16,6 +16,7 @@ Code in functions that are never called from module level produces nothing.
 from __future__ import annotations
 
 import ast
+import operator
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -58,6 +59,10 @@ CUDA_LAZY = {"manual_seed", "manual_seed_all", "is_initialized", "seed", "seed_a
              "set_rng_state_all", "_lazy_call", "is_built"}
 CUDA_LAZY_PREFIXES = ("torch.cuda.amp.", "torch.cuda.nvtx.")
 SPAWN_METHODS = ("spawn", "forkserver")
+# The integer arithmetic a constant may be made of (a product of factors under a million, a quotient by non-zero).
+ARITHMETIC = {ast.Add: operator.add, ast.Sub: operator.sub,
+              ast.Mult: lambda left, right: left * right if abs(left) < 1e6 and abs(right) < 1e6 else NO_VALUE,
+              ast.FloorDiv: lambda left, right: left // right if right else NO_VALUE}
 
 
 @dataclass
@@ -292,36 +297,35 @@ class Walker:
 
     def resolve(self, node: ast.AST, scope: Scope) -> Any:
         """A local Func or Klass, or a qualified name (str), or None."""
-        if isinstance(node, ast.Name):
-            for level in scope.chain():
-                if node.id in level.functions:
-                    return level.functions[node.id]
-                if node.id in level.classes:
-                    return level.classes[node.id]
-                if node.id in level.aliases:
-                    return canonical(level.aliases[node.id])
-                if level.bound_here(node.id):
-                    return None
-            return node.id if node.id in BUILTIN_NAMES else None
-        if isinstance(node, ast.Attribute):
-            base = node.value
-            if isinstance(base, ast.Name) and base.id in ("self", "cls") and scope.klass is not None:
-                return scope.klass.method(node.attr)
-            if isinstance(base, ast.Call) and isinstance(base.func, ast.Name) and base.func.id == "super":
-                klass = scope.klass
-                if klass is not None:
-                    for parent in klass.bases:
-                        if isinstance(parent, Klass) and parent.method(node.attr):
-                            return parent.method(node.attr)
+        method = {ast.Name: self.resolve_name, ast.Attribute: self.resolve_attribute}.get(type(node))
+        return method(node, scope) if method else None
+
+    def resolve_name(self, node: ast.Name, scope: Scope) -> Any:
+        for level in scope.chain():
+            for table in (level.functions, level.classes):
+                if node.id in table:
+                    return table[node.id]
+            if node.id in level.aliases:
+                return canonical(level.aliases[node.id])
+            if level.bound_here(node.id):
                 return None
-            owner = self.resolve(base, scope) if isinstance(base, (ast.Name, ast.Attribute)) else None
-            if isinstance(owner, Klass):
-                return owner.method(node.attr)
-            value = self.value_of(base, scope)
-            if value is not None and value.kind == "instance":
-                return value.data["klass"].method(node.attr)
-            return self.qualified(node, scope)
-        return None
+        return node.id if node.id in BUILTIN_NAMES else None
+
+    def resolve_attribute(self, node: ast.Attribute, scope: Scope) -> Any:
+        base = node.value
+        if isinstance(base, ast.Name) and base.id in ("self", "cls") and scope.klass is not None:
+            return scope.klass.method(node.attr)
+        if isinstance(base, ast.Call) and isinstance(base.func, ast.Name) and base.func.id == "super":
+            parents = scope.klass.bases if scope.klass is not None else []
+            return next((parent.method(node.attr) for parent in parents
+                         if isinstance(parent, Klass) and parent.method(node.attr)), None)
+        owner = self.resolve(base, scope)
+        if isinstance(owner, Klass):
+            return owner.method(node.attr)
+        value = self.value_of(base, scope)
+        if value is not None and value.kind == "instance":
+            return value.data["klass"].method(node.attr)
+        return self.qualified(node, scope)
 
     # ----- constants ------------------------------------------------------------------------------------------
     def const(self, node: Optional[ast.AST], scope: Scope, depth: int = 0) -> Any:
@@ -331,34 +335,35 @@ class Walker:
         value = literal(node)
         if has_value(value):
             return value
-        if isinstance(node, ast.Name):
-            for level in scope.chain():
-                if node.id in level.bindings:
-                    return level.bindings[node.id]
-                if node.id in level.exprs:
-                    if level.assigned.get(node.id, 0) == 1:
-                        return self.const(level.exprs[node.id], level, depth + 1)
-                    return NO_VALUE
-                if node.id in level.params:
-                    return self.const(level.params[node.id], level.parent or level, depth + 1)
-                if level is self.module and node.id in level.constants:
-                    found = level.constants[node.id]
-                    return found if not isinstance(found, ast.AST) else NO_VALUE
+        method = {ast.Name: self.const_name, ast.BinOp: self.const_arithmetic}.get(type(node))
+        return method(node, scope, depth) if method else NO_VALUE
+
+    def const_name(self, node: ast.Name, scope: Scope, depth: int) -> Any:
+        for level in scope.chain():
+            if node.id in level.bindings:
+                return level.bindings[node.id]
+            if node.id in level.exprs:
+                if level.assigned.get(node.id, 0) == 1:
+                    return self.const(level.exprs[node.id], level, depth + 1)
+                return NO_VALUE
+            if node.id in level.params:
+                return self.const(level.params[node.id], level.parent or level, depth + 1)
+            if level is self.module and node.id in level.constants:
+                found = level.constants[node.id]
+                return found if not isinstance(found, ast.AST) else NO_VALUE
+        return NO_VALUE
+
+    def const_arithmetic(self, node: ast.BinOp, scope: Scope, depth: int) -> Any:
+        """`+`, `*` (of factors under a million), `-` and `//` (by a non-zero) of two known integers."""
+        operation = ARITHMETIC.get(type(node.op))
+        if operation is None:
             return NO_VALUE
-        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mult, ast.Sub, ast.FloorDiv)):
-            left, right = self.const(node.left, scope, depth + 1), self.const(node.right, scope, depth + 1)
-            if isinstance(left, int) and isinstance(right, int) and not isinstance(left, bool):
-                try:
-                    if isinstance(node.op, ast.Add):
-                        return left + right
-                    if isinstance(node.op, ast.Mult) and abs(left) < 1e6 and abs(right) < 1e6:
-                        return left * right
-                    if isinstance(node.op, ast.Sub):
-                        return left - right
-                    if isinstance(node.op, ast.FloorDiv) and right:
-                        return left // right
-                except (OverflowError, ZeroDivisionError):
-                    return NO_VALUE
+        left, right = self.const(node.left, scope, depth + 1), self.const(node.right, scope, depth + 1)
+        if isinstance(left, int) and isinstance(right, int) and not isinstance(left, bool):
+            try:
+                return operation(left, right)
+            except (OverflowError, ZeroDivisionError):
+                return NO_VALUE
         return NO_VALUE
 
     # ----- DataLoader workers ---------------------------------------------------------------------------------
@@ -386,25 +391,39 @@ class Walker:
         value = self.const(node, scope)
         if isinstance(value, int) and not isinstance(value, bool):
             return value, ""
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "int" \
-                and len(node.args) == 1:
+        method = {ast.Call: self.workers_cast, ast.Attribute: self.workers_option, ast.Subscript: self.workers_item,
+                  ast.IfExp: self.workers_either}.get(type(node))
+        return method(node, scope, depth) if method else (None, "")
+
+    def workers_cast(self, node: ast.Call, scope: Scope, depth: int) -> Tuple[Optional[int], str]:
+        """`int(x)`: x's value."""
+        if isinstance(node.func, ast.Name) and node.func.id == "int" and len(node.args) == 1:
             return self.workers_value(node.args[0], scope, depth + 1)
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
-                and node.attr in self.argparse_defaults():
+        return None, ""
+
+    def workers_option(self, node: ast.Attribute, scope: Scope, depth: int) -> Tuple[Optional[int], str]:
+        """`args.workers`: the option's argparse default."""
+        if isinstance(node.value, ast.Name) and node.attr in self.argparse_defaults():
             option = self.argparse_defaults()[node.attr]
             return option[0], f"the default of {option[1]}"
-        if isinstance(node, ast.Subscript):
-            for mapping, _ in self.kwargs_dicts(node.value, scope, depth + 1):
-                key = _subscript_key(node)
-                for name, value_node in zip(mapping.keys, mapping.values):
-                    if isinstance(name, ast.Constant) and name.value == key:
-                        return self.workers_value(value_node, scope, depth + 1)
-        if isinstance(node, ast.IfExp):
-            branches = [self.workers_value(branch, scope, depth + 1) for branch in (node.body, node.orelse)]
-            known = [b for b in branches if isinstance(b[0], int)]
-            if known:
-                workers, note = max(known, key=lambda b: b[0])
-                return workers, ", ".join(p for p in (note, "in one branch of a conditional") if p)
+        return None, ""
+
+    def workers_item(self, node: ast.Subscript, scope: Scope, depth: int) -> Tuple[Optional[int], str]:
+        """`CONFIG["workers"]`: the value of the key in the dict literal CONFIG is."""
+        for mapping, _ in self.kwargs_dicts(node.value, scope, depth + 1):
+            key = _subscript_key(node)
+            for name, value_node in zip(mapping.keys, mapping.values):
+                if isinstance(name, ast.Constant) and name.value == key:
+                    return self.workers_value(value_node, scope, depth + 1)
+        return None, ""
+
+    def workers_either(self, node: ast.IfExp, scope: Scope, depth: int) -> Tuple[Optional[int], str]:
+        """`a if cond else b`: the larger of the two known, said to be one branch's."""
+        branches = [self.workers_value(branch, scope, depth + 1) for branch in (node.body, node.orelse)]
+        known = [b for b in branches if isinstance(b[0], int)]
+        if known:
+            workers, note = max(known, key=lambda b: b[0])
+            return workers, ", ".join(p for p in (note, "in one branch of a conditional") if p)
         return None, ""
 
     def kwargs_dicts(self, node: ast.AST, scope: Scope, depth: int) -> List[Tuple[ast.Dict, str]]:
@@ -882,36 +901,58 @@ class Walker:
 
     def method_call(self, owner: Val, attr: str, call: ast.Call, scope: Scope, frame: str, guarded: bool,
                     out: List[Event]) -> None:
-        kind = owner.kind
-        if kind == "mp_context" and attr in ("Pool", "Manager"):
+        """`owner.attr(…)` on a value the walk knows (a process, a Trainer …), dispatched by the value's kind."""
+        method = {"mp_context": self.context_method_call, "process": self.process_method_call,
+                  "thread": self.thread_method_call, "lightning": self.lightning_method_call,
+                  "fabric": self.fabric_method_call, "hf_trainer": self.hf_trainer_method_call}.get(owner.kind)
+        if method is not None:
+            method(owner, attr, call, scope, frame, guarded, out)
+
+    def context_method_call(self, owner: Val, attr: str, call: ast.Call, scope: Scope, frame: str, guarded: bool,
+                            out: List[Event]) -> None:
+        if attr in ("Pool", "Manager"):
             self.event(out, "start", call, frame, guarded, call=f"multiprocessing.{attr}",
                        what=segment(self.lines, call, 80), method=owner.data["method"])
-        elif kind == "process" and attr == "start":
+
+    def process_method_call(self, owner: Val, attr: str, call: ast.Call, scope: Scope, frame: str, guarded: bool,
+                            out: List[Event]) -> None:
+        if attr == "start":
             self.event(out, "start", call, frame, guarded, call=owner.data["call"],
                        what=f"{owner.data['call']}(…).start()", method=owner.data["method"])
-        elif kind == "thread" and attr == "start":
-            target = owner.data.get("target")
-            func = self.resolve(target, scope) if target is not None else None
-            if isinstance(func, Func):
-                self.replay(func, call.lineno, frame, guarded, out)
-        elif kind == "lightning" and attr in LIGHTNING_RUNS:
-            if owner.data.get("spawn"):
-                self.event(out, "start", call, frame, guarded, call="lightning.Trainer." + attr,
-                           what=f"trainer.{attr}() with a spawn strategy ({owner.data['what']}, line "
-                                f"{owner.data['line']})", method=owner.data["method"])
-            for arg in list(call.args) + [kw.value for kw in call.keywords]:
-                for loader in self.iterated(arg, scope):
-                    self.loader_iterated(loader, call, f"by trainer.{attr}()", frame, guarded, out)
-        elif kind == "fabric" and attr == "launch" and owner.data.get("spawn"):
+
+    def thread_method_call(self, owner: Val, attr: str, call: ast.Call, scope: Scope, frame: str, guarded: bool,
+                           out: List[Event]) -> None:
+        target = owner.data.get("target")
+        func = self.resolve(target, scope) if attr == "start" and target is not None else None
+        if isinstance(func, Func):
+            self.replay(func, call.lineno, frame, guarded, out)
+
+    def lightning_method_call(self, owner: Val, attr: str, call: ast.Call, scope: Scope, frame: str,
+                              guarded: bool, out: List[Event]) -> None:
+        if attr not in LIGHTNING_RUNS:
+            return
+        if owner.data.get("spawn"):
+            self.event(out, "start", call, frame, guarded, call="lightning.Trainer." + attr,
+                       what=f"trainer.{attr}() with a spawn strategy ({owner.data['what']}, line "
+                            f"{owner.data['line']})", method=owner.data["method"])
+        for arg in list(call.args) + [kw.value for kw in call.keywords]:
+            for loader in self.iterated(arg, scope):
+                self.loader_iterated(loader, call, f"by trainer.{attr}()", frame, guarded, out)
+
+    def fabric_method_call(self, owner: Val, attr: str, call: ast.Call, scope: Scope, frame: str, guarded: bool,
+                           out: List[Event]) -> None:
+        if attr == "launch" and owner.data.get("spawn"):
             self.event(out, "start", call, frame, guarded, call="lightning.Fabric.launch",
                        what=f"fabric.launch() with a spawn strategy ({owner.data['what']})",
                        method=owner.data["method"])
-        elif kind == "hf_trainer" and attr in HF_RUNS:
-            workers = owner.data.get("workers")
-            if isinstance(workers, int) and workers > 0:
-                self.event(out, "start", call, frame, guarded, call=f"{owner.data['name']}.{attr}",
-                           what=f"trainer.{attr}() with dataloader_num_workers={workers}: its DataLoader starts "
-                                f"{workers} worker processes", method="default")
+
+    def hf_trainer_method_call(self, owner: Val, attr: str, call: ast.Call, scope: Scope, frame: str,
+                               guarded: bool, out: List[Event]) -> None:
+        workers = owner.data.get("workers")
+        if attr in HF_RUNS and isinstance(workers, int) and workers > 0:
+            self.event(out, "start", call, frame, guarded, call=f"{owner.data['name']}.{attr}",
+                       what=f"trainer.{attr}() with dataloader_num_workers={workers}: its DataLoader starts "
+                            f"{workers} worker processes", method="default")
 
     def library_call(self, name: str, call: ast.Call, scope: Scope, frame: str, guarded: bool,
                      out: List[Event]) -> None:
@@ -956,31 +997,26 @@ class Walker:
     def cuda_call(self, call: ast.Call, target: Any, scope: Scope, frame: str, guarded: bool,
                   out: List[Event]) -> None:
         """Record the first statement that may initialise CUDA (per function walk: one is enough)."""
-        what = None
-        if isinstance(target, str) and target.startswith("torch.cuda."):
-            short = target[len("torch.cuda."):]
-            if short not in CUDA_LAZY and not target.startswith(CUDA_LAZY_PREFIXES) and "." not in short:
-                what = f"{target}()"
-        elif isinstance(call.func, ast.Attribute) and call.func.attr == "cuda" and target is None:
-            what = f"{segment(self.lines, call.func.value, 30)}.cuda()"
-        elif isinstance(call.func, ast.Attribute) and call.func.attr == "to" and target is None and (
-                (call.args and self.cuda_like(call.args[0], scope))
-                or self.cuda_like(_argument(call, "device", None), scope)):
-            what = segment(self.lines, call, 60)
-        else:
-            for kw in call.keywords:
-                if kw.arg == "device" and self.cuda_like(kw.value, scope) and not (
-                        isinstance(target, str) and target == "torch.device"):
-                    what = segment(self.lines, call, 60)
-                    break
-                if kw.arg == "device_map":
-                    value = self.const(kw.value, scope)
-                    if value is None or value == "cpu" or value == "meta":
-                        continue
-                    what = segment(self.lines, call, 60)
-                    break
+        what = self.cuda_initialiser(call, target, scope)
         if what:
             self.event(out, "cuda", call, frame, guarded, what=what)
+
+    def cuda_initialiser(self, call: ast.Call, target: Any, scope: Scope) -> Optional[str]:
+        """The call, written short, where it may initialise CUDA: a torch.cuda function that does, `x.cuda()`,
+        `x.to("cuda")`, a `device=` on the GPU or a `device_map=` (but "cpu", "meta")."""
+        if isinstance(target, str) and target.startswith("torch.cuda."):
+            return f"{target}()" if _initialises_cuda(target) else None
+        method = call.func.attr if isinstance(call.func, ast.Attribute) and target is None else None
+        if method == "cuda":
+            return f"{segment(self.lines, call.func.value, 30)}.cuda()"
+        if method == "to" and ((call.args and self.cuda_like(call.args[0], scope))
+                               or self.cuda_like(_argument(call, "device", None), scope)):
+            return segment(self.lines, call, 60)
+        on_gpu = any(kw.arg == "device" and self.cuda_like(kw.value, scope) and not (
+                         isinstance(target, str) and target == "torch.device")
+                     or kw.arg == "device_map" and self.const(kw.value, scope) not in (None, "cpu", "meta")
+                     for kw in call.keywords)
+        return segment(self.lines, call, 60) if on_gpu else None
 
     # ----- nemo_run -------------------------------------------------------------------------------------------
     def nemo_run_info(self, call: ast.Call, scope: Scope) -> Dict[str, Any]:
@@ -1021,60 +1057,62 @@ class Walker:
 
     def recipe_devices(self, node: ast.AST, scope: Scope, depth: int) -> Tuple[Any, Any, Optional[str]]:
         """(devices, num_nodes, evidence) that a nemo_run recipe expression asks for, where they can be known."""
-        devices = nodes = None
-        evidence = None
-        if depth > 4:
-            return devices, nodes, evidence
-        if isinstance(node, ast.Name):
-            for level in scope.chain():
-                assigned = level.attrs.get((node.id, "trainer.devices"))
-                if assigned is not None and devices is None:
-                    value = self.const(assigned[0], level)
-                    if isinstance(value, int):
-                        devices, evidence = value, f"{node.id}.trainer.devices = {value} (line {assigned[1]})"
-                assigned_nodes = level.attrs.get((node.id, "trainer.num_nodes"))
-                if assigned_nodes is not None and nodes is None:
-                    value = self.const(assigned_nodes[0], level)
-                    if isinstance(value, int):
-                        nodes = value
-                if node.id in level.exprs:
-                    bound = level.exprs[node.id]
-                    if devices is None or nodes is None:
-                        sub_devices, sub_nodes, sub_evidence = self.recipe_devices(bound, level, depth + 1)
-                        if devices is None and sub_devices is not None:
-                            devices, evidence = sub_devices, sub_evidence
-                        if nodes is None:
-                            nodes = sub_nodes
-                    break
-            return devices, nodes, evidence
-        if isinstance(node, ast.Call):
-            target = self.resolve(node.func, scope)
-            if isinstance(target, Func):
-                self.summary(target)
-                fscope = target.scope
-                if fscope is None:
-                    return devices, nodes, evidence
-                saved = dict(fscope.bindings)
-                fscope.bindings.update(self.call_bindings(target, node, scope))
-                try:
-                    for ret in target.returns:
-                        sub = self.recipe_devices(ret, fscope, depth + 1)
-                        if sub[0] is not None or sub[1] is not None:
-                            return sub
-                finally:
-                    fscope.bindings = saved
-                return devices, nodes, evidence
-            for kw in node.keywords:
-                if kw.arg in ("num_gpus_per_node", "devices"):
-                    value = self.const(kw.value, scope)
-                    if isinstance(value, int):
-                        devices = value
-                        evidence = f"{kw.arg}={value} (line {kw.value.lineno})"
-                if kw.arg == "num_nodes":
-                    value = self.const(kw.value, scope)
-                    if isinstance(value, int):
-                        nodes = value
+        method = {ast.Name: self.named_recipe_devices, ast.Call: self.made_recipe_devices}.get(type(node))
+        return method(node, scope, depth) if method is not None and depth <= 4 else (None, None, None)
+
+    def named_recipe_devices(self, node: ast.Name, scope: Scope, depth: int) -> Tuple[Any, Any, Optional[str]]:
+        """`recipe.trainer.devices = 8` and `recipe.trainer.num_nodes = 2` where the script sets them, else what
+        the expression bound to the name asks for."""
+        devices = nodes = evidence = None
+        for level in scope.chain():
+            assigned = level.attrs.get((node.id, "trainer.devices"))
+            value = self.const(assigned[0], level) if assigned is not None and devices is None else None
+            if isinstance(value, int):
+                devices, evidence = value, f"{node.id}.trainer.devices = {value} (line {assigned[1]})"
+            assigned = level.attrs.get((node.id, "trainer.num_nodes"))
+            value = self.const(assigned[0], level) if assigned is not None and nodes is None else None
+            if isinstance(value, int):
+                nodes = value
+            if node.id in level.exprs:
+                if devices is None or nodes is None:
+                    sub_devices, sub_nodes, sub_evidence = self.recipe_devices(level.exprs[node.id], level, depth + 1)
+                    if devices is None and sub_devices is not None:
+                        devices, evidence = sub_devices, sub_evidence
+                    nodes = sub_nodes if nodes is None else nodes
+                break
         return devices, nodes, evidence
+
+    def made_recipe_devices(self, node: ast.Call, scope: Scope, depth: int) -> Tuple[Any, Any, Optional[str]]:
+        """A recipe made by a call: what the script's own factory returns (its arguments bound), or the call's
+        `num_gpus_per_node`/`devices` and `num_nodes`."""
+        target = self.resolve(node.func, scope)
+        if isinstance(target, Func):
+            return self.returned_recipe_devices(target, node, scope, depth)
+        devices = nodes = evidence = None
+        for kw in node.keywords:
+            value = self.const(kw.value, scope) if kw.arg in ("num_gpus_per_node", "devices", "num_nodes") else None
+            if isinstance(value, int) and kw.arg == "num_nodes":
+                nodes = value
+            elif isinstance(value, int):
+                devices, evidence = value, f"{kw.arg}={value} (line {kw.value.lineno})"
+        return devices, nodes, evidence
+
+    def returned_recipe_devices(self, target: Func, node: ast.Call, scope: Scope,
+                                depth: int) -> Tuple[Any, Any, Optional[str]]:
+        self.summary(target)
+        fscope = target.scope
+        if fscope is None:
+            return None, None, None
+        saved = dict(fscope.bindings)
+        fscope.bindings.update(self.call_bindings(target, node, scope))
+        try:
+            for ret in target.returns:
+                sub = self.recipe_devices(ret, fscope, depth + 1)
+                if sub[0] is not None or sub[1] is not None:
+                    return sub
+        finally:
+            fscope.bindings = saved
+        return None, None, None
 
     def call_bindings(self, func: Func, call: ast.Call, scope: Scope) -> Dict[str, Any]:
         """Parameter values a call passes, where they are literals (else the parameter's default applies)."""
@@ -1131,6 +1169,12 @@ def _integer_default(node: ast.AST) -> Optional[Tuple[str, int, str]]:
     if not dest or not isinstance(default, int) or isinstance(default, bool):
         return None
     return dest, default, next((o for o in options if o.startswith("--")), dest)
+
+
+def _initialises_cuda(name: str) -> bool:
+    """Whether a torch.cuda function (not a submodule's) initialises CUDA."""
+    short = name[len("torch.cuda."):]
+    return not (short in CUDA_LAZY or name.startswith(CUDA_LAZY_PREFIXES) or "." in short)
 
 
 def _argument(call: ast.Call, name: str, position: Optional[int]) -> Optional[ast.AST]:

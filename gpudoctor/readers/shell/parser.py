@@ -185,56 +185,67 @@ class Tokenizer:
     def _word(self) -> Word:
         text, n = self.text, len(self.text)
         word = _Parts(self.line)
-        start, first_equals = self.i, None
-        while self.i < n:
-            c = text[self.i]
-            if c in " \t\r\n;&|()<>":
-                break
+        self._start, self._first_equals = self.i, None
+        while self.i < n and text[self.i] not in " \t\r\n;&|()<>":
             run = PLAIN_RUN.match(text, self.i)
             if run:
                 word.lit(run.group())
                 self.i = run.end()
-            elif c == "\\":
-                if text.startswith("\\\n", self.i) or text.startswith("\\\r\n", self.i):
-                    self.i += 2 if text[self.i + 1] == "\n" else 3
-                    self.line += 1
-                else:
-                    word.lit(text[self.i + 1:self.i + 2])
-                    self.i += 2
-            elif c == "'":
-                end = text.find("'", self.i + 1)
-                if end < 0:
-                    self.errors.append(("unterminated ' quote: bash stops with \"unexpected EOF while looking for "
-                                        "matching\"", self.line))
-                    end = n
-                chunk = text[self.i + 1:end]
-                word.lit(chunk)
-                self._count(chunk)
-                self.i = end + 1
-            elif c == '"':
-                self._double_quoted(word)
-            elif c == "$" and text.startswith("$'", self.i):
-                end = self._ansi_end(self.i + 2)
-                chunk = text[self.i + 2:end]
-                try:
-                    word.lit(chunk.encode("latin-1", "backslashreplace").decode("unicode-escape"))
-                except UnicodeDecodeError:
-                    word.lit(chunk)
-                self._count(chunk)
-                self.i = end + 1
-            elif c == "$" and text.startswith('$"', self.i):
-                self.i += 1
-                self._double_quoted(word)
-            elif c == "$" or c == "`":
-                word.exp(self._expansion())
-            elif c == "~" and (self.i == start or text[self.i - 1] == "=" and (
-                    first_equals := text.find("=", start) if first_equals is None else first_equals) == self.i - 1):
-                word.exp("~")  # at the start of the word, or of an assignment's value
-                self.i += 1
-            else:
-                word.lit(c)
-                self.i += 1
+            else:  # one of the characters PLAIN_RUN leaves out
+                WORD_PARTS[text[self.i]](self, word)
         return word.done()
+
+    def _escaped(self, word: _Parts) -> None:
+        """`\\x` is x; a backslash before the line's end joins the next line."""
+        text = self.text
+        if text.startswith("\\\n", self.i) or text.startswith("\\\r\n", self.i):
+            self.i += 2 if text[self.i + 1] == "\n" else 3
+            self.line += 1
+        else:
+            word.lit(text[self.i + 1:self.i + 2])
+            self.i += 2
+
+    def _single_quoted(self, word: _Parts) -> None:
+        end = self.text.find("'", self.i + 1)
+        if end < 0:
+            self.errors.append(("unterminated ' quote: bash stops with \"unexpected EOF while looking for "
+                                "matching\"", self.line))
+            end = len(self.text)
+        chunk = self.text[self.i + 1:end]
+        word.lit(chunk)
+        self._count(chunk)
+        self.i = end + 1
+
+    def _dollar(self, word: _Parts) -> None:
+        """`$'…'` (ANSI-C quoting), `$"…"` (a double-quoted string), else an expansion."""
+        if self.text.startswith("$'", self.i):
+            end = self._ansi_end(self.i + 2)
+            chunk = self.text[self.i + 2:end]
+            try:
+                word.lit(chunk.encode("latin-1", "backslashreplace").decode("unicode-escape"))
+            except UnicodeDecodeError:
+                word.lit(chunk)
+            self._count(chunk)
+            self.i = end + 1
+        elif self.text.startswith('$"', self.i):
+            self.i += 1
+            self._double_quoted(word)
+        else:
+            word.exp(self._expansion())
+
+    def _backquoted(self, word: _Parts) -> None:
+        word.exp(self._expansion())
+
+    def _tilde(self, word: _Parts) -> None:
+        """`~` at the start of the word, or of an assignment's value, is $HOME; elsewhere itself."""
+        text, start = self.text, self._start
+        if self.i != start and text[self.i - 1] == "=" and self._first_equals is None:
+            self._first_equals = text.find("=", start)
+        if self.i == start or text[self.i - 1] == "=" and self._first_equals == self.i - 1:
+            word.exp("~")
+        else:
+            word.lit("~")
+        self.i += 1
 
     def _ansi_end(self, j: int) -> int:
         while j < len(self.text) and self.text[j] != "'":
@@ -311,6 +322,11 @@ class Tokenizer:
         return chunk
 
 
+# How a word goes on at each character PLAIN_RUN stops at (those that end a word aside).
+WORD_PARTS = {"\\": Tokenizer._escaped, "'": Tokenizer._single_quoted, '"': Tokenizer._double_quoted,
+              "$": Tokenizer._dollar, "`": Tokenizer._backquoted, "~": Tokenizer._tilde}
+
+
 @dataclass
 class ShellVar:
     value: str
@@ -351,32 +367,31 @@ class Walker:
         (never for a variable the scheduler or launcher always sets: those stay unknown)."""
         out, reason, defaults = [], None, []
         for kind, text in word.parts:
-            if kind == "lit":
-                out.append(text)
-                continue
-            match = SIMPLE_VAR.match(text)
-            var = self.vars.get(match.group(1) or match.group(2)) if match else None
-            op, default = (match.group(3), match.group(4)) if match and match.group(2) else (None, None)
-            if default and len(default) > 1 and default[0] == default[-1] and default[0] in "'\"":
-                default = default[1:-1]  # `${NGPU:-"8"}`: the quotes are the shell's
-            if kind == "exp" and text.startswith("$((") and not match:
-                value, shown = arithmetic(text, {name: known.value for name, known in self.vars.items()
-                                                 if known.literal and not known.conditional
-                                                 and re.fullmatch(r"-?\d+", known.value.strip())})
-                out.append(str(value) if value is not None else shown)
-                reason = reason or (None if value is not None else f"set by `{shown}` at run time")
-                continue
-            if var is not None and var.literal and not var.conditional:
-                out.append(default if op == ":-" and var.value == "" else var.value)
-                defaults += var.defaults  # `NGPU=${NGPU:-8}` then `$NGPU`: still the caller's to change
-            elif op and var is None and not re.search(r"[$`]", default) and not runtime_variable(match.group(2)):
-                out.append(default)
-                defaults.append(f"the default of `{text}`, which applies when the caller does not set "
-                                f"{match.group(2)}")
-            else:
-                out.append(text)
-                reason = reason or (f"set by `{text}` at run time" if text != "~" else "`~` expands to $HOME")
+            value, why, taken = (text, None, []) if kind == "lit" else self.expanded(text)
+            out.append(value)
+            defaults += taken
+            reason = reason or why
         return "".join(out), reason, defaults
+
+    def expanded(self, text: str) -> Tuple[str, Optional[str], List[str]]:
+        """One expansion of a word: its value (as written where unknown), why it is unknown, the defaults taken."""
+        match = SIMPLE_VAR.match(text)
+        var = self.vars.get(match.group(1) or match.group(2)) if match else None
+        op, default = (match.group(3), match.group(4)) if match and match.group(2) else (None, None)
+        if default and len(default) > 1 and default[0] == default[-1] and default[0] in "'\"":
+            default = default[1:-1]  # `${NGPU:-"8"}`: the quotes are the shell's
+        if text.startswith("$((") and not match:
+            value, shown = arithmetic(text, {name: known.value for name, known in self.vars.items()
+                                             if known.literal and not known.conditional
+                                             and re.fullmatch(r"-?\d+", known.value.strip())})
+            return (str(value), None, []) if value is not None else (shown, f"set by `{shown}` at run time", [])
+        if var is not None and var.literal and not var.conditional:
+            # `NGPU=${NGPU:-8}` then `$NGPU`: still the caller's to change
+            return (default if op == ":-" and var.value == "" else var.value), None, list(var.defaults)
+        if op and var is None and not re.search(r"[$`]", default) and not runtime_variable(match.group(2)):
+            return default, None, [f"the default of `{text}`, which applies when the caller does not set "
+                                   f"{match.group(2)}"]
+        return text, f"set by `{text}` at run time" if text != "~" else "`~` expands to $HOME", []
 
     def stored(self, word: Word) -> Word:
         """The word as the shell stores it in a variable: `$NAME` of a variable set before (unconditionally) is
