@@ -15,7 +15,7 @@ A count that is not a literal stays unknown (None with the text in `unresolved`)
 from __future__ import annotations
 
 import re
-from typing import List, Optional, Sequence, Tuple
+from typing import Collection, List, Optional, Sequence, Tuple
 
 Word = tuple  # (text, known) or (text, known, line)
 
@@ -105,46 +105,54 @@ def parse(words: Sequence[Word], line: int) -> Optional[dict]:
     launchers: List[dict] = []
     index = 0
     while index < len(words):
-        text, known = words[index][0], words[index][1]
-        base = _base(text) if known else ""
-        if not known:
+        if not words[index][1]:
             return None
-        if base in WRAPPERS:
-            index += 1
-            while index < len(words) and words[index][0].startswith("-"):
-                index += 1
-            continue
-        if base in TOOL_WRAPPERS and index + 1 < len(words):
-            index = _launcher_after(words, index + 1)
-            continue
-        if base == "env":
-            index += 1
-            while index < len(words) and ("=" in words[index][0] or words[index][0].startswith("-")):
-                index += 1
-            continue
-        if base in ("apptainer", "singularity") and index + 1 < len(words) and words[index + 1][0] in ("exec", "run"):
-            index += 2
-            while index < len(words) and words[index][0].startswith("-"):
-                index += 2 if words[index][0] in CONTAINER_VALUES else 1
-            index += 1  # the image
-            continue
-        if base == "srun":
-            entry, index = _srun(words, index + 1, line)
+        base = _base(words[index][0])
+        after = _after_wrapper(base, words, index)
+        if after is not None:
+            index = after
+        elif base in OUTER_LAUNCHERS:
+            entry, index = OUTER_LAUNCHERS[base](words, index + 1, line)
             launchers.append(entry)
-            continue
-        if base in ("mpirun", "mpiexec", "orterun", "aprun"):
-            entry, index = _mpirun(words, index + 1, line)
-            launchers.append(entry)
-            continue
-        if base == "torchrun":
-            return _finish(launchers, *_torchrun(words, index + 1, line, "torchrun"))
-        if base == "deepspeed":
-            return _finish(launchers, *_deepspeed(words, index + 1, line))
-        if base == "accelerate" and index + 1 < len(words) and words[index + 1][0] == "launch":
-            return _finish(launchers, *_accelerate(words, index + 2, line))
-        if PYTHON.match(base):
-            return _python(words, index + 1, line, launchers)
-        return None
+        else:
+            return _innermost(base, words, index, line, launchers)
+    return None
+
+
+def _after_wrapper(base: str, words: Sequence[Word], index: int) -> Optional[int]:
+    """Where the command goes on after a wrapper that runs the rest of it (`env A=1`, `nohup`, `conda run -n x`,
+    `apptainer exec IMAGE`) and the wrapper's own options; None when `base` is not one."""
+    following = words[index + 1][0] if index + 1 < len(words) else None
+    if base in WRAPPERS:
+        return _past_options(words, index + 1)
+    if base in TOOL_WRAPPERS and following is not None:
+        return _launcher_after(words, index + 1)
+    if base == "env":
+        return _past_options(words, index + 1, assignments=True)
+    if base in ("apptainer", "singularity") and following in ("exec", "run"):
+        return _past_options(words, index + 2, CONTAINER_VALUES) + 1  # then the image
+    return None
+
+
+def _past_options(words: Sequence[Word], index: int, with_values: Collection[str] = (),
+                  assignments: bool = False) -> int:
+    """The index after the options at `index` (`with_values`: those that take the next word; `assignments`:
+    NAME=value words count as options, as env's do)."""
+    while index < len(words) and (words[index][0].startswith("-") or assignments and "=" in words[index][0]):
+        index += 2 if words[index][0] in with_values else 1
+    return index
+
+
+def _innermost(base: str, words: Sequence[Word], index: int, line: int, launchers: List[dict]) -> Optional[dict]:
+    """The chain ending in the launcher or interpreter that starts the script; None for any other program."""
+    if base == "torchrun":
+        return _finish(launchers, *_torchrun(words, index + 1, line, "torchrun"))
+    if base == "deepspeed":
+        return _finish(launchers, *_deepspeed(words, index + 1, line))
+    if base == "accelerate" and index + 1 < len(words) and words[index + 1][0] == "launch":
+        return _finish(launchers, *_accelerate(words, index + 2, line))
+    if PYTHON.match(base):
+        return _python(words, index + 1, line, launchers)
     return None
 
 
@@ -200,6 +208,10 @@ def _mpirun(words: Sequence[Word], index: int, line: int) -> Tuple[dict, int]:
     if unresolved:
         entry["unresolved"] = unresolved
     return entry, index
+
+
+# The launchers that start the rest of the command (once per task) and read their own options.
+OUTER_LAUNCHERS = {"srun": _srun, "mpirun": _mpirun, "mpiexec": _mpirun, "orterun": _mpirun, "aprun": _mpirun}
 
 
 def _options(words: Sequence[Word], index: int, flags: set) -> Tuple[dict, bool, int]:

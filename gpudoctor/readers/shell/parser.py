@@ -322,6 +322,13 @@ class Tokenizer:
         return chunk
 
 
+def _unquoted(default: Optional[str]) -> Optional[str]:
+    """A `${NAME:-default}`'s default: in `${NGPU:-"8"}` the quotes are the shell's."""
+    if default and len(default) > 1 and default[0] == default[-1] and default[0] in "'\"":
+        return default[1:-1]
+    return default
+
+
 # How a word goes on at each character PLAIN_RUN stops at (those that end a word aside).
 WORD_PARTS = {"\\": Tokenizer._escaped, "'": Tokenizer._single_quoted, '"': Tokenizer._double_quoted,
               "$": Tokenizer._dollar, "`": Tokenizer._backquoted, "~": Tokenizer._tilde}
@@ -377,14 +384,9 @@ class Walker:
         """One expansion of a word: its value (as written where unknown), why it is unknown, the defaults taken."""
         match = SIMPLE_VAR.match(text)
         var = self.vars.get(match.group(1) or match.group(2)) if match else None
-        op, default = (match.group(3), match.group(4)) if match and match.group(2) else (None, None)
-        if default and len(default) > 1 and default[0] == default[-1] and default[0] in "'\"":
-            default = default[1:-1]  # `${NGPU:-"8"}`: the quotes are the shell's
+        op, default = (match.group(3), _unquoted(match.group(4))) if match and match.group(2) else (None, None)
         if text.startswith("$((") and not match:
-            value, shown = arithmetic(text, {name: known.value for name, known in self.vars.items()
-                                             if known.literal and not known.conditional
-                                             and re.fullmatch(r"-?\d+", known.value.strip())})
-            return (str(value), None, []) if value is not None else (shown, f"set by `{shown}` at run time", [])
+            return self.computed(text)
         if var is not None and var.literal and not var.conditional:
             # `NGPU=${NGPU:-8}` then `$NGPU`: still the caller's to change
             return (default if op == ":-" and var.value == "" else var.value), None, list(var.defaults)
@@ -392,6 +394,13 @@ class Walker:
             return default, None, [f"the default of `{text}`, which applies when the caller does not set "
                                    f"{match.group(2)}"]
         return text, f"set by `{text}` at run time" if text != "~" else "`~` expands to $HOME", []
+
+    def computed(self, text: str) -> Tuple[str, Optional[str], List[str]]:
+        """`$((…))` of the integers the script sets: its value, else it as written and why it is unknown."""
+        value, shown = arithmetic(text, {name: known.value for name, known in self.vars.items()
+                                         if known.literal and not known.conditional
+                                         and re.fullmatch(r"-?\d+", known.value.strip())})
+        return (str(value), None, []) if value is not None else (shown, f"set by `{shown}` at run time", [])
 
     def stored(self, word: Word) -> Word:
         """The word as the shell stores it in a variable: `$NAME` of a variable set before (unconditionally) is
