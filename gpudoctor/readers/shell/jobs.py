@@ -110,28 +110,25 @@ class LaunchWalker(reader.Walker):
         """A shell started by the command, under the launchers before it: `srun bash -c "torchrun … train.py"`
         (`sh -xeuc '…'` too) is read in place; `srun bash run.sh` or `srun ./run.sh` becomes a job whose script is
         that shell script, whose own jobs readers/follow.py reads where the file is there."""
-        for index, (value, reason) in enumerate(resolved):
-            shell = reason is None and value.rsplit("/", 1)[-1] in SHELLS
-            if not (shell or reason is None and value.endswith(".sh")) or depth >= 3:
-                continue
-            head = commands.parse([(v, r is None) for v, r in resolved[:index] if v not in ("$@", "$*")]
-                                  + [("python", True), ("x", True)], line)
-            if head is None and index:
-                return  # `echo run.sh`, `cp a.sh b.sh`: not a launcher before it
-            prefix = head["launchers"][:-1] if head else []
-            rest = index + 1 if shell else index
-            while shell and rest < len(resolved) and re.fullmatch(r"-[a-z]+|--login|--norc", resolved[rest][0]):
-                if "c" in resolved[rest][0].lstrip("-") and not resolved[rest][0].startswith("--"):
-                    if rest + 1 < len(words):
-                        self.command_string(words[rest + 1], conditional, outer + prefix, line, depth)
-                    return
-                rest += 1
-            if rest < len(resolved) and resolved[rest][1] is None and resolved[rest][0].endswith(".sh"):
-                self.found.append({"line": line, "conditional": conditional, "launchers": outer + prefix,
-                                   "script": {"path": resolved[rest][0], "line": line, "shell": True},
-                                   "cvd": self.visible_devices(),
-                                   "command": " ".join(word.text for word in words)[:200]})
+        index = next((index for index, (value, reason) in enumerate(resolved) if reason is None
+                      and (value.rsplit("/", 1)[-1] in SHELLS or value.endswith(".sh"))), None)
+        if index is None or depth >= 3:
             return
+        shell = resolved[index][0].rsplit("/", 1)[-1] in SHELLS
+        head = commands.parse([(v, r is None) for v, r in resolved[:index] if v not in ("$@", "$*")]
+                              + [("python", True), ("x", True)], line)
+        if head is None and index:
+            return  # `echo run.sh`, `cp a.sh b.sh`: not a launcher before it
+        launchers = outer + (head["launchers"][:-1] if head else [])
+        rest, command_string = _shell_operand(resolved, index + 1) if shell else (index, False)
+        if command_string:
+            if rest < len(words):
+                self.command_string(words[rest], conditional, launchers, line, depth)
+        elif rest < len(resolved) and resolved[rest][1] is None and resolved[rest][0].endswith(".sh"):
+            self.found.append({"line": line, "conditional": conditional, "launchers": launchers,
+                               "script": {"path": resolved[rest][0], "line": line, "shell": True},
+                               "cvd": self.visible_devices(),
+                               "command": " ".join(word.text for word in words)[:200]})
 
     def command_string(self, word, conditional, launchers, line, depth) -> None:
         """The script of `bash -c WORD`, its variables expanded where the script knows them."""
@@ -200,3 +197,13 @@ def _jobs(walker: LaunchWalker, tokens, path: str, context: str = "") -> List[di
             job["ignored_directives"] = ignored
         found.append(finish_job(job))
     return found
+
+
+def _shell_operand(resolved, index: int) -> Tuple[int, bool]:
+    """Where a shell's operand is after its options (`bash -xe run.sh`, `sh --login -c "…"`), and whether `-c`
+    makes it a command string."""
+    while index < len(resolved) and re.fullmatch(r"-[a-z]+|--login|--norc", resolved[index][0]):
+        if "c" in resolved[index][0].lstrip("-") and not resolved[index][0].startswith("--"):
+            return index + 1, True
+        index += 1
+    return index, False
