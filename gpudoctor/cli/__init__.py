@@ -89,6 +89,9 @@ def _main(argv: Optional[List[str]]) -> int:
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
+        for name, value in vars(args).items():  # a command's own lists: the parser's defaults are shared by every run
+            if isinstance(value, list):
+                setattr(args, name, list(value))
         if not getattr(args, "run", None):
             parser.print_help()
             return 2
