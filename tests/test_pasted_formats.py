@@ -174,6 +174,18 @@ def test_a_package_list_does_not_show_import_torch_working(run_cli, tmp_path, te
     assert _verdicts(run_cli, tmp_path, text, "GD108")["GD108"][0] == verdict
 
 
+def test_nccl_tests_that_stopped_before_the_first_size_pass_nothing_about_its_results(run_cli, tmp_path):
+    """`Test CUDA failure …` alone measured nothing: no verdict on wrong values, bandwidth or a corrupting P2P path;
+    a run that measured its sizes is judged."""
+    failed = "node1: Test CUDA failure common.cu:941 'system not yet initialized'\n .. node1 pid 9: Test failure\n"
+    verdicts = _verdicts(run_cli, tmp_path, failed, "GD412,GD701,GD702")
+    assert {rule: verdict[0] for rule, verdict in verdicts.items()} == dict.fromkeys(("GD412", "GD701", "GD702"),
+                                                                                       "unknown")
+    healthy = NCCL_TESTS.replace("      5    710.1", "      0    710.1").replace("5 FAILED", "0 OK")
+    assert _verdicts(run_cli, tmp_path, healthy, "GD701")["GD701"] == ("passed", None)
+    assert _verdicts(run_cli, tmp_path, NCCL_TESTS, "GD701")["GD701"][0] == "fired"
+
+
 @pytest.mark.parametrize("text,torch,cuda", [(PIP_LIST, "2.3.0+cu121", "12.1"), (CONDA_LIST, "2.1.0", "11.8"),
                                              ("torch==2.4.1\nnvidia-cublas-cu12==12.1.3.1\n", "2.4.1", None)])
 def test_package_lists(text, torch, cuda):

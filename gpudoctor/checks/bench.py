@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from gpudoctor.checks import check
 from gpudoctor.facts import MissingFact
+from gpudoctor.facts.bench import measured
 from gpudoctor.units import size
 
 
@@ -16,7 +17,7 @@ def nccl_wrong_results(facts, rule):
     result = facts.get("bench.nccl", None)  # no benchmark ran: nothing to judge (like a lint without a script)
     if not result:
         return
-    bad = [row for row in result.get("rows", []) if row.get("wrong")]
+    bad = [row for row in measured(result).get("rows", []) if row.get("wrong")]
     out_of_bounds = result.get("out_of_bounds") or 0  # nccl-tests' `# Out of bounds values : 5 FAILED`
     if not bad and not out_of_bounds:
         return
@@ -38,7 +39,7 @@ def nccl_bandwidth_low(facts, rule):
     result = facts.get("bench.nccl", None)  # no benchmark ran: nothing to judge (like a lint without a script)
     if not result:
         return
-    summary = result.get("summary") or {}
+    summary = measured(result).get("summary") or {}
     threshold, avg = summary.get("min_busbw_gbps"), summary.get("avg_busbw_gbps")
     if threshold is not None and (summary.get("busbw_zero_by_definition") or (
             result.get("world_size") == 1 and result.get("op") != "broadcast")):
