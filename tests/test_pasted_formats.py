@@ -139,6 +139,13 @@ def test_a_gpu_count_the_paste_does_not_state_stays_unknown(run_cli, tmp_path):
     assert _verdicts(run_cli, tmp_path, one, "GD405")["GD405"] == ("passed", None)
 
 
+def test_the_machine_line_says_how_many_gpus_only_where_the_paste_does():
+    from gpudoctor.facts import Facts
+    from gpudoctor.render.describe import machine_line
+    assert machine_line(Facts(parse_report(HF_ENV, "e").facts)).endswith("how many not stated")
+    assert machine_line(Facts(parse_report(LLAMA_FACTORY, "l").facts)).startswith("8× NVIDIA A800-SXM4-80GB")
+
+
 def test_an_environment_the_paste_does_not_show_is_not_taken_to_be_unset(run_cli, tmp_path):
     """Two RTX 4090s whose P2P is broken before driver 550.40.07: NCCL_P2P_DISABLE decides GD405, and a paste does
     not show the job's environment; the .env given beside it does."""

@@ -222,8 +222,9 @@ def gpu_unhealthy(facts, rule):
             fix=rule.fix(case="missing_gpu")))
     unread = _health_unread(facts, gpus)
     if unread and not findings:
-        raise MissingFact("nvml.gpus.health_read", f"the report names {'the GPU' if len(unread) == 1 else 'the GPUs'}"
-                          " but not their ECC, page retirement or row remap state (nvidia-smi, nvidia-smi -q state it)")
+        which = "the GPU but not its" if len(unread) == 1 else "the GPUs but not their"
+        raise MissingFact("nvml.gpus.health_read", f"the report names {which} ECC, page retirement or row remap state "
+                                                   "(nvidia-smi's table and nvidia-smi -q state it)")
     return findings
 
 

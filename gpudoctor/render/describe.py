@@ -21,7 +21,7 @@ def plural(count: int, word: str) -> str:
 def machine_line(facts: Facts) -> str:
     """`2× NVIDIA A100-SXM4-80GB (sm_80, 80 GiB) · driver 535.104.05 (CUDA ≤ 12.2)`."""
     status = facts.get("nvml.status", None)
-    if status is None:
+    if status is None and not facts.get("nvml.gpus", None):  # an env command names a GPU, not the driver
         return "GPUs not looked at"
     if status == "unavailable":
         return "no NVIDIA driver or GPU"
