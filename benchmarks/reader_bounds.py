@@ -85,12 +85,21 @@ KINDS = {
 }
 
 
+def _max_statements() -> int:
+    from gpudoctor.readers.python import MAX_NODES
+
+    return (MAX_NODES - 3) // 4  # `x=1`: Assign, Name, Store, Constant; the module and its import: 3
+
+
+_PYTHON_STATEMENTS = _max_statements()  # the most the node bound admits
+
+
 # each format's slowest shape measured (an entry every few bytes) as a text of `size` bytes, and one that sets
 # MAX_ENV_ENTRIES variables (the rules' time grows with them)
 WORST = {
     "ncclconf": ("nccl.conf", lambda size: "#\n" * (size // 2)),
     "dockerfile": ("Dockerfile", lambda size: "FROM x\n" + "RUN a\n" * (size // 6)),
-    "python": ("train.py", lambda size: "import os\n" + "x=1\n" * ((size - 20) // 4)),
+    "python": ("train.py", lambda size: "import os\n" + "x=1\n" * min((size - 20) // 4, _PYTHON_STATEMENTS)),
     "yaml": ("pod.yaml", lambda size: "kind: Pod\nx: [" + "1," * ((size - 20) // 2) + "]\n"),
     "shell": ("job.sh", lambda size: "#!/bin/bash\n" + "a;" * ((size - 20) // 2) + "\n"),
     "dotenv": ("job.env", lambda size: "#\n" * (size // 2)),
@@ -117,7 +126,8 @@ def at_bounds() -> None:
     folder = Path(tempfile.mkdtemp(prefix="gpudoctor-bounds-"))
     for fmt in FORMATS:
         name, build = WORST[fmt.name]
-        texts = [(f"{fmt.max_bytes // 1024} KiB", build(fmt.max_bytes)[:fmt.max_bytes])]
+        worst = build(fmt.max_bytes)[:fmt.max_bytes]
+        texts = [(f"{len(worst.encode()) // 1024} KiB", worst)]
         if fmt.name in SETTINGS:
             texts.append((f"{MAX_ENV_ENTRIES:,} settings", SETTINGS[fmt.name](MAX_ENV_ENTRIES)))
         for label, text in texts:

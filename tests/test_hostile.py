@@ -321,6 +321,23 @@ def test_a_file_over_its_formats_bound_is_one_line_and_exit_2_named_and_said_in_
     assert ("GD003", "info") in found and "GD406" in {rule for rule, _ in found}, found
 
 
+def test_a_python_script_is_bounded_by_its_syntax_nodes_not_only_its_bytes(tmp_path):
+    """A statement every four bytes is the Python reader's slowest shape: past MAX_NODES it is refused in one line,
+    while a long script of the usual density (about one node per ten bytes) is read whole."""
+    from gpudoctor.readers.python import MAX_NODES
+
+    dense = tmp_path / "dense.py"
+    dense.write_text("import os\n" + "x=1\n" * (MAX_NODES // 4 + 1))
+    _error(_run("lint", dense), f"more than {MAX_NODES:,}", "gpudoctor's limit for this input")
+    function = ('def step_{i}(model, batch, optimizer):\n    """One step of the training loop, as a script has it."""\n'
+                '    loss = model(**batch).loss / batch["input_ids"].shape[0]\n    loss.backward()\n'
+                '    optimizer.step()\n    return loss.item()\n\n\n')
+    usual = tmp_path / "train.py"
+    usual.write_text("import torch\n\n" + "".join(function.format(i=i) for i in range(1500)))
+    assert usual.stat().st_size > 300 * 1024
+    assert _run("lint", usual)[0] == 0
+
+
 @pytest.mark.parametrize("text,name", [("A=1\n" * 10_001, "job.env"), ("bad line\n" * 10_001, "job.env"),
                                        ("FROM x\nENV " + "A=1 " * 10_001 + "\n", "Dockerfile")], ids=repr)
 def test_a_file_with_more_than_10000_settings_is_refused(tmp_path, text, name):

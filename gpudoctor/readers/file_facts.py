@@ -10,6 +10,11 @@ from gpudoctor.readers.env import ReadResult
 PARTS = ("env", "script", "ds_config", "launch")  # in the order they join a snapshot
 
 
+class BeyondBounds(Exception):
+    """A file whose parsed shape is past its format's bound (its bytes are bounded before parsing): the reason, in
+    words, as a line of the report."""
+
+
 @dataclass
 class FileFacts:
     env: Optional[ReadResult] = None  # the variables the file sets, with their lines, and what it could not read

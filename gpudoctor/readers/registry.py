@@ -18,7 +18,7 @@ from gpudoctor.errors import InputError
 from gpudoctor.files import MAX_BYTES, read_bytes, read_input, read_text, size_words, tree_files
 from gpudoctor.readers import dockerfile, dotenv, ds_config, k8s, python, shell
 from gpudoctor.readers.env import KIND, apply
-from gpudoctor.readers.file_facts import PARTS, FileFacts
+from gpudoctor.readers.file_facts import PARTS, BeyondBounds, FileFacts
 from gpudoctor.readers.inputs import add_input_error
 
 
@@ -50,7 +50,10 @@ class Format:
         if size > self.max_bytes:
             return None, (f"a {self.what} of {size_words(size)}, larger than {size_words(self.max_bytes)} "
                           "(gpudoctor's limit for this input)")
-        facts = self.read(path, text)
+        try:
+            facts = self.read(path, text)
+        except BeyondBounds as beyond:
+            return None, f"{beyond} (gpudoctor's limit for this input)"
         entries = len(facts.env.assignments) + len(facts.env.errors) if facts.env is not None else 0
         if entries > MAX_ENV_ENTRIES:
             return None, (f"a {self.what} with {entries:,} variable settings and lines it cannot parse, more than "
@@ -70,7 +73,7 @@ MAX_ENV_ENTRIES = 10_000  # settings and errors of one job file (the rules take 
 FORMATS: Tuple[Format, ...] = (  # the first that detects a file reads it
     Format("ncclconf", "NCCL config file", 512 * KiB, dotenv.is_nccl_conf, dotenv.read_nccl_conf),
     Format("dockerfile", "Dockerfile", 1024 * KiB, dockerfile.detect, dockerfile.read),
-    Format("python", "Python script", 64 * KiB, python.detect, python.read),
+    Format("python", "Python script", 512 * KiB, python.detect, python.read),
     Format("yaml", "YAML manifest", 256 * KiB, k8s.detect, k8s.read),
     Format("shell", "shell script", 64 * KiB, shell.detect, shell.read),
     Format("dotenv", ".env file", 512 * KiB, dotenv.detect, dotenv.read, in_tree=dotenv.in_tree),

@@ -9,6 +9,10 @@ from pathlib import Path
 from gpudoctor.readers.file_facts import FileFacts
 
 SUFFIXES = (".py", ".pyw")
+# The reader's time grows with the syntax nodes (a statement every four bytes is its slowest shape): real scripts have
+# one node per ten bytes or so (transformers' 230 KiB trainer.py: 24,000), benchmarks/reader_bounds.py --at-bounds
+# measures the slowest file this admits.
+MAX_NODES = 100_000
 
 
 def detect(path: Path, text: str) -> bool:
@@ -24,6 +28,7 @@ def read(path: Path, text: str) -> FileFacts:
     from disk, or `text` when the file is not there."""
     from gpudoctor.files import read_bytes
     from gpudoctor.readers.env import ReadResult
+    from gpudoctor.readers.file_facts import BeyondBounds
     from gpudoctor.readers.python import env, nemo
     from gpudoctor.readers.python.names import module_aliases
     from gpudoctor.readers.python.script import analyse_source
@@ -37,6 +42,8 @@ def read(path: Path, text: str) -> FileFacts:
     decoded, problems = decode(raw)
     source = parse(decoded, str(path))
     tree = Tree(source.tree) if source.tree is not None else None
+    if tree is not None and len(tree.nodes) > MAX_NODES:
+        raise BeyondBounds(f"a Python script of {len(tree.nodes):,} syntax nodes, more than {MAX_NODES:,}")
     facts = FileFacts(env=ReadResult(), script=analyse_source(str(path), source, problems, tree))
     if tree is not None:
         aliases = module_aliases(tree)
