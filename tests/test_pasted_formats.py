@@ -193,6 +193,24 @@ def test_nccl_tests_that_stopped_before_the_first_size_pass_nothing_about_its_re
     assert _verdicts(run_cli, tmp_path, NCCL_TESTS, "GD701")["GD701"][0] == "fired"
 
 
+SOCKETS = """node-a:3001:3060 [0] NCCL INFO Using network Socket
+node-b:7002:7070 [0] NCCL INFO Using network Socket
+"""
+
+
+@pytest.mark.parametrize("text,verdict", [
+    (SOCKETS, "unknown"),
+    ("node-a:3001:3060 [0] NCCL INFO NET/IB : No device found.\nnode-b:7002:7070 [0] NCCL INFO NET/IB : No device "
+     "found.\n" + SOCKETS, "passed"),
+    ("node-a:3001:3001 [0] NCCL INFO NCCL_IB_HCA set by environment to mlx5_0\n" + SOCKETS, "fired"),
+])
+def test_sockets_between_nodes_pass_only_where_the_paste_says_there_is_no_fast_network(run_cli, tmp_path, text,
+                                                                                       verdict):
+    """Two nodes on NET/Socket: fine on an Ethernet-only cluster, a fallback where IB was meant; a log that says
+    neither leaves GD420 unknown."""
+    assert _verdicts(run_cli, tmp_path, text, "GD420")["GD420"][0] == verdict
+
+
 @pytest.mark.parametrize("text,torch,cuda", [(PIP_LIST, "2.3.0+cu121", "12.1"), (CONDA_LIST, "2.1.0", "11.8"),
                                              ("torch==2.4.1\nnvidia-cublas-cu12==12.1.3.1\n", "2.4.1", None)])
 def test_package_lists(text, torch, cuda):

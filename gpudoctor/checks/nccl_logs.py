@@ -11,6 +11,7 @@ import re
 from typing import Dict, List, Optional
 
 from gpudoctor.checks import check
+from gpudoctor.facts import MissingFact
 from gpudoctor.facts.log_evidence import cited, log_count, log_events
 
 _FAST_ENV = re.compile(r"^(?:NCCL_IB_(?!DISABLE)\w+|FI_\w+|NCCL_NET_PLUGIN|NCCL_NET|NCCL_NET_GDR_LEVEL|"
@@ -84,6 +85,10 @@ def nccl_socket_fallback(facts, rule):
     if _host_count(facts) < 2 and not any("channel_network" in e for e in fell_back.values()):
         return  # one node: its channels go over P2P/SHM, the network NCCL picked carries nothing
     meant = _fast_network_meant(facts, hosts)
+    stated = facts.get("host.ib_devices", None) is not None or all("ib_no_device" in e for e in fell_back.values())
+    if not meant and not stated:  # NCCL's `NET/IB : No device found` states it
+        raise MissingFact("host.ib_devices", "the log shows NCCL on sockets, not whether the hosts have an "
+                                             "InfiniBand/RDMA network it should have used (`ibv_devices` lists it)")
     if not meant:
         return  # an Ethernet-only cluster: sockets are what there is
     name, entry = next(iter(fell_back.items()))
