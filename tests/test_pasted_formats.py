@@ -211,6 +211,15 @@ def test_sockets_between_nodes_pass_only_where_the_paste_says_there_is_no_fast_n
     assert _verdicts(run_cli, tmp_path, text, "GD420")["GD420"][0] == verdict
 
 
+@pytest.mark.parametrize("versions,verdict", [((), "unknown"), (("2.18.1",), "unknown"),
+                                              (("2.18.1", "2.18.1"), "passed"), (("2.18.1", "2.21.5"), "fired")])
+def test_nccl_versions_agree_only_where_the_log_shows_every_hosts(run_cli, tmp_path, versions, verdict):
+    """NCCL prints `NCCL version …` on rank 0: a log without the other host's line does not show they agree."""
+    shown = "".join(f"{host}:1:1 [0] NCCL INFO NCCL version {v}+cuda12.1\n" for host, v in zip(("node-a", "node-b"),
+                                                                                              versions))
+    assert _verdicts(run_cli, tmp_path, shown + SOCKETS, "GD422")["GD422"][0] == verdict
+
+
 @pytest.mark.parametrize("text,torch,cuda", [(PIP_LIST, "2.3.0+cu121", "12.1"), (CONDA_LIST, "2.1.0", "11.8"),
                                              ("torch==2.4.1\nnvidia-cublas-cu12==12.1.3.1\n", "2.4.1", None)])
 def test_package_lists(text, torch, cuda):

@@ -129,8 +129,13 @@ def nccl_net_plugin_failed(facts, rule):
 
 @check("GD422")
 def nccl_version_mismatch(facts, rule):
-    versions = {name: e["nccl_version"] for name, e in _hosts(facts).items() if e.get("nccl_version")}
+    hosts = _hosts(facts)
+    versions = {name: e["nccl_version"] for name, e in hosts.items() if e.get("nccl_version")}
     if len(set(versions.values())) < 2:
+        shows_nccl = "nccl" in (facts.get("logs.shows", None) or [])  # else the engine says what the log lacks
+        if shows_nccl and len(versions) < max(len(hosts), 1):
+            raise MissingFact("logs.hosts.nccl_version", "the log does not show every host's NCCL version (`NCCL "
+                                                         "version …`, which NCCL prints on rank 0)")
         return
     by_version: Dict[str, List[str]] = {}
     for name, found in versions.items():
