@@ -220,6 +220,16 @@ def test_nccl_versions_agree_only_where_the_log_shows_every_hosts(run_cli, tmp_p
     assert _verdicts(run_cli, tmp_path, shown + SOCKETS, "GD422")["GD422"][0] == verdict
 
 
+@pytest.mark.parametrize("interfaces,verdict", [((), "unknown"), (("eth0",), "unknown"), (("eth0", "eth0"), "passed"),
+                                                (("eth0", "docker0"), "fired")])
+def test_nccl_interfaces_pass_only_where_the_log_shows_each_hosts(run_cli, tmp_path, interfaces, verdict):
+    """GD423 judges the interface NCCL used on each host: a host whose `Bootstrap : Using …` line is not in the paste
+    is not shown to be on the right network."""
+    shown = "".join(f"{host}:1:1 [0] NCCL INFO Bootstrap : Using {name}:10.0.0.{i}<0>\n"
+                    for i, (host, name) in enumerate(zip(("node-a", "node-b"), interfaces)))
+    assert _verdicts(run_cli, tmp_path, shown + SOCKETS, "GD423")["GD423"][0] == verdict
+
+
 @pytest.mark.parametrize("text,torch,cuda", [(PIP_LIST, "2.3.0+cu121", "12.1"), (CONDA_LIST, "2.1.0", "11.8"),
                                              ("torch==2.4.1\nnvidia-cublas-cu12==12.1.3.1\n", "2.4.1", None)])
 def test_package_lists(text, torch, cuda):

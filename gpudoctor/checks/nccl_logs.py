@@ -34,6 +34,11 @@ def _host_count(facts) -> int:
     return max(len(_named_hosts(facts)), int(facts.get("logs.hosts_in_run", None) or 0))
 
 
+def _shows_nccl(facts) -> bool:
+    """Whether the log shows NCCL's setup (logs.shows): where it does not, the engine leaves the rule unknown."""
+    return "nccl" in (facts.get("logs.shows", None) or [])
+
+
 def _echoed(facts) -> Dict[str, dict]:
     return facts.get("logs.nccl_env", None) or {}
 
@@ -132,8 +137,7 @@ def nccl_version_mismatch(facts, rule):
     hosts = _hosts(facts)
     versions = {name: e["nccl_version"] for name, e in hosts.items() if e.get("nccl_version")}
     if len(set(versions.values())) < 2:
-        shows_nccl = "nccl" in (facts.get("logs.shows", None) or [])  # else the engine says what the log lacks
-        if shows_nccl and len(versions) < max(len(hosts), 1):
+        if _shows_nccl(facts) and len(versions) < max(len(hosts), 1):  # else the engine says what the log lacks
             raise MissingFact("logs.hosts.nccl_version", "the log does not show every host's NCCL version (`NCCL "
                                                          "version …`, which NCCL prints on rank 0)")
         return
@@ -158,14 +162,20 @@ def _interfaces(entry: dict) -> tuple:
     return names, at
 
 
+_NO_INTERFACE = ("the log does not show which network interface NCCL used on each host (`NCCL INFO Bootstrap : Using "
+                 "eth0…`, `NET/Socket : Using …`)")
+
+
 @check("GD423")
 def nccl_interface_unsuitable(facts, rule):
     named = _named_hosts(facts)
     hosts = _host_count(facts)
-    if hosts < 2:
-        return  # one node: loopback and docker0 are fine
     used = {n: _interfaces(e) for n, e in named.items()}
     used = {n: pair for n, pair in used.items() if pair[0]}
+    if not used and _shows_nccl(facts):  # else the engine says what the log lacks
+        raise MissingFact("logs.hosts.interfaces", _NO_INTERFACE)
+    if hosts < 2:
+        return  # one node: loopback and docker0 are fine
     bad = {n: [i for i in names if _UNSUITABLE.match(i)] for n, (names, _) in used.items()}
     bad = {n: found for n, found in bad.items() if found}
     first = {n: names[0] for n, (names, _) in used.items()}
@@ -178,6 +188,8 @@ def nccl_interface_unsuitable(facts, rule):
         message = ("ranks picked different socket interfaces ("
                    + ", ".join(f"{i} on {n}" for n, i in sorted(first.items())[:4]) + "): NCCL chooses per host, "
                    "so the ranks may be on different networks")
+    elif len(used) < len(named):
+        raise MissingFact("logs.hosts.interfaces", _NO_INTERFACE)  # a host whose interface the log does not show
     else:
         return
     at = used[name][1]
