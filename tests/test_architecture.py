@@ -57,8 +57,8 @@ def imported_modules(path: Path) -> set:
 
 
 FLOORS = [  # (floor, the top-level parts of gpudoctor on it: "" is the package's face, gpudoctor/__init__.py)
-    ("ground", {"errors", "version", "data", "units", "model", "redact", "spelling", "suppress", "files",
-                "adapters"}),
+    ("ground", {"errors", "version", "data", "units", "waiting", "model", "redact", "spelling", "suppress",
+                "files", "adapters"}),
     ("knowledge", {"knowledge", "schema", "fact_types", "facts"}),
     ("documents", {"snapshot", "estimate"}),
     ("rules", {"checks", "catalog", "engine"}),

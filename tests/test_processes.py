@@ -108,6 +108,36 @@ def test_sigint_and_sigterm_exit_130_and_143_with_the_children_gone(tmp_path, pi
     assert _all_gone(pidfile)
 
 
+class _Interrupted(Exception):
+    pass
+
+
+def _interrupt(signum, frame):
+    raise _Interrupted()
+
+
+def test_a_signal_another_thread_receives_ends_the_main_threads_wait_at_once():
+    """The kernel may hand SIGTERM to a probe's or a pipe reader's thread; the main thread, waiting for the probes,
+    must still run the handler within a slice, not when its wait ends (a SIGTERMed check ran on for 30 s)."""
+    import threading
+
+    from gpudoctor.waiting import SLICE_S, patiently
+
+    previous = signal.signal(signal.SIGUSR1, _interrupt)
+    never = threading.Event()
+    worker = threading.Thread(target=lambda: (time.sleep(0.2), signal.pthread_kill(threading.get_ident(),
+                                                                                   signal.SIGUSR1)), daemon=True)
+    try:
+        started = time.monotonic()
+        worker.start()
+        with pytest.raises(_Interrupted):
+            patiently(never.wait, 10)
+        assert time.monotonic() - started < 0.2 + 10 * SLICE_S
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    assert patiently(lambda seconds: True, 10) and not patiently(never.wait, 0.25)
+
+
 def test_a_childs_output_is_capped_and_its_stderr_redacted(monkeypatch):
     """A probe printing without end keeps gpudoctor's memory bounded; a secret it prints on stderr (quoted in the
     probe's error) is hidden before anything keeps it."""

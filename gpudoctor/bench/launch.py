@@ -109,6 +109,8 @@ def bounded(call, seconds: float):
     whatever torch's own timeouts do (`check --fleet`, `bench nccl` under a launcher)."""
     import threading
 
+    from gpudoctor.waiting import patiently
+
     outcome: list = []
 
     def run() -> None:
@@ -119,7 +121,7 @@ def bounded(call, seconds: float):
 
     helper = threading.Thread(target=run, daemon=True, name="gpudoctor-rendezvous")
     helper.start()
-    helper.join(seconds)
+    patiently(lambda slice_s: (helper.join(slice_s), not helper.is_alive())[1], seconds)
     if not outcome:
         raise TimeoutError(f"no rendezvous with every rank within {seconds:g} s")
     ok, value = outcome[0]

@@ -16,6 +16,7 @@ from typing import Callable, Dict, Iterable, List, Mapping, Tuple
 
 from gpudoctor.model import ProbeResult
 from gpudoctor.probes.command import CommandTimeout
+from gpudoctor.waiting import patiently
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,7 @@ def run_probes(probes: Iterable[Probe], ctx: ProbeContext) -> Tuple[dict, List[P
     for probe in probes:
         threading.Thread(target=work, args=(probe,), name=f"probe-{probe.name}", daemon=True).start()
     if probes:
-        done.wait(ctx.timeout + 1.0)
+        patiently(done.wait, ctx.timeout + 1.0)
 
     facts: dict = {}
     results: List[ProbeResult] = []
