@@ -30,14 +30,20 @@ def launcher_fix(job: dict, gpus: Optional[int]) -> Tuple[str, ...]:
 
 @check("GD604")
 def distributed_script_without_launcher(facts, rule):
+    found_any = False
     for job, script, features in jobs_with_scripts(facts):
         if features.get("spawns") or any(i.get("kind", "").startswith("Lightning") for i in features.get("init", [])):
             continue  # the script (or Lightning) starts its own ranks
         found = _trainer_alone(job, script, features) or _env_init_alone(job, script, features)
         if found:
             message, severity, evidence = found
+            found_any = True
             yield rule.finding(message, severity=severity, location=where(job), evidence=evidence,
                                fix=rule.fix(commands=launcher_fix(job, evidence["gpus"])))
+    unread = [job for job in jobs(facts) if script_of(facts, job) is None and not job.get("sets_rank_env")]
+    if unread and not found_any:  # whether that script initialises torch.distributed is not known: never a pass
+        what = (unread[0].get("script") or {}).get("path") or "the script it starts"
+        raise MissingFact("scripts", f"{job_label(unread[0])} starts {what}, which was not among the files read")
 
 
 def _trainer_alone(job: dict, script: dict, features: dict) -> Optional[tuple]:
