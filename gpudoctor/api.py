@@ -50,9 +50,12 @@ def evaluate(snapshot: Snapshot, rules: Optional[Sequence] = None, select: Seque
 
 
 def format_report(report: Report, fmt: str = "plain", quiet: bool = False) -> str:
-    """The report as text: plain, json, markdown or prometheus (rich is for terminals: plain without colour)."""
-    from gpudoctor.render import render_report
+    """The report as text in a format of gpudoctor.render.FORMATS (rich is for terminals: plain without colour);
+    ValueError for a format that is not one of them."""
+    from gpudoctor.render import BY_NAME, render_report
 
+    if fmt not in BY_NAME:
+        raise ValueError(f"no output format {fmt!r}: {', '.join(BY_NAME)}")
     stream = io.StringIO()
     render_report(report, "plain" if fmt == "rich" else fmt, stream, quiet=quiet)
     return stream.getvalue()

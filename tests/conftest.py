@@ -122,7 +122,7 @@ def run_cli(capsys):
 def parser_bugs_fail(monkeypatch):
     """A report parser that raises is a bug: gpudoctor turns it into a warning (the other parts still count), the
     tests that use this fixture fail on it."""
-    from gpudoctor import ingest
+    from gpudoctor.ingest.registry import FORMATS
 
     bugs = []
 
@@ -135,8 +135,9 @@ def parser_bugs_fail(monkeypatch):
                 raise
         return parse
 
-    for kind, parser in list(ingest._PARSERS.items()):
-        monkeypatch.setitem(ingest._PARSERS, kind, watched(parser))
+    for fmt in FORMATS:
+        parser = fmt.parser()
+        monkeypatch.setattr(sys.modules[parser.__module__], parser.__name__, watched(parser))
     yield
     assert not bugs, bugs
 

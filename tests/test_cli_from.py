@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import cli_in_process
+from gpudoctor.ingest.registry import in_words
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT.parent / "shared" / "corpus"
@@ -192,7 +193,8 @@ def test_a_text_with_nothing_known_is_one_line_and_no_verdict(tmp_path, text):
     path.write_text(text)
     code, report = check_json(path)
     lines = text.count("\n")
-    assert code == 0 and report["source"]["nothing"] == f"nothing gpudoctor knows in {lines} line{'s' * (lines > 1)}"
+    assert code == 0 and report["source"]["nothing"] == (f"nothing gpudoctor knows in {lines} line{'s' * (lines > 1)} "
+                                                         f"(it reads {in_words()})")
     assert report["passed"] == [] and report["findings"] == [] and report["not_applicable"] == []
     assert {item["missing"] for item in report["unknown"]} == {"report"}
 

@@ -3,7 +3,7 @@ text contradicts: torch's capability warning prints the wheel's whole arch list.
 
 from gpudoctor.catalog import load_catalog
 from gpudoctor.engine import evaluate
-from gpudoctor.ingest import parse_report
+from gpudoctor.ingest.report import parse_report
 from gpudoctor.knowledge import table, wheel_archs
 from gpudoctor.snapshot import Snapshot
 

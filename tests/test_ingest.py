@@ -9,7 +9,7 @@ from typing import Any, Dict
 
 import pytest
 
-from gpudoctor.ingest import ParsedReport, ReportError, merge_reports, parse_report
+from gpudoctor.ingest.report import ParsedReport, ReportError, merge_reports, parse_report
 from gpudoctor.ingest.normalize import clean_text, normalize
 
 ROOT = Path(__file__).resolve().parents[1]

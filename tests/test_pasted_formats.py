@@ -6,7 +6,7 @@ import json
 import pytest
 
 from conftest import ROOT
-from gpudoctor.ingest import parse_report
+from gpudoctor.ingest.report import parse_report
 
 TOPO = """$ nvidia-smi topo -m
 \tGPU0\tGPU1\tGPU2\tGPU3\tCPU Affinity\tNUMA Affinity

@@ -4,7 +4,7 @@ import pytest
 
 from gpudoctor.catalog import find_rule
 from gpudoctor.engine import evaluate
-from gpudoctor.ingest import parse_report
+from gpudoctor.ingest.report import parse_report
 from gpudoctor.knowledge import major_minor
 from gpudoctor.snapshot import Snapshot
 from gpudoctor.units import GiB, MiB, find, gib, parse, size

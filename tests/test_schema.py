@@ -11,7 +11,7 @@ from conftest import FIXTURES, ROOT, SHARED
 from gpudoctor import schema
 from gpudoctor.catalog import load_catalog
 from gpudoctor.gather import Request, gather
-from gpudoctor.ingest import ReportError, parse_report
+from gpudoctor.ingest.report import ReportError, parse_report
 from gpudoctor.probes import ProbeContext, all_probes, run_probes
 
 CHECKS = ROOT / "gpudoctor" / "checks"

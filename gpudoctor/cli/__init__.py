@@ -25,10 +25,9 @@ from gpudoctor.errors import InputError
 from gpudoctor.spelling import one_slip
 from gpudoctor.render.printable import printable
 
-COMMANDS = [check_cmd, lint_cmd, fix_cmd, snapshot_cmd, rules_cmd, bench_cmd]
-COMMANDS.append(estimate_cmd)  # gpudoctor estimate --model …
-COMMANDS.append(fleet_cmd)  # gpudoctor fleet SNAPSHOT…
-COMMANDS.append(mcp_cmd)  # gpudoctor mcp: the tools for AI assistants
+# The one list of commands, in the order `gpudoctor --help` lists them: a command is a module of gpudoctor.cli with
+# `add_parser(subparsers)` (its parser, or several: `rules` also adds `explain`) that sets `run`, and one entry here.
+COMMANDS = (check_cmd, lint_cmd, fix_cmd, snapshot_cmd, rules_cmd, bench_cmd, estimate_cmd, fleet_cmd, mcp_cmd)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from gpudoctor.catalog import rules_for_run
 from gpudoctor.errors import InputError
 from gpudoctor.model import exit_code
-from gpudoctor.render import FORMATS, terminal
+from gpudoctor.render import FLEET_NAMES, NAMES, terminal
 
 
 class UsageError(InputError):
@@ -35,7 +35,7 @@ def path(text: str) -> str:
     return text
 
 
-def add_output_options(parser: argparse.ArgumentParser, formats=FORMATS) -> None:
+def add_output_options(parser: argparse.ArgumentParser, formats=NAMES) -> None:
     parser.add_argument("--format", choices=formats, help="output format (default: rich on a terminal, else plain)")
     parser.add_argument("--output", "-o", type=path, metavar="FILE",
                         help="write the output to FILE (- or none: stdout)")
@@ -111,13 +111,11 @@ def output_stream(args: argparse.Namespace):
         raise UsageError(f"cannot write {args.output!r}: {exc.strerror or exc}") from None
 
 
-FLEET_FORMATS = ("rich", "plain", "json")
-
-
 def fleet_format(args: argparse.Namespace) -> str:
     fmt = output_format(args)
-    if fmt not in FLEET_FORMATS:
-        raise UsageError(f"the fleet report has no --format {fmt}: use rich, plain or json")
+    if fmt not in FLEET_NAMES:
+        raise UsageError(f"the fleet report has no --format {fmt}: use {', '.join(FLEET_NAMES[:-1])} or "
+                         f"{FLEET_NAMES[-1]}")
     return fmt
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import time
 
-from gpudoctor.cli.common import (FLEET_FORMATS, add_output_options, add_selection_options, fleet_format, path,
-                                  render_fleet, selected_rules)
+from gpudoctor.cli.common import (add_output_options, add_selection_options, fleet_format, path, render_fleet,
+                                  selected_rules)
 from gpudoctor.gather import Request, gather
+from gpudoctor.render import FLEET_NAMES
 
 
 def add_parser(subparsers) -> None:
@@ -16,7 +17,7 @@ def add_parser(subparsers) -> None:
     parser.add_argument("snapshots", type=path, nargs="+", metavar="SNAPSHOT",
                         help="snapshot files (`gpudoctor snapshot -o FILE` on each node), one per node or rank")
     add_selection_options(parser)
-    add_output_options(parser, formats=FLEET_FORMATS)
+    add_output_options(parser, formats=FLEET_NAMES)
     parser.set_defaults(run=run)
 
 

@@ -8,6 +8,7 @@ import sys
 from gpudoctor.cli.common import path
 from gpudoctor.cli.training import model_option, training_flags
 from gpudoctor.gather import MAX_TIMEOUT, Request
+from gpudoctor.ingest.registry import in_words
 
 
 def seconds(text: str) -> float:
@@ -34,9 +35,8 @@ def add_machine_options(parser: argparse.ArgumentParser) -> None:
 
 def add_from_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--from", type=path, dest="from_reports", action="append", default=[], metavar="REPORT",
-                        help="use a pasted report or a log instead of this machine: collect_env, ds_report, "
-                             "nvidia-smi (-q, -q -x), nvcc --version, pip show torch, a training job's log (what "
-                             "torch, NCCL and DeepSpeed print, docs/logs.md); repeatable, '-' reads stdin")
+                        help=f"use a pasted report or a log instead of this machine: {in_words()} "
+                             "(docs/reports.md, docs/logs.md); repeatable, '-' reads stdin")
 
 
 def add_env_file_option(parser: argparse.ArgumentParser) -> None:

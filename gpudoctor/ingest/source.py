@@ -15,9 +15,10 @@ import codecs
 from typing import BinaryIO, Iterator, List, Optional, Sequence
 
 from gpudoctor.files import open_stream
-from gpudoctor.ingest import (NothingRecognised, _names_agree, ParsedReport, ReportError, merge_reports, missing_facts,
-                              parse_report)
+from gpudoctor.ingest.report import (NothingRecognised, _names_agree, ParsedReport, ReportError, merge_reports,
+                                     missing_facts, parse_report)
 from gpudoctor.ingest.logs import LogScanner
+from gpudoctor.ingest.registry import in_words
 from gpudoctor.redact import redact_bytes
 
 CHUNK_BYTES = 4 * 1024 * 1024
@@ -203,8 +204,9 @@ def _name_gpus(facts: dict, evidence: dict, conflicts: list, stated: dict) -> No
 
 def _nothing(texts: Sequence[ParsedReport]) -> str:
     """The one line a report prints for texts in which nothing was recognised."""
-    return "; ".join(f"nothing gpudoctor knows in {r.lines} line{'' if r.lines == 1 else 's'}"
+    each = "; ".join(f"nothing gpudoctor knows in {r.lines} line{'' if r.lines == 1 else 's'}"
                      f"{f' of {r.name}' if len(texts) > 1 else ''}" for r in texts)
+    return f"{each} (it reads {in_words()})"
 
 
 def overlay_reports(snapshot, paths: Sequence[str], stdin: Optional[BinaryIO] = None) -> None:

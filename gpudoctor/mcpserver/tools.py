@@ -16,11 +16,13 @@ from pydantic import Field
 from gpudoctor import api
 from gpudoctor.errors import InputError
 from gpudoctor.estimate import PRECISIONS
+from gpudoctor.ingest.registry import FORMATS as PASTED
 
 MAX_TEXT = 2_000_000  # characters of pasted text; a longer log is read from its file (`paths`)
 MAX_PATHS = 64  # files or folders in one call
 MAX_NAME = 4096  # characters of one path, model or GPU name (PATH_MAX)
 RELATIVE = "relative paths are read from the server's working directory"
+REPORTS = ", ".join(fmt.what for fmt in PASTED)
 
 Select = Annotated[Optional[List[Annotated[str, Field(max_length=16)]]], Field(
     max_length=MAX_PATHS, description="Only these rule IDs or prefixes (['GD4'], ['GD401', 'GD5']); default: every "
@@ -58,8 +60,7 @@ def _existing(paths: Optional[List[str]], what: str, folders: bool = False) -> t
 def diagnose_text(
     text: Annotated[str, Field(max_length=MAX_TEXT, description=(
         "The pasted text: a failed run's log (NCCL INFO/WARN lines, tracebacks, kernel Xid lines, torchrun or SLURM "
-        f"errors) or a report (collect_env, ds_report, nvidia-smi -q, nvcc --version, pip show torch); at most "
-        f"{MAX_TEXT:,} characters: give a longer log by path."))] = "",
+        f"errors) or a tool's output ({REPORTS}); at most {MAX_TEXT:,} characters: give a longer log by path."))] = "",
     paths: _paths("Log or report files to read as well (any size, streamed)") = None,
     select: Select = None,
 ) -> Dict[str, Any]:

@@ -1,10 +1,48 @@
-"""Renderers turn a Report into output; they only read it."""
+"""Renderers turn a Report into output; they only read it.
+
+FORMATS is the one list of output formats (`--format` of `check` and `lint`, the fleet report's, the library's
+`format_report`, docs/output.md). A new format is a module of gpudoctor.render with `render(report, stream, quiet)`
+and one `Output` record here; tests/test_registries.py holds the lists elsewhere against this one.
+"""
 
 from __future__ import annotations
 
-from typing import IO
+import importlib
+from dataclasses import dataclass
+from typing import IO, Callable, Dict, Tuple
 
-FORMATS = ("rich", "plain", "json", "markdown", "prometheus")
+
+@dataclass(frozen=True)
+class Output:
+    """`name`: what `--format` takes; `what`: the format in words (docs/output.md); `write`: "module.function" of
+    gpudoctor.render, called as `function(report, stream, quiet)` and imported on use; `human`: text a person reads
+    (control characters escaped, gpudoctor.render.printable); `fleet`: the fleet report (`gpudoctor fleet`, `check
+    --fleet`) is written in it too."""
+
+    name: str
+    what: str
+    write: str
+    human: bool = False
+    fleet: bool = False
+
+    def writer(self) -> Callable:
+        module, function = self.write.rsplit(".", 1)
+        return getattr(importlib.import_module(f"gpudoctor.render.{module}"), function)
+
+
+FORMATS: Tuple[Output, ...] = (
+    Output("rich", "text with coloured marks, for a terminal (the default there)", "text.render_rich", human=True,
+           fleet=True),
+    Output("plain", "the same text without colour (the default when piped or written to a file)", "text.render",
+           human=True, fleet=True),
+    Output("json", "the `gpudoctor.report/1` document a scheduler can act on", "json_report.render", fleet=True),
+    Output("markdown", "a redacted report to paste into a bug report instead of `collect_env`", "markdown.render",
+           human=True),
+    Output("prometheus", "gauges for node_exporter's textfile collector", "prometheus.render"),
+)
+BY_NAME: Dict[str, Output] = {fmt.name: fmt for fmt in FORMATS}
+NAMES = tuple(BY_NAME)
+FLEET_NAMES = tuple(fmt.name for fmt in FORMATS if fmt.fleet)
 
 
 def render_report(report, fmt: str, stream: IO, quiet: bool = False) -> None:
@@ -13,22 +51,15 @@ def render_report(report, fmt: str, stream: IO, quiet: bool = False) -> None:
     from gpudoctor.redact import redact_data
     from gpudoctor.render.printable import printable_data
 
+    output = BY_NAME[fmt]
     report = redact_data(report)
-    if fmt in ("rich", "plain", "markdown"):
+    if output.human:
         report = printable_data(report)
-    if fmt == "json":
-        from gpudoctor.render import json_report
+    output.writer()(report, stream, quiet)
 
-        json_report.render(report, stream)
-    elif fmt == "markdown":
-        from gpudoctor.render import markdown
 
-        markdown.render(report, stream)
-    elif fmt == "prometheus":
-        from gpudoctor.render import prometheus
-
-        prometheus.render(report, stream)
-    else:
-        from gpudoctor.render import text
-
-        text.render(report, stream, color=fmt == "rich", quiet=quiet)
+def markdown_table() -> str:
+    """The table of formats in docs/output.md."""
+    rows = ["| `--format` | what it writes | also for the fleet report |", "| --- | --- | --- |"]
+    rows += [f"| `{fmt.name}` | {fmt.what} | {'yes' if fmt.fleet else 'no'} |" for fmt in FORMATS]
+    return "\n".join(rows) + "\n"

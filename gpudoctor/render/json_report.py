@@ -38,6 +38,7 @@ def timings(report: Report) -> dict:
     return {"nvml_init_seconds": nvml["init_seconds"]} if isinstance(nvml.get("init_seconds"), (int, float)) else {}
 
 
-def render(report: Report, stream: IO) -> None:
+def render(report: Report, stream: IO, quiet: bool = False) -> None:
+    """The whole document (`quiet` shortens only the text formats)."""
     json.dump(to_json(report), stream, indent=2, ensure_ascii=False)
     stream.write("\n")

@@ -42,7 +42,8 @@ def _facts_table(facts: Facts) -> list:
     return lines
 
 
-def render(report: Report, stream: IO) -> None:
+def render(report: Report, stream: IO, quiet: bool = False) -> None:
+    """The whole report (`quiet` shortens only the terminal text: a pasted report keeps its facts table)."""
     facts = Facts(report.facts)
     summary = report.summary()
     out = [

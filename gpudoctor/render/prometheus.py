@@ -136,5 +136,6 @@ def to_text(report: Report, now: float | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render(report: Report, stream: IO) -> None:
+def render(report: Report, stream: IO, quiet: bool = False) -> None:
+    """Every gauge (`quiet` shortens only the text formats)."""
     stream.write(to_text(report))

@@ -63,9 +63,13 @@ def render_finding(console: Console, finding: Finding) -> None:
         console.print(Text.assemble((line[:-len(command)], "dim"), (command, "cyan")))
 
 
-def render(report: Report, stream: IO, color: bool = False, quiet: bool = False, width: Optional[int] = None) -> None:
+def render(report: Report, stream: IO, quiet: bool = False, color: bool = False, width: Optional[int] = None) -> None:
     with screen(stream, color, width) as console:
         _render(report, console, quiet)
+
+
+def render_rich(report: Report, stream: IO, quiet: bool = False) -> None:
+    render(report, stream, quiet, color=True)
 
 
 def inferred_facts(report: Report) -> list:
