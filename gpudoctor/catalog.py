@@ -102,6 +102,7 @@ class Rule:
     optional: tuple = ()  # fact paths read when present; unlike `needs`, they never start a probe
     inputs: tuple = ()  # what the rule judges (INPUTS): with none of them given, it is not applicable
     log_shows: tuple = ()  # LOG_PARTS: a verdict from log facts alone needs the log to show one of them
+    from_log: Optional[Callable] = field(default=None, compare=False, repr=False)  # what a log proves for it
 
     def finding(
         self,
@@ -173,7 +174,7 @@ def _log_shows(data: dict) -> tuple:
     return parts
 
 
-def _rule_from_toml(data: dict, check: Optional[Callable]) -> Rule:
+def _rule_from_toml(data: dict, check: Optional[Callable], from_log: Optional[Callable] = None) -> Rule:
     examples = tuple(
         Example(
             name=item.get("name", ""),
@@ -198,19 +199,20 @@ def _rule_from_toml(data: dict, check: Optional[Callable]) -> Rule:
         docs=data.get("docs", {}),
         examples=examples,
         check=check,
+        from_log=from_log,
     )
 
 
 @lru_cache(maxsize=1)
 def load_catalog() -> tuple:
     """All rules, sorted by ID. Rule files without a check function are skipped (the meta-test catches it)."""
-    from gpudoctor.checks import registered_checks
+    from gpudoctor.checks import registered_checks, registered_log_readers
 
-    checks = registered_checks()
+    checks, from_log = registered_checks(), registered_log_readers()
     rules = []
     for path in sorted((rules_dir() / "catalog").glob("GD*.toml")):
         data = load_toml(path)
-        rules.append(_rule_from_toml(data, checks.get(data.get("id"))))
+        rules.append(_rule_from_toml(data, checks.get(data.get("id")), from_log.get(data.get("id"))))
     return tuple(sorted(rules, key=lambda rule: rule.id))
 
 

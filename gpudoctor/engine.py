@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import time
 import traceback
-from typing import Iterable, List, Optional, Sequence
+from dataclasses import replace
+from typing import Iterable, List, Sequence
 
 from gpudoctor.suppress import finding_suppressed
-from gpudoctor.catalog import INPUTS, LOG_PARTS, Rule, find_rule, load_catalog
-from gpudoctor.facts.log_evidence import message_findings
+from gpudoctor.catalog import INPUTS, Rule, find_rule, load_catalog
+from gpudoctor.facts.log_evidence import log_findings
 from gpudoctor.facts import Facts, MissingFact
 from gpudoctor.model import Finding, NotApplicable, Report, Severity, Unknown
+from gpudoctor.provenance import base_origin
 from gpudoctor.snapshot import Snapshot
+from gpudoctor.verdict import Run, decide, not_applicable
 
 _SEVERITY_ORDER = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}
 
@@ -47,81 +50,55 @@ def input_given(facts: Facts, name: str) -> bool:
     return not isinstance(value, list) or len(value) >= INPUTS[name].least
 
 
-def not_applicable(rule: Rule, facts: Facts) -> Optional[NotApplicable]:
-    """The rule has nothing to judge when none of the inputs it declares was given; None when it applies."""
-    if not rule.inputs or any(input_given(facts, name) for name in rule.inputs):
-        return None
-    return NotApplicable(rule.id, INPUTS[rule.inputs[0]].reason)
-
-
-def on_the_log_alone(facts: Facts, rule: Rule, beyond_logs: int) -> bool:
-    """Whether the rule's verdict stands on the log alone: of the inputs it declares, only the log was given (the
-    machine facts it also reads only qualify what the log shows); a rule that declares none read no other fact."""
-    if rule.inputs:
-        return [name for name in rule.inputs if input_given(facts, name)] == ["logs"]
-    return facts.stated_beyond_logs == beyond_logs
-
-
-def unshown(facts: Facts, rule: Rule) -> Optional[MissingFact]:
-    """Why a pass from log facts alone would claim more than the log shows: it shows none of the parts of a run the
-    rule judges (catalog `log_shows`); None where it shows one."""
-    shows = facts.get("logs.shows", None) or []
-    if any(part in shows for part in rule.log_shows):
-        return None
-    return MissingFact("logs.shows", "the log does not show " + " or ".join(LOG_PARTS[p] for p in rule.log_shows))
-
-
-def run_rule(rule: Rule, facts: Facts) -> tuple:
-    """(findings, the MissingFact or None) for one rule; exceptions become a GD001 finding."""
+def run_rule(rule: Rule, facts: Facts, judge=None) -> tuple:
+    """(findings, the MissingFact or None) for one rule (`judge`: another of its functions than its check, such as
+    log_evidence.log_findings); exceptions become a GD001 finding."""
     try:
-        return list(rule.check(facts, rule) or ()), None
+        return list((judge or rule.check)(facts, rule) or ()), None
     except MissingFact as missing:
         return [], missing
     except Exception as exc:  # noqa: BLE001 - a rule bug must not stop the report
         return [_crash_finding(rule, exc)], None
 
 
+def given_inputs(facts: Facts) -> frozenset:
+    """The inputs (INPUTS) the run has."""
+    return frozenset(name for name in INPUTS if input_given(facts, name))
+
+
 def evaluate(snapshot: Snapshot, rules: Sequence[Rule], started: float = 0.0, known_ids: Iterable[str] = ()) -> Report:
-    """Run every rule against the snapshot's facts and build the report. `known_ids`: rule IDs this run knows
-    beyond the catalog and `rules` (a loaded site policy's, when a selection leaves them out)."""
+    """Run every rule against the snapshot's facts and build the report; gpudoctor.verdict decides each rule's
+    verdict. `known_ids`: rule IDs this run knows beyond the catalog and `rules` (a loaded site policy's, when a
+    selection leaves them out)."""
     known = sorted({rule.id for rule in load_catalog()} | {rule.id for rule in rules} | set(known_ids))
-    pasted = snapshot.source.get("kind") == "report"
     facts = Facts({"probes": [probe.to_json() for probe in snapshot.probes], **snapshot.facts,
-                   "rules": {"known": known}}, env_complete=not pasted or bool(snapshot.facts.get("env_sources")))
+                   "rules": {"known": known}}, snapshot.origins, base_origin(snapshot.source))
+    scripts = facts.get("scripts", None) or []
+    context = Run(given=given_inputs(facts), shows=tuple(facts.get("logs.shows", None) or ()), base=facts.base,
+                  recognised=bool(snapshot.facts) or snapshot.source.get("kind") != "report",
+                  suppressed=lambda finding: finding_suppressed(scripts, finding))
     findings: List[Finding] = []
     passed: List[str] = []
     unknown: List[Unknown] = []
     idle: List[NotApplicable] = []
-    scripts = facts.get("scripts", None) or []
     for rule in rules:
         if rule.check is None:
             continue
-        if pasted and not snapshot.facts:  # a text in which nothing was recognised: every rule stays unknown
-            unknown.append(Unknown(rule.id, "report"))
-            continue
-        logged = message_findings(facts, rule)  # a message of the atlas that names this rule
-        nothing_to_judge = None if logged else not_applicable(rule, facts)
-        if nothing_to_judge is not None:
-            idle.append(nothing_to_judge)
-            continue
-        stated, beyond_logs = facts.stated, facts.stated_beyond_logs
-        produced, missing = run_rule(rule, facts)
-        if logged and (missing is not None or not produced):
-            produced, missing = logged, None
-        shown = False  # a pass that stands on the log alone: the log must show the part of the run the rule judges
-        if missing is None and not produced and rule.log_shows and input_given(facts, "logs") \
-                and on_the_log_alone(facts, rule, beyond_logs):
-            missing = unshown(facts, rule)
-            shown = missing is None
-        if pasted and missing is None and not produced and facts.stated == stated and not shown:
-            missing = MissingFact(rule.needs[0] if rule.needs else "report")  # the paste states nothing it judges
-        produced = [f for f in produced if not finding_suppressed(scripts, f)]
-        if missing is not None:
-            unknown.append(Unknown(rule.id, missing.path, missing.reason))
-        elif produced:
-            findings.extend(produced)
-        else:
+        run = context
+        if context.recognised:
+            from_log = tuple(run_rule(rule, facts, log_findings)[0])
+            if not_applicable(rule, context.given, from_log) is None:  # a rule with nothing to judge is not run
+                with facts.recording() as reads:
+                    produced, missing = run_rule(rule, facts)
+                run = replace(context, findings=tuple(produced), missing=missing, reads=reads, from_log=from_log)
+        verdict = decide(rule, run)
+        findings.extend(verdict.findings)
+        if verdict.passed:
             passed.append(rule.id)
+        if verdict.unknown is not None:
+            unknown.append(verdict.unknown)
+        if verdict.not_applicable is not None:
+            idle.append(verdict.not_applicable)
     findings.sort(key=lambda f: (f.rule, _SEVERITY_ORDER[f.severity]))
     return Report(
         findings=tuple(findings),

@@ -11,9 +11,10 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, FrozenSet, List, Mapping, Optional, Sequence
+from typing import Any, Callable, FrozenSet, List, Mapping, Optional, Sequence, Tuple
 
 from gpudoctor.errors import InputError
+from gpudoctor.provenance import COMMAND_LINE, FILES, changed, fingerprint
 from gpudoctor.snapshot import Snapshot
 
 
@@ -59,8 +60,10 @@ def gather(request: Request) -> Snapshot:
         snapshot = reports_snapshot(request.reports)
     else:
         snapshot = live_snapshot(request)
-    for overlay in OVERLAYS:
+    for overlay, origin in OVERLAYS:
+        before = fingerprint(snapshot.facts)
         overlay(request, snapshot)
+        snapshot.origins.update((group, origin) for group in changed(before, snapshot.facts))
     return snapshot
 
 
@@ -159,5 +162,6 @@ def _model(request: Request, snapshot: Snapshot) -> None:
         snapshot.facts["model"] = model_fact(load_model(request.model), request.training)
 
 
-# The readers of the files a request names, in the order they apply.
-OVERLAYS: List[Callable[[Request, Snapshot], None]] = [_scripts, _ds_config, _env_files, _model]
+# The readers of the files a request names, in the order they apply, and where what they add comes from.
+OVERLAYS: List[Tuple[Callable[[Request, Snapshot], None], str]] = [
+    (_scripts, FILES), (_ds_config, FILES), (_env_files, FILES), (_model, COMMAND_LINE)]

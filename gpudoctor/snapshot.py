@@ -31,6 +31,7 @@ class Snapshot:
     evidence: Dict[str, Any] = field(default_factory=dict)
     conflicts: List[Any] = field(default_factory=list)
     created: str = ""
+    origins: Dict[str, str] = field(default_factory=dict)  # fact path → where it came from (gpudoctor.provenance)
 
     def to_json(self) -> dict:
         """The snapshot document, secrets redacted (gpudoctor.redact)."""

@@ -58,10 +58,10 @@ def imported_modules(path: Path) -> set:
 
 FLOORS = [  # (floor, the top-level parts of gpudoctor on it: "" is the package's face, gpudoctor/__init__.py)
     ("ground", {"errors", "version", "data", "units", "waiting", "model", "redact", "spelling", "suppress",
-                "files", "adapters"}),
+                "files", "adapters", "provenance"}),
     ("knowledge", {"knowledge", "schema", "fact_types", "facts"}),
     ("documents", {"snapshot", "estimate"}),
-    ("rules", {"checks", "catalog", "engine"}),
+    ("rules", {"checks", "catalog", "verdict", "engine"}),
     ("fact sources", {"readers", "probes", "ingest"}),
     ("gathering", {"gather", "policy", "bench", "fit", "fleet"}),
     ("output", {"render"}),

@@ -1,7 +1,9 @@
 """The Python logic of the rules. Each module registers its functions with `@check("GDxxx")`.
 
 A check is `def fn(facts: Facts, rule: Rule) -> Iterable[Finding]`: it yields findings (none = passed),
-raises `MissingFact` through `facts.get(...)` when a fact it needs is unknown, and never does I/O. Every module
+raises `MissingFact` through `facts.get(...)` when a fact it needs is unknown, and never does I/O. A rule that judges
+a machine may also say what a log proves for it (`@check("GDxxx", from_log=fn)`, same signature, reading
+`logs.events`): where the machine facts find nothing or are unknown, those findings stand (gpudoctor.verdict). Every module
 here is rules of one family (GD0 doctor.py, GD1 driver_cuda.py, GD4 nccl*.py …); what several rules read the same
 way lives in gpudoctor.facts.
 """
@@ -10,25 +12,38 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from typing import Callable, Dict
+from typing import Callable, Dict, Optional
 
 _CHECKS: Dict[str, Callable] = {}
+_FROM_LOG: Dict[str, Callable] = {}
 
 
-def check(rule_id: str) -> Callable:
-    """Register the decorated function as the logic of `rule_id`."""
+def check(rule_id: str, from_log: Optional[Callable] = None) -> Callable:
+    """Register the decorated function as the logic of `rule_id` (`from_log`: what a log proves for it)."""
 
     def register(fn: Callable) -> Callable:
         if rule_id in _CHECKS:
             raise RuntimeError(f"two checks for {rule_id}")
         _CHECKS[rule_id] = fn
+        if from_log is not None:
+            _FROM_LOG[rule_id] = from_log
         return fn
 
     return register
 
 
-def registered_checks() -> Dict[str, Callable]:
-    """Import every module of this package once and return the registry."""
+def _import_all() -> None:
     for module in pkgutil.iter_modules(__path__):
         importlib.import_module(f"{__name__}.{module.name}")
+
+
+def registered_checks() -> Dict[str, Callable]:
+    """Import every module of this package once and return the registry."""
+    _import_all()
     return dict(_CHECKS)
+
+
+def registered_log_readers() -> Dict[str, Callable]:
+    """The rules' readers of log evidence (`check(..., from_log=fn)`), by rule ID."""
+    _import_all()
+    return dict(_FROM_LOG)

@@ -16,7 +16,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from gpudoctor.checks import check
 from gpudoctor.facts.devices import job_gpus
-from gpudoctor.facts.log_evidence import cited, log_events, or_from_log
+from gpudoctor.facts.log_evidence import cited, log_events
 from gpudoctor.facts import MissingFact
 from gpudoctor.facts.cuda import resolved, toolkit_version_at, torch_cuda
 from gpudoctor.knowledge import major_minor, table, version
@@ -199,8 +199,7 @@ def ds_build_ops_toolchain_in_log(facts, rule):
             fix=rule.fix(case="log_no_toolkit"))
 
 
-@check("GD301")
-@or_from_log(ds_build_ops_toolchain_in_log)
+@check("GD301", from_log=ds_build_ops_toolchain_in_log)
 def ds_build_ops_toolchain(facts, rule):
     on, bad = _build_requests(facts)
     if bad:
@@ -254,8 +253,7 @@ def ds_jit_needs_ninja_in_log(facts, rule):
                            evidence=cited(event), fix=rule.fix())
 
 
-@check("GD302")
-@or_from_log(ds_jit_needs_ninja_in_log)
+@check("GD302", from_log=ds_jit_needs_ninja_in_log)
 def ds_jit_needs_ninja(facts, rule):
     installed = _deepspeed_installed(facts)
     if installed is None:

@@ -9,7 +9,7 @@ from typing import Optional
 from gpudoctor.checks import check
 from gpudoctor.facts.devices import (job_gpus, limit_mig, mig_dropped, mig_rule, named_devices, require_count,
                                      usable_gpus)
-from gpudoctor.facts.log_evidence import cited, log_events, or_from_log
+from gpudoctor.facts.log_evidence import cited, log_events
 from gpudoctor.facts import MissingFact
 from gpudoctor.facts.cuda import require_torch, toolkit_version_at, torch_cuda
 from gpudoctor.knowledge import (driver_max_cuda, gpu_cc, major_minor, min_driver, mvc_floor, releases_with_wheel,
@@ -90,8 +90,7 @@ def driver_too_old_in_log(facts, rule):
             case="log_forward_compat" if forward_compat else "log_driver_too_old"))
 
 
-@check("GD101")
-@or_from_log(driver_too_old_in_log)
+@check("GD101", from_log=driver_too_old_in_log)
 def driver_too_old(facts, rule):
     runtime = torch_cuda(facts)
     if runtime is None:
@@ -172,8 +171,7 @@ def deepspeed_in_scope(facts) -> bool:
     return bool(facts.get("torch.deepspeed.version", None) or facts.get("ds_config", None))
 
 
-@check("GD102")
-@or_from_log(nvcc_torch_mismatch_in_log)
+@check("GD102", from_log=nvcc_torch_mismatch_in_log)
 def nvcc_torch_mismatch(facts, rule):
     runtime = torch_cuda(facts)
     nvcc = major_minor(facts.get("nvcc.version"))
@@ -309,8 +307,7 @@ def _outside_range(rule, event):
                         severity=Severity.WARNING, fix=rule.fix(case="log_no_kernel_image"))
 
 
-@check("GD104")
-@or_from_log(gpu_arch_not_in_torch_in_log)
+@check("GD104", from_log=gpu_arch_not_in_torch_in_log)
 def gpu_arch_not_in_torch(facts, rule):
     runtime = torch_cuda(facts)
     if runtime is None:
@@ -381,8 +378,7 @@ def driver_unusable_in_log(facts, rule):
             case="driver_mismatch" if mismatch else "log_driver_missing" if missing else "fabric_manager"))
 
 
-@check("GD105")
-@or_from_log(driver_unusable_in_log)
+@check("GD105", from_log=driver_unusable_in_log)
 def driver_unusable(facts, rule):
     """The node's part: NVML, the driver, its kernel module and device nodes (no torch needed)."""
     kind = facts.get("nvml.error_kind", None)

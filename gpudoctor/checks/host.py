@@ -5,7 +5,7 @@ from __future__ import annotations
 from gpudoctor.checks import check
 from gpudoctor.facts import MissingFact
 from gpudoctor.facts.devices import job_gpus, require_count
-from gpudoctor.facts.log_evidence import cited, log_count, log_events, or_from_log
+from gpudoctor.facts.log_evidence import cited, log_count, log_events
 from gpudoctor.knowledge import table
 from gpudoctor.units import GiB, MiB, size, parse as size_of
 
@@ -22,8 +22,7 @@ def shm_too_small_in_log(facts, rule):
             fix=rule.fix())
 
 
-@check("GD503")
-@or_from_log(shm_too_small_in_log)
+@check("GD503", from_log=shm_too_small_in_log)
 def shm_too_small(facts, rule):
     shm = facts.get("host.shm_bytes")
     if shm is None or shm >= SHM_MINIMUM:
@@ -53,8 +52,7 @@ def memlock_too_low_in_log(facts, rule):
             fix=rule.fix())
 
 
-@check("GD505")
-@or_from_log(memlock_too_low_in_log)
+@check("GD505", from_log=memlock_too_low_in_log)
 def memlock_too_low(facts, rule):
     limit = facts.get("host.ulimit_memlock")
     if limit is None:
@@ -111,8 +109,7 @@ def occupied_in_log(facts, rule):
             return
 
 
-@check("GD502")
-@or_from_log(occupied_in_log)
+@check("GD502", from_log=occupied_in_log)
 def gpu_memory_occupied(facts, rule):
     facts.get("nvml.gpus")  # unknown without NVML
     job = job_gpus(facts)

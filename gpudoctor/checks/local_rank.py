@@ -9,7 +9,7 @@ from typing import Optional, Tuple
 
 from gpudoctor.checks import check
 from gpudoctor.facts.jobs import jobs_with_scripts, where
-from gpudoctor.facts.log_evidence import cited, log_events, or_from_log
+from gpudoctor.facts.log_evidence import cited, log_events
 from gpudoctor.knowledge import SETS_LOCAL_RANK_ENV, version
 from gpudoctor.model import Severity
 
@@ -61,8 +61,7 @@ def _set_from_env(features: dict) -> bool:
     return isinstance(set_by, dict) and not set_by.get("used_before")
 
 
-@check("GD609")
-@or_from_log(local_rank_refused_in_log)
+@check("GD609", from_log=local_rank_refused_in_log)
 def local_rank_argument(facts, rule):
     here = facts.get("torch.version", None)
     for job, script, features in jobs_with_scripts(facts):

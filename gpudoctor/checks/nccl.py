@@ -19,7 +19,6 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from gpudoctor.checks import check
 from gpudoctor.facts.devices import job_gpus
-from gpudoctor.facts.log_evidence import or_from_log
 from gpudoctor.facts.nccl_settings import (
     SCOPED_PREFIXES,
     TRUE_WORDS,
@@ -190,8 +189,7 @@ def nccl_invalid_value_in_log(facts, rule):
                              values={"variable": name, "grammar": _grammar(spec(name))}))
 
 
-@check("GD402")
-@or_from_log(nccl_invalid_value_in_log)
+@check("GD402", from_log=nccl_invalid_value_in_log)
 def nccl_invalid_value(facts, rule):
     findings = []
     for setting in settings(facts):
@@ -579,7 +577,7 @@ def nccl_p2p_disabled(facts, rule):
     if job.count() < 2:
         return []
     driver = facts.get("nvml.driver_version", None)
-    facts.env_recorded("NCCL_P2P_DISABLE")  # both verdicts turn on it: unknown where a paste shows no environment
+    facts.get("env.NCCL_P2P_DISABLE")  # both verdicts turn on it: unknown where a paste shows no environment
     value = value_of(facts, "NCCL_P2P_DISABLE")
     disabled = value is not None and c_strtoll(value)[0] == 1
     sources = facts.get("env_sources", {}) or {}

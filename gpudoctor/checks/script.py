@@ -7,7 +7,7 @@ from typing import Optional, Tuple
 
 from gpudoctor.suppress import suppressed
 from gpudoctor.checks import check
-from gpudoctor.facts.log_evidence import cited, log_events, or_from_log
+from gpudoctor.facts.log_evidence import cited, log_events
 from gpudoctor.knowledge import version
 from gpudoctor.model import Location, Severity
 
@@ -78,8 +78,7 @@ def missing_main_guard_in_log(facts, rule):
             fix=rule.fix(case="from_log", values={"script": script} if script else {}))
 
 
-@check("GD601")
-@or_from_log(missing_main_guard_in_log)
+@check("GD601", from_log=missing_main_guard_in_log)
 def missing_main_guard(facts, rule):
     """One finding per script: its first unguarded start of the most severe kind, the others listed in it (the job
     stops at the first one; one fix covers them all)."""

@@ -1,5 +1,8 @@
 """Read-only access to snapshot facts by dotted path, telling unknown (absent) from known-none (null).
 
+Every read passes through `Facts.get`, which records, while a rule runs, which path it read, whether the snapshot
+states it, and where it came from (its provenance: gpudoctor.provenance); gpudoctor.verdict decides from that.
+
 The modules of this package read facts for the rules (gpudoctor.checks) and whoever else needs the same answer:
 which GPUs a job uses (`devices`), the CUDA it gets (`cuda`), the jobs the job files start and their scripts
 (`jobs`), log lines as evidence (`log_evidence`), the NCCL settings a job gets and their value grammars
@@ -8,10 +11,19 @@ which GPUs a job uses (`devices`), the CUDA it gets (`cuda`), the jobs the job f
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+import contextlib
+from dataclasses import dataclass
+from typing import Any, Dict, Iterator, List, Mapping, Optional
+
+from gpudoctor.provenance import PARTIAL, PROBE, origin_of
 
 _RAISE = object()
 _ABSENT = object()
+_EMPTY = (None, "", [], {})
+
+STATED = "stated"  # a value that says something
+ABSENT = "absent"  # known to be none: null or empty, or a variable a complete environment does not set
+UNKNOWN = "unknown"  # not in the snapshot: nobody looked, or the source does not show it
 
 
 class MissingFact(LookupError):
@@ -23,52 +35,90 @@ class MissingFact(LookupError):
         self.reason = reason  # why the fact cannot be had, where the path alone does not say it
 
 
-_BOOKKEEPING = ("rules", "probes")  # what the engine adds to every snapshot's facts: not something a text states
+@dataclass(frozen=True)
+class Read:
+    """One fact path a rule read: whether the snapshot states it (STATED, ABSENT, UNKNOWN) and its provenance."""
+
+    state: str
+    origin: str
+
+
+_BOOKKEEPING = ("rules", "probes")  # what the engine adds to every snapshot's facts: not something a run states
+
+
+def _parts(path: str) -> List[str]:
+    """A path's segments; a variable's name after `env.` is one segment whatever it holds."""
+    return ["env", path[4:]] if path.startswith("env.") else path.split(".")
 
 
 class Facts:
-    """A view over the `facts` object of a snapshot. `stated` counts the reads that found a value that says
-    something (not absent, None or empty): a rule that read none has judged nothing (see engine.evaluate);
-    `stated_beyond_logs` those of facts other than a log's, so that a verdict from log facts alone is known."""
+    """A view over the `facts` object of a snapshot. `origins` maps a fact path (a group, or a deeper path) to where
+    it came from; a path none of them covers came from `base`. Inside `recording()`, `reads` holds every path read
+    (one entry per path: its state and origin)."""
 
-    def __init__(self, data: Mapping[str, Any], env_complete: bool = True):
+    def __init__(self, data: Mapping[str, Any], origins: Optional[Mapping[str, str]] = None, base: str = PROBE):
         self._data = data
-        self.env_complete = env_complete  # False: `env` holds only what a pasted text showed (LD_LIBRARY_PATH lines)
-        self.stated = 0
-        self.stated_beyond_logs = 0
+        self._origins = dict(origins or {})
+        self.base = base
+        self.reads: Optional[Dict[str, Read]] = None
+
+    @contextlib.contextmanager
+    def recording(self) -> Iterator[Dict[str, Read]]:
+        """Record the reads made inside the block (one rule's run) into the yielded dict."""
+        saved, self.reads = self.reads, {}
+        try:
+            yield self.reads
+        finally:
+            self.reads = saved
+
+    def origin(self, path: str) -> str:
+        """Where the fact at `path` came from (gpudoctor.provenance)."""
+        return origin_of(self._origins, path, self.base)
+
+    def _note(self, path: str, state: str) -> None:
+        """The one place every read passes: recorded while a rule runs (engine.evaluate)."""
+        if self.reads is not None and not path.startswith(_BOOKKEEPING):
+            self.reads.setdefault(path, Read(state, self.origin(path)))
 
     @property
     def data(self) -> Mapping[str, Any]:
-        self.stated += 1
-        self.stated_beyond_logs += 1
+        """Every fact at once (a site policy's conditions read them as a tree)."""
+        self._note("*", STATED if self._data else ABSENT)
         return self._data
 
     def get(self, path: str, default: Any = _RAISE) -> Any:
-        """The fact at `path` (`"nvml.driver_version"`); raise MissingFact if absent and no default given."""
+        """The fact at `path` (`"nvml.driver_version"`); raise MissingFact if unknown and no default given. A
+        variable a complete environment does not set (`"env.NCCL_DEBUG"`) is known: None."""
         node: Any = self._data
-        for part in path.split("."):
+        for part in _parts(path):
             if isinstance(node, Mapping) and part in node:
                 node = node[part]
-            else:
-                if default is _RAISE:
-                    raise MissingFact(path)
-                return default
-        if node not in (None, "", [], {}) and not path.startswith(_BOOKKEEPING):
-            self.stated += 1
-            if path.split(".", 1)[0] != "logs":
-                self.stated_beyond_logs += 1
+                continue
+            if self._unset(path):
+                self._note(path, ABSENT)
+                return None if default is _RAISE else default
+            self._note(path, UNKNOWN)
+            if default is _RAISE:
+                raise self._missing(path)
+            return default
+        self._note(path, ABSENT if node in _EMPTY else STATED)
         return node
+
+    def _unset(self, path: str) -> bool:
+        """Whether the path is a variable the job's environment, shown whole, does not set."""
+        return path.startswith("env.") and isinstance(self._data.get("env"), Mapping) \
+            and self.origin("env") not in PARTIAL
+
+    def _missing(self, path: str) -> MissingFact:
+        if path.startswith("env."):  # a pasted report shows only some variables, or none
+            what = "log" if self.origin("env") == "log" else "report"
+            return MissingFact("env", f"the {what} does not show the job's environment ({path[4:]})")
+        return MissingFact(path)
 
     def has(self, path: str) -> bool:
         return self.get(path, _ABSENT) is not _ABSENT
 
     def env(self, name: str, default: Any = None) -> Any:
-        """An environment variable as the job will see it (None when unset)."""
-        return self.get("env", {}).get(name, default)
-
-    def env_recorded(self, name: str) -> Any:
-        """env(name), but MissingFact where the job's environment was not recorded (a pasted report without
-        --env-file): there an unset variable is not known to be unset."""
-        if not self.env_complete or self.get("env", None) is None:
-            raise MissingFact("env", f"the report does not show the job's environment ({name})")
-        return self.env(name)
+        """An environment variable as the job will see it (`default` when unset or not shown)."""
+        value = self.get("env." + name, _ABSENT)
+        return default if value is _ABSENT or value is None else value

@@ -1,16 +1,16 @@
 """Log lines as evidence for rules that otherwise judge the machine (check --from LOG).
 
-A rule decorated with ``@or_from_log(describe)`` runs as before; where its facts are unknown or it finds nothing,
-the failure lines the log reader recorded (``logs.events``, gpudoctor.ingest.logs) make it fire instead, with
-the line and where it is as evidence. The log proves the symptom; the machine's facts, when given, say more.
+One route: the log reader (gpudoctor.ingest.logs) records each failure line as an event in ``logs.events``; an
+event of an atlas message names the rule it feeds, what it proves and its fix case (data), and a rule that needs
+code to judge its events registers a reader (``check("GDxxx", from_log=fn)``). ``log_findings`` gives the engine
+either; gpudoctor.verdict lets them stand where the rule's machine facts find nothing or are unknown. The log
+proves the symptom; the machine's facts, when given, say more.
 """
 
 from __future__ import annotations
 
-import functools
-from typing import Callable, Iterable, List
+from typing import List
 
-from gpudoctor.facts import MissingFact
 from gpudoctor.model import Severity
 
 
@@ -42,21 +42,8 @@ def message_findings(facts, rule) -> list:
     return []
 
 
-def or_from_log(describe: Callable[..., Iterable]) -> Callable:
-    """Let a machine rule fire from log evidence (`describe(facts, rule)`) where its own facts say nothing."""
-
-    def wrap(fn: Callable) -> Callable:
-        @functools.wraps(fn)
-        def check(facts, rule):
-            try:
-                found = list(fn(facts, rule) or ())
-            except MissingFact:
-                logged = list(describe(facts, rule))
-                if logged:
-                    return logged
-                raise
-            return found or list(describe(facts, rule))
-
-        return check
-
-    return wrap
+def log_findings(facts, rule) -> list:
+    """What the logs prove for this rule: its own reader's findings (`check(..., from_log=fn)`: events that need
+    code to judge), else those of the first atlas message that names it. gpudoctor.verdict decides when they stand."""
+    found = list(rule.from_log(facts, rule) or ()) if rule.from_log is not None else []
+    return found or message_findings(facts, rule)

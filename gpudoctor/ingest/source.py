@@ -12,13 +12,14 @@ an ``inputs`` entry (GD003) as long as another file could be used; when none can
 from __future__ import annotations
 
 import codecs
-from typing import BinaryIO, Iterator, List, Optional, Sequence
+from typing import BinaryIO, Dict, Iterator, List, Optional, Sequence
 
 from gpudoctor.files import open_stream
 from gpudoctor.ingest.report import (NothingRecognised, _names_agree, ParsedReport, ReportError, merge_reports,
                                      missing_facts, parse_report)
 from gpudoctor.ingest.logs import LogScanner
 from gpudoctor.ingest.registry import in_words
+from gpudoctor.provenance import LOG, REPORT
 from gpudoctor.redact import redact_bytes
 
 CHUNK_BYTES = 4 * 1024 * 1024
@@ -159,7 +160,44 @@ def snapshot_from_reports(paths: Sequence[str], stdin: Optional[BinaryIO] = None
         source["warnings"] = warnings
     if unknown:
         source["nothing"] = _nothing(unknown)
-    return Snapshot(facts=facts, probes=[], source=source, evidence=evidence, conflicts=conflicts)
+    return Snapshot(facts=facts, probes=[], source=source, evidence=evidence, conflicts=conflicts,
+                    origins=_origins(reports))
+
+
+def _origins(reports: Sequence[ParsedReport]) -> Dict[str, str]:
+    """Where each group of the merged facts came from (gpudoctor.provenance): a report's groups, the log's, and the
+    facts only a log's messages state (a report's own value wins)."""
+    origins: Dict[str, str] = {}
+    for report in reports:
+        if report.kind == "message":
+            for path in _paths(report.facts):
+                group = path.split(".", 1)[0]
+                if group not in origins:
+                    origins[group] = LOG
+                elif origins[group] != LOG and not any(_has(r.facts, path) for r in reports if r.kind != "message"):
+                    origins[path] = LOG
+            continue
+        for group in report.facts:
+            origins.setdefault(group, LOG if report.kind == "log" else REPORT)
+    return origins
+
+
+def _paths(facts: dict, prefix: str = "") -> List[str]:
+    """The dotted paths of the leaves of a nested dict."""
+    found = []
+    for key, value in facts.items():
+        path = f"{prefix}{key}"
+        found.extend(_paths(value, path + ".") if isinstance(value, dict) and value else [path])
+    return found
+
+
+def _has(facts: dict, path: str) -> bool:
+    node = facts
+    for part in path.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True
 
 
 def _stated(scanner: LogScanner) -> ParsedReport:
@@ -213,6 +251,7 @@ def overlay_reports(snapshot, paths: Sequence[str], stdin: Optional[BinaryIO] = 
     """`--snapshot node.json --from rank0.log`: the recorded machine's facts, with what the reports and logs add
     (the snapshot's values win; a report that says otherwise is recorded as a conflict)."""
     given = snapshot_from_reports(paths, stdin)
+    recorded_groups = set(snapshot.facts) | set(snapshot.origins)
     recorded = ParsedReport(kind="snapshot", facts=snapshot.facts, evidence=dict(snapshot.evidence), missing=[],
                             name="snapshot")
     added = ParsedReport(kind="report", facts=given.facts, evidence=given.evidence, missing=[],
@@ -222,4 +261,6 @@ def overlay_reports(snapshot, paths: Sequence[str], stdin: Optional[BinaryIO] = 
     snapshot.facts.update(facts)
     snapshot.evidence.update(evidence)
     snapshot.conflicts.extend(c for c in conflicts if c not in snapshot.conflicts)
+    snapshot.origins.update({path: origin for path, origin in given.origins.items()
+                             if path.split(".", 1)[0] not in recorded_groups})
     snapshot.source["paths"] = list(snapshot.source.get("paths", [])) + given.source["paths"]
