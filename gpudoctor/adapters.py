@@ -28,7 +28,8 @@ FOUR_BIT_BLOCK = 64  # bitsandbytes Params4bit blocksize default
 DEFAULT_TARGETS = {"llama": ["q_proj", "v_proj"], "mistral": ["q_proj", "v_proj"], "qwen2": ["q_proj", "v_proj"],
                    "qwen3": ["q_proj", "v_proj"], "gemma": ["q_proj", "v_proj"], "gemma2": ["q_proj", "v_proj"],
                    "gpt2": ["c_attn"], "gpt_bigcode": ["c_attn"]}
-LLAMA_LIKE = {"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "olmo", "olmo2", "yi", "internlm2"}
+LLAMA_LIKE = {"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "gemma3_text", "olmo", "olmo2", "yi",
+              "internlm2"}
 
 
 class AdapterError(InputError, ValueError):

@@ -48,9 +48,11 @@ MAX_DIMENSION = 10**9  # hidden size, layers, heads, vocabulary: anything larger
 DEFAULTS = {"precision": "bf16", "optimizer": "adamw", "micro_batch": 1, "seq_len": 2048,
             "checkpointing": False, "attention": "flash"}
 PRECISIONS = ("fp32", "bf16", "fp16")
-OPTIMIZERS = ("adam", "adamw", "sgd")
+OPTIMIZERS = ("adam", "adamw", "adamw8bit", "sgd")
 ATTENTIONS = ("flash", "eager")
-GATED_TYPES = LLAMA_LIKE | {"phi3"}
+GATED_TYPES = LLAMA_LIKE | {"phi3", "mixtral"}
+FOUR_NORM_TYPES = {"gemma2", "gemma3", "gemma3_text"}  # a norm before and after attention and the MLP
+QK_NORM_TYPES = {"qwen3", "gemma3", "gemma3_text"}  # an RMSNorm of head_dim on the queries and on the keys
 _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([kmbt])?\s*$", re.IGNORECASE)
 _SCALE = {None: 1, "k": 10**3, "m": 10**6, "b": 10**9, "t": 10**12}
 
@@ -76,7 +78,9 @@ class ModelSpec:
     vocab: Optional[int] = None
     largest_layer_params: Optional[int] = None
     model_type: Optional[str] = None
+    experts: Optional[int] = None  # a mixture of experts: every expert's MLP is held and trained
     linears: Optional[List[List[Any]]] = None  # one decoder layer's [[module name, in, out], …] (gpudoctor.adapters)
+    shape_from: Optional[str] = None  # where the shape came from when not a config.json given by path
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -112,16 +116,15 @@ def _int(config: Mapping[str, Any], *names: str) -> Optional[int]:
 def count_params(config: Mapping[str, Any]) -> Tuple[int, dict]:
     """Parameters of a decoder-only transformer from its Hugging Face config (and the shape used).
 
-    embeddings v·h (+ an untied lm_head v·h); per layer: q h·(a·d), k and v h·(kv·d) each, o (a·d)·h, biases on
-    q/k/v when `attention_bias` (Qwen2 always has them), gated MLP 3·h·i (SwiGLU: gate, up, down) or 2·h·i, two
-    norms of h; a final norm of h. Qwen2.5-0.5B gives 494,032,768.
+    embeddings v·h (+ an untied lm_head v·h, + learned positions for GPT-2); per layer: q h·(a·d), k and v h·(kv·d)
+    each, o (a·d)·h, biases on q/k/v when `attention_bias` (Qwen2 always has them), gated MLP 3·h·i (SwiGLU: gate,
+    up, down) or 2·h·i — times the experts, plus a router h·E, for a mixture of experts —, norms of h (two; four in
+    Gemma 2/3; with biases in GPT-2's LayerNorm) and Qwen3's/Gemma 3's q/k norms of d; a final norm of h.
+    Qwen2.5-0.5B gives 494,032,768; rules/models.toml's published counts are held against it in the tests.
     """
     if isinstance(config.get("text_config"), dict) and _int(config, "hidden_size", "n_embd") is None:
         config = config["text_config"]
-    experts = _int(config, "num_local_experts", "num_experts", "n_routed_experts")
-    if experts and experts > 1:
-        raise ModelError(f"a mixture-of-experts config ({experts} experts) is not modelled; give the total size "
-                         "instead, e.g. --model 47B")
+    experts = _int(config, "num_local_experts", "num_experts", "n_routed_experts") or 1
     hidden = _int(config, "hidden_size", "n_embd", "d_model")
     layers = _int(config, "num_hidden_layers", "n_layer", "num_layers")
     heads = _int(config, "num_attention_heads", "n_head")
@@ -142,16 +145,22 @@ def count_params(config: Mapping[str, Any]) -> Tuple[int, dict]:
     mlp_bias = config.get("mlp_bias") is True
     tied = config.get("tie_word_embeddings", True) is not False  # transformers' PretrainedConfig default is True
 
+    gpt2 = model_type in ("gpt2", "gpt_bigcode")  # LayerNorm and linear biases everywhere, learned positions
+    mlp_bias = mlp_bias or gpt2
     q, kv = heads * head_dim, kv_heads * head_dim
-    attention = hidden * q + 2 * hidden * kv + q * hidden + ((q + 2 * kv) if attention_bias else 0)
-    mlp = (3 if gated else 2) * hidden * intermediate + ((2 * intermediate + hidden) if mlp_bias else 0)
-    per_layer = attention + mlp + 2 * hidden
-    embeddings = vocab * hidden * (1 if tied else 2)
-    total = embeddings + layers * per_layer + hidden
+    attention = (hidden * q + 2 * hidden * kv + q * hidden + ((q + 2 * kv) if attention_bias else 0)
+                 + (hidden if gpt2 else 0) + (2 * head_dim if model_type in QK_NORM_TYPES else 0))
+    bias = ((2 * intermediate if gated else intermediate) + hidden) if mlp_bias else 0
+    mlp = experts * ((3 if gated else 2) * hidden * intermediate + bias) + (hidden * experts if experts > 1 else 0)
+    norm = 2 * hidden if gpt2 else hidden
+    per_layer = attention + mlp + (4 if model_type in FOUR_NORM_TYPES else 2) * norm
+    positions = (_int(config, "n_positions", "max_position_embeddings") or 0) * hidden if gpt2 else 0
+    embeddings = vocab * hidden * (1 if tied else 2) + positions
+    total = embeddings + layers * per_layer + norm
     shape = {"layers": layers, "hidden": hidden, "heads": heads, "kv_heads": kv_heads, "intermediate": intermediate,
              "vocab": vocab, "largest_layer_params": max(vocab * hidden, hidden * intermediate, hidden * q),
-             "model_type": model_type or None,
-             "linears": decoder_linears(model_type, hidden, q, kv, intermediate, gated)}
+             "model_type": model_type or None, "experts": experts if experts > 1 else None,
+             "linears": None if experts > 1 else decoder_linears(model_type, hidden, q, kv, intermediate, gated)}
     return total, shape
 
 
@@ -159,7 +168,10 @@ MIN_PARAMS = 1_000_000  # below this, `--model 7` meant 7B, not seven parameters
 
 
 def load_model(text: str) -> ModelSpec:
-    """`--model`: a size, or the path of a Hugging Face config.json (read as JSON, never executed)."""
+    """`--model`: a size, the path of a Hugging Face config.json (read as JSON, never executed), or a Hub id whose
+    config is in the local Hugging Face cache or in rules/models.toml (gpudoctor.hub; never downloaded)."""
+    from gpudoctor.hub import hub_config, looks_like_hub_id
+
     params = parse_size(text)
     if params is not None and params < MIN_PARAMS:
         raise ModelError(f"--model {text[:60]!r} reads as {params:,} parameters, too small for a model: give a unit "
@@ -173,8 +185,28 @@ def load_model(text: str) -> ModelSpec:
         found = path.is_file()
     except OSError:  # a name too long for a path (400 digits), a loop of links
         found = False
-    if not found:
-        raise ModelError(f"--model {text[:60]!r}: neither a size (0.5B, 7e9, 1.3b) nor a config.json file")
+    if found:
+        return _from_config(_read_config(path), str(path))
+    if looks_like_hub_id(text):
+        cached, config, origin = hub_config(text)
+        if cached is not None:
+            return _from_config(_read_config(cached), text, origin)
+        if config is not None:
+            return _from_config(config, text, origin)
+        raise ModelError(f"--model {text[:60]!r}: neither a size (0.5B, 7e9, 1.3b), a config.json file, nor a "
+                         "Hugging Face model id in the local Hugging Face cache or gpudoctor's table of published "
+                         f"configs; download its config.json (huggingface-cli download {text[:60]} config.json) and "
+                         "give its path")
+    raise ModelError(f"--model {text[:60]!r}: neither a size (0.5B, 7e9, 1.3b), a config.json file nor a Hugging "
+                     "Face model id (Qwen/Qwen2.5-0.5B)")
+
+
+def _from_config(config: Mapping[str, Any], source: str, origin: Optional[str] = None) -> ModelSpec:
+    total, shape = count_params(config)
+    return ModelSpec(source=source, params=total, kind="config", shape_from=origin, **shape)
+
+
+def _read_config(path: Path) -> dict:
     from gpudoctor.files import read_bytes
 
     try:
@@ -191,8 +223,20 @@ def load_model(text: str) -> ModelSpec:
         raise ModelError(f"{str(path)!r} is not JSON: {reason}{where}") from None
     if not isinstance(data, dict):
         raise ModelError(f"{str(path)!r} is not a config object ({{...}})")
-    total, shape = count_params(data)
-    return ModelSpec(source=str(path), params=total, kind="config", **shape)
+    return data
+
+
+def assumed_shape(spec: ModelSpec) -> ModelSpec:
+    """A model given as a size, with the layer shapes of the Llama-like decoder in rules/models.toml nearest its
+    size (LoRA needs the shapes); the parameter count stays the size given, and `shape_from` says what was assumed."""
+    from gpudoctor.knowledge import table
+
+    entries = [entry for entry in table("models").get("model", []) if entry["model_type"] in LLAMA_LIKE]
+    nearest = min(entries, key=lambda entry: abs(entry["params"] - spec.params))
+    _, shape = count_params({k: v for k, v in nearest.items() if k not in ("id", "also", "params", "source")})
+    return ModelSpec(source=spec.source, params=spec.params, kind="size", shape_from=(
+        f"{nearest['id']} ({nearest['params'] / 1e9:.1f}B, {shape['layers']} layers, hidden {shape['hidden']}), "
+        f"assumed as the Llama-like decoder nearest {spec.source}"), **shape)
 
 
 # --- the training setup --------------------------------------------------------------------------------
@@ -305,6 +349,7 @@ class Estimate:
     offload: bool
     assumptions: Dict[str, Any] = field(default_factory=dict)
     activations_known: bool = True
+    remedies: Optional[Dict[str, Any]] = None  # what would make it fit the smallest GPU compared (gpudoctor.remedies)
 
     @property
     def total(self) -> int:
@@ -333,25 +378,33 @@ class Estimate:
                            for name, value in self.breakdown().items())
         return f"{parts} = {gib(self.total)}"
 
+    def leaves_out(self) -> List[str]:
+        """The terms the total leaves out (activations of a model given as a size or a mixture of experts)."""
+        return [] if self.activations_known else ["activations"]
+
     def gpu_rows(self, gpus: List[Tuple[str, Optional[int]]]) -> List[dict]:
+        """Per GPU: `fits` is true or false only where the estimate says so; null where the memory is unknown, or
+        where what the estimate counts fits but it leaves a term out (`leaves_out`)."""
         rows = []
         for name, memory in gpus:
             headroom = None if memory is None else memory - self.total
-            rows.append({"name": name, "memory_bytes": memory, "fits": None if memory is None else headroom >= 0,
-                         "headroom_bytes": headroom})
+            fits = None if headroom is None or (headroom >= 0 and self.leaves_out()) else headroom >= 0
+            rows.append({"name": name, "memory_bytes": memory, "fits": fits, "headroom_bytes": headroom,
+                         "leaves_out": self.leaves_out()})
         return rows
 
     def to_json(self, gpus: List[Tuple[str, Optional[int]]]) -> dict:
         return {"schema": "gpudoctor.estimate/1", "params": self.params, "total_bytes_per_gpu": self.total,
-                "breakdown": self.breakdown(), "host_bytes": self.host_bytes, "gpus": self.gpu_rows(gpus),
-                "assumptions": self.assumptions}
+                "breakdown": self.breakdown(), "leaves_out": self.leaves_out(), "host_bytes": self.host_bytes,
+                "gpus": self.gpu_rows(gpus), "remedies": self.remedies, "assumptions": self.assumptions}
 
 
 def state_bytes(precision: str, optimizer: str) -> Tuple[int, int, int, int]:
     """(weight, 16-bit-or-fp32 gradient, extra fp32 gradient under DeepSpeed, optimizer) bytes per parameter."""
+    moments = {"sgd": 4, "adamw8bit": 2}.get(optimizer, 8)  # bitsandbytes' 8-bit Adam: 1 B momentum + 1 B variance
     if precision == "fp32":
-        return 4, 4, 0, (4 if optimizer == "sgd" else 8)
-    return 2, 2, 4, (8 if optimizer == "sgd" else 12)  # fp32 master 4 + momentum 4 (+ variance 4)
+        return 4, 4, 0, moments
+    return 2, 2, 4, 4 + moments  # fp32 master 4 + momentum (+ variance)
 
 
 def model_states(params: int, largest_layer: int, t: Training) -> Tuple[int, int, int, int]:
@@ -401,7 +454,7 @@ def adapter_states(model: ModelSpec, t: Training) -> Tuple[int, int, int, Dict[s
     n, stage, trainable = max(t.world_size, 1), (t.zero_stage if t.deepspeed else 0), lora["trainable"]
     base_b = 4 if t.precision == "fp32" or t.quantize else 2  # prepare_model_for_kbit_training: the rest in fp32
     weights = (model.params - lora["quantized_params"]) * base_b + lora["quantized_bytes"] + 4 * trainable
-    gradients, optimizer = 4 * trainable, (4 if t.optimizer == "sgd" else 8) * trainable  # fp32 adapters
+    gradients, optimizer = 4 * trainable, state_bytes("fp32", t.optimizer)[3] * trainable  # fp32 adapters
     if stage >= 1:
         optimizer //= n
     if stage >= 2:
@@ -425,7 +478,7 @@ def host_bytes(params: int, largest_layer: int, offloaded_per_rank: int, t: Trai
 
 def activation_bytes(model: ModelSpec, t: Training) -> Optional[int]:
     """Korthikanti et al. (arXiv:2205.05198) §4.1-4.2; None when the model's shape is unknown (given as a size)."""
-    if not (model.layers and model.hidden and model.heads):
+    if not (model.layers and model.hidden and model.heads) or model.experts:
         return None
     s, b, h, a, layers = t.seq_len, t.micro_batch, model.hidden, model.heads, model.layers
     per_layer = 34 * s * b * h + (5 * a * s * s * b if t.attention == "eager" else 0)
@@ -456,8 +509,12 @@ def estimate(model: ModelSpec, t: Training, sources: Optional[Mapping[str, str]]
     else:
         weights, gradients, optimizer, offloaded = model_states(model.params, largest, t)
     activations = activation_bytes(model, t)
+    if model.shape_from:
+        notes.append(f"model shape: {model.shape_from}")
     if activations is None:
-        notes.append("activations not estimated: --model is a size; give the model's config.json for its shape")
+        notes.append("activations not estimated: " + (
+            f"a mixture of {model.experts} experts (tokens routed to some of them) is not modelled" if model.experts
+            else "--model is a size; give the model's config.json or Hub id for its shape"))
     if (t.zero_stage if t.deepspeed else 0) == 3 and not model.largest_layer_params:
         notes.append("ZeRO-3 working set of the largest layer not counted (unknown for a size)")
     if t.offload_param != "none" and t.zero_stage != 3:
@@ -501,17 +558,26 @@ def _first_ds_config(facts) -> Tuple[Optional[dict], Optional[str]]:
     return None, None
 
 
-def from_facts(facts, gpus_used: int) -> Optional[Estimate]:
-    """The estimate for `facts["model"]` (None without --model), with `facts["ds_config"]` and WORLD_SIZE."""
+def setup_from_facts(facts, gpus_used: int) -> Optional[Tuple[ModelSpec, Training, Dict[str, Any]]]:
+    """The model, the training setup and where each setting came from, for `facts["model"]` (None without
+    --model), with `facts["ds_config"]` and WORLD_SIZE."""
     model = facts.get("model", None)
     if not isinstance(model, Mapping) or not model.get("params"):
         return None
-    spec = ModelSpec.from_json(model)
     config, path = _first_ds_config(facts)
     training, sources = resolve(model.get("training") or {}, config, path, gpus_used, facts.env("WORLD_SIZE"))
-    return estimate(spec, training, sources)
+    return ModelSpec.from_json(model), training, sources
+
+
+def from_facts(facts, gpus_used: int) -> Optional[Estimate]:
+    """The estimate for `facts["model"]` (None without --model)."""
+    setup = setup_from_facts(facts, gpus_used)
+    return None if setup is None else estimate(*setup)
 
 
 def model_fact(spec: ModelSpec, flags: Mapping[str, Any]) -> dict:
-    """`facts["model"]`: the model description plus the training flags given on the command line."""
+    """`facts["model"]`: the model description plus the training flags given on the command line (a size with LoRA
+    takes the shapes of the nearest Llama-like decoder, saying so)."""
+    if flags.get("lora_rank") and spec.kind == "size" and not spec.linears:
+        spec = assumed_shape(spec)
     return {**spec.to_json(), "training": {k: v for k, v in flags.items() if v is not None}}

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from gpudoctor.errors import InputError
-from gpudoctor.estimate import Estimate, from_facts, load_model, model_fact
-from gpudoctor.units import GiB
+from gpudoctor.estimate import Estimate, estimate, load_model, model_fact, setup_from_facts
+from gpudoctor.remedies import remedies
+from gpudoctor.units import GiB, gib
 from gpudoctor.units import parse as parse_size
 
 
 
 def named_gpu(name: str) -> dict:
     """`--gpu`: a GPU as people write it ("A100 40GB", "4090") looked up in rules/gpus.toml, or a memory size."""
-    from gpudoctor.knowledge import AmbiguousGpu, gpu_by_user_name
+    from gpudoctor.knowledge import AmbiguousGpu, gpu_by_user_name, table_memory_bytes
 
     size = parse_size(name)
     if size:
@@ -27,7 +29,13 @@ def named_gpu(name: str) -> dict:
     if spec is None or not spec.get("memory_gib"):
         why = "gpudoctor does not know its memory" if spec else "not a GPU gpudoctor knows (`gpudoctor estimate --help`)"
         raise InputError(f"--gpu {name!r}: {why}; give the memory instead, e.g. --gpu 24GB")
-    return {"name": spec["name"], "memory_total_bytes": int(float(spec["memory_gib"]) * GiB)}
+    memory = table_memory_bytes(spec)
+    if spec.get("memory_reported_mib"):
+        said = (f"{gib(memory)} as the device reports it ({spec['memory_gib']} GB marketed)"
+                if gib(memory) != gib(int(float(spec["memory_gib"]) * GiB)) else f"{gib(memory)} as the device reports it")
+    else:
+        said = f"{spec['memory_gib']} GB as marketed (the device reports a little less; not read for this model)"
+    return {"name": spec["name"], "memory_total_bytes": memory, "memory_said": said}
 
 
 def local_gpus() -> List[dict]:
@@ -76,8 +84,14 @@ def fit(model: str, training: Mapping[str, Any], ds_config: Optional[str] = None
     else:
         gpus = local_gpus()
         local = len(gpus)
-    est = from_facts(Facts(facts), local)
-    assert est is not None
-    est.assumptions["gpus_from"] = (f"--gpu \"{gpu}\" is {gpus[0]['name']}" if gpu else
+    setup = setup_from_facts(Facts(facts), local)
+    assert setup is not None
+    est = estimate(*setup)
+    memories = [gpu_memory_bytes(g) for g in gpus]
+    known = [memory for memory in memories if memory]
+    if known:
+        est = replace(est, remedies=remedies(setup[0], setup[1], min(known)))
+    said = f", {gpus[0]['memory_said']}" if gpu and gpus[0].get("memory_said") else ""
+    est.assumptions["gpus_from"] = (f"--gpu \"{gpu}\" is {gpus[0]['name']}{said}" if gpu else
                                     "NVML (this machine)" if gpus else "none: no GPU found")
-    return est, [(str(g.get("name") or "GPU"), gpu_memory_bytes(g)) for g in gpus]
+    return est, [(str(g.get("name") or "GPU"), memory) for g, memory in zip(gpus, memories)]

@@ -138,10 +138,19 @@ def gpu_cc(gpu: dict) -> Optional[str]:
 
 
 def gpu_memory_bytes(gpu: dict) -> Optional[int]:
+    """A GPU's memory: as the device reported it, else the table's reported total for its model, else the
+    marketed size (a little more than the device shows where the driver reserves some)."""
     if gpu.get("memory_total_bytes"):
         return int(gpu["memory_total_bytes"])
     spec = gpu_spec(gpu.get("name", ""))
-    return int(float(spec["memory_gib"]) * GiB) if spec and spec.get("memory_gib") else None
+    return table_memory_bytes(spec) if spec else None
+
+
+def table_memory_bytes(spec: dict) -> Optional[int]:
+    """A gpus.toml entry's memory in bytes: `memory_reported_mib` where it was read, else `memory_gib`."""
+    if spec.get("memory_reported_mib"):
+        return int(spec["memory_reported_mib"]) * 2**20
+    return int(float(spec["memory_gib"]) * GiB) if spec.get("memory_gib") else None
 
 
 # --- torch wheels --------------------------------------------------------------------------------------

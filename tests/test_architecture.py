@@ -59,8 +59,8 @@ def imported_modules(path: Path) -> set:
 FLOORS = [  # (floor, the top-level parts of gpudoctor on it: "" is the package's face, gpudoctor/__init__.py)
     ("ground", {"errors", "version", "data", "units", "waiting", "model", "redact", "spelling", "suppress",
                 "files", "adapters", "provenance"}),
-    ("knowledge", {"knowledge", "schema", "fact_types", "facts"}),
-    ("documents", {"snapshot", "estimate"}),
+    ("knowledge", {"knowledge", "schema", "fact_types", "facts", "hub"}),
+    ("documents", {"snapshot", "estimate", "remedies"}),
     ("rules", {"checks", "catalog", "verdict", "engine"}),
     ("fact sources", {"readers", "probes", "ingest"}),
     ("gathering", {"gather", "policy", "bench", "fit", "fleet"}),

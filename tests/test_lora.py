@@ -115,7 +115,6 @@ def test_quantized_weights_are_smaller_than_16_bit():
 
 
 @pytest.mark.parametrize("argv,message", [
-    (["--model", "7B", "--lora-rank", "8"], "--model is a size"),
     (["--model", LLAMA7B, "--lora-rank", "8", "--lora-targets", "query"], "no such linear layer"),
     (["--model", LLAMA7B, "--quantize", "4bit"], "--quantize needs --lora-rank"),
     (["--model", LLAMA7B, "--lora-targets", "q_proj"], "--lora-targets needs --lora-rank"),

@@ -6,7 +6,8 @@ from typing import Optional
 
 from gpudoctor.checks import check
 from gpudoctor.facts.devices import job_gpus
-from gpudoctor.estimate import HEADROOM_WARNING, from_facts
+from gpudoctor.estimate import HEADROOM_WARNING, estimate, from_facts, setup_from_facts
+from gpudoctor.remedies import remedies, summary
 from gpudoctor.units import gib
 from gpudoctor.knowledge import gpu_memory_bytes
 from gpudoctor.model import Severity
@@ -22,9 +23,10 @@ def gpu_memory_insufficient(facts, rule):
         return  # no --model: nothing to estimate
     job = job_gpus(facts)
     gpus = job.devices
-    est = from_facts(facts, job.count())
-    if est is None or not gpus:
+    setup = setup_from_facts(facts, job.count())
+    if setup is None or not gpus:
         return
+    est = estimate(*setup)
     groups = {}
     for gpu in gpus:
         memory = gpu_memory_bytes(gpu)
@@ -40,6 +42,7 @@ def gpu_memory_insufficient(facts, rule):
         verdict = (f"exceeds {which} ({name}, {gib(memory)}) by {gib(-headroom)}" if headroom < 0 else
                    f"leaves only {gib(headroom)} ({headroom / memory:.0%}) free on {which} ({name}, {gib(memory)})")
         caveat = "" if est.activations_known else " (give the model's config.json to count activations)"
+        plan = remedies(setup[0], setup[1], memory)
         yield rule.finding(
             f"training {est.assumptions['model']} ({_params_text(est.params)} params; {est.setup_text()}) needs "
             f"≈ {gib(est.total)} per GPU, which {verdict}: {est.terms_text()}{caveat}{job.note()}",
@@ -47,8 +50,8 @@ def gpu_memory_insufficient(facts, rule):
             evidence={"total_bytes_per_gpu": est.total, "breakdown": est.breakdown(), "gpu": name,
                       "memory_bytes": memory, "headroom_bytes": headroom, "mapping": job.basis,
                       "assumptions": {k: v for k, v in est.assumptions.items()
-                                      if k not in ("notes", "formulas", "sources")}},
-            fix=rule.fix())
+                                      if k not in ("notes", "formulas", "sources")}, "remedies": plan},
+            fix=rule.fix(case="remedies", values={"remedies": summary(plan)}) if summary(plan) else rule.fix())
 
 
 @check("GD504")

@@ -5,15 +5,9 @@ from __future__ import annotations
 from typing import List
 
 from gpudoctor.estimate import Estimate
+from gpudoctor.remedies import lines as remedy_lines
 from gpudoctor.units import gib
 
-DESCRIPTIONS = {
-    "weights": "parameters in the training precision (ZeRO-3: a 1/N partition + the largest layer gathered)",
-    "gradients": "gradients (ZeRO-2/3: partitioned; DeepSpeed adds an fp32 partition)",
-    "optimizer": "Adam: fp32 master + momentum + variance (ZeRO-1+: partitioned; offload: on the host)",
-    "activations": "Korthikanti et al.: sbh(34 + 5as/h) per layer + 4sbv logits",
-    "overhead": "CUDA context, workspaces, NCCL buffers, fragmentation",
-}
 ADAPTER_DESCRIPTIONS = {
     "weights": "the frozen base (16-bit, or 4/8-bit linear layers and the rest fp32) + fp32 LoRA adapters",
     "gradients": "the adapters' fp32 gradients only",
@@ -22,7 +16,29 @@ ADAPTER_DESCRIPTIONS = {
 
 
 def _descriptions(est: Estimate) -> dict:
-    return {**DESCRIPTIONS, **(ADAPTER_DESCRIPTIONS if est.assumptions.get("lora") else {})}
+    """What each term counts, for the setup that was estimated (ZeRO stage, attention, checkpointing, LoRA)."""
+    a = est.assumptions
+    stage = a["zero_stage"]
+    moments = {"sgd": "SGD: momentum", "adamw8bit": "8-bit AdamW: 8-bit momentum + variance"}.get(
+        a["optimizer"], "Adam: momentum + variance")
+    optimizer = moments if a["precision"] == "fp32" else moments.replace(": ", ": fp32 master + ", 1)
+    if a["attention"] == "eager":
+        per_layer = "sbh(34 + 5as/h) per layer (eager attention keeps the a·s² scores)"
+    else:
+        per_layer = "34sbh per layer (flash/SDPA attention keeps no a·s² scores)"
+    if a["activation_checkpointing"]:
+        per_layer = f"2sbh per layer (checkpointed) + one layer's {per_layer.replace(' per layer', '')}"
+    described = {
+        "weights": "parameters in the training precision" + (
+            " (ZeRO-3: a 1/N partition + the largest layer gathered)" if stage == 3 else ""),
+        "gradients": "gradients" + (" (ZeRO-2/3: partitioned)" if stage >= 2 else "") + (
+            "; DeepSpeed adds an fp32 partition" if a["engine"] == "deepspeed" and a["precision"] != "fp32" else ""),
+        "optimizer": optimizer + (" (ZeRO-1+: partitioned)" if stage >= 1 else "") + (
+            "; offloaded to the host" if a["offload"]["optimizer"] != "none" and stage >= 1 else ""),
+        "activations": f"Korthikanti et al.: {per_layer} + 4sbv logits",
+        "overhead": "CUDA context, workspaces, NCCL buffers, fragmentation",
+    }
+    return {**described, **(ADAPTER_DESCRIPTIONS if a.get("lora") else {})}
 
 
 def _assumption_lines(est: Estimate) -> List[str]:
@@ -56,9 +72,22 @@ def render_plain(est: Estimate, gpus, stream) -> None:
         first = f"  {name:<12} {shown:>14}   "
         lines += wrap(what, line_width, first, " " * len(first))
     lines += [] if gpus else ["GPUs: none found (give --gpu NAME)"]
-    for text in [_gpu_line(row, est) for row in est.gpu_rows(gpus)] + _assumption_lines(est):
+    for text in [_gpu_line(row, est) for row in est.gpu_rows(gpus)]:
+        lines += wrap(text, line_width, "", "  ")
+    plan = remedy_lines(est.remedies)
+    if plan:
+        lines += wrap(_plan_heading(est), line_width, "", "  ")
+    for text, how in plan:
+        lines += wrap(text, line_width, "  ", "      ")
+        lines += wrap(how, line_width, "      ", "      ") if how else []
+    for text in _assumption_lines(est):
         lines += wrap(text, line_width, "", "  ")
     stream.write("\n".join(lines) + "\n")
+
+
+def _plan_heading(est: Estimate) -> str:
+    memory = est.remedies["memory_bytes"] if est.remedies else 0
+    return f"what would make it fit in {gib(memory)}, largest saving first:"
 
 
 def _gpu_line(row: dict, est: Estimate) -> str:
@@ -66,7 +95,7 @@ def _gpu_line(row: dict, est: Estimate) -> str:
     if row["memory_bytes"] is None:
         return f"{row['name']}: memory unknown"
     left_out = "" if est.activations_known else " without the activations (not estimated)"
-    if not row["fits"]:
+    if row["headroom_bytes"] < 0:
         return (f"{row['name']} ({gib(row['memory_bytes'])}): does NOT fit{left_out}, "
                 f"{gib(-row['headroom_bytes'])} short")
     share = row["headroom_bytes"] / row["memory_bytes"]
@@ -94,8 +123,15 @@ def render_rich(est: Estimate, gpus, stream) -> None:
         if not gpus:
             console.print("GPUs: none found (give --gpu NAME)")
         for row in est.gpu_rows(gpus):
-            colour = "green" if row["fits"] and row["headroom_bytes"] >= 0.1 * row["memory_bytes"] else (
-                "yellow" if row["fits"] else "red")
+            colour = "red" if row["fits"] is False else "green" if row["fits"] and (
+                row["headroom_bytes"] >= 0.1 * row["memory_bytes"]) else "yellow"
             say(console, _gpu_line(row, est), rest="  ", style=colour)
+        plan = remedy_lines(est.remedies)
+        if plan:
+            say(console, _plan_heading(est), rest="  ", style="bold")
+        for text, how in plan:
+            say(console, "  " + text, rest="      ")
+            if how:
+                say(console, "      " + how, rest="      ", style="cyan")
         for line in _assumption_lines(est):
             say(console, line, rest="  ", style="dim")
