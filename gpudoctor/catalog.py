@@ -6,7 +6,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Callable, Iterable, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Iterable, List, Mapping, NamedTuple, Optional, Tuple
 
 from gpudoctor.data import load_toml, rules_dir
 from gpudoctor.errors import InputError
@@ -14,18 +14,41 @@ from gpudoctor.model import Applicability, Finding, Fix, Location, Severity
 
 RULE_ID = re.compile(r"^GD[0-9]{3}$")
 PLACEHOLDER = re.compile(r"<([^<>\s]+)>")
-FAMILIES = {
-    "GD0": "doctor",
-    "GD1": "driver-cuda",
-    "GD2": "precision",
-    "GD3": "deepspeed",
-    "GD4": "nccl",
-    "GD5": "memory-host",
-    "GD6": "script",
-    "GD7": "bench",
-    "GD8": "fleet",
-    "GD9": "job-spec",
+
+
+class Family(NamedTuple):
+    """The rules whose IDs share a first digit: `name` (a finding's `family`), what they judge, and the modules of
+    gpudoctor/checks/ that hold their code (none holds another family's; tests/test_catalog.py checks it)."""
+
+    name: str
+    what: str
+    modules: Tuple[str, ...]
+
+
+FAMILIES = {  # ID prefix -> family; docs/rules.md lists them
+    "GD0": Family("doctor", "gpudoctor itself: a probe or a rule that failed, an input it could not read, a "
+                  "suppression that names no rule", ("doctor",)),
+    "GD1": Family("driver-cuda", "the NVIDIA driver, CUDA, torch's build and the CUDA libraries it loads",
+                  ("driver_cuda", "libraries")),
+    "GD2": Family("precision", "bf16 and fp8 against the GPUs' compute capability", ("precision",)),
+    "GD3": Family("deepspeed", "DeepSpeed's config, its ops and their builds, and CUDA extension builds",
+                  ("deepspeed", "extension_build")),
+    "GD4": Family("nccl", "NCCL and the other communication settings (names, values, interfaces, P2P, tuning) and "
+                  "what NCCL's logs show", ("nccl", "nccl_tuning", "p2p", "nccl_logs", "te_env")),
+    "GD5": Family("memory-host", "GPU and host memory, the host's limits, the GPUs' health and how a run died",
+                  ("memory", "host", "run_failures")),
+    "GD6": Family("script", "the training script and how it is launched: launchers, ranks, rendezvous, sbatch and "
+                  "job specs", ("script", "script_args", "launch", "local_rank", "rank_device", "rendezvous",
+                                 "sbatch", "replicas")),
+    "GD7": Family("bench", "what `gpudoctor bench` measured", ("bench",)),
+    "GD8": Family("fleet", "the nodes of one job compared (`check --fleet`, `gpudoctor fleet`)", ("fleet",)),
+    "GD9": Family("job-spec", "Kubernetes and container specs: shared memory, EFA and RDMA resources",
+                  ("k8s",)),
 }
+
+
+def family_of(rule_id: str) -> Optional[Family]:
+    return FAMILIES.get(rule_id[:3])
 
 
 @dataclass(frozen=True)
@@ -188,7 +211,7 @@ def _rule_from_toml(data: dict, check: Optional[Callable], from_log: Optional[Ca
         id=data["id"],
         name=data["name"],
         severity=Severity.parse(data["severity"]),
-        family=data.get("family") or FAMILIES.get(data["id"][:3], "other"),
+        family=data.get("family") or getattr(family_of(data["id"]), "name", "other"),
         summary=data["summary"],
         needs=tuple(data.get("needs", [])),
         optional=tuple(data.get("optional", [])),
@@ -293,3 +316,39 @@ def rules_for_run(select: Iterable[str] = (), ignore: Iterable[str] = (), site: 
             raise InputError(f"{flag}: {problem}")
     rules = select_rules(known, select or ["GD"] + [rule.id.rstrip("0123456789") for rule in site], ignore)
     return rules if host else [rule for rule in rules if not rule.host]
+
+
+RULES_PAGE = """# Rules
+
+`gpudoctor rules` lists the catalog and `gpudoctor explain ID` prints what a rule checks, why it matters, how to
+fix it and its references. Each rule is a TOML file in [`rules/catalog/`](../rules/catalog/) with a firing and a
+passing example that the test suite runs. A rule that judges only something a run may not have — a DeepSpeed
+config, a script, job files, a log, a model, a benchmark, several nodes, an fp8 or tensor-parallel request, an
+NVIDIA driver, a CUDA build of torch — names it in its file (`input`) and is *not applicable* without it, never
+passed ([output.md](output.md)); `gpudoctor explain ID` says which.
+
+This page is generated from the catalog (`python -m gpudoctor.catalog > docs/rules.md`). A rule's family is the
+first digit of its ID, and its code is in one of its family's modules of `gpudoctor/checks/`. A new rule starts
+with `python tools/new_rule.py GDnnn name`, which writes its catalog entry and the stub of its check.
+
+| IDs | family | what it judges | code in `gpudoctor/checks/` |
+| --- | --- | --- | --- |
+"""
+
+
+def markdown() -> str:
+    """docs/rules.md: the families, then each family's rules with their default severity and summary."""
+    rules = load_catalog()
+    out = [RULES_PAGE.rstrip("\n")]
+    for prefix, family in FAMILIES.items():
+        modules = ", ".join(f"`{module}.py`" for module in family.modules)
+        out.append(f"| {prefix}xx | {family.name} | {family.what} | {modules} |")
+    for prefix, family in FAMILIES.items():
+        out += ["", f"## {prefix}xx {family.name}", "", "| ID | name | severity | summary |", "| --- | --- | --- | --- |"]
+        out += [f"| {rule.id} | {rule.name} | {rule.severity} | {rule.summary} |"
+                for rule in rules if rule.id.startswith(prefix)]
+    return "\n".join(out) + "\n"
+
+
+if __name__ == "__main__":
+    print(markdown(), end="")

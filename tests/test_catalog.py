@@ -27,7 +27,7 @@ def test_catalog_is_complete():
 def test_rule_is_well_formed(rule):
     assert RULE_ID.match(rule.id)
     assert KEBAB.match(rule.name)
-    assert rule.family == FAMILIES[rule.id[:3]]
+    assert rule.family == FAMILIES[rule.id[:3]].name
     for section in ("what", "why", "fix"):
         assert len(rule.docs.get(section, "").strip()) > 30, f"{rule.id}: docs.{section} too short"
     assert isinstance(rule.docs.get("references"), list)
@@ -36,6 +36,8 @@ def test_rule_is_well_formed(rule):
     assert any(not ex.fires for ex in rule.examples), f"{rule.id} needs a passing example"
     for example in rule.examples:  # `explain --format json` shows them: they say what the example is
         assert not re.search(r"\bseed \d|issue \d|#\d", example.name), f"{rule.id}: internal label {example.name!r}"
+    words = " ".join([rule.summary, *map(str, rule.docs.values()), *(example.name for example in rule.examples)])
+    assert "TODO" not in words, f"{rule.id}: a TODO of tools/new_rule.py is left in its catalog entry"
 
 
 EXAMPLES = [(rule, example) for rule in RULES for example in rule.examples]

@@ -1,26 +1,16 @@
-"""GD901–GD903, GD617: what a Kubernetes GPU pod asks for, from `facts["launch"]["pods"]` (gpudoctor.readers.k8s.pods). The
-fixes show the YAML to add. Without manifests these rules pass silently."""
+"""GD901–GD903: what a Kubernetes GPU pod asks for, from `facts["launch"]["pods"]` (gpudoctor.readers.k8s.pods). The
+fixes show the YAML to add."""
 
 from __future__ import annotations
 
 from gpudoctor.checks import check
+from gpudoctor.facts.jobs import pod_gpus, pods
 from gpudoctor.model import Location, Severity
-
-
-def pods(facts) -> list:
-    launch = facts.get("launch", {}) or {}
-    return [pod for pod in launch.get("pods", []) or [] if isinstance(pod, dict)]
 
 
 def _name(pod: dict) -> str:
     context = pod.get("context", "")
     return context.split(" ", 2)[1] if context.startswith("container ") else "trainer"
-
-
-def _gpus(pod: dict):
-    gpus = pod.get("gpus") or {}
-    count = gpus.get("count")
-    return count if isinstance(count, int) else (gpus.get("unresolved") and "?")
 
 
 def _scripts_of(facts, pod: dict) -> list:
@@ -48,7 +38,7 @@ def _shm_users(facts, pod: dict, gpus) -> tuple:
 @check("GD901")
 def k8s_gpu_pod_no_shm(facts, rule):
     for pod in pods(facts):
-        gpus = _gpus(pod)
+        gpus = pod_gpus(pod)
         if not gpus or pod.get("host_ipc") or (pod.get("shm") or {}).get("memory"):
             continue
         users, known = _shm_users(facts, pod, gpus)
@@ -75,7 +65,7 @@ def k8s_efa_env_without_device(facts, rule):
         if not settings or pod.get("efa"):
             continue
         said = ", ".join(f"{s['name']}={s['value']} (line {s['line']})" for s in settings[:3])
-        gpus = _gpus(pod) or 8
+        gpus = pod_gpus(pod) or 8
         yield rule.finding(
             f"{pod['context']} configures EFA ({said}) but requests no vpc.amazonaws.com/efa: the EFA device plugin "
             f"mounts no EFA device into the pod, libfabric finds no provider and NCCL falls back to TCP sockets "
@@ -103,46 +93,3 @@ def k8s_rdma_no_memlock(facts, rule):
             location=Location(pod.get("path", "?"), pod.get("line")),
             evidence={"container": pod.get("context"), "rdma": rdma, "ipc_lock": False},
             fix=rule.fix())
-
-
-# --- GD617 k8s-worker-replica-incomplete --------------------------------------------------------------------------
-
-def _job_of(context: str) -> str:
-    """`PyTorchJob llama (Worker)` of a container's context, without the role: the replicas of one job."""
-    label = context.split(" of ", 1)[-1]
-    return label.rsplit(" (", 1)[0]
-
-
-@check("GD617")
-def k8s_worker_replica_incomplete(facts, rule):
-    from gpudoctor.facts.jobs import jobs
-
-    by_job: dict = {}
-    for pod in pods(facts):
-        if pod.get("kind") == "PyTorchJob" and pod.get("role") in ("Master", "Worker"):
-            by_job.setdefault((pod.get("path"), _job_of(str(pod.get("context")))), []).append(pod)
-    for (path, label), replicas in by_job.items():
-        master = next((p for p in replicas if p["role"] == "Master" and p.get("runs_command")), None)
-        if master is None:
-            continue
-        command = next((j.get("command") for j in jobs(facts) if j.get("context") == master.get("context")), None)
-        for worker in (p for p in replicas if p["role"] == "Worker"):
-            gaps = []
-            if not worker.get("runs_command"):
-                gaps.append(f"runs no command of its own (the image's default entrypoint of {worker.get('image')})")
-            if _gpus(master) and not _gpus(worker):
-                gaps.append("requests no nvidia.com/gpu (the pod gets no GPU)")
-            if not gaps:
-                continue
-            runs = f"`{command}`" if command else "its command"
-            yield rule.finding(
-                f"{label}: the Worker replica {' and '.join(gaps)}, while the Master runs {runs} on "
-                f"{_gpus(master) or 'its'} GPU(s); YAML copies nothing from the Master (a comment such as \"same as "
-                f"Master\" included). The operator counts every replica in WORLD_SIZE, so the Master's "
-                "init_process_group waits for a rank that never joins and the job hangs in rendezvous until its "
-                "timeout (or the Worker starts and finds no CUDA device)",
-                location=Location(str(path), worker.get("line")),
-                evidence={"job": label, "master": master.get("context"), "worker": worker.get("context"),
-                          "worker_runs_command": bool(worker.get("runs_command")), "worker_gpus": _gpus(worker),
-                          "master_gpus": _gpus(master)},
-                fix=rule.fix(values={"job": label}))

@@ -54,3 +54,16 @@ def job_label(job: dict) -> str:
     if len(command) > 60:
         command = command[:60].rsplit(" ", 1)[0] + " …"
     return f"`{command}`{context}"
+
+
+def pods(facts) -> list:
+    """The containers of the Kubernetes manifests and Compose files read (gpudoctor.readers.k8s.pods)."""
+    launch = facts.get("launch", {}) or {}
+    return [pod for pod in launch.get("pods", []) or [] if isinstance(pod, dict)]
+
+
+def pod_gpus(pod: dict):
+    """The GPUs a container requests: a count, "?" where a template leaves it unresolved, else None."""
+    gpus = pod.get("gpus") or {}
+    count = gpus.get("count")
+    return count if isinstance(count, int) else (gpus.get("unresolved") and "?")
