@@ -1,6 +1,8 @@
 """Plain file I/O for the user's files: reading them bounded in size and time (a FIFO nobody writes is an error,
 not a hang), walking a folder, and the one path by which gpudoctor writes a file (`--output`, `snapshot -o`,
-`fix --write-env`), atomically and under a lock. What a file means is the readers' job (gpudoctor.readers).
+`fix --write-env`), atomically and under a lock. What a file means is the readers' job (gpudoctor.readers); the
+one thing said here from a name alone is whether it is a .env file (`is_dotenv`), which the readers and the report's
+`gpudoctor fix` hint both ask.
 """
 
 from __future__ import annotations
@@ -31,6 +33,13 @@ STREAM_MAX_BYTES = 4 * 2 ** 30  # bytes of a streamed input (`--from`): a log of
 FIFO_DEADLINE = 10.0  # seconds `--output FIFO` waits for a reader
 LOCK_WAIT = 30.0  # seconds `fix --write-env` waits for another writer of the same file
 TEMP_SUFFIX = ".gpudoctor"  # of the temporary file beside a target while it is replaced
+
+
+def is_dotenv(path: Path) -> bool:
+    """A .env file by its name: `.env`, `.env.local`, `prod.env`, `env`, `envfile` (the dotenv reader reads it; `fix
+    --write-env` merges into it)."""
+    name = path.name
+    return name == ".env" or name.startswith(".env.") or name.endswith(".env") or name in {"env", "envfile"}
 
 
 def read_text(path: Path) -> str:

@@ -11,35 +11,19 @@ import os
 import socket
 import time
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 
-from gpudoctor.version import __version__
 from gpudoctor.engine import evaluate
 from gpudoctor.errors import InputError
-from gpudoctor.model import Report, Severity
+from gpudoctor.model import FleetReport, Report, Severity
 from gpudoctor.snapshot import Snapshot, SnapshotError, from_json
 
-SCHEMA = "gpudoctor.fleet/1"
 FLEET_PREFIX = "GD8"
 
 
 class FleetError(InputError):
     """`check --fleet` cannot run here (no torch, no launcher): one line, exit 2."""
-
-
-@dataclass(frozen=True)
-class FleetReport:
-    nodes: tuple  # ((name, Report), …) in the order given (rank order under check --fleet)
-    cross: Report  # the GD8xx findings
-    seconds: float = 0.0
-
-    def all_findings(self) -> list:
-        return [f for _, report in self.nodes for f in report.findings] + list(self.cross.findings)
-
-    def worst(self) -> Optional[Severity]:
-        return max((f.severity for f in self.all_findings()), default=None)
 
 
 def failing(report: Report) -> List[str]:
@@ -121,34 +105,6 @@ def fleet_nodes(snapshots: Sequence[Snapshot], paths: Sequence[str]) -> List[Tup
     counted = Counter(name for _, (name, _) in named)
     return [(f"{Path(path).name}:{name}" if counted[name] > 1 else name, snapshot)
             for path, (name, snapshot) in named]
-
-
-def to_json(fleet: FleetReport) -> dict:
-    """The `gpudoctor.fleet/1` document (CONTRACT.md)."""
-    nodes = []
-    for name, report in fleet.nodes:
-        host = report.facts.get("host") or {}
-        nodes.append({
-            "node": name,
-            "host": {"hostname": host.get("hostname"), "os": host.get("os")},
-            "summary": report.summary(),
-            "findings": [finding.to_json() for finding in report.findings],
-            "unknown": [item.to_json() for item in report.unknown],
-            "not_applicable": [item.to_json() for item in report.not_applicable],
-        })
-    findings = []
-    for finding in fleet.cross.findings:
-        data = finding.to_json()
-        data["nodes"] = dict(finding.evidence.get("nodes") or {})
-        findings.append(data)
-    return {
-        "schema": SCHEMA,
-        "tool": {"name": "gpudoctor", "version": __version__},
-        "summary": fleet.cross.summary(),
-        "nodes": nodes,
-        "findings": findings,
-        "seconds": round(fleet.seconds, 3),
-    }
 
 
 # ---- check --fleet: gather the ranks' snapshots on rank 0 -------------------------------------------------------

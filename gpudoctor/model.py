@@ -189,3 +189,18 @@ class Report:
         """Whether any rule judged something: a report where every rule was unknown or not applicable is never
         green."""
         return bool(self.passed or self.findings)
+
+
+@dataclass(frozen=True)
+class FleetReport:
+    """The reports of a job's nodes (`gpudoctor fleet`, `check --fleet`): each node's own, and the cross-node one."""
+
+    nodes: tuple  # ((name, Report), …) in the order given (rank order under check --fleet)
+    cross: Report  # the GD8xx findings
+    seconds: float = 0.0
+
+    def all_findings(self) -> list:
+        return [f for _, report in self.nodes for f in report.findings] + list(self.cross.findings)
+
+    def worst(self) -> Optional[Severity]:
+        return max((f.severity for f in self.all_findings()), default=None)

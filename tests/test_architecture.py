@@ -62,9 +62,11 @@ FLOORS = [  # (floor, the top-level parts of gpudoctor on it: "" is the package'
     ("knowledge", {"knowledge", "schema", "fact_types", "facts", "hub"}),
     ("documents", {"snapshot", "estimate", "remedies"}),
     ("rules", {"checks", "catalog", "verdict", "engine"}),
-    ("fact sources", {"readers", "probes", "ingest"}),
+    ("output", {"render"}),  # a report formatted: it reads no input file and looks at no machine
+    ("job files", {"readers"}),
+    ("pasted reports and logs", {"ingest"}),
+    ("probes", {"probes"}),
     ("gathering", {"gather", "policy", "bench", "fit", "fleet"}),
-    ("output", {"render"}),
     ("fix", {"fix"}),
     ("library", {"", "api", "mcpserver"}),
     ("command line", {"cli", "__main__"}),

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import List, Tuple
 
 from gpudoctor.facts import Facts
+from gpudoctor.files import is_dotenv
 from gpudoctor.knowledge import gpu_cc, gpu_memory_bytes, major_minor
 from gpudoctor.model import Applicability, Report
-from gpudoctor.readers.dotenv import is_dotenv
 from gpudoctor.units import size
 
 def plural(count: int, word: str) -> str:

@@ -1,4 +1,5 @@
-"""The fleet report as text: one line per node, then the cross-node findings (GD8xx), then the totals."""
+"""The fleet report: the `gpudoctor.fleet/1` JSON document, or text: one line per node, then the cross-node
+findings (GD8xx), then the totals."""
 
 from __future__ import annotations
 
@@ -8,20 +9,20 @@ from typing import IO, Optional
 from rich.text import Text
 
 from gpudoctor.version import __version__
-from gpudoctor.model import Severity
+from gpudoctor.model import FleetReport, Severity
 from gpudoctor.render.describe import not_applicable_reasons, plural
 from gpudoctor.render.terminal import keep, say, screen, wrap
 from gpudoctor.render.text import MARKS, render_finding
 
+SCHEMA = "gpudoctor.fleet/1"
 
-def render(fleet, fmt: str, stream: IO, quiet: bool = False, width: Optional[int] = None) -> None:
+
+def render(fleet: FleetReport, fmt: str, stream: IO, quiet: bool = False, width: Optional[int] = None) -> None:
     """The fleet report in `fmt`, secrets redacted first (gpudoctor.redact), as every report is."""
     from gpudoctor.redact import redact_data
 
     fleet = redact_data(fleet)
     if fmt == "json":
-        from gpudoctor.fleet import to_json
-
         json.dump(to_json(fleet), stream, indent=2, ensure_ascii=False)
         stream.write("\n")
         return
@@ -29,6 +30,34 @@ def render(fleet, fmt: str, stream: IO, quiet: bool = False, width: Optional[int
 
     with screen(stream, fmt == "rich", width) as console:
         _render(printable_data(fleet), console, quiet)
+
+
+def to_json(fleet: FleetReport) -> dict:
+    """The `gpudoctor.fleet/1` document (CONTRACT.md)."""
+    nodes = []
+    for name, report in fleet.nodes:
+        host = report.facts.get("host") or {}
+        nodes.append({
+            "node": name,
+            "host": {"hostname": host.get("hostname"), "os": host.get("os")},
+            "summary": report.summary(),
+            "findings": [finding.to_json() for finding in report.findings],
+            "unknown": [item.to_json() for item in report.unknown],
+            "not_applicable": [item.to_json() for item in report.not_applicable],
+        })
+    findings = []
+    for finding in fleet.cross.findings:
+        data = finding.to_json()
+        data["nodes"] = dict(finding.evidence.get("nodes") or {})
+        findings.append(data)
+    return {
+        "schema": SCHEMA,
+        "tool": {"name": "gpudoctor", "version": __version__},
+        "summary": fleet.cross.summary(),
+        "nodes": nodes,
+        "findings": findings,
+        "seconds": round(fleet.seconds, 3),
+    }
 
 
 def _counts(summary: dict) -> str:

@@ -5,16 +5,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from gpudoctor.files import is_dotenv
 from gpudoctor.readers.file_facts import FileFacts
 
 DOC_SUFFIXES = {".md", ".rst", ".txt", ".html", ".adoc"}
 ASSIGNMENT = re.compile(r"^(?:export\s+)?[A-Za-z_][A-Za-z0-9_]*=")
-
-
-def is_dotenv(path: Path, text: str = "") -> bool:
-    """By name: `.env`, `.env.local`, `prod.env`, `env`, `envfile`."""
-    name = path.name
-    return name == ".env" or name.startswith(".env.") or name.endswith(".env") or name in {"env", "envfile"}
 
 
 def detect(path: Path, text: str) -> bool:
