@@ -344,7 +344,8 @@ def markdown() -> str:
         modules = ", ".join(f"`{module}.py`" for module in family.modules)
         out.append(f"| {prefix}xx | {family.name} | {family.what} | {modules} |")
     for prefix, family in FAMILIES.items():
-        out += ["", f"## {prefix}xx {family.name}", "", "| ID | name | severity | summary |", "| --- | --- | --- | --- |"]
+        out += ["", f"## {prefix}xx {family.name}", "", "| ID | name | severity | summary |",
+                "| --- | --- | --- | --- |"]
         out += [f"| {rule.id} | {rule.name} | {rule.severity} | {rule.summary} |"
                 for rule in rules if rule.id.startswith(prefix)]
     return "\n".join(out) + "\n"

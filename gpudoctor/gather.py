@@ -27,7 +27,7 @@ class Request:
     probed); without any of them, this machine is probed for `groups` (None: every group the rule catalog reads)."""
 
     snapshot: Optional[str] = None  # a recorded snapshot file (`gpudoctor snapshot -o FILE`)
-    reports: Sequence[str] = ()  # pasted reports: collect_env, ds_report, nvidia-smi, nvcc, pip show ('-': stdin)
+    reports: Sequence[str] = ()  # pasted reports and logs (gpudoctor.ingest.registry; '-': stdin)
     files: Sequence[str] = ()  # job files (lint): read by every reader that knows them; nothing is probed
     groups: Optional[FrozenSet[str]] = None  # the fact groups the live probes gather
     python: str = sys.executable  # the job's interpreter, whose torch/deepspeed the probes inspect

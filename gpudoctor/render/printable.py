@@ -1,6 +1,7 @@
 """Untrusted text made safe for a terminal: a file name, a snapshot's value or a pasted line holding an escape
 sequence (CSI, OSC, clear-screen), a carriage return, or a right-to-left override is shown escaped (`\\x1b`,
-`\\u202e`), never acted on. Applied to every human format (rich, plain, Markdown) and every error line."""
+`\\u202e`), never acted on. Applied to every human format (an `Output` with `human` in gpudoctor.render.FORMATS)
+and every error line."""
 
 from __future__ import annotations
 
