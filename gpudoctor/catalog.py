@@ -33,8 +33,10 @@ FAMILIES = {  # ID prefix -> family; docs/rules.md lists them
     "GD2": Family("precision", "bf16 and fp8 against the GPUs' compute capability", ("precision",)),
     "GD3": Family("deepspeed", "DeepSpeed's config, its ops and their builds, and CUDA extension builds",
                   ("deepspeed", "extension_build")),
-    "GD4": Family("nccl", "NCCL and the other communication settings (names, values, interfaces, P2P, tuning) and "
-                  "what NCCL's logs show", ("nccl", "nccl_tuning", "p2p", "nccl_logs", "te_env")),
+    "GD4": Family("nccl", "NCCL and the other communication settings (names, values, interfaces, P2P, debugging, "
+                  "tensor parallelism, tuning) and what NCCL's logs show",
+                  ("nccl", "nccl_network", "p2p", "debug_env", "tensor_parallel", "nccl_tuning", "nccl_logs",
+                   "te_env")),
     "GD5": Family("memory-host", "GPU and host memory, the host's limits, the GPUs' health and how a run died",
                   ("memory", "host", "run_failures")),
     "GD6": Family("script", "the training script and how it is launched: launchers, ranks, rendezvous, sbatch and "

@@ -3,10 +3,9 @@
 A check is `def fn(facts: Facts, rule: Rule) -> Iterable[Finding]`: it yields findings (none = passed),
 raises `MissingFact` through `facts.get(...)` when a fact it needs is unknown, and never does I/O. A rule that judges
 a machine may also say what a log proves for it (`@check("GDxxx", from_log=fn)`, same signature, reading
-`logs.events`): where the machine facts find nothing or are unknown, those findings stand (gpudoctor.verdict). Every module
-here is rules of one family (GD0 doctor.py, GD1 driver_cuda.py, GD4 nccl*.py …); what several rules read the same
-way lives in gpudoctor.facts.
-"""
+`logs.events`): where the machine facts find nothing or are unknown, those findings stand (gpudoctor.verdict).
+Every module here holds rules of one family, and FAMILIES (gpudoctor.catalog) names each family's modules, so a
+rule's code is found from its ID; what several rules read the same way lives in gpudoctor.facts."""
 
 from __future__ import annotations
 

@@ -1,9 +1,11 @@
-"""GD4xx: NCCL and distributed-environment variables (names, values, deprecations, the host they meet).
+"""GD401, GD402, GD404, GD410: the NCCL and distributed-environment variables a job sets: names nothing reads,
+values NCCL or torch rejects, deprecated or removed names, and one variable set twice to different values.
 
 Facts: `env` (the variables the job gets) and `env_sources` (where files set them: every assignment, so a bad
 value in one of several containers is reported at its own line); the NCCL and torch versions in use
-(`torch.nccl`, `torch.version`) when known; the host's interfaces, InfiniBand devices and GPUs for GD403/405/407;
-`requests.tensor_parallel` for GD408. Knowledge: rules/nccl_env.toml (sources cited there).
+(`torch.nccl`, `torch.version`) when known. Knowledge: rules/nccl_env.toml (sources cited there). The other GD4
+rules are in the modules FAMILIES names (gpudoctor/catalog.py): the network (nccl_network.py), P2P (p2p.py),
+debugging left on (debug_env.py), tensor parallelism (tensor_parallel.py), tuning knobs, logs, Transformer Engine.
 
 Version-dependent facts (a variable deprecated since NCCL 2.17, a value rejected since NCCL 2.24, a name renamed in
 torch 2.2) fire at full severity only when the version in use is known, or when every version in use is affected
@@ -15,15 +17,15 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional
 
 from gpudoctor.checks import check
-from gpudoctor.facts.devices import job_gpus
 from gpudoctor.facts.nccl_settings import (
     SCOPED_PREFIXES,
     TRUE_WORDS,
     Setting,
     affected,
+    debug_switch,
     is_tuning_knob,
     knowledge,
     known_names,
@@ -35,12 +37,10 @@ from gpudoctor.facts.nccl_settings import (
     settings,
     spec,
     unique_findings,
-    value_of,
 )
-from gpudoctor.facts.nccl_values import Problem, c_strtoll, nccl_ifname_matches, value_problems
-from gpudoctor.facts import MissingFact
+from gpudoctor.facts.nccl_values import Problem, c_strtoll, value_problems
 from gpudoctor.knowledge import version
-from gpudoctor.model import EnvChange, Location, Severity
+from gpudoctor.model import EnvChange, Severity
 from gpudoctor.spelling import one_slip
 
 # --- GD401 nccl-unknown-variable ---------------------------------------------------------------------------
@@ -269,104 +269,6 @@ def _socket_threads(facts, rule) -> list:
                      env=EnvChange(set={"NCCL_NSOCKS_PERTHREAD": str(max(1, 64 // max(a, 1)))})))]
 
 
-# --- GD403 nccl-socket-ifname-missing ----------------------------------------------------------------------
-
-def _usable(interface: dict, family: Optional[str]) -> bool:
-    if interface.get("up") is False:
-        return False
-    addresses = interface.get("addresses")
-    if addresses is None:
-        return True
-    if family == "AF_INET":
-        addresses = [a for a in addresses if ":" not in a]
-    elif family == "AF_INET6":
-        addresses = [a for a in addresses if ":" in a and not a.startswith("::1")]
-    return bool(addresses)
-
-
-def _describe(interfaces: List[dict]) -> str:
-    parts = []
-    for item in interfaces[:12]:
-        state = "down" if item.get("up") is False else "up"
-        addresses = item.get("addresses") or []
-        parts.append(f"{item.get('name')} ({state}{', ' + addresses[0] if addresses else ', no address'})")
-    return ", ".join(parts) + (" …" if len(interfaces) > 12 else "")
-
-
-def _for_other_nodes(facts, source: dict) -> bool:
-    """Whether a variable was set in a batch script or a Kubernetes manifest: a job file for other machines."""
-    path = source.get("path")
-    launch = facts.get("launch", None) or {}
-    return path is not None and (
-        any(job.get("path") == path and job.get("kind") in ("sbatch", "k8s") for job in launch.get("jobs") or ())
-        or any(pod.get("path") == path for pod in launch.get("pods") or ()))
-
-
-@check("GD403")
-def nccl_socket_ifname_missing(facts, rule):
-    env = facts.get("env")
-    wanted = [name for name in IFNAME_PROBLEMS if env.get(name)]
-    if not wanted:
-        return []
-    interfaces = facts.get("host.interfaces")
-    if not interfaces:
-        return []  # no interface list (not probed on this OS): nothing to judge
-    sources = facts.get("env_sources", {}) or {}
-    family = env.get("NCCL_SOCKET_FAMILY")
-    usable = [i for i in interfaces if _usable(i, family if family in ("AF_INET", "AF_INET6") else None)]
-    usable_names = [i.get("name", "") for i in usable]
-    candidates = [n for n in usable_names if not n.startswith(("lo", "docker", "virbr", "veth"))]
-    findings = []
-    elsewhere = [name for name in wanted if _for_other_nodes(facts, sources.get(name) or {})]
-    if elsewhere and elsewhere == wanted:
-        where = (sources.get(wanted[0]) or {}).get("path")
-        raise MissingFact("host.interfaces", f"{', '.join(wanted)} set in {where}, a job file for the nodes the job "
-                                             f"runs on: their interfaces are not known here")
-    for name in (name for name in wanted if name not in elsewhere):
-        value = str(env[name])
-        message = IFNAME_PROBLEMS[name](value, interfaces, usable_names, family)
-        if message is not None:
-            findings.append(rule.finding(message, location=location_of(sources.get(name) or {}), evidence={
-                "variable": name, "value": value, "interfaces": [i.get("name") for i in interfaces],
-                "usable": usable_names}, fix=_interface_fix(rule, name, candidates)))
-    return findings
-
-
-def _nccl_ifname_problem(value: str, interfaces: List[dict], usable_names: List[str], family) -> Optional[str]:
-    if len(value) <= 1 or nccl_ifname_matches(value, usable_names):
-        return None  # one character: NCCL ignores it (GD402 says so)
-    near = nccl_ifname_matches(value, [i.get("name", "") for i in interfaces])
-    why = f" ({', '.join(near)} matches but is down or has no {family or 'IP'} address)" if near else ""
-    return (f"NCCL_SOCKET_IFNAME={value} matches no usable interface on this host{why}; NCCL fails with "
-            f"\"no socket interface found\" (interfaces: {_describe(interfaces)})")
-
-
-def _gloo_ifname_problem(value: str, interfaces: List[dict], usable_names: List[str], family) -> Optional[str]:
-    missing = [n for n in value.split(",") if n and n not in usable_names]
-    if not missing:
-        return None
-    return (f"GLOO_SOCKET_IFNAME={value}: {', '.join(missing)} is not a usable interface on this host; "
-            f"gloo fails with \"Unable to find address for\" (interfaces: {_describe(interfaces)})")
-
-
-# the interface variables GD403 judges, each with what is wrong in its value (None: nothing)
-IFNAME_PROBLEMS = {"NCCL_SOCKET_IFNAME": _nccl_ifname_problem, "GLOO_SOCKET_IFNAME": _gloo_ifname_problem}
-
-
-def _interface_fix(rule, name: str, candidates: List[str]):
-    """The one usable interface where there is one; else unset, naming the candidates."""
-    if len(candidates) == 1:  # NCCL's `=name` is its exact-match form (the fix text says so)
-        if name == "NCCL_SOCKET_IFNAME":
-            return rule.fix(applicability="unsafe", case="only_interface_exact", values={"interface": candidates[0]},
-                            env=EnvChange(set={name: f"={candidates[0]}"}))
-        return rule.fix(applicability="unsafe", case="only_interface", values={"variable": name,
-                                                                               "interface": candidates[0]},
-                        env=EnvChange(set={name: candidates[0]}))
-    return rule.fix(applicability="unsafe", case="pick_interface" if candidates else "no_interface",
-                    values={"variable": name, **({"interfaces": ", ".join(candidates)} if candidates else {})},
-                    env=EnvChange(unset=(name,)))
-
-
 # --- GD404 nccl-deprecated-variable ------------------------------------------------------------------------
 
 @check("GD404")
@@ -548,280 +450,6 @@ def _gone(facts, rule, setting: Setting, last: str):
 def _next_release(last: str) -> str:
     parsed = version(last)
     return f"{parsed.major}.{parsed.minor}.{parsed.micro + 1}" if parsed else last
-
-
-# --- GD405 nccl-p2p-disabled -------------------------------------------------------------------------------
-
-def _p2p_broken(gpus: list, driver: Optional[str]) -> bool:
-    needles = [n.lower() for n in knowledge().get("meta", {}).get("p2p_broken_gpus", [])]
-    fixed = version(meta("p2p_fixed_driver"))
-    have = version(driver)
-    if not any(needle in (gpu.get("name") or "").lower() for gpu in gpus for needle in needles):
-        return False
-    return have is None or fixed is None or have < fixed
-
-
-def _p2p_between(facts, gpus: list):
-    """Whether every pair of the job's GPUs can read over P2P (per-GPU peers, else NVML's all-GPU answer)."""
-    if not all("p2p_read_peers" in g for g in gpus):
-        return facts.get("nvml.p2p_supported", None)
-    indices = {g.get("index") for g in gpus}
-    return all(indices - {g.get("index")} <= set(g["p2p_read_peers"]) for g in gpus)
-
-
-@check("GD405")
-def nccl_p2p_disabled(facts, rule):
-    facts.get("nvml.gpus")  # unknown without NVML
-    job = job_gpus(facts)
-    gpus = job.devices
-    if job.count() < 2:
-        return []
-    driver = facts.get("nvml.driver_version", None)
-    facts.get("env.NCCL_P2P_DISABLE")  # both verdicts turn on it: unknown where a paste shows no environment
-    value = value_of(facts, "NCCL_P2P_DISABLE")
-    disabled = value is not None and c_strtoll(value)[0] == 1
-    sources = facts.get("env_sources", {}) or {}
-    location = location_of(sources.get("NCCL_P2P_DISABLE") or {})
-    names = sorted({g.get("name", "?") for g in gpus})
-    if _p2p_broken(gpus, driver):
-        if disabled:
-            return []
-        return [rule.finding(
-            f"{len(gpus)} x {', '.join(names)} with driver {driver or 'unknown'}: peer-to-peer is reported but broken "
-            f"on these consumer cards before driver {meta('p2p_fixed_driver')} (NCCL hangs or returns wrong results); "
-            "accelerate sets NCCL_P2P_DISABLE=1 itself there", location=location,
-            evidence={"gpus": names, "driver": driver, "NCCL_P2P_DISABLE": value},
-            fix=rule.fix(applicability="safe", case="p2p_broken", values={"driver": meta("p2p_fixed_driver")},
-                         env=EnvChange(set={"NCCL_P2P_DISABLE": "1"})))]
-    if not disabled:
-        return []
-    links = [int(g.get("nvlink_active_links") or 0) for g in gpus if "nvlink_active_links" in g]
-    p2p = _p2p_between(facts, gpus)
-    if any(links):
-        how = f"NVLink ({max(links)} active links per GPU)"
-    elif p2p is True:
-        how = "PCIe peer-to-peer (NVML reports P2P read support between every pair)"
-    elif p2p is False:
-        return []
-    else:
-        raise MissingFact("nvml.p2p_supported")
-    return [rule.finding(
-        f"NCCL_P2P_DISABLE={value} on {len(gpus)} x {', '.join(names)} with {how}: intra-node traffic goes through "
-        f"host memory instead, a large all-reduce bandwidth loss (NCCL lists it as a debugging variable){job.note()}",
-        location=location, evidence={"gpus": names, "nvlink_active_links": links, "p2p_supported": p2p},
-        fix=rule.fix(applicability="unsafe", env=EnvChange(unset=("NCCL_P2P_DISABLE",))))]
-
-
-# --- GD406 nccl-debug-verbose -----------------------------------------------------------------------------
-
-@check("GD406")
-def nccl_debug_verbose(facts, rule):
-    findings = []
-    all_settings = settings(facts)
-    debug_on = False
-    for setting in all_settings:
-        value = (setting.value or "").strip()
-        if setting.conditional:
-            continue  # `if [ "$DEBUG" = 1 ]; then export NCCL_DEBUG=INFO; fi` is a switch, not a leftover
-        if setting.name == "NCCL_DEBUG" and value.upper() in ("INFO", "TRACE"):
-            debug_on = True
-            findings.append(rule.finding(
-                f"NCCL_DEBUG={value}{setting.where} left on: every rank prints its init, topology and transport "
-                "lines" + (" and a trace of every call" if value.upper() == "TRACE" else "")
-                + ", slowing start-up and flooding the logs of large jobs", location=setting.location,
-                evidence=setting.evidence(),
-                fix=rule.fix(applicability="safe", case="debug_on", env=EnvChange(set={"NCCL_DEBUG": "WARN"}))))
-        elif setting.name == "NCCL_DEBUG" and value.upper() not in ("", "NONE"):
-            debug_on = True
-        if setting.name == "NCCL_DEBUG_SUBSYS" and not value.startswith("^") and \
-                "ALL" in [t.strip().upper() for t in value.split(",")]:
-            findings.append(rule.finding(
-                f"NCCL_DEBUG_SUBSYS={value}{setting.where} left on: with NCCL_DEBUG=INFO it logs every subsystem "
-                "(collectives, proxy, allocations) instead of the default INIT,BOOTSTRAP,ENV",
-                location=setting.location, evidence=setting.evidence(),
-                fix=rule.fix(applicability="safe", case="subsys_all", env=EnvChange(unset=("NCCL_DEBUG_SUBSYS",)))))
-    if debug_on:
-        for setting in all_settings:
-            value = setting.value or ""
-            if setting.name == "NCCL_DEBUG_FILE" and value and "%p" not in value and not setting.conditional and \
-                    value not in ("/dev/stdout", "/dev/stderr"):
-                suffix = ".%h.%p" if "%h" not in value else ".%p"
-                findings.append(rule.finding(
-                    f"NCCL_DEBUG_FILE={value}{setting.where} has no %p: every rank on a node opens and overwrites the "
-                    "same file, so the log is lost or interleaved", location=setting.location,
-                    evidence=setting.evidence(),
-                    fix=rule.fix(applicability="safe", case="debug_file", values={"file": value + suffix},
-                                 env=EnvChange(set={"NCCL_DEBUG_FILE": value + suffix}))))
-    return unique_findings(findings)
-
-
-# --- GD407 nccl-ib-disabled -------------------------------------------------------------------------------
-
-def _rdma_devices(devices: list) -> List[str]:
-    found = []
-    for device in devices or []:
-        name = device.get("name", "")
-        if name.startswith(("efa", "rdmap")):
-            continue  # AWS EFA shows up in /sys/class/infiniband but is driven by the OFI plugin, not NCCL's IB
-        ports = device.get("ports") or []
-        if not ports:
-            found.append(name)
-            continue
-        for port in ports:
-            layer = (port.get("link_layer") or "").lower()
-            state = (port.get("state") or "").upper()
-            if layer in ("infiniband", "ethernet", "") and state in ("ACTIVE", ""):
-                found.append(f"{name} ({port.get('link_layer') or '?'})")
-                break
-    return found
-
-
-@check("GD407")
-def nccl_ib_disabled(facts, rule):
-    value = value_of(facts, "NCCL_IB_DISABLE")
-    if value is None or not c_strtoll(value)[0]:
-        return []
-    devices = _rdma_devices(facts.get("host.ib_devices"))
-    if not devices:
-        return []
-    location = location_of((facts.get("env_sources", {}) or {}).get("NCCL_IB_DISABLE") or {})
-    return [rule.finding(
-        f"NCCL_IB_DISABLE={value} while this host has active InfiniBand/RoCE devices ({', '.join(devices)}): NCCL "
-        "sends inter-node traffic over TCP sockets instead (the NCCL_DEBUG=INFO log shows NET/Socket, not NET/IB)",
-        location=location, evidence={"NCCL_IB_DISABLE": value, "devices": devices},
-        fix=rule.fix(applicability="unsafe", env=EnvChange(unset=("NCCL_IB_DISABLE",))))]
-
-
-# --- GD408 cuda-device-max-connections -----------------------------------------------------------------
-
-TP_FRAMEWORKS = {"megatron", "nemo", "nemo_run", "transformer_engine"}
-
-
-def tensor_parallel_evidence(facts) -> List[dict]:
-    evidence = []
-    for entry in facts.get("requests.tensor_parallel", None) or []:
-        if not isinstance(entry, dict):
-            continue
-        size = entry.get("size")
-        frameworks = set(entry.get("frameworks") or [])
-        if isinstance(size, int) and size > 1 and frameworks & TP_FRAMEWORKS:
-            evidence.append(entry)
-    env = facts.get("env", {})
-    sources = facts.get("env_sources", {}) or {}
-    for name in knowledge().get("tensor_parallel", {}).get("env", []):
-        number, whole = c_strtoll(str(env.get(name, "")))
-        if whole and number and number > 1:
-            record = sources.get(name) or {}
-            evidence.append({"source": record.get("path", "environment"), "line": record.get("line"),
-                             "what": f"{name}={env[name]}", "size": number, "frameworks": ["megatron"]})
-    return evidence
-
-
-FSDP_INITS = {"FullyShardedDataParallel", "fully_shard"}
-FSDP_FLAGS = ("--use-torch-fsdp2", "--use-megatron-fsdp")
-
-
-def data_parallel_evidence(facts) -> Tuple[Optional[str], bool]:
-    """Where the job is data-parallel without tensor parallelism, and whether it is FSDP: a script's FSDP wrap or
-    fully_shard, Megatron-LM's FSDP flags, or DistributedDataParallel in a script that imports no Megatron, NeMo or
-    Transformer Engine (nothing there can be tensor-parallel)."""
-    ddp = None
-    for script in facts.get("scripts", None) or []:
-        plain = not set((script or {}).get("frameworks") or []) & TP_FRAMEWORKS
-        for init in ((script or {}).get("launch") or {}).get("init") or []:
-            where = f"{script.get('path')}:{init.get('line')} `{init.get('what')}`"
-            if init.get("kind") in FSDP_INITS:
-                return where, True
-            if init.get("kind") == "DistributedDataParallel" and plain and ddp is None:
-                ddp = where
-    for job in (facts.get("launch", None) or {}).get("jobs") or []:
-        words = str(job.get("command", "")).split()
-        if any(word in FSDP_FLAGS for word in words):
-            return f"{job.get('path')}:{job.get('line')} `{next(w for w in words if w in FSDP_FLAGS)}`", True
-    return ddp, False
-
-
-def _fsdp_with_one_connection(facts, rule):
-    """GD408's mirror: CUDA_DEVICE_MAX_CONNECTIONS=1 where nothing is tensor-parallel and FSDP shards the model."""
-    value = value_of(facts, "CUDA_DEVICE_MAX_CONNECTIONS")
-    where, fsdp = data_parallel_evidence(facts) if value is not None and value.strip() == "1" else (None, False)
-    if not where:
-        return []
-    record = (facts.get("env_sources", {}) or {}).get("CUDA_DEVICE_MAX_CONNECTIONS") or {}
-    how = ("FSDP shards the model" if fsdp else "the job is plain DistributedDataParallel")
-    cost = ("the all-gathers and reduce-scatters can no longer overlap compute, and Megatron-LM refuses it (\"FSDP "
-            "always requires CUDA_DEVICE_MAX_CONNECTIONS value large than one\")" if fsdp else
-            "DDP's gradient all-reduce queues behind the backward kernels instead of overlapping them")
-    return [rule.finding(
-        f"CUDA_DEVICE_MAX_CONNECTIONS=1 without tensor or context parallelism: {how} ({where}). Only Megatron-LM's "
-        "tensor/context parallelism needs 1 (megatron/training/arguments.py asserts it only when "
-        "tensor_model_parallel_size or context_parallel_size > 1); with one hardware queue " + cost,
-        severity=Severity.WARNING if fsdp else Severity.INFO,
-        location=location_of(record), evidence={"CUDA_DEVICE_MAX_CONNECTIONS": value, "fsdp": where},
-        fix=rule.fix(case="fsdp", applicability="unsafe", env=EnvChange(unset=("CUDA_DEVICE_MAX_CONNECTIONS",))))]
-
-
-@check("GD408")
-def cuda_device_max_connections(facts, rule):
-    facts.get("env")
-    evidence = tensor_parallel_evidence(facts)
-    if not evidence:
-        return _fsdp_with_one_connection(facts, rule)
-    value = value_of(facts, "CUDA_DEVICE_MAX_CONNECTIONS")
-    record = (facts.get("env_sources", {}) or {}).get("CUDA_DEVICE_MAX_CONNECTIONS") or {}
-    if value is None and record.get("unresolved") and not record.get("unset"):
-        return []  # set to something known only at run time
-    if value is not None and value.strip() == "1":
-        return []
-    first = evidence[0]
-    where = f"{first.get('source')}:{first.get('line')}" if first.get("line") else str(first.get("source"))
-    frameworks = ", ".join(sorted(set(first.get("frameworks") or []) & TP_FRAMEWORKS)) or "Megatron"
-    state = f"is {value}" if value is not None else "is not set"
-    location = location_of(record) if value is not None else (
-        Location(str(first["source"]), first.get("line")) if first.get("source") else None)
-    if "megatron" in (first.get("frameworks") or []):
-        why = ("Megatron-LM refuses to start (\"Using tensor model parallelism ... require setting the environment "
-               "variable CUDA_DEVICE_MAX_CONNECTIONS to 1\") and communication no longer overlaps the GEMMs")
-    else:
-        why = ("the tensor-parallel communication kernels no longer overlap the GEMMs (NeMo's performance recipes "
-               "set it to 1; Megatron-LM's own scripts refuse to start without it)")
-    return [rule.finding(
-        f"tensor parallelism ({first.get('what')} at {where}, {frameworks}) but CUDA_DEVICE_MAX_CONNECTIONS {state}: "
-        + why,
-        location=location, evidence={"tensor_parallel": evidence[:5], "CUDA_DEVICE_MAX_CONNECTIONS": value},
-        fix=rule.fix(applicability="safe", env=EnvChange(set={"CUDA_DEVICE_MAX_CONNECTIONS": "1"})))]
-
-
-# --- GD409 debug-env-left-on -----------------------------------------------------------------------------
-
-def debug_switch(name: str, value: Optional[str]) -> Optional[dict]:
-    """The rules/nccl_env.toml [[debug_switch]] entry that `name=value` turns on, else None."""
-    item = next((entry for entry in knowledge().get("debug_switch", []) if entry["name"] == name), None)
-    if item is None or value is None:
-        return None
-    value = value.strip()
-    if "contains" in item:
-        return item if any(needle in value for needle in item["contains"]) else None
-    values = item.get("values", [])
-    if "*" in values:
-        return item if value else None
-    return item if value.lower() in [v.lower() for v in values] else None
-
-
-@check("GD409")
-def debug_env_left_on(facts, rule):
-    findings = []
-    for setting in settings(facts):
-        item = None if setting.conditional else debug_switch(setting.name, setting.value)
-        if item is None:
-            continue
-        value = setting.value.strip()
-        findings.append(rule.finding(
-            f"{setting.name}={value}{setting.where} is a debugging switch left on: {item['why']}",
-            location=setting.location, evidence=setting.evidence(),
-            fix=rule.fix(applicability=item.get("fix", "safe"), values={"variable": setting.name},
-                         env=EnvChange(unset=(setting.name,)))))
-    return unique_findings(findings)
 
 
 # --- GD410 env-conflicting-values ----------------------------------------------------------------------------

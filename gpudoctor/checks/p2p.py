@@ -1,12 +1,19 @@
-"""GD412: PCIe GPUs whose peer-to-peer path hangs or corrupts data (IOMMU/VT-d remapping, ACS on a PCIe switch,
-consumer GPUs without working P2P)."""
+"""Peer-to-peer between a node's GPUs. GD412: PCIe GPUs whose P2P path hangs or corrupts data (IOMMU/VT-d
+remapping, ACS on a PCIe switch, consumer GPUs without working P2P); GD405: `NCCL_P2P_DISABLE=1` where P2P works
+(NVLink, or PCIe P2P NVML reports), or P2P left on where the driver breaks it."""
 
 from __future__ import annotations
+
+from typing import Optional
 
 from gpudoctor.checks import check
 from gpudoctor.facts import MissingFact
 from gpudoctor.facts.bench import measured
+from gpudoctor.facts.devices import job_gpus
 from gpudoctor.facts.log_evidence import cited, log_events
+from gpudoctor.facts.nccl_settings import knowledge, location_of, meta, value_of
+from gpudoctor.facts.nccl_values import c_strtoll
+from gpudoctor.knowledge import version
 from gpudoctor.model import EnvChange, Severity
 
 FIRST_COLLECTIVES = 2  # torch numbers collectives from 1: SeqNum 1 or 2 timing out never completed one
@@ -62,3 +69,65 @@ def pcie_p2p_broken(facts, rule):
         if not result:
             raise MissingFact("logs")
         measured(result)  # corruption is judged only on sizes the benchmark measured
+
+
+# --- GD405 nccl-p2p-disabled -------------------------------------------------------------------------------
+
+def _p2p_broken(gpus: list, driver: Optional[str]) -> bool:
+    needles = [n.lower() for n in knowledge().get("meta", {}).get("p2p_broken_gpus", [])]
+    fixed = version(meta("p2p_fixed_driver"))
+    have = version(driver)
+    if not any(needle in (gpu.get("name") or "").lower() for gpu in gpus for needle in needles):
+        return False
+    return have is None or fixed is None or have < fixed
+
+
+def _p2p_between(facts, gpus: list):
+    """Whether every pair of the job's GPUs can read over P2P (per-GPU peers, else NVML's all-GPU answer)."""
+    if not all("p2p_read_peers" in g for g in gpus):
+        return facts.get("nvml.p2p_supported", None)
+    indices = {g.get("index") for g in gpus}
+    return all(indices - {g.get("index")} <= set(g["p2p_read_peers"]) for g in gpus)
+
+
+@check("GD405")
+def nccl_p2p_disabled(facts, rule):
+    facts.get("nvml.gpus")  # unknown without NVML
+    job = job_gpus(facts)
+    gpus = job.devices
+    if job.count() < 2:
+        return []
+    driver = facts.get("nvml.driver_version", None)
+    facts.get("env.NCCL_P2P_DISABLE")  # both verdicts turn on it: unknown where a paste shows no environment
+    value = value_of(facts, "NCCL_P2P_DISABLE")
+    disabled = value is not None and c_strtoll(value)[0] == 1
+    sources = facts.get("env_sources", {}) or {}
+    location = location_of(sources.get("NCCL_P2P_DISABLE") or {})
+    names = sorted({g.get("name", "?") for g in gpus})
+    if _p2p_broken(gpus, driver):
+        if disabled:
+            return []
+        return [rule.finding(
+            f"{len(gpus)} x {', '.join(names)} with driver {driver or 'unknown'}: peer-to-peer is reported but broken "
+            f"on these consumer cards before driver {meta('p2p_fixed_driver')} (NCCL hangs or returns wrong results); "
+            "accelerate sets NCCL_P2P_DISABLE=1 itself there", location=location,
+            evidence={"gpus": names, "driver": driver, "NCCL_P2P_DISABLE": value},
+            fix=rule.fix(applicability="safe", case="p2p_broken", values={"driver": meta("p2p_fixed_driver")},
+                         env=EnvChange(set={"NCCL_P2P_DISABLE": "1"})))]
+    if not disabled:
+        return []
+    links = [int(g.get("nvlink_active_links") or 0) for g in gpus if "nvlink_active_links" in g]
+    p2p = _p2p_between(facts, gpus)
+    if any(links):
+        how = f"NVLink ({max(links)} active links per GPU)"
+    elif p2p is True:
+        how = "PCIe peer-to-peer (NVML reports P2P read support between every pair)"
+    elif p2p is False:
+        return []
+    else:
+        raise MissingFact("nvml.p2p_supported")
+    return [rule.finding(
+        f"NCCL_P2P_DISABLE={value} on {len(gpus)} x {', '.join(names)} with {how}: intra-node traffic goes through "
+        f"host memory instead, a large all-reduce bandwidth loss (NCCL lists it as a debugging variable){job.note()}",
+        location=location, evidence={"gpus": names, "nvlink_active_links": links, "p2p_supported": p2p},
+        fix=rule.fix(applicability="unsafe", env=EnvChange(unset=("NCCL_P2P_DISABLE",))))]

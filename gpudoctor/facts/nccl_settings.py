@@ -158,3 +158,17 @@ def affected(facts, owner: str, since: Optional[str]) -> Optional[bool]:
     if have is None:
         return None
     return have >= wanted
+
+
+def debug_switch(name: str, value: Optional[str]) -> Optional[dict]:
+    """The rules/nccl_env.toml [[debug_switch]] entry that `name=value` turns on, else None."""
+    item = next((entry for entry in knowledge().get("debug_switch", []) if entry["name"] == name), None)
+    if item is None or value is None:
+        return None
+    value = value.strip()
+    if "contains" in item:
+        return item if any(needle in value for needle in item["contains"]) else None
+    values = item.get("values", [])
+    if "*" in values:
+        return item if value else None
+    return item if value.lower() in [v.lower() for v in values] else None

@@ -1,0 +1,69 @@
+"""GD406, GD409: debugging left on in a job's environment: NCCL's own logging (`NCCL_DEBUG`, `NCCL_DEBUG_SUBSYS`,
+`NCCL_DEBUG_FILE`) and the switches rules/nccl_env.toml lists under [[debug_switch]] (`CUDA_LAUNCH_BLOCKING=1`,
+`TORCH_DISTRIBUTED_DEBUG=DETAIL` …). A setting made only on some paths of a script is a switch, not a leftover."""
+
+from __future__ import annotations
+
+from gpudoctor.checks import check
+from gpudoctor.facts.nccl_settings import debug_switch, settings, unique_findings
+from gpudoctor.model import EnvChange
+
+
+# --- GD406 nccl-debug-verbose -----------------------------------------------------------------------------
+
+@check("GD406")
+def nccl_debug_verbose(facts, rule):
+    findings = []
+    all_settings = settings(facts)
+    debug_on = False
+    for setting in all_settings:
+        value = (setting.value or "").strip()
+        if setting.conditional:
+            continue  # `if [ "$DEBUG" = 1 ]; then export NCCL_DEBUG=INFO; fi` is a switch, not a leftover
+        if setting.name == "NCCL_DEBUG" and value.upper() in ("INFO", "TRACE"):
+            debug_on = True
+            findings.append(rule.finding(
+                f"NCCL_DEBUG={value}{setting.where} left on: every rank prints its init, topology and transport "
+                "lines" + (" and a trace of every call" if value.upper() == "TRACE" else "")
+                + ", slowing start-up and flooding the logs of large jobs", location=setting.location,
+                evidence=setting.evidence(),
+                fix=rule.fix(applicability="safe", case="debug_on", env=EnvChange(set={"NCCL_DEBUG": "WARN"}))))
+        elif setting.name == "NCCL_DEBUG" and value.upper() not in ("", "NONE"):
+            debug_on = True
+        if setting.name == "NCCL_DEBUG_SUBSYS" and not value.startswith("^") and \
+                "ALL" in [t.strip().upper() for t in value.split(",")]:
+            findings.append(rule.finding(
+                f"NCCL_DEBUG_SUBSYS={value}{setting.where} left on: with NCCL_DEBUG=INFO it logs every subsystem "
+                "(collectives, proxy, allocations) instead of the default INIT,BOOTSTRAP,ENV",
+                location=setting.location, evidence=setting.evidence(),
+                fix=rule.fix(applicability="safe", case="subsys_all", env=EnvChange(unset=("NCCL_DEBUG_SUBSYS",)))))
+    if debug_on:
+        for setting in all_settings:
+            value = setting.value or ""
+            if setting.name == "NCCL_DEBUG_FILE" and value and "%p" not in value and not setting.conditional and \
+                    value not in ("/dev/stdout", "/dev/stderr"):
+                suffix = ".%h.%p" if "%h" not in value else ".%p"
+                findings.append(rule.finding(
+                    f"NCCL_DEBUG_FILE={value}{setting.where} has no %p: every rank on a node opens and overwrites the "
+                    "same file, so the log is lost or interleaved", location=setting.location,
+                    evidence=setting.evidence(),
+                    fix=rule.fix(applicability="safe", case="debug_file", values={"file": value + suffix},
+                                 env=EnvChange(set={"NCCL_DEBUG_FILE": value + suffix}))))
+    return unique_findings(findings)
+
+# --- GD409 debug-env-left-on -----------------------------------------------------------------------------
+
+@check("GD409")
+def debug_env_left_on(facts, rule):
+    findings = []
+    for setting in settings(facts):
+        item = None if setting.conditional else debug_switch(setting.name, setting.value)
+        if item is None:
+            continue
+        value = setting.value.strip()
+        findings.append(rule.finding(
+            f"{setting.name}={value}{setting.where} is a debugging switch left on: {item['why']}",
+            location=setting.location, evidence=setting.evidence(),
+            fix=rule.fix(applicability=item.get("fix", "safe"), values={"variable": setting.name},
+                         env=EnvChange(unset=(setting.name,)))))
+    return unique_findings(findings)
