@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+from functools import lru_cache, total_ordering
 from typing import Optional
-
-from packaging.version import InvalidVersion, Version
 
 from gpudoctor.data import load_toml, rules_dir
 from gpudoctor.units import GiB
@@ -16,17 +14,60 @@ from gpudoctor.units import GiB
 SETS_LOCAL_RANK_ENV = frozenset({"torchrun", "torch.distributed.launch", "deepspeed", "accelerate"})
 
 
-def version(text) -> Optional[Version]:
-    """A comparable version from strings like '535.104.05', '12.4', '2.5.1+cu124'; None if unparsable."""
+@total_ordering
+class Release:
+    """A release number ('535.104.05', '12.4'): compared as packaging.version compares a bare release (numbers
+    part by part, trailing zeros ignored: PEP 440), printed as written (a driver is 580.65.06, never 580.65.6).
+    `version()` reads only digits and dots, so this needs no parser: gpudoctor runs where `packaging` is absent
+    (a GPU node's python with only torch's dependencies)."""
+
+    __slots__ = ("release", "text")
+
+    def __init__(self, text: str):
+        self.text = text
+        self.release = tuple(int(part) for part in text.split("."))
+
+    def _key(self) -> tuple:
+        key = self.release
+        while len(key) > 1 and key[-1] == 0:
+            key = key[:-1]
+        return key
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Release) and self._key() == other._key()
+
+    def __lt__(self, other: Release) -> bool:
+        return self._key() < other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __str__(self) -> str:
+        return self.text
+
+    def __repr__(self) -> str:
+        return f"<Release {self.text!r}>"
+
+    @property
+    def major(self) -> int:
+        return self.release[0]
+
+    @property
+    def minor(self) -> int:
+        return self.release[1] if len(self.release) > 1 else 0
+
+    @property
+    def micro(self) -> int:
+        return self.release[2] if len(self.release) > 2 else 0
+
+
+def version(text) -> Optional[Release]:
+    """A comparable version from strings like '535.104.05', '12.4', '2.5.1+cu124' (its release: the leading
+    numbers); None if unparsable."""
     if text is None:
         return None
     match = re.match(r"\s*(\d+(?:\.\d+)*)", str(text))
-    if not match:
-        return None
-    try:
-        return Version(match.group(1))
-    except InvalidVersion:
-        return None
+    return Release(match.group(1)) if match else None
 
 
 _MAJOR_MINOR = re.compile(r"\s*v?(\d+)(?:\.(\d+))?")
@@ -49,7 +90,7 @@ def table(name: str) -> dict:
 
 # --- CUDA toolkit <-> driver -------------------------------------------------------------------------
 
-def min_driver(cuda: str) -> Optional[Version]:
+def min_driver(cuda: str) -> Optional[Release]:
     """The lowest Linux driver that supports CUDA major.minor (its GA release), or None if unknown."""
     wanted = major_minor(cuda)
     drivers = [version(row["linux_min_driver"]) for row in table("cuda_driver").get("toolkit", [])
@@ -58,7 +99,7 @@ def min_driver(cuda: str) -> Optional[Version]:
     return min(drivers) if drivers else None
 
 
-def driver_max_cuda(driver: str) -> Optional[Version]:
+def driver_max_cuda(driver: str) -> Optional[Release]:
     """The newest CUDA major.minor whose GA driver is <= this driver (what `nvidia-smi` shows as CUDA Version)."""
     have = version(driver)
     if have is None:
@@ -72,7 +113,7 @@ def driver_max_cuda(driver: str) -> Optional[Version]:
     return best
 
 
-def mvc_floor(major: int) -> Optional[Version]:
+def mvc_floor(major: int) -> Optional[Release]:
     """Minimum driver for CUDA minor-version compatibility within `major`; None where MVC does not exist."""
     for row in table("cuda_driver").get("mvc", []):
         if int(row["major"]) == major:

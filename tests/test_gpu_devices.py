@@ -242,12 +242,12 @@ def test_lost_gpu_fixture_is_what_the_probe_records(node):
     assert dict(recorded, kernel_module=None) == {key: value for key, value in node.items() if key != "init_seconds"}
 
 
-# --- a SLURM Prolog: the job's GPUs by SLURM's global IDs (minor numbers) ------------------------------------
+# --- a SLURM Prolog: the job's GPUs by SLURM's global IDs (GRES indices, in PCI order) --------------------------
 
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory):
-    """A shared node: four GPUs whose minor numbers are not their NVML indices (minor 3 sits at index 0), another
-    job's process holding 20 GiB on the GPU with minor number 2."""
+    """A shared node: four GPUs whose minor numbers are not in PCI order (minor 3 sits at NVML index 0), another
+    job's process holding 20 GiB on the GPU at NVML index 1 (minor number 2)."""
     gpus = [{"name": "NVIDIA A100-SXM4-80GB", "uuid": f"GPU-5ba7ed00-0000-4000-8000-00000000000{i}", "cc": "8.0",
              "minor": minor, "memory": {"total": 80 * GiB, "reserved": 0, "used": 0},
              "processes": [{"pid": 4242, "used_bytes": 20 * GiB}] if minor == 2 else []}
@@ -256,17 +256,18 @@ def shared(tmp_path_factory):
 
 
 @pytest.mark.parametrize("variable", ["SLURM_JOB_GPUS", "SLURM_STEP_GPUS"])
-def test_gd502_in_a_prolog_judges_the_jobs_gpus_by_minor_number(shared, variable):
-    """SLURM_JOB_GPUS=2 is /dev/nvidia2, the busy GPU (NVML index 1): GD502 fires for it. SLURM_JOB_GPUS=0,1 is the
-    job on the other GPUs (NVML indices 3 and 2): another job's process is not this job's problem. Read as CUDA
-    indices (what CUDA_VISIBLE_DEVICES would mean) the IDs would name the wrong GPUs."""
-    (finding,) = run("GD502", shared, {variable: "2", "CUDA_VISIBLE_DEVICES": "2"})
+def test_gd502_in_a_prolog_judges_the_jobs_gpus_by_gres_index(shared, variable):
+    """Since Slurm 21.08 the IDs are GRES indices in PCI order (gres_common.c writes gres_device->index), not minor
+    numbers: SLURM_JOB_GPUS=1 is NVML index 1, the busy GPU, whose minor number is 2. SLURM_JOB_GPUS=2 is NVML index 2
+    (minor 1), a free GPU: read as a minor number it would name the busy one."""
+    (finding,) = run("GD502", shared, {variable: "1"})
     assert gpu_of(finding) == 1 and finding.evidence["mapping"] == "slurm_gpus"
-    assert run("GD502", shared, {variable: "0,1", "CUDA_VISIBLE_DEVICES": "0,1"}) == []
-    assert [d["index"] for d in job_gpus(Facts({"nvml": shared, "env": {variable: "0,1"}})).devices] == [3, 2]
+    assert "GRES indices" in finding.message, "the index-to-GPU mapping is said to be assumed"
+    assert run("GD502", shared, {variable: "2"}) == []
+    assert [d["index"] for d in job_gpus(Facts({"nvml": shared, "env": {variable: "2,3"}})).devices] == [2, 3]
 
 
-def test_slurm_ids_that_match_no_gpu_fall_back(shared):
+def test_slurm_ids_past_the_gpus_fall_back(shared):
     assert job_gpus(Facts({"nvml": shared, "env": {"SLURM_JOB_GPUS": "7"}})).basis == "all"
 
 

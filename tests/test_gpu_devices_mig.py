@@ -44,7 +44,7 @@ def mig_node(driver: str, cuda: int) -> dict:
              "processes": [{"pid": 4190010, "used_bytes": 4 * GiB}]}
     parent = {"name": "NVIDIA H100 80GB HBM3", "uuid": PARENT, "cc": "9.0", "minor": 1,
               "pci_bus_id": "00000000:2A:00.0", "memory": {"total": 80 * GiB, "reserved": 512 * MiB, "used": 5 * GiB},
-              "process_error": "no_permission",
+              "fails": {"processes": "no_permission"},
               "mig": {"enabled": True, "max_devices": 7, "devices": [
                   _mig(0, MIG_3G, "3g.40gb", 1, 0, 40192 * MiB),
                   _mig(1, MIG_2G_A, "1c.2g.20gb", 5, 0, 19968 * MiB, 5 * GiB, [{"pid": 4190011, "used_bytes": None}]),

@@ -29,12 +29,13 @@ def test_versions_from_dist_info_folders_match_importlib_metadata():
 
 
 def test_the_prolog_selection_needs_no_torch():
-    """GD105 and the GD5xx rules judge the node: the Prolog's check starts no torch probe."""
+    """GD105 and the GD5xx rules judge the node: the Prolog's check starts no torch probe (`slurm` reads gres.conf,
+    and only under Slurm)."""
     result = subprocess.run(gpudoctor_cmd() + ["check", "--select", "GD105,GD5", "--format", "json"],
                             capture_output=True, text=True, timeout=60, cwd=ROOT)
     report = json.loads(result.stdout)
     assert result.returncode == 0, result.stderr
-    assert {probe["name"] for probe in report["probes"]} == {"nvml", "env", "system"}
+    assert {probe["name"] for probe in report["probes"]} == {"nvml", "env", "system", "slurm"}
 
 
 def test_nvml_initialisation_is_reported_as_its_own_figure(run_cli, tmp_path):

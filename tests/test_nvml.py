@@ -165,7 +165,8 @@ def test_several_processes_on_every_record_size(collect, driver):
 
 
 @pytest.mark.parametrize("struct", ["nvmlPciInfo_t", "c_nvmlMemory_t", "c_nvmlMemory_v2_t", "c_nvmlProcessInfo_v2_t",
-                                    "c_nvmlDeviceAttributes"])
+                                    "c_nvmlDeviceAttributes", "c_nvmlGpuFabricInfo_t",
+                                    "c_nvmlGpuFabricInfo_v2_t"])
 def test_simulator_structs_have_pynvml_layout(tmp_path, struct):
     library = ctypes.CDLL(str(nvmlsim.build(tmp_path) / "libnvidia-ml.so.1"))
     library.fake_nvml_struct_size.restype = ctypes.c_ulong

@@ -7,8 +7,8 @@ import shlex
 from typing import Optional
 
 from gpudoctor.checks import check
-from gpudoctor.facts.devices import (job_gpus, limit_mig, mig_dropped, mig_rule, named_devices, require_count,
-                                     usable_gpus)
+from gpudoctor.facts.devices import (HIDES_ALL, job_gpus, limit_mig, mig_dropped, mig_rule, named_devices,
+                                     require_count, usable_gpus)
 from gpudoctor.facts.log_evidence import cited, log_events
 from gpudoctor.facts import MissingFact
 from gpudoctor.facts.cuda import require_torch, toolkit_version_at, torch_cuda
@@ -121,7 +121,22 @@ def driver_too_old(facts, rule):
                        values={"min_driver": minimum, "cuda": better} if better else {"min_driver": minimum})
     else:
         fix = rule.fix(commands=commands)
+    running = _torch_runs_cuda(facts)
+    if running:
+        # NVML's CUDA version is the libcuda NVML's own process loads; the job's (a forward-compatibility package on
+        # its LD_LIBRARY_PATH, a container's) may be newer: torch's working CUDA outranks the table
+        yield rule.finding(f"{message}; yet torch initialised CUDA and sees {running} device(s) here, so the job's "
+                           "CUDA driver library is newer than the one NVML reports (CUDA forward compatibility?)",
+                           evidence={**evidence, "torch_devices": running}, fix=fix, severity=Severity.INFO)
+        return
     yield rule.finding(message, evidence=evidence, fix=fix)
+
+
+def _torch_runs_cuda(facts) -> int:
+    """How many CUDA devices the job's torch initialised (its probe: CUDA's own count), 0 where it did not."""
+    if facts.get("torch.cuda_available", None) is not True:
+        return 0
+    return int(facts.get("torch.device_count", None) or 0)
 
 
 def nvcc_torch_mismatch_in_log(facts, rule):
@@ -378,10 +393,48 @@ def driver_unusable_in_log(facts, rule):
             case="driver_mismatch" if mismatch else "log_driver_missing" if missing else "fabric_manager"))
 
 
+FABRIC_UNREADY = {  # NVML's fabric state (nvml.h, NVML_GPU_FABRIC_STATE_*) of a GPU not in the NVLink fabric
+    "not_started": "has not started registering with the NVLink fabric",
+    "in_progress": "is still registering with the NVLink fabric",
+}
+
+
+def _fabric_problem(gpu: dict) -> Optional[str]:
+    """What NVML's fabric state says is wrong with a GPU (Hopper and newer on NVSwitch systems), or None: not
+    registered, or registered with an error status (nvml.h: status "must be checked only if state returns complete")."""
+    fabric = gpu.get("fabric") or {}
+    if fabric.get("state") in FABRIC_UNREADY:
+        return FABRIC_UNREADY[fabric["state"]]
+    if fabric.get("state") == "completed" and fabric.get("status") not in (None, "success"):
+        return f"failed to register with the NVLink fabric ({fabric['status']})"
+    return None
+
+
+def fabric_not_ready(facts, rule):
+    """The driver's own verdict on the fabric manager: GPUs NVML reports outside the NVLink fabric. CUDA then fails
+    with error 802 (cudaErrorSystemNotReady) on every GPU of the node."""
+    gpus = [(gpu, _fabric_problem(gpu)) for gpu in facts.get("nvml.gpus", None) or []]
+    unready = [(gpu, problem) for gpu, problem in gpus if problem]
+    if not unready:
+        return
+    first, problem = unready[0]
+    which = f"GPU {first.get('index')}" if len(unready) == 1 else f"{len(unready)} of {len(gpus)} GPUs (GPU " \
+                                                                   f"{first.get('index')}"
+    yield rule.finding(
+        f"{which}{')' if len(unready) > 1 else ''} {problem}, NVML says: the fabric manager is not running, or its "
+        "version differs from the driver's; CUDA fails with error 802 (system not yet initialized) until it "
+        "completes", evidence={"gpus": [gpu.get("index") for gpu, _ in unready],
+                               "fabric": [gpu.get("fabric") for gpu, _ in unready]},
+        fix=rule.fix(case="fabric_manager"))
+
+
 @check("GD105", from_log=driver_unusable_in_log)
 def driver_unusable(facts, rule):
-    """The node's part: NVML, the driver, its kernel module and device nodes (no torch needed)."""
+    """The node's part: NVML, the driver, its kernel module and device nodes, the NVLink fabric (no torch needed)."""
     kind = facts.get("nvml.error_kind", None)
+    if facts.get("nvml.status") == "ok":
+        yield from fabric_not_ready(facts, rule)
+        return
     if facts.get("nvml.status") != "error" or kind not in NVML_PROBLEMS:
         return
     yield rule.finding(
@@ -393,24 +446,43 @@ def driver_unusable(facts, rule):
                      commands=(RELOAD_MODULES,) if kind == "driver_mismatch" else ()))
 
 
+# CUDA's own errors at initialisation (cuda_runtime_api.h, cudaError): each has a cause of its own, not the job's
+CUDA_INIT_ERRORS = (
+    (re.compile(r"[Ee]rror 802\b|system not yet initialized|cudaErrorSystemNotReady"), "fabric_manager",
+     "CUDA error 802 (system not yet initialized): on an NVSwitch system the fabric manager is not running or its "
+     "version differs from the driver's"),
+    (re.compile(r"[Ee]rror 804\b|forward compatibility was attempted on non supported HW|cudaErrorCompatNotSupportedOnDevice"),
+     "forward_compat", "CUDA error 804: the CUDA forward-compatibility package is in use on a GPU that does not "
+     "support it (only data-center GPUs do)"),
+)
+
+
+def _hides_every_device(facts) -> bool:
+    """CUDA_VISIBLE_DEVICES set to a value that leaves CUDA no device on this node (GD107 reports it)."""
+    visible = facts.env("CUDA_VISIBLE_DEVICES")
+    return visible is not None and (visible.strip() in HIDES_ALL or not named_devices(facts, visible))
+
+
 @check("GD109")
 def torch_cuda_unavailable(facts, rule):
     """The job's part: the node is usable, yet the job's torch cannot reach CUDA."""
     runtime = torch_cuda(facts)
     if facts.get("nvml.status") != "ok" or runtime is None or facts.get("torch.cuda_available") is not False:
         return
-    if not facts.get("nvml.gpus") or facts.env("CUDA_VISIBLE_DEVICES") is not None:
+    if not facts.get("nvml.gpus") or _hides_every_device(facts):
         return  # nothing to use, or GD107 judges the device selection
-    if not driver_supports(facts.get("nvml.driver_version", None), driver_cuda(facts), runtime):
-        return  # GD101 explains it
     error = facts.get("torch.cuda_error", None) or "; ".join(facts.get("torch.warnings", []))[:300]
+    cause = next(((case, meaning) for pattern, case, meaning in CUDA_INIT_ERRORS if pattern.search(error)), None)
+    if cause is None and not driver_supports(facts.get("nvml.driver_version", None), driver_cuda(facts), runtime):
+        return  # GD101 explains it
     seen = (f"NVML sees {len(facts.get('nvml.gpus'))} GPU(s)" if facts.get("nvml.gpus_counted", None) is not False
             else "the report names a GPU")
     yield rule.finding(
-        f"{seen} and the driver supports CUDA {runtime}, but "
-        f"torch.cuda.is_available() is False{': ' + error if error else ''}",
-        evidence={"torch_cuda": runtime, "error": error or None},
-        fix=rule.fix())
+        f"{seen}, but torch.cuda.is_available() is False{': ' + error if error else ''}"
+        + (f": {cause[1]}" if cause else f"; the driver supports CUDA {runtime}"),
+        evidence={"torch_cuda": runtime, "error": error or None, "cause": cause[0] if cause else None},
+        fix=rule.fix(case="fabric_manager") if cause and cause[0] == "fabric_manager" else
+        rule.fix(case="forward_compat") if cause else rule.fix())
 
 
 @check("GD106")
@@ -479,6 +551,10 @@ def cuda_visible_devices_invalid(facts, rule):
             yield rule.finding(f"CUDA_VISIBLE_DEVICES={value!r}: {problem}{dropped}",
                                evidence={"CUDA_VISIBLE_DEVICES": value, "gpus": len(gpus)}, fix=fix_unset)
             return
+    if not nvml_gpus:  # which devices the value names is known only against the GPUs NVML lists
+        if facts.get("nvml.gpus", None) is None:
+            raise MissingFact("nvml.gpus")
+        return  # no GPU at all: nothing to name (GD103/GD105 say why)
     yield from _more_than_cuda_uses(facts, rule, value)
 
 
@@ -488,8 +564,8 @@ def _more_than_cuda_uses(facts, rule, value: str):
     driver = facts.get("nvml.driver_version", None)
     used = limit_mig(named, driver)
     entries = len(value.split(","))
-    if len(used) >= entries:
-        return  # one index naming a GPU in MIG mode: one of its MIG devices, as asked
+    if len(used) >= entries or not mig_dropped(named, driver):
+        return  # one index naming a GPU in MIG mode: one of its MIG devices, as asked; or no MIG device dropped
     yield rule.finding(
         f"CUDA_VISIBLE_DEVICES={value!r} names {entries} devices, but {mig_dropped(named, driver)}: this process "
         f"uses {len(used)} ({', '.join(str(d.get('uuid') or d.get('name')) for d in used)}), not {entries}",

@@ -12,10 +12,9 @@ from collections import Counter
 from typing import Callable, Dict, List, Tuple
 
 from gpudoctor.checks import check
-from packaging.version import Version
 
 from gpudoctor.facts import MissingFact
-from gpudoctor.knowledge import version
+from gpudoctor.knowledge import Release, version
 from gpudoctor.model import Severity
 
 _ABSENT = object()
@@ -94,9 +93,9 @@ def _fact(path: str) -> Callable:
     return value_of
 
 
-def _version_key(text: str) -> Version:
+def _version_key(text: str) -> Release:
     """`550.90.07` as a version ("none" and the unreadable oldest)."""
-    return version(text) or Version("0")
+    return version(text) or Release("0")
 
 
 @check("GD801")

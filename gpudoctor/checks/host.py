@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from gpudoctor.checks import check
 from gpudoctor.facts import MissingFact
-from gpudoctor.facts.devices import job_gpus, require_count
+from gpudoctor.facts.devices import job_gpus, mig_without_instances, require_count
 from gpudoctor.facts.log_evidence import cited, log_count, log_events
 from gpudoctor.knowledge import table
+from gpudoctor.model import Severity
 from gpudoctor.units import GiB, MiB, size, parse as size_of
 
 SHM_MINIMUM = 1 * GiB  # Docker's 64 MiB default and 512 MiB pods fail DataLoader workers and NCCL's SHM transport
@@ -160,7 +161,17 @@ def _health_problems(gpu: dict) -> list:
         problems.append("a row remap is pending (takes effect after a GPU reset)")
     if gpu.get("remapped_rows_failure"):
         problems.append("row remapping failed: the memory cannot be repaired")
+    if mig_without_instances(gpu):
+        problems.append("MIG mode is on but the GPU has no MIG instance: CUDA sees no device on it")
     return problems
+
+
+def _mig_pending(gpu: dict) -> str:
+    """A MIG mode set but not yet in effect (NVML's pending mode: it waits for a GPU reset), or ''."""
+    if "mig_pending" not in gpu or bool(gpu["mig_pending"]) == bool(gpu.get("mig_enabled")):
+        return ""
+    return (f"MIG mode is {'on' if gpu.get('mig_enabled') else 'off'} and set to turn "
+            f"{'on' if gpu['mig_pending'] else 'off'} at the next GPU reset")
 
 
 def _health_fix(gpu: dict, rule):
@@ -175,6 +186,8 @@ def _health_fix(gpu: dict, rule):
                         else "nvml_reset", values=index)
     if gpu.get("remapped_rows_failure"):
         return rule.fix(case="remap_failed")
+    if mig_without_instances(gpu):
+        return rule.fix(case="mig_no_instance", values=index)
     return rule.fix(values=index)
 
 
@@ -203,10 +216,17 @@ def gpu_unhealthy(facts, rule):
                 evidence={"gpu": gpu.get("index"), "uuid": gpu.get("uuid"), "problems": problems,
                           **({"nvml_error": gpu["error_kind"]} if gpu.get("error_kind") else {})},
                 fix=_health_fix(gpu, rule)))
+        elif _mig_pending(gpu):
+            findings.append(rule.finding(
+                f"GPU {gpu.get('index')} ({gpu.get('name')}): {_mig_pending(gpu)}; until then jobs see the GPU as it "
+                "is now", evidence={"gpu": gpu.get("index"), "uuid": gpu.get("uuid"),
+                                    "mig_enabled": gpu.get("mig_enabled"), "mig_pending": gpu["mig_pending"]},
+                fix=rule.fix(case="mig_pending", values={"index": gpu.get("index")}), severity=Severity.WARNING))
     allocated = _allocated(facts)
     working = [gpu for gpu in gpus if not gpu.get("error_kind")]  # a broken GPU is not one the job can use
-    # from Slurm 21.08 gres.conf may list MIG devices as GPUs (gres.html, MIG Management): count them one by one
-    devices = sum(len(gpu["mig_devices"]) if gpu.get("mig_enabled") and gpu.get("mig_devices") else 1
+    # from Slurm 21.08 gres.conf may list MIG devices as GPUs (gres.html, MIG Management): count them one by one; a
+    # GPU in MIG mode with no instance counts none (CUDA sees no device on it)
+    devices = sum(len(gpu["mig_devices"]) if gpu.get("mig_enabled") and "mig_devices" in gpu else 1
                   for gpu in working)
     if allocated and allocated[0] > devices:
         require_count(facts)  # a report that named a GPU and not how many says nothing of a missing one

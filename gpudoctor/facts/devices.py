@@ -32,7 +32,7 @@ class JobGpus:
     """The devices a job's CUDA sees, as NVML fact dicts (GPUs, or MIG devices with `parent_index`)."""
 
     devices: List[dict]
-    basis: str  # "uuid" (CUDA's own UUIDs), "slurm_gpus" (by minor number), "cuda_visible_devices",
+    basis: str  # "uuid" (CUDA's own UUIDs), "slurm_gpus" (by GRES index), "cuda_visible_devices",
     #             "nvidia_visible_devices", "all", "none"
     assumption: Optional[str] = None  # why the CUDA↔NVML mapping is only assumed, when it is
     counted: bool = True  # False: a report named one GPU and not how many (nvml.gpus_counted)
@@ -90,9 +90,16 @@ def usable_gpus(gpus: list) -> list:
     return [gpu for gpu in gpus if not gpu.get("error_kind")]
 
 
+def mig_without_instances(gpu: dict) -> bool:
+    """MIG mode on and, as NVML listed them, no MIG device at all (none hidden from this process either): the
+    state after a reboot that nothing recreated the instances in. CUDA sees no device on such a GPU."""
+    return bool(gpu.get("mig_enabled")) and gpu.get("mig_devices") == [] and not gpu.get("mig_devices_hidden")
+
+
 def _as_cuda_sees(gpu: dict) -> list:
-    """A GPU as CUDA could number it: itself, or its MIG devices when it is in MIG mode."""
-    if gpu.get("mig_enabled") and gpu.get("mig_devices"):
+    """A GPU as CUDA could number it: itself, or in MIG mode its MIG devices (none where NVML listed none; a
+    report that says MIG is on without listing the devices leaves the GPU whole)."""
+    if gpu.get("mig_enabled") and "mig_devices" in gpu:
         return [_mig_device(gpu, mig) for mig in gpu["mig_devices"]]
     return [gpu]
 
@@ -228,18 +235,47 @@ def _torch_without_uuids(facts) -> Optional[str]:
     return None
 
 
+# Slurm 21.08+ (SchedMD/slurm 0ebfd37834, "Use device index, not dev_num, as the global GPU id in prolog/epilog"):
+# src/plugins/gres/common/gres_common.c writes `gres_device->index` into SLURM_JOB_GPUS / SLURM_STEP_GPUS, a position
+# in slurmd's list of the node's GPUs, not the /dev/nvidiaN minor number. slurmd sorts that list by the number ending
+# each gres.conf `File=` (gres_gpu.c `_sort_gpu_by_file`), GPUs it detects (`AutoDetect=nvml`) in the order NVML
+# enumerates them ("the order they enumerate on the PCI bus"): gpudoctor.probes.slurm reads which.
+SLURM_INDEX_ASSUMED = ("Slurm's GPU IDs are GRES indices, read in NVML's PCI order as gres.conf's AutoDetect=nvml "
+                       "numbers the GPUs; gres.conf could not be read, and one that lists File= numbers them by "
+                       "minor number")
+
+
+def gpu_minors(files: List[str]) -> Optional[List[int]]:
+    """The minor numbers of /dev/nvidiaN device files; None when one is not such a file."""
+    numbers = [re.fullmatch(r".*/nvidia(\d+)", name) for name in files]
+    return [int(match.group(1)) for match in numbers] if numbers and all(numbers) else None
+
+
+def _slurm_order(facts, gpus: list) -> tuple:
+    """slurmd's list of the node's GPUs (GRES index → NVML device) and why it is assumed (None: gres.conf says)."""
+    pci = [device for gpu in gpus for device in _as_cuda_sees(gpu)]
+    if facts.get("slurm.gpu_autodetect", None) == "nvml":
+        return pci, None
+    minors = gpu_minors(facts.get("slurm.gpu_files", None) or [])
+    by_minor = {gpu["minor_number"]: gpu for gpu in gpus if gpu.get("minor_number") is not None}
+    if minors and all(minor in by_minor for minor in minors):
+        return [by_minor[minor] for minor in minors], None
+    in_pci_order = [gpu.get("minor_number") for gpu in gpus] == sorted(by_minor) and len(by_minor) == len(gpus)
+    return pci, None if in_pci_order else SLURM_INDEX_ASSUMED  # minors in PCI order: both numberings agree
+
+
 def _from_slurm(facts, gpus: list) -> Optional[JobGpus]:
-    """The GPUs SLURM gave the job or step, by the global IDs in SLURM_STEP_GPUS / SLURM_JOB_GPUS: the minor numbers
-    of the /dev/nvidiaN files gres.conf lists. A Prolog has these (and no CUDA_VISIBLE_DEVICES that CUDA would read
-    as indices); None when unset or when an ID matches no GPU's minor number."""
+    """The GPUs SLURM gave the job or step, by the GRES indices in SLURM_STEP_GPUS / SLURM_JOB_GPUS (_slurm_order).
+    A Prolog has these (and no CUDA_VISIBLE_DEVICES that CUDA would read as indices); None when unset or when an ID
+    is past the GPUs NVML lists."""
     ids = facts.env("SLURM_STEP_GPUS") or facts.env("SLURM_JOB_GPUS")
     if not ids:
         return None
-    by_minor = {gpu["minor_number"]: gpu for gpu in gpus if gpu.get("minor_number") is not None}
+    listed, assumption = _slurm_order(facts, gpus)
     entries = [entry.strip() for entry in ids.split(",")]
-    if not all(entry.isdigit() and int(entry) in by_minor for entry in entries):
+    if not all(entry.isdigit() and int(entry) < len(listed) for entry in entries):
         return None
-    return _enumerated(facts, [by_minor[int(entry)] for entry in entries], "slurm_gpus")
+    return _enumerated(facts, [listed[int(entry)] for entry in entries], "slurm_gpus", assumption)
 
 
 def _enumerated(facts, gpus: list, basis: str, assumption: Optional[str] = None) -> JobGpus:

@@ -37,9 +37,9 @@ class Probe:
 
 def all_probes() -> Dict[str, Probe]:
     """Every probe, by name (imported lazily so that `gpudoctor rules` stays fast)."""
-    from gpudoctor.probes import env, nvcc, nvml, system, torch_probe
+    from gpudoctor.probes import env, nvcc, nvml, slurm, system, torch_probe
 
-    probes = [nvml.PROBE, nvcc.PROBE, torch_probe.PROBE, env.PROBE, system.PROBE]
+    probes = [nvml.PROBE, nvcc.PROBE, torch_probe.PROBE, env.PROBE, system.PROBE, slurm.PROBE]
     return {probe.name: probe for probe in probes}
 
 

@@ -4,8 +4,12 @@ and prints one JSON object. Standalone: imports nothing from gpudoctor.
 Every query goes through `_optional`. NVML's return codes (nvml.h, nvmlReturn_t) say three things:
 - the query went unanswered (UNANSWERED: not supported on this GPU, an entry point or struct version this driver
   lacks): that one fact is unknown — normal on consumer GPUs and old drivers;
-- this process may not open the GPU (HIDDEN: SLURM's ConstrainDevices, a container's device cgroup): the GPU is
-  listed apart, in `hidden_gpus`, and counts nowhere;
+- this process may not open the GPU (HIDDEN on its *handle*: SLURM's ConstrainDevices, a container's device
+  cgroup): the GPU is listed apart, in `hidden_gpus`, and counts nowhere. HIDDEN on a query of a GPU whose handle
+  opened is that query unanswered: a process given a MIG device, not the GPU (a container, a Slurm job), gets
+  NO_PERMISSION for the parent's memory and process list (nvml.h on nvmlDeviceGetMemoryInfo: "In MIG mode, if
+  device handle is provided, the API returns aggregate information, only if the caller has appropriate
+  privileges");
 - anything else on the handle or an identity query (name, UUID, memory), and a lost GPU on any query: the GPU is
   broken; its queries end and the code is recorded on it (`error_kind`, `error_query`).
 """
@@ -73,12 +77,13 @@ def _error_kind(nvml, exc) -> str:
 def _optional(nvml, call, *args, identity: str = ""):
     """The value of an NVML call; None when it went unanswered (UNANSWERED, an entry point this driver lacks).
     Raises GpuFailed for a lost GPU, and for any other failure of an `identity` query (its name: `name`, `uuid`,
-    `memory`); anything but an NVML error propagates (a bug)."""
+    `memory`) but UNANSWERED and HIDDEN (the handle opened: the query is refused, not the GPU); anything but an
+    NVML error propagates (a bug)."""
     try:
         return call(*args)
     except nvml.NVMLError as exc:
         kind = _error_kind(nvml, exc)
-        if kind == "gpu_lost" or (identity and kind not in UNANSWERED):
+        if kind == "gpu_lost" or (identity and kind not in UNANSWERED | HIDDEN):
             raise GpuFailed(kind, str(exc), identity, getattr(exc, "value", None)) from None
         return None
     except getattr(nvml, "NVMLLibraryMismatchError", ()):  # an unversioned call on a driver without that version
@@ -192,6 +197,37 @@ def _identity(nvml, handle, device: dict, strict: bool = False) -> None:
             device[key] = _text(value)
 
 
+FABRIC_STATES = {0: "not_supported", 1: "not_started", 2: "in_progress", 3: "completed"}  # NVML_GPU_FABRIC_STATE_*
+
+
+def _fabric_info(nvml, handle):
+    """nvmlDeviceGetGpuFabricInfoV (nvidia-ml-py 12.550+), else the deprecated nvmlDeviceGetGpuFabricInfo. Both
+    wrappers pass the struct on as given: the caller passes a pointer (pynvml.py)."""
+    for function, struct in (("nvmlDeviceGetGpuFabricInfoV", "c_nvmlGpuFabricInfoV_t"),
+                             ("nvmlDeviceGetGpuFabricInfo", "c_nvmlGpuFabricInfo_t")):
+        if not (hasattr(nvml, function) and hasattr(nvml, struct)):
+            continue
+        info = getattr(nvml, struct)()
+        if _optional(nvml, getattr(nvml, function), handle, ctypes.byref(info)) is not None:
+            return info
+    return None
+
+
+def _fabric(nvml, handle, gpu: dict) -> None:
+    """The GPU's registration in the NVLink fabric, the driver's own verdict on a Hopper or newer NVSwitch system
+    (nvml.h: `state` NOT_SUPPORTED, NOT_STARTED, IN_PROGRESS, COMPLETED; `status` "must be checked only if state
+    returns complete"). nvml.h's state is an unsigned char, which nvidia-ml-py reads as an unsigned int."""
+    info = _fabric_info(nvml, handle)
+    if info is None:
+        return
+    state = FABRIC_STATES.get(int(info.state) & 0xFF, "unknown")
+    fabric = {"state": state}
+    if state == "completed":
+        fabric["status"] = "success" if info.status == nvml.NVML_SUCCESS else _error_kind(
+            nvml, nvml.NVMLError(info.status))
+    gpu["fabric"] = fabric
+
+
 def _health(nvml, handle, gpu: dict) -> None:
     ecc = _optional(nvml, nvml.nvmlDeviceGetEccMode, handle)
     if ecc is not None:
@@ -212,14 +248,29 @@ def _health(nvml, handle, gpu: dict) -> None:
         gpu["remapped_rows_failure"] = bool(remap[3])
 
 
-def _mig_devices(nvml, handle) -> list:
-    """The GPU's MIG devices: UUID, memory, SMs and their share of the GPU's compute slices, processes."""
+def _mig_handle(nvml, handle, slot: int, refused: list):
+    """A MIG device's handle; None for an empty slot (NOT_FOUND) and for one this process may not open (HIDDEN:
+    counted in `refused`, so that a GPU whose MIG devices are all hidden is not taken for one without any)."""
+    try:
+        return nvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot)
+    except nvml.NVMLError as exc:
+        kind = _error_kind(nvml, exc)
+        if kind == "gpu_lost":
+            raise GpuFailed(kind, str(exc), "mig_handle", getattr(exc, "value", None)) from None
+        if kind in HIDDEN:
+            refused.append(slot)
+        return None
+
+
+def _mig_devices(nvml, handle, gpu: dict) -> list:
+    """The GPU's MIG devices: UUID, memory, SMs and their share of the GPU's compute slices, processes. Slots
+    this process may not open are counted in `gpu["mig_devices_hidden"]`."""
     slots = _optional(nvml, nvml.nvmlDeviceGetMaxMigDeviceCount, handle) or 0
-    devices = []
+    devices, refused = [], []
     for slot in range(slots):
-        mig = _optional(nvml, nvml.nvmlDeviceGetMigDeviceHandleByIndex, handle, slot)
+        mig = _mig_handle(nvml, handle, slot, refused)
         if mig is None:
-            continue  # an empty slot
+            continue
         device = {"slot": slot}
         _identity(nvml, mig, device)
         for key, call in (("gpu_instance_id", nvml.nvmlDeviceGetGpuInstanceId),
@@ -236,7 +287,22 @@ def _mig_devices(nvml, handle) -> list:
         if processes is not None:
             device["processes"] = processes
         devices.append(device)
+    if refused:
+        gpu["mig_devices_hidden"] = len(refused)
     return devices
+
+
+def _mig_mode(nvml, handle, gpu: dict) -> None:
+    """MIG mode, current and pending (a change waits for a GPU reset: nvmlDeviceGetMigMode's `pendingMode`),
+    and in MIG mode the MIG devices. Read before the GPU's memory, which MIG mode may refuse."""
+    mig = _optional(nvml, nvml.nvmlDeviceGetMigMode, handle)
+    if mig is None:
+        return
+    gpu["mig_enabled"] = bool(mig[0])
+    if bool(mig[1]) != bool(mig[0]):
+        gpu["mig_pending"] = bool(mig[1])
+    if mig[0]:
+        gpu["mig_devices"] = _mig_devices(nvml, handle, gpu)
 
 
 def _gpu(nvml, handle, gpu: dict) -> None:
@@ -251,13 +317,10 @@ def _gpu(nvml, handle, gpu: dict) -> None:
     cc = _optional(nvml, nvml.nvmlDeviceGetCudaComputeCapability, handle)
     if cc:
         gpu["cc"] = f"{cc[0]}.{cc[1]}"
+    _mig_mode(nvml, handle, gpu)
     _memory(nvml, handle, gpu, strict=True)
     _health(nvml, handle, gpu)
-    mig = _optional(nvml, nvml.nvmlDeviceGetMigMode, handle)
-    if mig is not None:
-        gpu["mig_enabled"] = bool(mig[0])
-        if mig[0]:
-            gpu["mig_devices"] = _mig_devices(nvml, handle)
+    _fabric(nvml, handle, gpu)
     links = 0
     for link in range(getattr(nvml, "NVML_NVLINK_MAX_LINKS", 18)):
         state = _optional(nvml, nvml.nvmlDeviceGetNvLinkState, handle, link)

@@ -12,11 +12,14 @@ The description (every key optional; a fact left out makes its query answer NOT_
   topology_not_supported, disabled_by_regkey, not_supported), gpus: [{
     name, uuid, pci_bus_id, minor, cc ("9.0"), memory: {total, reserved, used} (bytes),
     ecc: {enabled, volatile, aggregate}, retired_pending, remapped_rows: [corrected, uncorrected, pending, failure],
-    mig: {enabled, max_devices, devices: [{slot, name, uuid, memory, gi, ci, sm_count, gi_slices, ci_slices,
-    processes}]}, nvlink: {links, active}, processes: [{pid, used_bytes}],
-    handle_error / query_error / process_error: an NVML error (its kind in rules/nvml_errors.toml: "no_permission", "gpu_lost",
-    "unknown", … or a number) for the handle, every query, or the process list (a MIG parent's process list
-    answers NO_PERMISSION to a user who is not root)}].
+    mig: {enabled, pending (default: enabled), max_devices, devices: [{slot, name, uuid, memory, gi, ci, sm_count,
+    gi_slices, ci_slices, processes, handle_error}]}, nvlink: {links, active}, processes: [{pid, used_bytes}],
+    fabric: {state: not_supported | not_started | in_progress | completed, status: an NVML error or "success"}
+    (nvmlGpuFabricInfo_t: Hopper and newer),
+    handle_error / query_error: an NVML error (its kind in rules/nvml_errors.toml: "no_permission", "gpu_lost",
+    "unknown", … or a number) for the handle or every query,
+    fails: {QUERY: error} for one query: name, uuid, pci, minor, memory, ecc, mig_mode, remapped_rows, processes,
+    fabric (a MIG parent's memory and process list answer NO_PERMISSION to a process given only a MIG device)}].
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ HERE = Path(__file__).resolve().parent
 SOURCE = HERE / "fake_nvml.c"
 NODES = HERE / "nodes"
 ERRORS = {entry["kind"]: entry["code"] for entry in table("nvml_errors")["error"]}  # nvml.h's return codes
+FABRIC_STATES = {"not_supported": 0, "not_started": 1, "in_progress": 2, "completed": 3}  # NVML_GPU_FABRIC_STATE_*
 P2P = {"ok": 0, "chipset_not_supported": 1, "gpu_not_supported": 2, "topology_not_supported": 3,
        "disabled_by_regkey": 4, "not_supported": 5}
 _built: dict = {}
@@ -67,7 +71,7 @@ def build(directory: Path, missing=()) -> Path:
 
 
 def _error(value) -> int:
-    return value if isinstance(value, int) else ERRORS[value]
+    return value if isinstance(value, int) else 0 if value == "success" else ERRORS[value]
 
 
 def _memory(prefix: str, memory: dict) -> list:
@@ -82,9 +86,10 @@ def _processes(prefix: str, processes: list) -> list:
 
 def _device_lines(prefix: str, device: dict) -> list:
     lines = [f"{prefix} {key} {device[key]}" for key in ("name", "uuid", "pci_bus_id", "minor") if key in device]
-    for key in ("handle_error", "query_error", "process_error"):
+    for key in ("handle_error", "query_error"):
         if device.get(key):
             lines.append(f"{prefix} {key} {_error(device[key])}")
+    lines += [f"{prefix} fails {query} {_error(error)}" for query, error in device.get("fails", {}).items()]
     if "cc" in device:
         lines.append(f"{prefix} cc {device['cc'].replace('.', ' ')}")
     if "memory" in device:
@@ -108,12 +113,16 @@ def spec_lines(node: dict) -> list:
             lines.append(f"{prefix} retired_pending {int(gpu['retired_pending'])}")
         if "remapped_rows" in gpu:
             lines.append(f"{prefix} remapped_rows {' '.join(str(int(v)) for v in gpu['remapped_rows'])}")
+        if "fabric" in gpu:
+            fabric = gpu["fabric"]
+            lines.append(f"{prefix} fabric {FABRIC_STATES[fabric['state']]} {_error(fabric.get('status', 'success'))}")
         if "nvlink" in gpu:
             links = gpu["nvlink"]
             lines.append(f"{prefix} nvlink {links['links']} {(1 << links.get('active', links['links'])) - 1}")
         if "mig" in gpu:
             mig = gpu["mig"]
-            lines.append(f"{prefix} mig_mode {int(mig['enabled'])} {mig.get('max_devices', 7)}")
+            lines.append(f"{prefix} mig_mode {int(mig['enabled'])} {mig.get('max_devices', 7)} "
+                         f"{int(mig.get('pending', mig['enabled']))}")
             for device in mig.get("devices", []):
                 mig_prefix = f"mig {index} {device['slot']}"
                 lines += _device_lines(mig_prefix, device)
@@ -150,3 +159,21 @@ def collect(node: dict, directory: Path) -> dict:
     result = subprocess.run(child_argv(), env=node_env(node, directory), capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     return named(json.loads(result.stdout))
+
+
+def run_prolog(node: dict, directory: Path, env: dict) -> tuple:
+    """deploy/slurm/prolog.sh as slurmd runs it (job 42 on gpu-node-7, `env` added), its NVML the simulated node and
+    its scontrol a recorder: (the finished process, scontrol's arguments, the JSON report)."""
+    root = HERE.parents[1]
+    directory.mkdir(parents=True, exist_ok=True)
+    scontrol = directory / "scontrol"
+    calls = directory / "scontrol.calls"
+    scontrol.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" >> {calls}\n')
+    scontrol.chmod(0o755)
+    base = {"PYTHONPATH": str(root), "SLURM_JOB_ID": "42", "SLURMD_NODENAME": "gpu-node-7",
+            "GPUDOCTOR": f"{sys.executable} -m gpudoctor", "GPUDOCTOR_CONF": os.devnull,
+            "GPUDOCTOR_LOG_DIR": str(directory / "log"), "SCONTROL": str(scontrol), **env}
+    done = subprocess.run(["sh", str(root / "deploy" / "slurm" / "prolog.sh")], env=node_env(node, directory, base),
+                          capture_output=True, text=True, timeout=120)
+    report = json.loads((directory / "log" / "job-42.json").read_text())
+    return done, (calls.read_text().splitlines() if calls.exists() else []), report

@@ -20,12 +20,16 @@
 #define MAX_GPUS 40
 #define MAX_MIGS 8
 #define MAX_PROCS 16
+#define MAX_FAILING 16
 #define MEMORY_V2 0x02000028u
 
 typedef struct { unsigned int pid; unsigned long long used; unsigned int gi, ci; } proc_t;
 
 typedef struct device {
-    int is_mig, index, handle_error, query_error, process_error;
+    int is_mig, index, handle_error, query_error;
+    /* per-query errors: `fails[i]` answers `fail_codes[i]` (a MIG parent's memory and process list answer
+     * NO_PERMISSION to a process that was given a MIG device, not the GPU: nvml.h's note on MIG mode) */
+    int nfailing, fail_codes[MAX_FAILING]; char fails[MAX_FAILING][32];
     char name[96], uuid[96], pci[32];
     int has_minor; unsigned int minor;
     int has_cc, cc_major, cc_minor;
@@ -33,7 +37,8 @@ typedef struct device {
     int has_ecc, ecc_mode; unsigned long long ecc_volatile, ecc_aggregate;
     int has_retired, retired_pending;
     int has_remap; unsigned int remap[4];
-    int has_mig_mode, mig_mode, max_migs;
+    int has_mig_mode, mig_mode, mig_pending, max_migs;
+    int has_fabric; unsigned char fabric_state; int fabric_status; /* nvmlGpuFabricInfo_t's state and status */
     int nvlinks; unsigned int nvlink_active; /* bit i: link i is up */
     int nprocs; proc_t procs[MAX_PROCS];
     /* MIG devices */
@@ -49,6 +54,16 @@ typedef struct { char busIdLegacy[16]; unsigned int domain, bus, device, pciDevi
 typedef struct { unsigned long long total, free, used; } memory_v1_t;
 typedef struct { unsigned int version; unsigned long long total, reserved, free, used; } memory_v2_t;
 typedef struct { unsigned int pid; unsigned long long usedGpuMemory; } process_v1_t;
+/* nvml.h: nvmlGpuFabricState_t is an unsigned char; v2 adds a version word first and healthMask last, v3
+ * healthSummary (an unsigned char) after it. */
+typedef struct { unsigned char clusterUuid[16]; int status; unsigned int cliqueId; unsigned char state; }
+    fabric_v1_t;
+typedef struct { unsigned int version; unsigned char clusterUuid[16]; int status; unsigned int cliqueId;
+                 unsigned char state; unsigned int healthMask; } fabric_v2_t;
+typedef struct { unsigned int version; unsigned char clusterUuid[16]; int status; unsigned int cliqueId;
+                 unsigned char state; unsigned int healthMask; unsigned char healthSummary; } fabric_v3_t;
+#define FABRIC_V2 ((unsigned int)(sizeof(fabric_v2_t) | (2u << 24)))
+#define FABRIC_V3 ((unsigned int)(sizeof(fabric_v3_t) | (3u << 24)))
 typedef struct { unsigned int pid; unsigned long long usedGpuMemory; unsigned int gpuInstanceId,
                  computeInstanceId; } process_v2_t;
 /* What drivers 535.43 to 535.86 wrote for _v3: one more field, 32-byte records (gpustat issue #161). */
@@ -99,7 +114,9 @@ static void read_line(char *line) {
     copy_text(rest, sizeof rest, line + n);
     if (!strcmp(key, "handle_error")) d->handle_error = atoi(rest);
     else if (!strcmp(key, "query_error")) d->query_error = atoi(rest);
-    else if (!strcmp(key, "process_error")) d->process_error = atoi(rest);
+    else if (!strcmp(key, "fails") && d->nfailing < MAX_FAILING) {
+        if (sscanf(rest, "%31s %d", d->fails[d->nfailing], &d->fail_codes[d->nfailing]) == 2) d->nfailing++;
+    }
     else if (!strcmp(key, "name")) copy_text(d->name, sizeof d->name, rest);
     else if (!strcmp(key, "uuid")) copy_text(d->uuid, sizeof d->uuid, rest);
     else if (!strcmp(key, "pci_bus_id")) copy_text(d->pci, sizeof d->pci, rest);
@@ -112,7 +129,13 @@ static void read_line(char *line) {
     else if (!strcmp(key, "retired_pending")) d->has_retired = sscanf(rest, "%d", &d->retired_pending) == 1;
     else if (!strcmp(key, "remapped_rows"))
         d->has_remap = sscanf(rest, "%u %u %u %u", &d->remap[0], &d->remap[1], &d->remap[2], &d->remap[3]) == 4;
-    else if (!strcmp(key, "mig_mode")) d->has_mig_mode = sscanf(rest, "%d %d", &d->mig_mode, &d->max_migs) == 2;
+    else if (!strcmp(key, "mig_mode"))
+        d->has_mig_mode = sscanf(rest, "%d %d %d", &d->mig_mode, &d->max_migs, &d->mig_pending) == 3;
+    else if (!strcmp(key, "fabric")) {
+        unsigned int state = 0;
+        d->has_fabric = sscanf(rest, "%u %d", &state, &d->fabric_status) == 2;
+        d->fabric_state = (unsigned char)state;
+    }
     else if (!strcmp(key, "nvlink")) sscanf(rest, "%d %u", &d->nvlinks, &d->nvlink_active);
     else if (!strcmp(key, "process") && d->nprocs < MAX_PROCS) {
         proc_t *p = &d->procs[d->nprocs];
@@ -158,6 +181,14 @@ const char *nvmlErrorString(int result) {
 #define REQUIRE_INIT if (!initialized) return UNINITIALIZED
 /* A query on a device: the device must exist and answer (a GPU that fell off the bus answers GPU_IS_LOST). */
 #define QUERY(d) REQUIRE_INIT; if (!(d)) return INVALID_ARGUMENT; if ((d)->query_error) return (d)->query_error
+/* The same, for a query the description may make fail on its own (`fails NAME CODE`). */
+#define QUERY_NAMED(d, name) QUERY(d); if (failing(d, name)) return failing(d, name)
+
+static int failing(const struct device *d, const char *name) {
+    for (int i = 0; i < d->nfailing; i++)
+        if (!strcmp(d->fails[i], name)) return d->fail_codes[i];
+    return 0;
+}
 
 static int put_text(char *to, unsigned int length, const char *text) {
     if (!text[0]) return NOT_SUPPORTED;
@@ -201,17 +232,17 @@ int nvmlDeviceGetHandleByIndex(unsigned int index, device_t **device) {
 }
 
 int nvmlDeviceGetName(device_t *d, char *name, unsigned int length) {
-    QUERY(d);
+    QUERY_NAMED(d, "name");
     return put_text(name, length, d->name);
 }
 
 int nvmlDeviceGetUUID(device_t *d, char *uuid, unsigned int length) {
-    QUERY(d);
+    QUERY_NAMED(d, "uuid");
     return put_text(uuid, length, d->uuid);
 }
 
 int nvmlDeviceGetPciInfo_v3(device_t *d, pci_info_t *pci) {
-    QUERY(d);
+    QUERY_NAMED(d, "pci");
     if (d->is_mig || !d->pci[0]) return NOT_SUPPORTED;
     memset(pci, 0, sizeof *pci);
     copy_text(pci->busId, sizeof pci->busId, d->pci);
@@ -220,7 +251,7 @@ int nvmlDeviceGetPciInfo_v3(device_t *d, pci_info_t *pci) {
 }
 
 int nvmlDeviceGetMinorNumber(device_t *d, unsigned int *minor) {
-    QUERY(d);
+    QUERY_NAMED(d, "minor");
     if (!d->has_minor) return NOT_SUPPORTED;
     *minor = d->minor;
     return SUCCESS;
@@ -237,7 +268,7 @@ int nvmlDeviceGetCudaComputeCapability(device_t *d, int *major, int *minor) {
 
 /* v1 counts the driver's reserved memory as used; v2 reports it apart (nvml.h, nvmlMemory_v2_t). */
 int nvmlDeviceGetMemoryInfo(device_t *d, memory_v1_t *memory) {
-    QUERY(d);
+    QUERY_NAMED(d, "memory");
     if (!d->has_memory) return NOT_SUPPORTED;
     memory->total = d->mem_total;
     memory->used = d->mem_used + d->mem_reserved;
@@ -246,7 +277,7 @@ int nvmlDeviceGetMemoryInfo(device_t *d, memory_v1_t *memory) {
 }
 
 int nvmlDeviceGetMemoryInfo_v2(device_t *d, memory_v2_t *memory) {
-    QUERY(d);
+    QUERY_NAMED(d, "memory");
     if (memory->version != MEMORY_V2) return ARGUMENT_VERSION_MISMATCH;
     if (!d->has_memory) return NOT_SUPPORTED;
     memory->total = d->mem_total;
@@ -257,7 +288,7 @@ int nvmlDeviceGetMemoryInfo_v2(device_t *d, memory_v2_t *memory) {
 }
 
 int nvmlDeviceGetEccMode(device_t *d, int *current, int *pending) {
-    QUERY(d);
+    QUERY_NAMED(d, "ecc");
     if (!d->has_ecc) return NOT_SUPPORTED;
     *current = *pending = d->ecc_mode;
     return SUCCESS;
@@ -281,7 +312,7 @@ int nvmlDeviceGetRetiredPagesPendingStatus(device_t *d, int *pending) {
 
 int nvmlDeviceGetRemappedRows(device_t *d, unsigned int *corrected, unsigned int *uncorrected,
                               unsigned int *pending, unsigned int *failure) {
-    QUERY(d);
+    QUERY_NAMED(d, "remapped_rows");
     if (!d->has_remap) return NOT_SUPPORTED;
     *corrected = d->remap[0];
     *uncorrected = d->remap[1];
@@ -291,9 +322,10 @@ int nvmlDeviceGetRemappedRows(device_t *d, unsigned int *corrected, unsigned int
 }
 
 int nvmlDeviceGetMigMode(device_t *d, unsigned int *current, unsigned int *pending) {
-    QUERY(d);
+    QUERY_NAMED(d, "mig_mode");
     if (d->is_mig || !d->has_mig_mode) return NOT_SUPPORTED;
-    *current = *pending = (unsigned int)d->mig_mode;
+    *current = (unsigned int)d->mig_mode;
+    *pending = (unsigned int)d->mig_pending;
     return SUCCESS;
 }
 
@@ -319,7 +351,7 @@ int nvmlDeviceGetP2PStatus(device_t *a, device_t *b, unsigned int caps_index, in
 /* The processes on a device: a MIG device's own, or every process of a GPU with the instance ids. */
 static int processes(device_t *d, unsigned int *count, void *infos, size_t size) {
     QUERY(d);
-    if (d->process_error) return d->process_error; /* e.g. NO_PERMISSION on a MIG parent's list, as non-root */
+    if (failing(d, "processes")) return failing(d, "processes"); /* NO_PERMISSION: a MIG parent's, as non-root */
     proc_t all[MAX_PROCS * (MAX_MIGS + 1)];
     unsigned int n = 0, i;
     int slot;
@@ -383,6 +415,7 @@ int nvmlDeviceGetMigDeviceHandleByIndex(device_t *d, unsigned int index, device_
     if (d->is_mig || !d->mig_mode) return NOT_SUPPORTED;
     if (index >= (unsigned int)d->max_migs || index >= MAX_MIGS) return INVALID_ARGUMENT;
     if (!d->migs[index]) return NOT_FOUND;
+    if (d->migs[index]->handle_error) return d->migs[index]->handle_error;
     *mig = d->migs[index];
     return SUCCESS;
 }
@@ -425,6 +458,29 @@ int nvmlDeviceGetAttributes_v2(device_t *d, attributes_t *attributes) {
     return SUCCESS;
 }
 
+/* The GPU's state in the NVLink fabric (Hopper and newer; NOT_SUPPORTED where the description has none). */
+static int fabric(device_t *d, unsigned char *uuid, int *status, unsigned int *clique, unsigned char *state) {
+    QUERY_NAMED(d, "fabric");
+    if (d->is_mig || !d->has_fabric) return NOT_SUPPORTED;
+    memset(uuid, 0, 16);
+    *status = d->fabric_status;
+    *clique = 0;
+    *state = d->fabric_state;
+    return SUCCESS;
+}
+
+int nvmlDeviceGetGpuFabricInfo(device_t *d, fabric_v1_t *info) {
+    return fabric(d, info->clusterUuid, &info->status, &info->cliqueId, &info->state);
+}
+
+int nvmlDeviceGetGpuFabricInfoV(device_t *d, fabric_v3_t *info) {
+    if (info->version != FABRIC_V2 && info->version != FABRIC_V3) return ARGUMENT_VERSION_MISMATCH;
+    int status = fabric(d, info->clusterUuid, &info->status, &info->cliqueId, &info->state);
+    if (status == SUCCESS) info->healthMask = 0;
+    if (status == SUCCESS && info->version == FABRIC_V3) info->healthSummary = 0;
+    return status;
+}
+
 /* sizeof of each struct this file shares with pynvml, for the layout test (tests/test_nvml.py). */
 unsigned long fake_nvml_struct_size(const char *name) {
     if (!strcmp(name, "nvmlPciInfo_t")) return sizeof(pci_info_t);
@@ -432,5 +488,7 @@ unsigned long fake_nvml_struct_size(const char *name) {
     if (!strcmp(name, "c_nvmlMemory_v2_t")) return sizeof(memory_v2_t);
     if (!strcmp(name, "c_nvmlProcessInfo_v2_t")) return sizeof(process_v2_t);
     if (!strcmp(name, "c_nvmlDeviceAttributes")) return sizeof(attributes_t);
+    if (!strcmp(name, "c_nvmlGpuFabricInfo_t")) return sizeof(fabric_v1_t);
+    if (!strcmp(name, "c_nvmlGpuFabricInfo_v2_t")) return sizeof(fabric_v2_t);
     return 0;
 }
