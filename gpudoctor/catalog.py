@@ -34,9 +34,9 @@ FAMILIES = {  # ID prefix -> family; docs/rules.md lists them
     "GD3": Family("deepspeed", "DeepSpeed's config, its ops and their builds, and CUDA extension builds",
                   ("deepspeed", "extension_build")),
     "GD4": Family("nccl", "NCCL and the other communication settings (names, values, interfaces, P2P, debugging, "
-                  "tensor parallelism, tuning) and what NCCL's logs show",
+                  "tensor parallelism, tuning), what NCCL's logs show, and a run's ranks read together",
                   ("nccl", "nccl_network", "p2p", "debug_env", "tensor_parallel", "nccl_tuning", "nccl_logs",
-                   "te_env")),
+                   "te_env", "postmortem")),
     "GD5": Family("memory-host", "GPU and host memory, the host's limits, the GPUs' health and how a run died",
                   ("memory", "host", "run_failures")),
     "GD6": Family("script", "the training script and how it is launched: launchers, ranks, rendezvous, sbatch and "
@@ -85,6 +85,7 @@ INPUTS = {  # in the order the report names them: what the machine lacks first, 
     "env.ACCELERATE_MIXED_PRECISION": Input("no ACCELERATE_MIXED_PRECISION"),
     "env.TENSOR_MODEL_PARALLEL_SIZE": Input("no TENSOR_MODEL_PARALLEL_SIZE"),
     "probes": Input("no machine looked at"),
+    "run.ranks": Input("no logs of several ranks", least=2),
 }
 
 # What part of a run a log shows (gpudoctor.ingest.logs records them as `logs.shows`). A rule that judges only a

@@ -192,6 +192,10 @@ class LogScanner:
         self._label_host: Dict[Tuple[str, str], str] = {}  # (file, task) → the host its NCCL lines name
         self._file_hosts: Dict[str, List[str]] = {}  # file → the first two hosts its NCCL lines name
         self._below_pending: Optional[Tuple[str, str, str]] = None  # a `Last error:` that ended a chunk
+        # Called with (file, line number, line, the events it gave) for each line read (a run's reader,
+        # gpudoctor.ingest.run_logs, places them per rank); events beyond MAX_EVENTS_PER_KIND are passed too.
+        self.observer: Optional[Callable[[str, int, str, List[Dict[str, Any]]], None]] = None
+        self._line_events: List[Dict[str, Any]] = []
 
     # -- reading ----------------------------------------------------------------------------------------
     def feed(self, name: str, data: bytes, first_line: int = 1) -> int:
@@ -257,6 +261,7 @@ class LogScanner:
         label = _SRUN_LABEL.match(line) if line[0].isdigit() else None
         self._label = label.group(1) if label else None
         seen = self._events_seen  # a line a reader below explains is not read again as a message of the atlas
+        self._line_events = []
         m = _NCCL_LINE.search(line) if "NCCL" in line or " WARN " in line else None
         if m:
             self._last_host[name] = m.group(1)
@@ -273,6 +278,13 @@ class LogScanner:
                 called.add(handler)
                 handler(self, name, where, line)
         self._message(name, where, line, anchors, explained=self._events_seen != seen)
+        if self.observer is not None:
+            self.observer(name, line_no, line, self._line_events)
+
+    def raw_above(self, size: int) -> bytes:
+        """Up to `size` bytes of the chunk above the line being read, as they are (not redacted: for timestamps)."""
+        _, data, start = self._at
+        return data[max(0, start - size):start]
 
     def _message(self, name: str, where: str, line: str, anchors: Tuple[str, ...], explained: bool,
                  shown: Optional[str] = None) -> None:
@@ -454,9 +466,11 @@ class LogScanner:
         self._events_seen += 1
         seen = self.counts.get(kind, 0)
         self.counts[kind] = seen + 1
+        event = {"kind": kind, "where": where, "line": _quote(line)}
+        event.update({k: v for k, v in fields.items() if v is not None})
+        if self.observer is not None:
+            self._line_events.append(event)
         if seen < MAX_EVENTS_PER_KIND:
-            event = {"kind": kind, "where": where, "line": _quote(line)}
-            event.update({k: v for k, v in fields.items() if v is not None})
             self.events.append(event)
             syslog = _SYSLOG_HOST.match(line) if "host" not in event and "kernel:" in line else None
             if syslog:

@@ -107,11 +107,14 @@ FORMATS: Tuple[Pasted, ...] = (  # in the order help texts and docs list them
 )
 BY_KIND: Dict[str, Pasted] = {fmt.kind: fmt for fmt in FORMATS}
 LOGS = "a training job's log"
+# Several files, a folder or a glob are read as one run: every rank's logs and torch's flight-recorder dumps
+# (gpudoctor.ingest.run), each file of it read as one of the formats above or as a log.
+RUN = "a run's folder (every rank's logs and flight-recorder dumps)"
 
 
 def in_words() -> str:
     """Every format, as the help texts and messages list them."""
-    return ", ".join(fmt.what for fmt in FORMATS) + ", or " + LOGS
+    return ", ".join(fmt.what for fmt in FORMATS) + ", " + LOGS + ", or " + RUN
 
 
 def markdown_table() -> str:

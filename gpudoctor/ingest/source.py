@@ -12,13 +12,14 @@ an ``inputs`` entry (GD003) as long as another file could be used; when none can
 from __future__ import annotations
 
 import codecs
-from typing import BinaryIO, Dict, Iterator, List, Optional, Sequence
+from typing import BinaryIO, Callable, Dict, Iterator, List, Optional, Sequence
 
 from gpudoctor.files import open_stream
 from gpudoctor.ingest.report import (NothingRecognised, _names_agree, ParsedReport, ReportError, merge_reports,
                                      missing_facts, parse_report)
 from gpudoctor.ingest.logs import LogScanner
 from gpudoctor.ingest.registry import in_words
+from gpudoctor.ingest.run_files import expand, is_run
 from gpudoctor.provenance import LOG, REPORT
 from gpudoctor.redact import redact_bytes
 
@@ -82,9 +83,11 @@ def _binary(head: bytes) -> bool:
     return b"\x00" in sample or sample.decode("utf-8", errors="replace").count("\ufffd") * 10 > len(sample)
 
 
-def read_one(path: str, scanner: LogScanner, stdin: Optional[BinaryIO] = None) -> ParsedReport:
-    """Stream one file through the log reader; the report found in its head (empty `facts` when nothing in it is
-    recognised). ReportError only when the file cannot be read as text: missing, a directory, empty, binary."""
+def read_one(path: str, scanner: LogScanner, stdin: Optional[BinaryIO] = None,
+             feed: Optional[Callable[[str, bytes, int], int]] = None, head_bytes: int = HEAD_BYTES) -> ParsedReport:
+    """Stream one file through the log reader (`feed`: a run's reader in front of it); the report found in its
+    first `head_bytes` (empty `facts` when nothing in it is recognised). ReportError only when the file cannot be
+    read as text: missing, a directory, empty, binary."""
     name = "<stdin>" if path == "-" else path
     stream = _open(path, stdin)
     head: List[bytes] = []
@@ -93,11 +96,11 @@ def read_one(path: str, scanner: LogScanner, stdin: Optional[BinaryIO] = None) -
         for chunk in utf8_chunks(stream):
             if not kept and _binary(chunk):
                 raise ReportError(f"{name}: not text (binary data)")
-            if kept < HEAD_BYTES:  # redacted whole lines, then cut (a cut token would escape its pattern)
-                whole = chunk.find(b"\n", HEAD_BYTES - kept) + 1 or len(chunk)
-                head.append(redact_bytes(chunk[:whole])[:HEAD_BYTES - kept])
+            if kept < head_bytes:  # redacted whole lines, then cut (a cut token would escape its pattern)
+                whole = chunk.find(b"\n", head_bytes - kept) + 1 or len(chunk)
+                head.append(redact_bytes(chunk[:whole])[:head_bytes - kept])
                 kept += len(head[-1])
-            line += scanner.feed(name, chunk, line)
+            line += (feed or scanner.feed)(name, chunk, line)
             last = chunk[-1:]
     except OSError as exc:
         raise ReportError(f"cannot read report {path!r}: {exc.strerror or exc}") from None
@@ -122,24 +125,40 @@ def snapshot_from_reports(paths: Sequence[str], stdin: Optional[BinaryIO] = None
     reports: List[ParsedReport] = []
     failed = []
     scanner = LogScanner()
-    for path in paths:
-        try:
-            report = read_one(path, scanner, stdin)
-        except ReportError as exc:
-            failed.append(("<stdin>" if path == "-" else path, str(exc)))
-            continue
-        reports.append(report)
-    unknown = [r for r in reports if not r.facts and not scanner.found_in(r.name)]
+    run, unplaced, given, placed = None, [], paths, set()
+    if is_run(paths):  # a folder, a glob or several files: every rank's logs of one run (gpudoctor.ingest.run)
+        from gpudoctor.ingest.run import read_run
+
+        paths, failed = expand(paths)
+        reports, run, unread, unplaced, placed = read_run(paths, scanner, stdin, set(paths) - set(given),
+                                                            read_one)
+        failed.extend(unread)
+    else:
+        for path in paths:
+            try:
+                report = read_one(path, scanner, stdin)
+            except ReportError as exc:
+                failed.append(("<stdin>" if path == "-" else path, str(exc)))
+                continue
+            reports.append(report)
+    unknown = [r for r in reports if not r.facts and not scanner.found_in(r.name) and r.name not in placed]
     reports = [r for r in reports if r.facts]
     log_facts, log_evidence = scanner.result()
     if log_facts:
         reports.append(ParsedReport(kind="log", facts=log_facts, evidence=log_evidence, missing=[],
                                     name=", ".join(scanner.files), parts=("log",)))
+    if run:
+        reports.append(ParsedReport(kind="log", facts=run, evidence={"run": "every rank's logs read together"},
+                                    missing=[], name="run", parts=("log",)))
     if scanner.message_facts:
         reports.append(_stated(scanner))
     if not reports and not failed:
-        return Snapshot(facts={}, probes=[], source={"kind": "report", "paths": [r.name for r in unknown],
-                                                     "formats": [], "missing": [], "nothing": _nothing(unknown)})
+        source = {"kind": "report", "paths": [r.name for r in unknown] if given is paths else list(given),
+                  "formats": [], "missing": [],
+                  "nothing": _nothing(unknown)}
+        if unplaced:
+            source["unplaced"] = unplaced
+        return Snapshot(facts={}, probes=[], source=source)
     if not reports:
         raise ReportError(failed[0][1] if len(failed) == 1 else
                           "no report could be read: " + "; ".join(msg for _, msg in failed))
@@ -150,8 +169,8 @@ def snapshot_from_reports(paths: Sequence[str], stdin: Optional[BinaryIO] = None
             {"path": name, "kind": "report", "error": msg, "line": None, "column": None})
     source = {
         "kind": "report",
-        "paths": ["<stdin>" if p == "-" else p for p in paths],
-        "formats": [r.kind for r in reports],
+        "paths": ["<stdin>" if p == "-" else p for p in given],
+        "formats": list(dict.fromkeys(r.kind for r in reports)),
         # A log is not meant to carry the machine's facts: "not in the report" only for reports.
         "missing": missing_facts(facts) if any(r.kind != "log" for r in reports) else [],
     }
@@ -160,6 +179,8 @@ def snapshot_from_reports(paths: Sequence[str], stdin: Optional[BinaryIO] = None
         source["warnings"] = warnings
     if unknown:
         source["nothing"] = _nothing(unknown)
+    if unplaced:
+        source["unplaced"] = unplaced
     return Snapshot(facts=facts, probes=[], source=source, evidence=evidence, conflicts=conflicts,
                     origins=_origins(reports))
 
@@ -241,7 +262,10 @@ def _name_gpus(facts: dict, evidence: dict, conflicts: list, stated: dict) -> No
 
 
 def _nothing(texts: Sequence[ParsedReport]) -> str:
-    """The one line a report prints for texts in which nothing was recognised."""
+    """The one line a report prints for texts in which nothing was recognised (the first few of many named)."""
+    if len(texts) > 3:
+        names = ", ".join(r.name for r in texts[:3])
+        return f"nothing gpudoctor knows in {len(texts)} files ({names}, …) (it reads {in_words()})"
     each = "; ".join(f"nothing gpudoctor knows in {r.lines} line{'' if r.lines == 1 else 's'}"
                      f"{f' of {r.name}' if len(texts) > 1 else ''}" for r in texts)
     return f"{each} (it reads {in_words()})"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import IO
 
+from gpudoctor.facts.run import summary as run_summary
 from gpudoctor.version import __version__
 from gpudoctor.model import Report
 
@@ -17,7 +18,8 @@ def to_json(report: Report) -> dict:
         "schema": SCHEMA,
         "tool": {"name": "gpudoctor", "version": __version__},
         "source": {"kind": report.source.get("kind", "live"), "paths": list(report.source.get("paths", [])),
-                   **({"nothing": report.source["nothing"]} if report.source.get("nothing") else {})},
+                   **({"nothing": report.source["nothing"]} if report.source.get("nothing") else {}),
+                   **({"unplaced": report.source["unplaced"]} if report.source.get("unplaced") else {})},
         "host": {"hostname": host.get("hostname"), "os": host.get("os")},
         "summary": report.summary(),
         "findings": [finding.to_json() for finding in report.findings],
@@ -29,6 +31,7 @@ def to_json(report: Report) -> dict:
         "evidence": dict(report.evidence),
         "seconds": round(report.seconds, 3),
         "timings": timings(report),
+        **({"run": run_summary(report.facts["run"])} if isinstance(report.facts.get("run"), dict) else {}),
     }
 
 

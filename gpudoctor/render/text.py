@@ -12,6 +12,7 @@ from gpudoctor.facts import Facts
 from gpudoctor.model import Applicability, Finding, Report, Severity
 from gpudoctor.render.describe import (fix_command, header_items, machine_line, not_applicable_text, plural, python_line,
                                        unknown_reasons)
+from gpudoctor.render.run_timeline import timeline_lines
 from gpudoctor.render.terminal import command_line, fix_block, keep, say, say_block, screen, wrap
 
 MARKS = {Severity.ERROR: ("✗", "bold red"), Severity.WARNING: ("!", "bold yellow"), Severity.INFO: ("i", "bold blue")}
@@ -85,7 +86,7 @@ def inferred_facts(report: Report) -> list:
 def _render(report: Report, console: Console, quiet: bool) -> None:
     """The report's parts in order; --quiet leaves out the header."""
     facts = Facts(report.facts)
-    for part in (() if quiet else (_header, _machine)) + (_findings, _summary, _fix_hint):
+    for part in (() if quiet else (_header, _machine)) + (_findings, _run, _summary, _fix_hint):
         part(report, facts, console, quiet)
 
 
@@ -132,6 +133,18 @@ def _findings(report: Report, facts: Facts, console: Console, quiet: bool) -> No
             console.print(Text(f" {FAMILY_TITLES.get(family, family)}", style="dim"))
         for finding in (f for f in report.findings if f.family == family):
             render_finding(console, finding)
+
+
+def _run(report: Report, facts: Facts, console: Console, quiet: bool) -> None:
+    """Every rank's logs read together (`check --from DIR`): the timeline of the ranks' first events."""
+    run = report.facts.get("run")
+    if not isinstance(run, dict) or quiet:
+        return
+    console.print()
+    lines = timeline_lines(run, report.source.get("unplaced") or [], console.width - 4)
+    say(console, lines[0], " Run  ", "      ", style="bold")
+    for line in lines[1:]:
+        say(console, line, "   ", "     ", style="dim" if line.startswith(("order:", "…", "not placed")) else "")
 
 
 def _summary(report: Report, facts: Facts, console: Console, quiet: bool) -> None:
