@@ -76,7 +76,8 @@ def test_the_nothing_known_line_says_what_gpudoctor_reads():
              (("a.txt", 1), ("b.txt", 12))]
     assert _nothing(texts) == ("nothing gpudoctor knows in 1 line of a.txt; nothing gpudoctor knows in 12 lines of "
                                f"b.txt (it reads {registry.in_words()})")
-    assert registry.in_words().endswith(", or a training job's log")
+    assert registry.in_words().endswith(", a training job's log, or a run's folder (every rank's logs and "
+                                        "flight-recorder dumps)")
 
 
 def test_the_registry_loads_no_parser():
