@@ -49,7 +49,10 @@ def first_failure(facts, rule):
             fix=rule.fix(case="alike"))
         return
     if not found.first:
-        if len(found.failed) > 1:
+        if found.failed and "collective mismatch" in found.basis:
+            yield rule.finding(f"{ranks_text(found.failed)}: {found.basis}", severity=Severity.INFO,
+                               evidence={"ranks": [r.get("rank") for r in found.failed]}, fix=rule.fix(case="alike"))
+        elif len(found.failed) > 1:
             yield rule.finding(
                 f"{found.basis}: " + "; ".join(f"{label(r)}: {own_error(r).get('what')} ({own_error(r).get('where')})"
                                               for r in found.failed[:4]),
@@ -110,10 +113,11 @@ def collective_mismatch(facts, rule):
         first = found[0]
         op, sizes = first["majority"]
         calls = "; ".join(f"{label(e)} called {o}{f' {s}' if s else ''} ({src})" for e, o, s, src in first["odd"][:6])
+        others = (f", where {first['calls'] - len(first['odd'])} rank(s) called {op}{f' {sizes}' if sizes else ''}"
+                  if op else "")
         yield rule.finding(
-            f"at collective {first['seq']} the ranks called different collectives: {calls}, where "
-            f"{first['calls'] - len(first['odd'])} rank(s) called {op}{f' {sizes}' if sizes else ''}; NCCL cannot "
-            "match them, so the ranks hang until the watchdog ends them (or the sizes corrupt the result)",
+            f"at collective {first['seq']} the ranks called different collectives or sizes: {calls}{others}; NCCL "
+            "cannot match them, so the ranks hang until the watchdog ends them (or the sizes corrupt the result)",
             evidence={"seq": first["seq"], "ranks": [e.get("rank") for e, _, _, _ in first["odd"]],
                       "majority": op},
             fix=rule.fix())

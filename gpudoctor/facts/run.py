@@ -29,11 +29,12 @@ def label(entry: Dict[str, Any]) -> str:
 
 def ranks_text(entries: List[Dict[str, Any]], most: int = 12) -> str:
     """`ranks 0, 1, 3` (the first `most`, then how many more)."""
-    named = [str(e["rank"]) if isinstance(e.get("rank"), int) else label(e) for e in entries]
+    numbered = all(isinstance(e.get("rank"), int) for e in entries)
+    named = [str(e["rank"]) if numbered else label(e) for e in entries]
     if not named:
         return "no rank"
     head = ", ".join(named[:most]) + (f" and {len(named) - most} more" if len(named) > most else "")
-    return ("rank " if len(named) == 1 else "ranks ") + head
+    return (("rank " if len(named) == 1 else "ranks ") if numbered else "") + head
 
 
 def _signature(event: Dict[str, Any]) -> str:
@@ -78,6 +79,10 @@ def postmortem(run: Dict[str, Any]) -> Postmortem:
                            f"{ranks_text(found.silent)}, which printed none (it hung, or died without a word)")
         else:
             found.basis = "no rank printed an error of its own"
+        return found
+    if all(own_error(r).get("kind") == "collective_mismatch" for r in failed):
+        found.basis = ("the ranks stopped on a collective mismatch torch detected: no rank failed first, the rank that "
+                       "called another collective did (GD432)")
         return found
     if len(failed) > 1 and len(failed) == len(ranks) and len({_signature(own_error(r)) for r in failed}) == 1:
         found.alike = True
@@ -182,8 +187,9 @@ def mismatches(ranks: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
         if len(ops) < 2 and len({k for k in kinds if k[1] is not None}) < 2:
             continue
         (major_op, major_sizes), count = kinds.most_common(1)[0]
-        if count * 2 <= len(calls) and len(calls) > 2:
+        if count * 2 <= len(calls):
             odd = calls  # no majority: every call is listed
+            major_op, major_sizes = None, None
         else:
             odd = [c for c in calls if c[1] != major_op or (major_sizes is not None and _shape(c[2]) is not None
                                                             and _shape(c[2]) != major_sizes)]

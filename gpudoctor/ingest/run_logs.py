@@ -34,6 +34,9 @@ TIME_LOOK_BACK = 4096
 # launcher), in any order the launchers nest them
 _PREFIX = re.compile(r"\[(rank|default)(\d{1,6})\]:\s?|(\d{1,6}): |((?:\d{1,3}\.){3}\d{1,3}|[A-Za-z][\w\-]{0,62}"
                      r"(?:-\d{1,6}|\d{1,6})(?:\.[\w\-]{1,60})*): ")
+# A rank named further into the line, where something (a runner's own prefix, a paste's line numbers) precedes it:
+# `[rank3]:`, torch's `[PG ID 0 PG GUID 0(default_pg) Rank 3]`, `[Rank 3]`
+_RANK_IN_LINE = re.compile(r"\[rank(\d{1,6})\]:|\[(?:PG [^\]\[]{0,80} )?Rank (\d{1,6})\]")
 _ISO = re.compile(r"(\d{4})-(\d\d)-(\d\d)[ T_](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?")
 _GLOG = re.compile(r"(?:^|[\[\s])[EWIF](\d{1,2})(\d\d) (\d\d):(\d\d):(\d\d)\.(\d{1,9})")  # month unpadded
 _SYSLOG = re.compile(r"\b(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) {1,2}(\d{1,2}) (\d\d):(\d\d):(\d\d)")
@@ -49,7 +52,8 @@ _WAITING = re.compile(
     r"ncclRemoteError|remote peer|Broken pipe|Connection refused|communicator was aborted|has been aborted|"
     r"Some NCCL operations have failed or timed out|taking the entire process down|heartbeat monitor|"
     r"Socket Timeout|SIGTERM|Signals\.SIGTERM|exitcode: -15|failed to recv|Stopping worker|"
-    r"preparing to dump debug info|Terminating the process after attempting to dump")
+    r"preparing to dump debug info|Terminating the process after attempting to dump|"
+    r"Stack trace of the failed collective|signal dumping")
 _LAUNCHER = ("ChildFailedError", "elastic.multiprocessing.errors", "SignalException")
 _AGENT_EXIT = re.compile(r"failed \(exitcode: (-?\d{1,4})\) local_rank: (\d{1,6})")
 _SUMMARY = re.compile(r"^\s*(time|host|rank|exitcode)\s*: (.{1,200})$", re.MULTILINE)
@@ -147,6 +151,10 @@ class RunReader:
     def _observe(self, name: str, line_no: int, line: str, events: List[Dict[str, Any]]) -> None:
         body, rank, local, host = _prefixes(line)
         prefix = line[:len(line) - len(body)]
+        if rank is None and local is None:
+            named = _RANK_IN_LINE.search(line, 0, 240)
+            if named:
+                rank = int(named.group(1) or named.group(2))
         for event in events:
             if isinstance(event.get("rank"), int):
                 rank = event["rank"]
@@ -182,8 +190,9 @@ class RunReader:
             if any(word in body for word in _LAUNCHER):
                 return
             waiting = bool(_WAITING.search(body))
-            self._first(unit, "waiting" if waiting else "cause", "exception", _quote(core.strip()), None,
-                        where, body, prefix)
+            kind = "collective_mismatch" if "Detected mismatch between collectives" in core else "exception"
+            self._first(unit, "waiting" if waiting else "cause", kind, _quote(core.strip()),
+                        "GD432" if kind == "collective_mismatch" else None, where, body, prefix)
         elif " WARN " in body and "NCCL" in body:
             self._first(unit, "waiting" if _WAITING.search(body) else "cause", "nccl_warn", "NCCL WARN",
                         "GD425", where, body, prefix)
