@@ -235,3 +235,23 @@ def test_a_live_torchrun_run_is_read_back(tmp_path):
     report = check_json(out)
     assert [f["rank"] for f in report["run"]["first_failing"]] == [1]
     assert fired(report, "GD430")[0]["evidence"]["waiting"]
+
+
+def test_a_file_whose_nccl_lines_name_one_host_is_that_node():
+    run = _read({
+        "a.log": "gpu-a01:4021:4021 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n"
+                 "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB\n",
+        "b.log": "gpu-a02:5021:5021 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.2<0>\n"
+                 "[rank8]: RuntimeError: NCCL error: remote process exited or there was a network error\n"})
+    assert {r["rank"]: r["node"] for r in run["ranks"]} == {0: "gpu-a01", 8: "gpu-a02"}
+    found = postmortem(run)
+    assert [r["rank"] for r in found.first] == [0] and [r["rank"] for r in found.waiting] == [8]
+
+
+def test_a_straggler_lags_the_steps_most_ranks_logged():
+    from gpudoctor.facts.run import stragglers
+
+    run = _read({f"rank{i}.log": f"2026-05-01 10:00:0{i},000 INFO step {118 if i == 2 else 120} loss 1.0\n"
+                 for i in range(4)})
+    behind, common = stragglers(run["ranks"])
+    assert [r["rank"] for r in behind] == [2] and common == 120

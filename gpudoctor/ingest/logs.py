@@ -248,6 +248,11 @@ class LogScanner:
             window = window[window.find(b"\n") + 1:] if b"\n" in window else b""
         return redact_bytes(window).decode("utf-8", errors="replace")
 
+    def file_host(self, name: str) -> Optional[str]:
+        """The one host file `name`'s NCCL lines name (None where they name none, or several)."""
+        hosts = self._file_hosts.get(name, [])
+        return hosts[0] if len(hosts) == 1 else None
+
     def found_in(self, name: str) -> bool:
         """Whether anything in file `name` was recognised."""
         return self._found_in.get(name, 0) > 0

@@ -293,7 +293,7 @@ class RunReader:
     # -- places -----------------------------------------------------------------------------------------
     def _unit(self, name: str, rank: Optional[int], local: Optional[int], host: Optional[str]) -> Optional[dict]:
         ident = self.files.get(name) or RunFile(name)
-        node = host or ident.node or self._nccl_host(name)
+        node = host or ident.node or self.scanner.file_host(name)
         if rank is None and local is None:
             rank, local = ident.rank, ident.local_rank
         if rank is not None:
@@ -321,10 +321,6 @@ class RunReader:
 
     def _unit_of_file(self, path: str) -> Optional[dict]:
         return self._unit(path, None, None, None)
-
-    def _nccl_host(self, name: str) -> Optional[str]:
-        hosts = self.scanner._file_hosts.get(name, [])
-        return hosts[0] if len(hosts) == 1 else None
 
     # -- result -----------------------------------------------------------------------------------------
     def result(self) -> Dict[str, Any]:
