@@ -86,7 +86,8 @@ def log_nodes(name: str, snapshot: Snapshot) -> List[Tuple[str, Snapshot]]:
     home = home if home in parts else None
 
     def node(facts: dict, **source) -> Snapshot:
-        return Snapshot(facts=facts, source={**snapshot.source, **source}, evidence=dict(snapshot.evidence))
+        return Snapshot(facts=facts, source={**snapshot.source, **source}, evidence=dict(snapshot.evidence),
+                        origins=dict(snapshot.origins))
 
     nodes = [(host, node({**(others if host == home else {}), "logs": part}, host=host))
              for host, part in parts.items()]

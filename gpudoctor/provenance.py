@@ -22,8 +22,13 @@ BASES = {"live": PROBE, "snapshot": SNAPSHOT, "report": REPORT, "files": FILES}
 
 
 def base_origin(source: Mapping[str, Any]) -> str:
-    """Where a snapshot's facts came from where its `origins` say nothing: its source's kind."""
-    return BASES.get(str(source.get("kind", "live")), PROBE)
+    """Where a snapshot's facts came from where its `origins` say nothing: its source's kind; for a recorded
+    snapshot, the kind it was recorded from (a machine's probes: the recorded snapshot; a paste: the paste)."""
+    kind = str(source.get("kind", "live"))
+    if kind == "snapshot":
+        recorded = str(source.get("recorded", "live"))
+        return SNAPSHOT if recorded in ("live", "snapshot") else BASES.get(recorded, SNAPSHOT)
+    return BASES.get(kind, PROBE)
 
 
 def origin_of(origins: Mapping[str, str], path: str, base: str) -> str:

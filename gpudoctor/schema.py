@@ -134,9 +134,16 @@ env files) and `gpudoctor snapshot -o FILE` all produce it; the rules read nothi
   "facts": { "host": {}, "nvml": {}, "nvcc": {}, "torch": {}, "env": {}, "requests": {}, "inputs": [] },
   "probes": [{"name": "nvml", "status": "ok|failed|timeout|skipped", "seconds": 0.02, "error": null}],
   "evidence": {"nvml.driver_version": "collect_env line 14: 'Nvidia driver version: 418.67'"},
-  "conflicts": [{"fact": "torch.version", "values": ["2.1.0", "2.2.0"], "sources": ["a.txt", "b.txt"]}]
+  "conflicts": [{"fact": "torch.version", "values": ["2.1.0", "2.2.0"], "sources": ["a.txt", "b.txt"]}],
+  "origins": {"nvml": "report", "torch": "report", "torch.arch_list": "log", "logs": "log"}
 }
 ```
+
+`origins` says where each fact group (or a deeper path) came from: `probe` (this machine's probes), `snapshot` (a
+recorded snapshot), `report` (a pasted report), `log` (a log, and the facts only a log's message states), `files`
+(job files: scripts, env files, manifests, DeepSpeed configs) or `command line`; a path it does not cover came from
+the source's `kind`. A rule that passes on facts of a report or a log alone must have read something they state:
+what they leave out is not known to be absent.
 
 ## Known, unknown and none
 - A key that is **absent** is *unknown*: a rule that needs it is counted as unknown, never fired.

@@ -11,6 +11,7 @@ from gpudoctor.version import __version__
 from gpudoctor.errors import InputError
 from gpudoctor.fact_types import type_error
 from gpudoctor.model import ProbeResult
+from gpudoctor.provenance import LOG, ORIGINS
 from gpudoctor.redact import redact_data
 
 SCHEMA = "gpudoctor.snapshot/1"
@@ -44,6 +45,7 @@ class Snapshot:
             "probes": [probe.to_json() for probe in self.probes],
             "evidence": self.evidence,
             "conflicts": self.conflicts,
+            **({"origins": self.origins} if self.origins else {}),
         })
 
 
@@ -79,14 +81,26 @@ def from_json(data: Any, path: str = "<snapshot>") -> Snapshot:
                                       float(seconds) if type(seconds) in (int, float) else 0.0,
                                       item.get("error") if isinstance(item.get("error"), str) else None))
     source = data.get("source") if isinstance(data.get("source"), dict) else {}
+    recorded = source.get("kind", "live")
     return Snapshot(
         facts=facts,
         probes=probes,
-        source={"kind": "snapshot", "paths": [path], "recorded": source.get("kind", "live")},
+        source={"kind": "snapshot", "paths": [path], "recorded": recorded},
         evidence=data.get("evidence") if isinstance(data.get("evidence"), dict) else {},
         conflicts=data.get("conflicts") if isinstance(data.get("conflicts"), list) else [],
         created=str(data.get("created") or ""),
+        origins=_origins(data.get("origins"), facts),
     )
+
+
+def _origins(recorded: Any, facts: Dict[str, Any]) -> Dict[str, str]:
+    """Where the recorded facts came from (gpudoctor.provenance), as the snapshot says; a `logs` group is a log's
+    whatever it says (a snapshot written before snapshots kept their origins says nothing)."""
+    origins = {path: origin for path, origin in recorded.items() if isinstance(path, str) and origin in ORIGINS} \
+        if isinstance(recorded, dict) else {}
+    if "logs" in facts:
+        origins.setdefault("logs", LOG)
+    return origins
 
 
 def load(path: str) -> Snapshot:

@@ -6,6 +6,7 @@ provenance it is given, as the engine records them from real snapshots."""
 from __future__ import annotations
 
 import itertools
+import json
 
 import pytest
 
@@ -16,6 +17,8 @@ from gpudoctor.facts import ABSENT, STATED, UNKNOWN, Facts, MissingFact, Read
 from gpudoctor.gather import Request, gather
 from gpudoctor.ingest.atlas import messages
 from gpudoctor.model import Finding, Severity
+from gpudoctor.provenance import base_origin
+from gpudoctor.snapshot import from_json
 from gpudoctor.verdict import Run, decide
 
 FOUND = Finding("GD999", "a-rule", Severity.ERROR, "the rule's own finding")
@@ -265,3 +268,24 @@ def test_gd405_is_unknown_on_a_paste_without_the_environment_and_judged_with_an_
         [("env", "the report does not show the job's environment (NCCL_P2P_DISABLE)")]
     report = _two_gpus_paste(tmp_path, "NCCL_DEBUG=INFO\n")
     assert report.unknown == () and report.passed == ("GD405",)
+
+
+def test_a_snapshot_keeps_its_origins_when_written_and_read_back(tmp_path):
+    log = str(ROOT / "fixtures" / "logs" / "nccl_single_node_socket.log")
+    paste = str(ROOT / "fixtures" / "reports" / "collect_env_pypi_wheel_no_tag.txt")
+    snapshot = gather(Request(reports=[paste, log]))
+    again = from_json(json.loads(json.dumps(snapshot.to_json())), "run.json")
+    assert again.origins == snapshot.origins and again.origins["logs"] == "log"
+    assert Facts(again.facts, again.origins, base_origin(again.source)).origin("host.shm_bytes") == "report"
+
+
+def test_a_snapshot_recorded_from_a_log_is_judged_as_the_log_is():
+    """`snapshot --from LOG -o run.json` then `fleet run.json` passed GD003, GD107, GD303 and GD407 on a log that
+    shows no environment and no input files (`check --from LOG` leaves them unknown): read back, the facts lost
+    that they came from a log."""
+    rules = [find_rule(rule_id) for rule_id in ("GD003", "GD107", "GD303", "GD407")]
+    log = str(ROOT / "fixtures" / "logs" / "srun_two_nodes_nccl_mismatch.log")
+    from_log = evaluate(gather(Request(reports=[log])), rules)
+    recorded = evaluate(gather(Request(snapshot=str(ROOT / "fixtures" / "fleet" / "srun-two-nodes-logs.json"))), rules)
+    assert from_log.passed == recorded.passed == ()
+    assert [u.rule for u in recorded.unknown] == [u.rule for u in from_log.unknown] == [r.id for r in rules]
