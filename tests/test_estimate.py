@@ -100,16 +100,29 @@ def test_model_states_by_hand():
 
 
 def test_activations_korthikanti():
-    qwen = load_model(str(QWEN))
-    s, b, h, a, layers, v = 2048, 1, 896, 14, 24, 151936
+    """A layout other than a gated decoder (GPT-2's 4h GeLU MLP) follows Korthikanti et al."""
+    gpt2 = ModelSpec(**{**load_model("openai-community/gpt2").to_json(), "source": "gpt2"})
+    s, b, h, a, layers, v = 2048, 1, 768, 12, 12, 50257
     logits = 4 * s * b * v
-    assert activation_bytes(qwen, Training()) == 34 * s * b * h * layers + logits  # flash: no a·s² scores
+    assert activation_bytes(gpt2, Training()) == 34 * s * b * h * layers + logits  # flash: no a·s² scores
     eager = Training(attention="eager")
-    assert activation_bytes(qwen, eager) == (s * b * h * (34 + 5 * a * s / h)) * layers + logits
+    assert activation_bytes(gpt2, eager) == (s * b * h * (34 + 5 * a * s / h)) * layers + logits
     checkpointed = Training(checkpointing=True)
-    assert activation_bytes(qwen, checkpointed) == 2 * s * b * h * layers + 34 * s * b * h + logits
-    assert activation_bytes(qwen, Training(micro_batch=4)) == 4 * activation_bytes(qwen, Training())
+    assert activation_bytes(gpt2, checkpointed) == 2 * s * b * h * layers + 34 * s * b * h + logits
+    assert activation_bytes(gpt2, Training(micro_batch=4)) == 4 * activation_bytes(gpt2, Training())
     assert activation_bytes(ModelSpec(source="7B", params=7 * 10**9), Training()) is None
+
+
+def test_activations_of_a_gated_decoder():
+    """Qwen2.5-0.5B (h 896, q 896, kv 128, i 4864): (2 norms × 6h + 10q + 8kv + 8i)·sb per layer, as transformers'
+    Qwen2 layer keeps them (benchmarks/estimate_activations.py measures the same layout)."""
+    qwen = load_model(str(QWEN))
+    s, b, layers, v = 2048, 1, 24, 151936
+    per_layer = s * b * (12 * 896 + 10 * 896 + 8 * 128 + 8 * 4864)
+    assert activation_bytes(qwen, Training()) == per_layer * layers + 4 * s * b * v
+    assert activation_bytes(qwen, Training(checkpointing=True)) == 2 * s * b * 896 * layers + per_layer + 4 * s * b * v
+    eager = activation_bytes(qwen, Training(attention="eager")) - activation_bytes(qwen, Training())
+    assert eager == 5 * 14 * s * s * b * layers
 
 
 # --- against DeepSpeed's own estimators -----------------------------------------------------------------

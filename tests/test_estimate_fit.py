@@ -107,9 +107,9 @@ def test_fits_is_null_where_the_activations_were_not_estimated(run_cli):
 
 
 @pytest.mark.parametrize("argv,said,not_said", [
-    ([], "34sbh per layer (flash/SDPA attention keeps no a·s² scores)", "5as/h"),
-    (["--attention", "eager"], "sbh(34 + 5as/h) per layer", "keeps no"),
-    (["--grad-checkpointing"], "2sbh per layer (checkpointed)", "5as/h"),
+    ([], "(6h per norm + 10q + 8kv + 8i)·sb per layer (flash/SDPA attention keeps no a·s² scores)", "5as²b"),
+    (["--attention", "eager"], "+ 5as²b per layer (eager attention keeps the a·s² scores)", "keeps no"),
+    (["--grad-checkpointing"], "2sbh per layer (checkpointed)", "5as²b"),
 ])
 def test_the_what_column_describes_the_setup_estimated(run_cli, argv, said, not_said):
     _, out, _ = run_cli("estimate", "--model", QWEN, "--gpu", "H100 SXM", "--format", "plain", *argv)

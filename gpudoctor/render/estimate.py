@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import List
 
-from gpudoctor.estimate import Estimate
+from gpudoctor.estimate import ACTIVATION_FORMULAS, Estimate
 from gpudoctor.remedies import lines as remedy_lines
 from gpudoctor.units import gib
 
@@ -22,10 +22,13 @@ def _descriptions(est: Estimate) -> dict:
     moments = {"sgd": "SGD: momentum", "adamw8bit": "8-bit AdamW: 8-bit momentum + variance"}.get(
         a["optimizer"], "Adam: momentum + variance")
     optimizer = moments if a["precision"] == "fp32" else moments.replace(": ", ": fp32 master + ", 1)
+    gated = a["formulas"]["activations"] == ACTIVATION_FORMULAS["gated"]
+    layer, source = ("(6h per norm + 10q + 8kv + 8i)·sb", "transformers' gated decoder") if gated else (
+        "34sbh", "Korthikanti et al.")
     if a["attention"] == "eager":
-        per_layer = "sbh(34 + 5as/h) per layer (eager attention keeps the a·s² scores)"
+        per_layer = f"{layer} + 5as²b per layer (eager attention keeps the a·s² scores)"
     else:
-        per_layer = "34sbh per layer (flash/SDPA attention keeps no a·s² scores)"
+        per_layer = f"{layer} per layer (flash/SDPA attention keeps no a·s² scores)"
     if a["activation_checkpointing"]:
         per_layer = f"2sbh per layer (checkpointed) + one layer's {per_layer.replace(' per layer', '')}"
     described = {
@@ -35,7 +38,7 @@ def _descriptions(est: Estimate) -> dict:
             "; DeepSpeed adds an fp32 partition" if a["engine"] == "deepspeed" and a["precision"] != "fp32" else ""),
         "optimizer": optimizer + (" (ZeRO-1+: partitioned)" if stage >= 1 else "") + (
             "; offloaded to the host" if a["offload"]["optimizer"] != "none" and stage >= 1 else ""),
-        "activations": f"Korthikanti et al.: {per_layer} + 4sbv logits",
+        "activations": f"{source}: {per_layer} + 4sbv logits",
         "overhead": "CUDA context, workspaces, NCCL buffers, fragmentation",
     }
     return {**described, **(ADAPTER_DESCRIPTIONS if a.get("lora") else {})}
