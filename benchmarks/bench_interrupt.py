@@ -27,7 +27,7 @@ PEER = """
 import torch.multiprocessing as mp
 from gpudoctor.bench.launch import free_port
 from gpudoctor.bench.nccl import NcclConfig, run_worker
-from gpudoctor.bench.launch import Rank
+from gpudoctor.rendezvous import Rank
 
 def worker(index, port):
     run_worker(Rank(index, 2, index, f"tcp://127.0.0.1:{port}", "local"),

@@ -7,7 +7,6 @@ job's ranks with torch.distributed (gloo); `gpudoctor fleet` reads snapshot file
 
 from __future__ import annotations
 
-import os
 import socket
 import time
 from collections import Counter
@@ -23,7 +22,7 @@ FLEET_PREFIX = "GD8"
 
 
 class FleetError(InputError):
-    """`check --fleet` cannot run here (no torch, no launcher): one line, exit 2."""
+    """`check --fleet` cannot run here (no launcher, a rank's snapshot malformed): one line, exit 2."""
 
 
 def failing(report: Report) -> List[str]:
@@ -110,36 +109,6 @@ def fleet_nodes(snapshots: Sequence[Snapshot], paths: Sequence[str]) -> List[Tup
 
 # ---- check --fleet: gather the ranks' snapshots on rank 0 -------------------------------------------------------
 
-def launcher_rank():
-    """This process's Rank under torchrun/srun (gpudoctor.bench.launch), or a FleetError saying what is needed."""
-    from gpudoctor.bench import BenchError
-    from gpudoctor.bench.launch import rank_from_env
-
-    try:
-        rank = rank_from_env()
-    except BenchError as exc:
-        raise FleetError(f"check --fleet: {exc}") from None
-    if rank is None:
-        raise FleetError("check --fleet needs a launcher: run it under torchrun (`torchrun --nproc-per-node N -m "
-                         "gpudoctor check --fleet`) or srun (one task per node or per GPU); for snapshot files use "
-                         "`gpudoctor fleet SNAPSHOT...`")
-    return rank
-
-
-def import_distributed():
-    """torch.distributed, imported only on this path (torch is optional for the doctor); c10d's own C++ log lines
-    ([c10d] socket.cpp retries) are left out of the output, which says what failed in one line."""
-    os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
-    try:
-        import torch.distributed as dist
-    except Exception as exc:  # noqa: BLE001 - a missing or broken torch is the user's situation, not our bug
-        raise FleetError(f"check --fleet needs torch to gather the ranks' snapshots (torch.distributed, gloo): "
-                         f"{type(exc).__name__}: {exc}") from None
-    if not dist.is_available():
-        raise FleetError("check --fleet needs torch with torch.distributed (this build has none)")
-    return dist
-
-
 def node_name(snapshot: Snapshot, rank: int) -> str:
     host = (snapshot.facts.get("host") or {}).get("hostname") or socket.gethostname()
     return f"{host}:{rank}"
@@ -159,47 +128,6 @@ def gloo_interface(environ, interfaces: Optional[list]) -> Optional[str]:
                     key=lambda name: (name.startswith("lo"), name))  # loopback only when nothing else matches
     chosen = nccl_ifname_matches(value, usable)
     return chosen[0] if chosen else None
-
-
-def gather(dist, rank, payload: dict, timeout_s: float = 600.0) -> Optional[list]:
-    """Every rank's payload, in rank order, on rank 0 (None elsewhere): JSON over gloo, the launcher's env://
-    rendezvous."""
-    import datetime
-
-    from gpudoctor.bench.exchange import gather_json
-
-    def meet() -> Optional[list]:
-        dist.init_process_group("gloo", init_method=rank.init_method, rank=rank.rank, world_size=rank.world_size,
-                                timeout=datetime.timedelta(seconds=timeout_s))
-        return gather_json(dist, payload, dst=0)
-
-    from gpudoctor.bench.launch import bounded
-
-    return bounded(meet, timeout_s)
-
-
-def rendezvous_failure(rank: int, exc: BaseException, interface: Optional[str]) -> str:
-    """One line for a rank that could not meet the others: the error, the rendezvous address, the interface."""
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    line = (f"check --fleet: rank {rank} could not reach the others ({type(exc).__name__}: {text}); "
-            f"MASTER_ADDR={os.environ.get('MASTER_ADDR')} MASTER_PORT={os.environ.get('MASTER_PORT')}")
-    via = os.environ.get("GLOO_SOCKET_IFNAME")
-    if interface:
-        line += f" over interface {interface} (GLOO_SOCKET_IFNAME, from NCCL_SOCKET_IFNAME=" \
-                f"{os.environ.get('NCCL_SOCKET_IFNAME')})"
-    elif via:
-        line += f" over interface {via} (GLOO_SOCKET_IFNAME)"
-    return line
-
-
-def share_verdict(dist, rank, code: int) -> int:
-    """Rank 0's exit code on every rank; then leave the process group."""
-    from gpudoctor.bench.exchange import broadcast_int
-
-    try:
-        return broadcast_int(dist, code, src=0)
-    finally:
-        dist.destroy_process_group()
 
 
 def snapshots_from_payloads(payloads: list) -> List[Tuple[str, Snapshot]]:

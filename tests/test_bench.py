@@ -131,13 +131,12 @@ def test_the_table_fits_80_columns_and_says_it_measures_gloo_on_cpu():
 
 def _every_op(rank, config):
     """A spawned worker: one process group, the real result of every op (saves a torch start-up per op)."""
-    import torch.distributed as dist
-
-    device, backend = nccl_module.init_rank(rank, config)
+    group, device, backend = nccl_module.join(rank, config)
     try:
-        return {op: nccl_module.measure(rank, device, backend, replace(config, op=op)) for op in OPS}
+        hosts = group.all_gather_json("host", 64)
+        return {op: nccl_module.measure(rank, hosts, device, backend, replace(config, op=op)) for op in OPS}
     finally:
-        dist.destroy_process_group()
+        group.leave()
 
 
 @pytest.mark.slow

@@ -11,7 +11,8 @@ torch = pytest.importorskip("torch")
 np = pytest.importorskip("numpy")
 
 from gpudoctor.bench import BenchError, BenchUsageError, launch, nccl, train  # noqa: E402
-from gpudoctor.bench.launch import Rank, run_ranks  # noqa: E402
+from gpudoctor.bench.launch import run_ranks  # noqa: E402
+from gpudoctor.rendezvous import Rank  # noqa: E402
 from gpudoctor.bench.nccl import (CONTRIBUTING_RANKS, FP32_EXACT, PERIOD, NcclConfig, contribution,  # noqa: E402
                                   reduced, tag)
 
@@ -81,10 +82,9 @@ def _peak_allocated(rank, config):
     import tempfile
     from dataclasses import replace
 
-    import torch.distributed as dist
     from torch.profiler import ProfilerActivity, profile
 
-    device, _ = nccl.init_rank(rank, config)
+    group, device, _ = nccl.join(rank, config)
     peaks = {}
     try:
         for op in MEASURED:
@@ -97,7 +97,7 @@ def _peak_allocated(rank, config):
             base = events[0]["Total Allocated"] - events[0]["Bytes"]
             peaks[op] = {"peak": max(e["Total Allocated"] for e in events) - base, "wrong": rows[0]["wrong"]}
     finally:
-        dist.destroy_process_group()
+        group.leave()
     return peaks
 
 
@@ -209,7 +209,7 @@ def test_device_id_goes_to_init_process_group_where_torch_takes_it(monkeypatch):
     rank = Rank(1, 2, 1, "tcp://127.0.0.1:1", "local")
     for fake in (init_with_device_id, init_before_2_3):
         monkeypatch.setattr(dist, "init_process_group", fake)
-        nccl.init_rank(rank, NcclConfig())
+        nccl.join(rank, NcclConfig())
     assert calls == [torch.device("cuda", 1), "no device_id"]
     assert "device_id" in inspect.signature(init_with_device_id).parameters
 

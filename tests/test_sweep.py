@@ -7,10 +7,13 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
-from conftest import FIXTURES
+from conftest import FIXTURES, ROOT, gpudoctor_cmd
 from gpudoctor.cli import main
 
 MACHINE = FIXTURES / "machines" / "rtx6000ada-nvcc115-cu124.json"
@@ -122,6 +125,10 @@ LAUNCHER_FAULTS = [
     ({"RANK": "0", "WORLD_SIZE": "2", "MASTER_PORT": "70000"}, "a TCP port is 1 to 65535"),
     ({"WORLD_SIZE": "2"}, "but RANK is not"),
     ({"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": ""}, "but MASTER_ADDR is not"),
+    ({"RANK": " 1", "WORLD_SIZE": "2"}, "RANK=' 1' is not a whole number"),
+    ({"RANK": "\u0661", "WORLD_SIZE": "2"}, "is not a whole number (ASCII digits"),  # ARABIC-INDIC DIGIT ONE
+    ({"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "node1\nnode2"}, "'node1\\nnode2' is not a host name"),
+    ({"RANK": "0", "WORLD_SIZE": "2", "MASTER_PORT": "29500\n"}, "is not a whole number"),
 ]
 
 
@@ -151,7 +158,7 @@ def test_rank_0_without_peers_is_bounded_by_timeout(monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "2")
     monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
     monkeypatch.setenv("MASTER_PORT", str(port))
-    _usage_error(("check", "--fleet", "--quick", "--timeout", "0.5"), "no rendezvous with every rank within 2 s")
+    _usage_error(("check", "--fleet", "--quick", "--timeout", "0.5"), "could not reach the others within 2 s (no answer)")
 
 
 @pytest.mark.parametrize("part", ["a", " a\t", '"\\""', '"a\\\\"', "'a'", '"\\u0041"', "1"], ids=repr)
@@ -184,10 +191,10 @@ def test_rank_0_on_a_port_another_process_holds_is_refused_before_any_rendezvous
         held.listen()
         _launched(monkeypatch, "0", held.getsockname()[1])
         _usage_error(command, f"MASTER_PORT={held.getsockname()[1]} is in use by another process")
-        from gpudoctor.bench.launch import rank_from_env
+        from gpudoctor.rendezvous import launched_rank
 
         monkeypatch.setenv("TORCHELASTIC_USE_AGENT_STORE", "True")
-        assert rank_from_env().rank == 0
+        assert launched_rank("check --fleet").rank == 0
 
 
 @pytest.mark.slow
@@ -211,6 +218,118 @@ def test_bench_nccl_rendezvous_is_bounded_by_timeout(monkeypatch, rank, silent):
         started = time.monotonic()
         _usage_error(("bench", "nccl", "--backend", "gloo", "--timeout", "2", "-e", "8"), "could not reach the others")
         assert time.monotonic() - started < 30
+
+
+@pytest.mark.parametrize("command", [("check", "--fleet", "--quick"), ("bench", "nccl")], ids=" ".join)
+def test_srun_without_master_addr_is_a_usage_error_for_every_command(monkeypatch, command):
+    """`bench nccl` said it in one line but exited 1; both commands use one validation now: exit 2."""
+    for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in dict(SLURM_PROCID="0", SLURM_STEP_NUM_TASKS="2", SLURM_STEP_ID="0").items():
+        monkeypatch.setenv(name, value)
+    _usage_error(command, "under srun but MASTER_ADDR is not set")
+
+
+# ---- real ranks (gloo on this machine) that fail in every way a rendezvous can: one line and exit 2 each ----------
+
+RANK_BOUND_S = 90  # a gpudoctor rank ends within this (each step waits 2 s; the rest is starting torch under load)
+
+
+def _ranks_env(port: int, **extra) -> dict:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("RANK", "WORLD_SIZE", "LOCAL_", "MASTER_", "SLURM_", "TORCHELASTIC_", "TORCH_CPP"))}
+    return dict(env, PYTHONPATH=str(ROOT), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), **extra)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _meet(ranks: list) -> list:
+    """Start every rank at once (argv, env); (exit code, stdout, stderr) of each gpudoctor rank once it ended.
+    A fake peer (tests/rendezvous_peer.py) is killed when the gpudoctor ranks are done."""
+    procs = [subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+             for argv, env in ranks]
+    try:
+        ours = [proc for proc, (argv, _) in zip(procs, ranks) if argv[:3] == gpudoctor_cmd()]
+        said = [proc.communicate(timeout=RANK_BOUND_S) for proc in ours]
+        return [(proc.returncode, out, err) for proc, (out, err) in zip(ours, said)]
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.communicate()
+
+
+def _one_line_exit_2(result, *needles) -> str:
+    """Exit 2 (never 134, SIGABRT; never 3), nothing on stdout, one line on stderr: no c10d ERROR line, no C++
+    frames, no "terminate called"."""
+    code, out, err = result
+    assert code == 2 and out == "" and len(err.splitlines()) == 1, (code, out, err)
+    for needle in needles:
+        assert needle in err, err
+    return err
+
+
+PEER = [sys.executable, str(ROOT / "tests" / "rendezvous_peer.py")]
+FLEET = gpudoctor_cmd() + ["check", "--fleet", "--quick", "--timeout", "0.5"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("peer,needle", [
+    ("die", "check --fleet: rank 0 could not announce the size of its snapshot within 2 s"),
+    ("announce:67108864", "check --fleet: rank 1 announced its snapshot as 67,108,864 bytes; gpudoctor takes 1 byte "
+                          "to 20 MiB"),
+    ("announce:-5", "check --fleet: rank 1 announced its snapshot as -5 bytes"),
+    ("send:deep", "check --fleet: rank 1 sent JSON nested too deeply as its snapshot"),
+    ("send:pickle", "check --fleet: rank 1 sent something that is not JSON as its snapshot"),
+], ids=["peer dies", "64 MiB announced", "negative length", "50,000 deep", "a pickle"])
+def test_check_fleet_with_a_peer_that_dies_or_sends_garbage(peer, needle):
+    """Rank 0 against a fake rank 1: a peer gone after joining, a 64 MiB or negative length announced (refused
+    before anything is allocated or read), JSON 50,000 deep, a pickle: one line naming the rank, exit 2."""
+    pytest.importorskip("torch.distributed")
+    port = _free_port()
+    [rank0] = _meet([(FLEET, _ranks_env(port, RANK="0", WORLD_SIZE="2")),
+                     (PEER + [peer], _ranks_env(port, RANK="1", WORLD_SIZE="2"))])
+    _one_line_exit_2(rank0, needle)
+
+
+@pytest.mark.slow
+def test_ranks_whose_world_sizes_disagree_each_end_in_one_line():
+    """WORLD_SIZE=2 on rank 0 and 3 on rank 1: neither can meet the other; each says so within its bound (rank 1
+    aborted with SIGABRT, "terminate called without an active exception", once its wait ended)."""
+    pytest.importorskip("torch.distributed")
+    port = _free_port()
+    results = _meet([(FLEET, _ranks_env(port, RANK=str(rank), WORLD_SIZE=str(world))) for rank, world in
+                     ((0, 2), (1, 3))])
+    for rank, result in enumerate(results):  # rank 0 may meet rank 1 and wait for its data; rank 1 waits for rank 2
+        _one_line_exit_2(result, f"check --fleet: rank {rank} could not ", " within 2 s (")
+
+
+@pytest.mark.slow
+def test_an_unreachable_master_prints_no_c10d_line():
+    """Rank 1 alone, nobody at MASTER_PORT: c10d's own "[E… socket.cpp] [c10d] The client socket has timed out"
+    line reached stderr before gpudoctor's."""
+    pytest.importorskip("torch.distributed")
+    [rank1] = _meet([(FLEET, _ranks_env(_free_port(), RANK="1", WORLD_SIZE="2"))])
+    _one_line_exit_2(rank1, "check --fleet: rank 1 could not reach the others within 2 s")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("peer,needle", [("die", "could not announce the size of its host name"),
+                                         ("greet", "could not finish the sweep (")])
+def test_bench_nccl_with_a_peer_that_dies(peer, needle):
+    """Under a launcher, a peer gone before or during the sweep: one line and exit 2 (it was exit 3, "a bug", or
+    SIGABRT)."""
+    pytest.importorskip("torch.distributed")
+    port = _free_port()
+    bench = gpudoctor_cmd() + ["bench", "nccl", "--backend", "gloo", "--timeout", "2", "-e", "64K", "-n", "50"]
+    [rank0] = _meet([(bench, _ranks_env(port, RANK="0", WORLD_SIZE="2")),
+                     (PEER + [peer], _ranks_env(port, RANK="1", WORLD_SIZE="2"))])
+    _one_line_exit_2(rank0, f"bench nccl: rank 0 {needle}")
 
 
 PAYLOADS = ["\x1b[2J", "\x1b]0;title\x07", "\r", "\u202e"]

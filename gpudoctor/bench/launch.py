@@ -3,156 +3,24 @@
 No home-made transport: every rank calls `torch.distributed.init_process_group` and the collectives go through
 NCCL (GPUs) or gloo (CPU). Locally the workers are `multiprocessing` spawn processes that rendezvous over TCP on
 127.0.0.1, supervised here (a failure, Ctrl-C or SIGTERM stops them all); under torchrun the `env://`
-rendezvous uses MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE; under srun the SLURM_* variables are mapped onto those.
+rendezvous uses MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE; under srun the SLURM_* variables are mapped onto those
+(gpudoctor.rendezvous, shared with `check --fleet` and `preflight`).
 """
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import re
-import shutil
 import signal
 import socket
-import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
 from typing import Callable, Mapping, Optional, Tuple
 
-from gpudoctor.bench import BenchError, BenchUsageError
-
-DEFAULT_PORT = "29500"
-
-
-@dataclass(frozen=True)
-class Rank:
-    """Who this process is in the job and how it meets the others."""
-
-    rank: int
-    world_size: int
-    local_rank: int
-    init_method: str
-    launcher: str  # local | torchrun | slurm
-
-
-def _int(environ: Mapping[str, str], name: str) -> Optional[int]:
-    try:
-        return int(environ[name])
-    except (KeyError, ValueError):
-        return None
-
-
-def _first_slurm_host(nodelist: str) -> Optional[str]:
-    """The first host of a SLURM node list, expanded by `scontrol show hostnames` (as srun users do)."""
-    scontrol = shutil.which("scontrol")
-    if not scontrol or not nodelist:
-        return None
-    try:
-        out = subprocess.run([scontrol, "show", "hostnames", nodelist], capture_output=True, text=True,
-                             timeout=10, check=False).stdout.split()
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out[0] if out else None
-
-
-def _launcher_values(env: Mapping[str, str]) -> tuple:
-    """RANK and WORLD_SIZE as torchrun sets them, checked with MASTER_ADDR/MASTER_PORT before any rendezvous (a
-    rank outside the world, or a port that is no port, would otherwise wait for peers that never come):
-    BenchUsageError in one line."""
-    values = {}
-    for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
-        if not env.get(name):
-            raise BenchUsageError(f"{' and '.join(n for n in ('RANK', 'WORLD_SIZE') if env.get(n))} set but {name} "
-                                  "is not: start it with torchrun, or unset RANK/WORLD_SIZE")
-        values[name] = env[name].strip()
-    for name in ("RANK", "WORLD_SIZE", "MASTER_PORT"):
-        if not values[name].lstrip("-").isdigit() or len(values[name]) > 10:
-            raise BenchUsageError(f"{name}={env[name][:40]!r} is not a whole number")
-    rank, world, port = int(values["RANK"]), int(values["WORLD_SIZE"]), int(values["MASTER_PORT"])
-    if world < 1:
-        raise BenchUsageError(f"WORLD_SIZE={world}: a job has at least 1 rank")
-    if not 0 <= rank < world:
-        raise BenchUsageError(f"RANK={rank} with WORLD_SIZE={world}: ranks run from 0 to {world - 1}")
-    if not 0 < port < 65536:
-        raise BenchUsageError(f"MASTER_PORT={port}: a TCP port is 1 to 65535")
-    if rank == 0 and env.get("TORCHELASTIC_USE_AGENT_STORE") != "True" and _port_taken(port):
-        raise BenchUsageError(f"MASTER_PORT={port} is in use by another process on this machine, where rank 0 "
-                              "starts the rendezvous store: pick a free port")
-    return rank, world
-
-
-def _port_taken(port: int) -> bool:
-    """Whether another process listens on `port` here, so that rank 0's store could not (a port merely in
-    TIME_WAIT is free to it, as to this test: both bind with SO_REUSEADDR)."""
-    for family, address in ((socket.AF_INET6, "::"), (socket.AF_INET, "")):
-        try:
-            probe = socket.socket(family, socket.SOCK_STREAM)
-        except OSError:
-            continue  # no IPv6 here
-        with probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                probe.bind((address, port))
-                return False
-            except OSError as exc:
-                if exc.errno == errno.EADDRINUSE:
-                    return True
-    return False
-
-
-def bounded(call, seconds: float):
-    """`call()` (a rendezvous) in a helper thread, waited for at most `seconds`: the main thread stays in Python,
-    so Ctrl-C and SIGTERM end the command at once (a rendezvous waits in C++, where no signal handler runs), and an
-    unreachable master, a missing peer or a port held by something that is not a store is a TimeoutError,
-    whatever torch's own timeouts do (`check --fleet`, `bench nccl` under a launcher)."""
-    import threading
-
-    from gpudoctor.waiting import patiently
-
-    outcome: list = []
-
-    def run() -> None:
-        try:
-            outcome.append((True, call()))
-        except BaseException as exc:  # noqa: BLE001 - handed to the main thread as it is
-            outcome.append((False, exc))
-
-    helper = threading.Thread(target=run, daemon=True, name="gpudoctor-rendezvous")
-    helper.start()
-    patiently(lambda slice_s: (helper.join(slice_s), not helper.is_alive())[1], seconds)
-    if not outcome:
-        raise TimeoutError(f"no rendezvous with every rank within {seconds:g} s")
-    ok, value = outcome[0]
-    if not ok:
-        raise value
-    return value
-
-
-def rank_from_env(environ: Optional[Mapping[str, str]] = None) -> Optional[Rank]:
-    """This process's rank when a launcher started it (torchrun: RANK/WORLD_SIZE; srun: SLURM_PROCID/
-    SLURM_STEP_NUM_TASKS or SLURM_NTASKS), else None. Sets MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE for srun.
-    Launcher variables that cannot work are a BenchUsageError, for `bench nccl` and `check --fleet` alike."""
-    env = os.environ if environ is None else environ
-    if env.get("RANK") or env.get("WORLD_SIZE"):
-        rank, world = _launcher_values(env)
-        return Rank(rank, world, _int(env, "LOCAL_RANK") or 0, "env://", "torchrun")
-    # srun sets SLURM_STEP_NUM_TASKS for a job step; an sbatch script alone (one process) is not a step of N tasks.
-    rank = _int(env, "SLURM_PROCID")
-    world = _int(env, "SLURM_STEP_NUM_TASKS") or (_int(env, "SLURM_NTASKS") if "SLURM_STEP_ID" in env else None)
-    if rank is None or not world or world < 2:
-        return None
-    master = env.get("MASTER_ADDR") or _first_slurm_host(env.get("SLURM_STEP_NODELIST") or
-                                                         env.get("SLURM_JOB_NODELIST", ""))
-    if not master:
-        raise BenchError("under srun but MASTER_ADDR is not set and `scontrol show hostnames` gave no host: "
-                         "export MASTER_ADDR (the first node) and MASTER_PORT")
-    if environ is None:  # the env:// rendezvous reads these from the process environment
-        os.environ.update(MASTER_ADDR=master, MASTER_PORT=env.get("MASTER_PORT") or DEFAULT_PORT,
-                          RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(_int(env, "SLURM_LOCALID") or 0))
-    return Rank(rank, world, _int(env, "SLURM_LOCALID") or 0, "env://", "slurm")
-
+from gpudoctor.bench import BenchError
+from gpudoctor.errors import InputError
+from gpudoctor.rendezvous import Rank, env_int, launched_rank
 
 def local_device_index(local_rank: int, devices: int) -> int:
     """The CUDA device a rank binds, as torchrun and srun expose GPUs: its local rank modulo the devices it sees
@@ -169,7 +37,7 @@ def _tasks_here(env: Mapping[str, str]) -> Optional[int]:
         if not match:
             return None
         counts += [int(match.group(1))] * int(match.group(2) or 1)
-    node = _int(env, "SLURM_NODEID") or 0
+    node = env_int(env, "SLURM_NODEID") or 0
     return counts[node] if node < len(counts) else None
 
 
@@ -179,8 +47,8 @@ def local_layout(environ: Optional[Mapping[str, str]] = None) -> Tuple[int, bool
     (--gpus-per-task implies --gpu-bind=per_task unless --gpu-bind says otherwise: SLURM's srun manual), else
     they share the GPUs they see. Every rank reads the same, so a bad layout fails on all of them at once."""
     env = os.environ if environ is None else environ
-    if _int(env, "LOCAL_WORLD_SIZE"):
-        return _int(env, "LOCAL_WORLD_SIZE"), False, f"LOCAL_WORLD_SIZE={env['LOCAL_WORLD_SIZE']}"
+    if env_int(env, "LOCAL_WORLD_SIZE"):
+        return env_int(env, "LOCAL_WORLD_SIZE"), False, f"LOCAL_WORLD_SIZE={env['LOCAL_WORLD_SIZE']}"
     tasks = _tasks_here(env) if "SLURM_PROCID" in env else None
     if not tasks:
         return 1, False, ""
@@ -241,7 +109,8 @@ def _spawned(index: int, fn: Callable, world: int, port: int, config, folder: st
                 json.dump(result, handle)
     except Exception as exc:  # noqa: BLE001 - the parent reports it in one line
         text = str(exc).strip().splitlines()
-        line = text[0] if isinstance(exc, BenchError) and text else f"{type(exc).__name__}: {' '.join(text)[:300]}"
+        said = isinstance(exc, (BenchError, InputError)) and text  # our own one-line errors, as they are
+        line = text[0] if said else f"{type(exc).__name__}: {' '.join(text)[:300]}"
         _claim_first_error(folder, index, f"rank {index}: {line}")
         sys.stdout.flush()
         sys.stderr.flush()
@@ -331,7 +200,7 @@ def run_ranks(fn: Callable, config, nprocs: Optional[int] = None) -> tuple:
     import threading
     from multiprocessing import resource_tracker
 
-    mine = rank_from_env()
+    mine = launched_rank("bench nccl")
     if mine is not None:
         return mine, fn(mine, config)
     world = nprocs or default_nprocs()

@@ -315,41 +315,22 @@ def _device_and_backend(torch, rank, requested: str):
     return torch.device("cpu"), backend
 
 
-def init_rank(rank, config: NcclConfig) -> tuple:
-    """Join the process group as `rank`: (device, backend). NCCL gets the rank's GPU as `device_id` where torch
-    takes it (2.3+): the communicator is bound to it at once and the first barrier does not guess a device."""
-    import datetime
-    import inspect
+def join(rank, config: NcclConfig):
+    """Join the process group as `rank` (gpudoctor.rendezvous: bounded by --timeout, one line when it fails):
+    (the Group, device, backend). NCCL gets the rank's GPU as its device."""
     import warnings
 
     import torch
-    import torch.distributed as dist
 
-    from gpudoctor.bench.launch import bounded
+    from gpudoctor.rendezvous import Group
 
     warnings.filterwarnings("ignore", category=FutureWarning)
     device, backend = _device_and_backend(torch, rank, config.backend)
     if device.type == "cuda":
         _fits_free_memory(torch, device, config, rank.world_size)
-    bound = {}
-    if backend == "nccl" and "device_id" in inspect.signature(dist.init_process_group).parameters:
-        bound["device_id"] = device
-
-    def meet() -> None:
-        dist.init_process_group(backend, init_method=rank.init_method, rank=rank.rank, world_size=rank.world_size,
-                                timeout=datetime.timedelta(seconds=config.timeout), **bound)
-
-    if rank.launcher == "local":
-        meet()
-        return device, backend
-    try:
-        bounded(meet, config.timeout)
-    except Exception as exc:  # noqa: BLE001 - a launched rank that cannot meet the others: the job's network
-        text = (str(exc).strip().splitlines() or [""])[0]
-        raise BenchUsageError(f"bench nccl: rank {rank.rank} could not reach the others within {config.timeout:g} s "
-                              f"({type(exc).__name__}: {text}); MASTER_ADDR={os.environ.get('MASTER_ADDR')} "
-                              f"MASTER_PORT={os.environ.get('MASTER_PORT')}") from None
-    return device, backend
+    group = Group(rank, "bench nccl", config.timeout, backend, device if backend == "nccl" else None)
+    group.join()
+    return group, device, backend
 
 
 def _timed(torch, dist, call, device, config: NcclConfig) -> float:
@@ -412,26 +393,30 @@ def sweep(device, config: NcclConfig) -> List[dict]:
     return rows
 
 
-def run_worker(rank, config: NcclConfig) -> dict:
-    """Run the sweep as one rank; every rank returns the same result (built from collective data)."""
-    import torch.distributed as dist
+HOST_NAME_LIMIT = 4096  # bytes of a peer's host name as JSON (a DNS name is at most 253)
 
-    device, backend = init_rank(rank, config)
+
+def run_worker(rank, config: NcclConfig) -> dict:
+    """Run the sweep as one rank; every rank returns the same result (built from collective data). Under a
+    launcher, a peer that dies or disagrees mid-sweep is a RendezvousError (one line)."""
+    group, device, backend = join(rank, config)
     # no `finally`: a failing rank leaves the group by exiting, after it has said why (its peers' errors follow)
-    result = measure(rank, device, backend, config)
-    dist.destroy_process_group()
+    hosts = group.all_gather_json(socket.gethostname(), HOST_NAME_LIMIT, "its host name")
+    if rank.launcher == "local":  # the spawning process reports the first rank that failed
+        result = measure(rank, hosts, device, backend, config)
+    else:
+        with group.collectives("finish the sweep"):
+            result = measure(rank, hosts, device, backend, config)
+    group.leave()
     return result
 
 
-def measure(rank, device, backend: str, config: NcclConfig) -> dict:
-    """The result of `config`'s sweep in the process group this rank has joined (init_rank)."""
+def measure(rank, hosts: List[str], device, backend: str, config: NcclConfig) -> dict:
+    """The result of `config`'s sweep in the process group this rank has joined, on the ranks' `hosts`."""
     import torch
     import torch.distributed as dist
 
-    from gpudoctor.bench.exchange import all_gather_json
-
     world = dist.get_world_size()
-    hosts = all_gather_json(dist, socket.gethostname(), device)
     rows = sweep(device, config)
     nccl_version = None
     if backend == "nccl":
@@ -484,12 +469,13 @@ def _check_machine(config: NcclConfig, local_ranks: int, what: str = "", own_gpu
 
 def run(config: NcclConfig, nprocs: Optional[int] = None) -> tuple:
     """(this process's Rank, the result); spawns local workers unless torchrun/srun started us."""
-    from gpudoctor.bench.launch import default_nprocs, local_layout, rank_from_env, run_ranks
+    from gpudoctor.bench.launch import default_nprocs, local_layout, run_ranks
+    from gpudoctor.rendezvous import launched_rank
 
     if config.op not in OPS:
         raise BenchUsageError(f"unknown op {config.op!r} ({', '.join(OPS)})")
     check_sizes(config.min_bytes, config.max_bytes)
-    launched = rank_from_env()
+    launched = launched_rank("bench nccl")
     if launched is None:
         nprocs = nprocs or default_nprocs()
         _check_machine(config, nprocs)

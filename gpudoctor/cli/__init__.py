@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 import traceback
@@ -77,9 +78,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    """Run one command (inside gpudoctor.cli.guard: redacted output, children cleaned up, SIGTERM handled)."""
+    """Run one command (inside gpudoctor.cli.guard: redacted output, children cleaned up, SIGTERM handled).
+    As the program itself (no `argv`), a process that tried to join a torch process group leaves with os._exit
+    once its output is written: torch's threads would abort the interpreter's exit (gpudoctor.rendezvous)."""
     with guarded():
-        return _main(argv)
+        code = _main(argv)
+    rendezvous = sys.modules.get("gpudoctor.rendezvous")  # never imported: nothing joined
+    if argv is None and rendezvous is not None and rendezvous.must_exit_hard():
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(code)
+    return code
 
 
 def _main(argv: Optional[List[str]]) -> int:

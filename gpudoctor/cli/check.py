@@ -52,47 +52,58 @@ def run(args: argparse.Namespace) -> int:
     return exit_code(report.worst(), args.fail_on)
 
 
-RENDEZVOUS_TIMEOUTS = 4  # `check --fleet` meets the other ranks within 4 × --timeout (a minute by default)
+RENDEZVOUS_TIMEOUTS = 4  # each step of `check --fleet`'s rendezvous waits at most 4 × --timeout (a minute by default)
+FLEET = "check --fleet"
 
 
 def run_fleet(args: argparse.Namespace) -> int:
-    """`check --fleet` on one rank: probe this machine, send the snapshot to rank 0, which reports for everyone."""
-    from gpudoctor.bench.exchange import ExchangeError
-    from gpudoctor.fleet import (evaluate_fleet, gather as gather_ranks, gloo_interface, import_distributed,
-                                 launcher_rank, node_name, rendezvous_failure, share_verdict,
-                                 snapshots_from_payloads)
+    """`check --fleet` on one rank: probe this machine, send the snapshot to rank 0, which reports for everyone
+    and tells the others its exit status."""
+    from gpudoctor.fleet import FleetError, evaluate_fleet, gloo_interface, node_name, snapshots_from_payloads
+    from gpudoctor.rendezvous import (SNAPSHOT_LIMIT, Group, PeerDataError, RendezvousError, import_distributed,
+                                      launched_rank)
 
     started = time.monotonic()
     if getattr(args, "snapshot", None) or getattr(args, "from_reports", None):
         raise UsageError("--fleet gathers every rank's live facts; for recorded snapshots use "
                          "`gpudoctor fleet SNAPSHOT...`")
     fmt = fleet_format(args)
-    rank = launcher_rank()
-    dist = import_distributed()
+    rank = launched_rank(FLEET)
+    if rank is None:
+        raise FleetError("check --fleet needs a launcher: run it under torchrun (`torchrun --nproc-per-node N -m "
+                         "gpudoctor check --fleet`) or srun (one task per node or per GPU); for snapshot files use "
+                         "`gpudoctor fleet SNAPSHOT...`")
+    import_distributed(FLEET)  # no torch: said before the probes run
     rules = selected_rules(args)
     snapshot = gather(gather_request(args, groups_for(rules)))
     payload = {"node": node_name(snapshot, rank.rank), "snapshot": snapshot.to_json()}
     interface = gloo_interface(os.environ, (snapshot.facts.get("host") or {}).get("interfaces"))
     if interface:
         os.environ["GLOO_SOCKET_IFNAME"] = interface  # gloo reads it when the process group starts
-    try:
-        gathered = gather_ranks(dist, rank, payload, timeout_s=RENDEZVOUS_TIMEOUTS * args.timeout)
-    except ExchangeError as exc:  # a rank sent something that is not JSON
-        share_verdict(dist, rank, 2)
-        raise UsageError(f"check --fleet: {exc}") from None
-    except Exception as exc:  # noqa: BLE001 - a failed rendezvous is the job's network, said in one line
-        raise UsageError(rendezvous_failure(rank.rank, exc, interface)) from None
-    code = 0
-    if rank.rank == 0:
+    with Group(rank, FLEET, RENDEZVOUS_TIMEOUTS * args.timeout, interface=interface) as group:
         try:
-            fleet = evaluate_fleet(snapshots_from_payloads(gathered), rules, started)
-            code = render_fleet(args, fleet, fmt)
-        except BaseException as exc:
-            share_verdict(dist, rank, 2 if isinstance(exc, InputError) else 3)
+            gathered = group.gather_json(payload, SNAPSHOT_LIMIT, "its snapshot")
+            code = 0
+            if rank.rank == 0:
+                code = render_fleet(args, evaluate_fleet(snapshots_from_payloads(gathered), rules, started), fmt)
+        except Exception as exc:
+            if rank.rank == 0 and (isinstance(exc, PeerDataError) or not isinstance(exc, RendezvousError)):
+                _tell_the_others(group, 2 if isinstance(exc, InputError) else 3)
             raise
-    try:
-        code = share_verdict(dist, rank, code)
-    except Exception:  # noqa: BLE001 - rank 0 has reported; the others fall back to their own "no verdict"
-        pass
+        code = group.broadcast_int(code)
+    if rank.rank != 0 and code > 1:
+        raise RendezvousError(f"{FLEET}: rank 0 could not report for the fleet (exit status {code}; its output "
+                              "says why)")
     sys.stdout.flush()
     return code
+
+
+def _tell_the_others(group, code: int) -> None:
+    """Rank 0 failed after the gather: its status to the others, who would otherwise wait for it (best effort:
+    rank 0's own error is what is said)."""
+    from gpudoctor.rendezvous import RendezvousError
+
+    try:
+        group.broadcast_int(code)
+    except RendezvousError:
+        pass
