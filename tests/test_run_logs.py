@@ -255,3 +255,23 @@ def test_a_straggler_lags_the_steps_most_ranks_logged():
                  for i in range(4)})
     behind, common = stragglers(run["ranks"])
     assert [r["rank"] for r in behind] == [2] and common == 120
+
+
+def test_detail_fingerprints_show_the_rank_one_collective_short():
+    line = ("[I ProcessGroupWrapper.cpp:562] [Rank {r}] Running collective: CollectiveFingerPrint(SequenceNumber={s}, "
+            "OpType=ALLREDUCE, TensorShape=[], TensorDtypes=Float, TensorDeviceTypes=TensorOptions(dtype=float "
+            "(default), device=cuda, layout=Strided (default), requires_grad=false (default), pinned_memory=false "
+            "(default), memory_format=(nullopt)))\n")
+    text = "".join(line.format(r=r, s=s) for s in (1275, 1276, 1277) for r in range(4) if not (r == 2 and s == 1277))
+    from gpudoctor.facts.run import stopped_short
+
+    behind, seq, source = stopped_short(_read({"job.log": text})["ranks"])
+    assert [r["rank"] for r in behind] == [2] and seq == 1277 and source == "collective fingerprint"
+
+
+def test_a_header_at_the_top_of_a_file_names_its_rank():
+    run = _read({"pod-a.log": "Initializing distributed: GLOBAL_RANK: 5, MEMBER: 6/8\nValueError: bad shard\n",
+                 "pod-b.log": "Distributed environment: MULTI_GPU  Backend: nccl\nNum processes: 8\nProcess index: 2\n"
+                              "RuntimeError: Connection closed by peer [10.0.0.9]:29500\n"})
+    assert sorted(r["rank"] for r in run["ranks"]) == [2, 5]
+    assert [r["rank"] for r in postmortem(run).first] == [5]

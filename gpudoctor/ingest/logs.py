@@ -180,6 +180,7 @@ class LogScanner:
         self.message_facts: Dict[str, Dict[str, Any]] = {}  # fact path → what a message states, where
         self.message_gpus: Dict[str, Dict[str, Any]] = {}  # GPU name → the compute capability a message states
         self.shows: List[str] = []  # the parts of a run the log shows (SHOWS)
+        self.shows_head_bytes = SHOWS_HEAD_BYTES  # of each file, searched for them (and its last LOOK_BACK_BYTES)
         self._read: Dict[str, int] = {}  # file → bytes fed so far
         self._events_seen = 0
         self._found_in: Dict[str, int] = {}
@@ -204,8 +205,8 @@ class LogScanner:
         if name not in self.files:
             self.files.append(name)
         read = self._read.get(name, 0)
-        if read < SHOWS_HEAD_BYTES:
-            self._see_parts(data[:SHOWS_HEAD_BYTES - read])
+        if read < self.shows_head_bytes:
+            self._see_parts(data[:self.shows_head_bytes - read])
         self._read[name] = read + len(data)
         if self._below_pending is not None and self._below_pending[0] == name:
             first = data.split(b"\n", 1)[0][:MAX_LINE_CHARS].decode("utf-8", errors="replace")
@@ -711,7 +712,7 @@ class LogScanner:
         if not any(self._found_in.values()):
             return {}, {}
         for name, tail in self._tail.items():
-            if self._read.get(name, 0) > SHOWS_HEAD_BYTES:  # a shorter file was searched whole
+            if self._read.get(name, 0) > self.shows_head_bytes:  # a shorter file was searched whole
                 self._see_parts(tail)
         for event, name, label in self._unplaced:
             host = self._label_host.get((name, label)) if label is not None else None

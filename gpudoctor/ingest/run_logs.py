@@ -17,6 +17,7 @@ reader's: only lines it already parses are looked at, plus one bounded search fo
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -29,6 +30,9 @@ MAX_RANKS = 65536
 MAX_UNPLACED = 64
 STEP_WINDOW = 64 * 1024  # the end of each chunk searched for progress lines
 TIME_LOOK_BACK = 4096
+# The parts of a run a log shows (NCCL's setup, progress …) are searched in each rank's first SHOWS_HEAD_BYTES (and
+# its end): a rank's setup is at its start, and 512 ranks' files searched 4 MiB deep would cost more than the lines.
+SHOWS_HEAD_BYTES = 1024 * 1024
 
 # `[rank3]:`, `[default3]:` (torchrun --tee), `3: ` (srun --label), `worker-1: ` / `10.0.0.5: ` (pdsh, the deepspeed
 # launcher), in any order the launchers nest them
@@ -65,6 +69,15 @@ _ENQUEUED = re.compile(r"last enqueued (?:NCCL )?work: (\d{1,12}), last complete
 # CollectiveFingerPrint(SequenceNumber=2, OpType=ALLREDUCE, TensorShape=[1024], …), but Rank 1 is running …`
 _FINGERPRINT = re.compile(r"Rank (\d{1,6}) is running collective: CollectiveFingerPrint\(SequenceNumber=(\d{1,12}),?"
                           r" ?OpType=(\w{1,40})(?:, TensorShape=\[([^\]]{0,200})\])?")
+# TORCH_DISTRIBUTED_DEBUG=DETAIL's per-collective line: `[Rank 2] Running collective: CollectiveFingerPrint(
+# SequenceNumber=1276, OpType=ALLREDUCE, TensorShape=[], …)` (the last one each rank printed is where it stopped)
+_RUNNING = re.compile(r"\[Rank (\d{1,6})\] Running collective: CollectiveFingerPrint\(SequenceNumber=(\d{1,12}),? ?"
+                      r"OpType=(\w{1,40})(?:, TensorShape=\[([^\]]{0,200})\])?")
+# A launcher's or framework's header naming the process's rank at the top of its own file: Lightning's
+# `Initializing distributed: GLOBAL_RANK: 3, MEMBER: 4/8`, accelerate's `Process index: 3`, DeepSpeed's
+# `[Rank 3] …` log_dist lines are per line (above)
+_HEADER_RANK = re.compile(rb"GLOBAL_RANK: (\d{1,6}), MEMBER: \d{1,6}/\d{1,6}|\nProcess index: (\d{1,6})\s")
+HEADER_BYTES = 64 * 1024
 _STEP = re.compile(rb"(?i)\b(?:global[_ ]step|step|iteration|iter)\b['\"]?\s{0,4}[:=]?\s{0,8}(\d{1,9})")
 _NO_CAUSE_KINDS = {"preprocessing"}
 _WAITING_KINDS = {"watchdog_timeout"}
@@ -118,6 +131,7 @@ class RunReader:
     def __init__(self, scanner: LogScanner) -> None:
         self.scanner = scanner
         scanner.observer = self._observe
+        scanner.shows_head_bytes = SHOWS_HEAD_BYTES
         self.files: Dict[str, RunFile] = {}
         self.units: Dict[tuple, Dict[str, Any]] = {}
         self.local_to_rank: Dict[Tuple[Optional[str], int], int] = {}
@@ -130,9 +144,20 @@ class RunReader:
         self.files.setdefault(run_file.path, run_file)
 
     def feed(self, name: str, data: bytes, first_line: int = 1) -> int:
+        if first_line == 1:
+            self._header(name, data[:HEADER_BYTES])
         lines = self.scanner.feed(name, data, first_line)
         self._progress(name, data)
         return lines
+
+    def _header(self, name: str, head: bytes) -> None:
+        """A file whose name tells no rank, and whose start names one (a launcher's or framework's header)."""
+        ident = self.files.get(name) or RunFile(name)
+        if ident.rank is not None:
+            return
+        m = _HEADER_RANK.search(head)
+        if m:
+            self.files[name] = replace(ident, rank=int(m.group(1) or m.group(2)))
 
     def add_dump(self, run_file: RunFile, collectives: List[Dict[str, Any]]) -> None:
         """A rank's flight-recorder dump: its last collectives (gpudoctor.ingest.flight_recorder.collectives)."""
@@ -263,7 +288,13 @@ class RunReader:
             if m:
                 unit.setdefault("enqueued", int(m.group(1)))
                 unit.setdefault("completed", int(m.group(2)))
-        if "CollectiveFingerPrint" in body:
+        if "Running collective: CollectiveFingerPrint" in body:
+            for rank, seq, op, shape in _RUNNING.findall(body):
+                other = self._unit("", int(rank), None, None)
+                last = other.get("fingerprint") if other is not None else None
+                if other is not None and (last is None or int(seq) > last["seq"]):
+                    other["fingerprint"] = {"seq": int(seq), "op": op, "shape": shape or None, "where": where}
+        elif "CollectiveFingerPrint" in body:
             for rank, seq, op, shape in _FINGERPRINT.findall(body):
                 other = self._unit("", int(rank), None, None)
                 if other is not None:
