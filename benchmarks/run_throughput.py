@@ -35,11 +35,12 @@ OOM = ("[rank{r}]:[E1202 00:{m:02}:10.{us:06} api.py:1] torch.OutOfMemoryError: 
 
 
 def write_rank(path: Path, rank: int, megabytes: int, failing: int) -> int:
-    block = "".join(
-        f"2026-12-02 00:{i % 60:02}:{i % 60:02},{i % 1000:03} INFO step {i} loss {2 + i / 1e4:.4f} lr 1e-05 "
-        f"grad_norm 1.25 tokens/s 18211\n" if i % 4 else f" 41%|████      | {i}/30000 [28:11<40:33, 7.30 it/s]\n"
-        for i in range(4000))
-    block += f"gpu-{rank // 8:03}:4021{rank % 8}:40367 [{rank % 8}] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM\n"
+    step = "2026-12-02 00:{m:02}:{m:02},{ms:03} INFO step {i} loss {loss:.4f} lr 1e-05 grad_norm 1.25 tokens/s 18211\n"
+    bar = " 41%|████      | {i}/30000 [28:11<40:33, 7.30 it/s]\n"
+    block = "".join(step.format(m=i % 60, ms=i % 1000, i=i, loss=2 + i / 1e4) if i % 4 else bar.format(i=i)
+                    for i in range(4000))
+    host = f"gpu-{rank // 8:03}:4021{rank % 8}:40367 [{rank % 8}]"
+    block += f"{host} NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM\n"
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w") as handle:
         while handle.tell() < megabytes * 2 ** 20:

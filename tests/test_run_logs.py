@@ -10,18 +10,17 @@ from __future__ import annotations
 import json
 import pickle
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
-
+import tomllib
 from conftest import cli_in_process
+
 from gpudoctor.facts.run import postmortem
 from gpudoctor.ingest.flight_recorder import DumpError, collectives, load
 from gpudoctor.ingest.logs import LogScanner
 from gpudoctor.ingest.run_files import identify
 from gpudoctor.ingest.run_logs import RunReader, parse_time
-from gpudoctor.ingest.source import snapshot_from_reports
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = ROOT / "fixtures" / "runs"
@@ -275,3 +274,19 @@ def test_a_header_at_the_top_of_a_file_names_its_rank():
                               "RuntimeError: Connection closed by peer [10.0.0.9]:29500\n"})
     assert sorted(r["rank"] for r in run["ranks"]) == [2, 5]
     assert [r["rank"] for r in postmortem(run).first] == [5]
+
+
+def test_nccl_lines_without_ranks_are_placed_per_process():
+    run = _read({"nccl.log": (
+        "gpu-a01:4021:4090 [0] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion from peer 10.0.0.2<5002> "
+        "with status=12 opcode=0 len=0 vendor err 129 (Recv)\n"
+        "gpu-a02:5021:5090 [1] misc/socket.cc:538 NCCL WARN socketProgress: Connection closed by remote peer "
+        "gpu-a01<43210>\n")})
+    found = postmortem(run)
+    assert [(r["node"], r["pid"]) for r in found.first] == [("gpu-a01", 4021)]
+    assert [(r["node"], r["pid"]) for r in found.waiting] == [("gpu-a02", 5021)]
+
+
+def test_a_pod_named_file_is_its_node():
+    assert identify("logs/llama-ft-worker-3.log").node == "llama-ft-worker-3"
+    assert identify("logs/llama-ft-master-0").node == "llama-ft-master-0"

@@ -6,8 +6,17 @@ from __future__ import annotations
 
 from gpudoctor.checks import check
 from gpudoctor.facts import MissingFact
-from gpudoctor.facts.run import (label, last_seq, mismatches, own_error, postmortem, ranks_text, stopped_short, stragglers,
-                                 without_collectives)
+from gpudoctor.facts.run import (
+    label,
+    last_seq,
+    mismatches,
+    own_error,
+    postmortem,
+    ranks_text,
+    stopped_short,
+    stragglers,
+    without_collectives,
+)
 from gpudoctor.model import Severity
 
 

@@ -23,6 +23,8 @@ def label(entry: Dict[str, Any]) -> str:
         return f"rank {entry['rank']}" + (f" ({node})" if node else "")
     if isinstance(entry.get("local_rank"), int):
         return f"local rank {entry['local_rank']}" + (f" on {node}" if node else "")
+    if isinstance(entry.get("pid"), int):
+        return f"rank ? ({node} pid {entry['pid']})"
     files = entry.get("files") or ["?"]
     return f"rank ? ({files[0]})"
 
@@ -251,7 +253,8 @@ def summary(run: Dict[str, Any]) -> Dict[str, Any]:
     for entry in found.ranks:
         event = own_error(entry) or entry.get("first_waiting")
         first_events.append({"rank": entry.get("rank"), "local_rank": entry.get("local_rank"),
-                             "node": entry.get("node"), "role": "failed" if own_error(entry) else
+                             "node": entry.get("node"), "label": label(entry), "files": entry.get("files") or [],
+                             "role": "failed" if own_error(entry) else
                              ("waited" if waited(entry) else ("stopped" if event else "silent")),
                              "event": exported(event), "step": entry.get("step"), "last_collective": reached(entry),
                              "exit_code": (entry.get("exit") or {}).get("code")})
@@ -267,7 +270,7 @@ def summary(run: Dict[str, Any]) -> Dict[str, Any]:
         if short:
             divergence = {"kind": "stopped_short", "seq": short[1], "ranks": [e.get("rank") for e in short[0]]}
     return {"ranks": len(found.ranks), "nodes": run.get("nodes") or [],
-            "first_failing": [{"rank": e.get("rank"), "node": e.get("node"), "step": e.get("step"),
+            "first_failing": [{"rank": e.get("rank"), "node": e.get("node"), "label": label(e), "step": e.get("step"),
                                "event": exported(own_error(e))}
                               for e in found.first],
             "alike": found.alike, "order": found.basis,

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import BinaryIO, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
-from gpudoctor.ingest.report import ParsedReport, ReportError
-from gpudoctor.ingest.flight_recorder import DumpError, collectives, load, looks_like_dump, MAX_DUMP_BYTES
+from gpudoctor.ingest.flight_recorder import MAX_DUMP_BYTES, DumpError, collectives, load, looks_like_dump
 from gpudoctor.ingest.logs import LogScanner
+from gpudoctor.ingest.report import ParsedReport, ReportError
 from gpudoctor.ingest.run_files import identify
 from gpudoctor.ingest.run_logs import RunReader
 
@@ -20,6 +20,11 @@ HEAD = 512
 # A report in a rank's log (an `nvidia-smi` screen, `collect_env` at the top of a job's output) is read from its
 # first REPORT_HEAD_BYTES: a few KB of text, where a single log is read for 1 MiB (what 512 files would cost).
 REPORT_HEAD_BYTES = 64 * 1024
+
+
+# (the reports the files' heads hold, the run facts or None, the files given that could not be read, the files a folder
+# held that could not be placed, the files something was placed on a rank from)
+RunRead = Tuple[List[ParsedReport], Optional[Dict], List[Tuple[str, str]], List[Dict], Set[str]]
 
 
 def _head(path: str) -> bytes:
@@ -36,7 +41,7 @@ def _read_dump(path: str) -> bytes:
 
 
 def read_run(paths: Sequence[str], scanner: LogScanner, stdin: Optional[BinaryIO], found: Set[str],
-             read_one: Callable[..., ParsedReport]) -> Tuple[List[ParsedReport], Optional[Dict], List[Tuple[str, str]], List[Dict], Set[str]]:
+             read_one: Callable[..., ParsedReport]) -> RunRead:
     """(the reports the files' heads hold, the `run` facts or None, (path, why) for the files named on the command
     line that could not be read, {path, why} for those a folder or glob gave (`found`) that could not be placed,
     the files something was placed on a rank from). `read_one` streams one log (gpudoctor.ingest.source)."""

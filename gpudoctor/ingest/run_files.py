@@ -8,7 +8,8 @@ Names the launchers and users give per-rank files:
 - `NCCL_DEBUG_FILE=%h.%p`: `<host>.<pid>`;
 - `rank3.log`, `rank_3.txt`, `log.rank-3`, a flight-recorder dump `nccl_trace_rank_3` (`_dump_fr_trace`'s prefix and
   the rank);
-- anything else (`kubectl logs` saved per pod, `node-a.log`) is read too, its identity taken from its lines.
+- `kubectl logs` of a PyTorchJob's pods saved per pod: `<job>-worker-3.log` (the pod is the node);
+- anything else (`node-a.log`, `train.out`) is read too, its identity taken from its lines.
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ _TORCHRUN = re.compile(r"(?:^|/)attempt_(\d{1,4})/(\d{1,6})/(?:stdout|stderr)\.l
 _TORCHRUN_ERROR = re.compile(r"(?:^|/)attempt_(\d{1,4})/(\d{1,6})/error\.json$")
 _SRUN = re.compile(r"^(?P<node>[A-Za-z][\w.\-]{0,200}?)-(?P<task>\d{1,6})\.(?:out|err)$")
 _RANK_NAME = re.compile(r"(?:^|[^A-Za-z])rank[_\-.]?(\d{1,6})(?:\D|$)", re.IGNORECASE)
+# `kubectl logs` of a PyTorchJob's or MPIJob's pods saved per pod: `<job>-worker-3.log` (the pod is the node; its
+# index is the node's, not a rank)
+_POD = re.compile(r"^(?P<pod>[a-z0-9][a-z0-9\-]{0,200}-(?:master|worker|launcher)-\d{1,5})(?:\.log|\.txt)?$")
 _NCCL_DEBUG_FILE = re.compile(r"^(?P<host>[A-Za-z][\w\-]{0,200}(?:\.[A-Za-z][\w\-]{0,60})*)\.(?P<pid>\d{2,10})$")
 GLOB_CHARS = "*?["
 
@@ -56,6 +60,9 @@ def identify(path: str) -> RunFile:
     m = _RANK_NAME.search(base)
     if m:
         return RunFile(path, rank=int(m.group(1)))
+    m = _POD.match(base)
+    if m:
+        return RunFile(path, node=m.group("pod"))
     m = _NCCL_DEBUG_FILE.match(base)
     if m and not base.endswith((".log", ".txt", ".out", ".err", ".json")):
         return RunFile(path, node=m.group("host"))

@@ -23,7 +23,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from gpudoctor.redact import redact_bytes
 
-from .logs import LogScanner, QUOTE_CHARS
+from .logs import QUOTE_CHARS, LogScanner
 from .run_files import RunFile
 
 MAX_RANKS = 65536
@@ -41,12 +41,14 @@ _PREFIX = re.compile(r"\[(rank|default)(\d{1,6})\]:\s?|(\d{1,6}): |((?:\d{1,3}\.
 # A rank named further into the line, where something (a runner's own prefix, a paste's line numbers) precedes it:
 # `[rank3]:`, torch's `[PG ID 0 PG GUID 0(default_pg) Rank 3]`, `[Rank 3]`
 _RANK_IN_LINE = re.compile(r"\[rank(\d{1,6})\]:|\[(?:PG [^\]\[]{0,80} )?Rank (\d{1,6})\]")
+# NCCL's own prefix, `host:pid:tid [dev]`: a process on a host (its rank is not in it)
+_NCCL_PROCESS = re.compile(r"([A-Za-z0-9][\w.\-]{0,200}):(\d{1,10}):\d{1,10} \[(\d{1,5})\] ")
 _ISO = re.compile(r"(\d{4})-(\d\d)-(\d\d)[ T_](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?")
 _GLOG = re.compile(r"(?:^|[\[\s])[EWIF](\d{1,2})(\d\d) (\d\d):(\d\d):(\d\d)\.(\d{1,9})")  # month unpadded
 _SYSLOG = re.compile(r"\b(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) {1,2}(\d{1,2}) (\d\d):(\d\d):(\d\d)")
 _MONTHS = {m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov",
                                          "Dec"), 1)}
-# torch's C++ lines (glog): `[E501 10:00:03.123456 ProcessGroupNCCL.cpp:616] ` or `E0501 10:00:03.123456 4242 api.py:9] `
+# torch's C++ lines (glog): `[E501 10:00:03.123456 ProcessGroupNCCL.cpp:616] `, `E0501 10:00:03.123456 4242 api.py:9] `
 _GLOG_HEAD = re.compile(r"\[?[EWIF]\d{3,4} \d\d:\d\d:\d\d\.\d{1,9} (?:\d{1,10} )?[\w./\-]{1,200}:\d{1,6}\] ?")
 _EXCEPTION = re.compile(r"^((?:[A-Za-z_]\w{0,60}\.){0,8}[A-Z]\w{0,60}(?:Error|Exception|Interrupt))(?::\s?(.*))?$")
 # What a rank prints when another rank failed or hung: it waited, timed out, or lost its peer.
@@ -176,10 +178,14 @@ class RunReader:
     def _observe(self, name: str, line_no: int, line: str, events: List[Dict[str, Any]]) -> None:
         body, rank, local, host = _prefixes(line)
         prefix = line[:len(line) - len(body)]
+        process = None
         if rank is None and local is None:
             named = _RANK_IN_LINE.search(line, 0, 240)
             if named:
                 rank = int(named.group(1) or named.group(2))
+            elif "NCCL" in body:
+                nccl = _NCCL_PROCESS.match(body)
+                process = (nccl.group(1), int(nccl.group(2)), int(nccl.group(3))) if nccl else None
         for event in events:
             if isinstance(event.get("rank"), int):
                 rank = event["rank"]
@@ -192,7 +198,7 @@ class RunReader:
         if "exitcode" in body and agent is None and body.lstrip().startswith("exitcode"):
             self._summary(name, where, body)
             return
-        unit = self._unit(name, rank, local, host)
+        unit = self._unit(name, rank, local, host, process)
         if unit is None:
             return
         head = _GLOG_HEAD.match(body) if body[:2] in ("[E", "[W", "[I", "[F") or body[:1] in "EWIF" else None
@@ -322,15 +328,19 @@ class RunReader:
             unit.pop("step_seen", None)
 
     # -- places -----------------------------------------------------------------------------------------
-    def _unit(self, name: str, rank: Optional[int], local: Optional[int], host: Optional[str]) -> Optional[dict]:
+    def _unit(self, name: str, rank: Optional[int], local: Optional[int], host: Optional[str],
+              process: Optional[Tuple[str, int, int]] = None) -> Optional[dict]:
+        """The entry of the rank a line belongs to; `process`: (host, pid, GPU) of an NCCL line that names no rank."""
         ident = self.files.get(name) or RunFile(name)
-        node = host or ident.node or self.scanner.file_host(name)
+        node = host or (process[0] if process else None) or ident.node or self.scanner.file_host(name)
         if rank is None and local is None:
             rank, local = ident.rank, ident.local_rank
         if rank is not None:
             key: tuple = ("rank", rank)
         elif local is not None:
             key = ("local", node, local)
+        elif process is not None:
+            key = ("process", process[0], process[1])
         elif name:
             key = ("file", name)
         else:
@@ -348,6 +358,8 @@ class RunReader:
             unit["node"] = node
         if local is not None:
             unit.setdefault("local_rank", local)
+        if key[0] == "process":
+            unit.setdefault("pid", key[2])
         return unit
 
     def _unit_of_file(self, path: str) -> Optional[dict]:
@@ -384,7 +396,7 @@ class RunReader:
             else:
                 if not any(unit.get(k) for k in ("first_cause", "first_waiting", "collective", "exit", "dump")):
                     continue  # a file of the run that says nothing of a rank (the launcher's console, a README)
-                target = ("file", key[1])
+                target = key
             into = merged.setdefault(target, {"files": []})
             _merge(into, unit)
             if isinstance(target, int):
