@@ -125,6 +125,7 @@ def test_one_rank_holds_at_most_twice_the_message():
 def two_gpus(monkeypatch):
     """torch as on a node with two GPUs (the parts the bench reads before any CUDA work)."""
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "init", lambda: None)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: SimpleNamespace(total_memory=80 * 2 ** 30))
     monkeypatch.setattr(torch.cuda, "set_device", lambda device: None)
@@ -147,6 +148,15 @@ def test_ranks_bind_the_gpu_as_the_launcher_exposes_it(two_gpus, monkeypatch):
     for local in range(8):
         assert nccl._device_and_backend(torch, Rank(local, 8, local, "env://", "slurm"), "auto")[0] == \
             torch.device("cuda", 0)
+
+
+def test_ranks_bind_by_cudas_own_count_not_nvmls(two_gpus, monkeypatch):
+    """One A100 split into seven MIG devices (driver R570): before CUDA initialises torch.cuda.device_count() is
+    NVML's 1 (pytorch#83973), after it CUDA's 7. Local rank 5 binds cuda:5, not cuda:0 beside rank 0."""
+    state = {"initialized": False}
+    monkeypatch.setattr(torch.cuda, "init", lambda: state.update(initialized=True))
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 7 if state["initialized"] else 1)
+    assert nccl._device_and_backend(torch, Rank(5, 7, 5, "env://", "torchrun"), "auto")[0] == torch.device("cuda", 5)
 
 
 SRUN = {"SLURM_PROCID": "5", "SLURM_STEP_NUM_TASKS": "16", "SLURM_STEP_ID": "0", "SLURM_LOCALID": "5",
@@ -218,6 +228,7 @@ def test_device_id_goes_to_init_process_group_where_torch_takes_it(monkeypatch):
 
 def _gpu(monkeypatch, name, capability):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "init", lambda: None)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     monkeypatch.setattr(torch.cuda, "set_device", lambda device: None)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: name)

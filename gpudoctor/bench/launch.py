@@ -22,6 +22,16 @@ from gpudoctor.bench import BenchError
 from gpudoctor.errors import InputError
 from gpudoctor.rendezvous import Rank, env_int, launched_rank
 
+def cuda_device_count(torch) -> int:
+    """CUDA's own device count, for a rank that is about to use CUDA: torch.cuda.device_count() before CUDA
+    initialises is NVML's count of the GPUs CUDA_VISIBLE_DEVICES names (torch/cuda/__init__.py `_device_count_nvml`,
+    pytorch#83973), which is not CUDA's on a MIG node; initialising first makes it CUDA's."""
+    if not torch.cuda.is_available():
+        return 0
+    torch.cuda.init()
+    return torch.cuda.device_count()
+
+
 def local_device_index(local_rank: int, devices: int) -> int:
     """The CUDA device a rank binds, as torchrun and srun expose GPUs: its local rank modulo the devices it sees
     (torchrun: every GPU of the node, local rank i → cuda:i; `srun --gpus-per-task=1`: the task's own GPU, cuda:0

@@ -302,14 +302,14 @@ def _fits_free_memory(torch, device, config: NcclConfig, world: int) -> None:
 def _device_and_backend(torch, rank, requested: str):
     """The rank's device (bound as the launcher exposes GPUs: `local_device_index`) and backend; the layout was
     checked before (`_check_machine`)."""
-    from gpudoctor.bench.launch import local_device_index
+    from gpudoctor.bench.launch import cuda_device_count, local_device_index
 
-    cuda = torch.cuda.is_available() and torch.cuda.device_count() > 0
-    backend = requested if requested != "auto" else ("nccl" if cuda else "gloo")
+    count = cuda_device_count(torch) if requested != "gloo" else 0
+    backend = requested if requested != "auto" else ("nccl" if count else "gloo")
     if backend == "nccl":
-        if not cuda:
+        if not count:
             raise BenchError("--backend nccl needs a CUDA GPU; this machine has none (use gloo)")
-        device = torch.device("cuda", local_device_index(rank.local_rank, torch.cuda.device_count()))
+        device = torch.device("cuda", local_device_index(rank.local_rank, count))
         torch.cuda.set_device(device)
         return device, backend
     return torch.device("cpu"), backend

@@ -124,9 +124,9 @@ def _device(torch, config: TrainConfig):
         return torch.device("cpu")
     if not torch.cuda.is_available():
         raise BenchError("--device cuda but torch sees no CUDA GPU")
-    from gpudoctor.bench.launch import local_device_index
+    from gpudoctor.bench.launch import cuda_device_count, local_device_index
 
-    device = torch.device("cuda", local_device_index(int(os.environ.get("LOCAL_RANK", "0")), torch.cuda.device_count()))
+    device = torch.device("cuda", local_device_index(int(os.environ.get("LOCAL_RANK", "0")), cuda_device_count(torch)))
     torch.cuda.set_device(device)
     capability = tuple(torch.cuda.get_device_capability(device))
     if config.precision == "bf16" and capability < BF16_MIN_CAPABILITY:

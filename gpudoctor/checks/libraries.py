@@ -43,12 +43,14 @@ def _from_log(facts, rule):
 
 
 def _loaded_differs(facts, rule):
-    """Live: the cuDNN / NCCL torch reports having loaded against the wheel installed for it. Only the torch probe
-    (which records `torch.python`) states what torch loaded: collect_env's cuDNN line lists the system's files."""
+    """Live: the cuDNN / NCCL torch loaded against the wheel installed for it. Only the torch probe (which records
+    `torch.python`) states what torch loaded: collect_env's cuDNN line lists the system's files. cuDNN's is
+    torch.backends.cudnn.version() (cudnnGetVersion at run time); NCCL's the library's own ncclGetVersion
+    (`torch.nccl_loaded`), never torch.cuda.nccl.version(), the header torch was built with (torch/csrc/cuda/nccl.cpp)."""
     if not facts.get("torch.python", None):
         return
     wheels = facts.get("torch.cuda_wheels", None) or {}
-    loaded = {"cudnn": cudnn_version(facts.get("torch.cudnn", None)), "nccl": facts.get("torch.nccl", None)}
+    loaded = {"cudnn": cudnn_version(facts.get("torch.cudnn", None)), "nccl": facts.get("torch.nccl_loaded", None)}
     for library, running in loaded.items():
         wheel = wheels.get(library)
         if running and wheel and not _same_release(running, wheel, 2 if library == "cudnn" else 3):

@@ -126,23 +126,78 @@ def _deepspeed():
     return facts
 
 
+def _device(torch, index):
+    props = torch.cuda.get_device_properties(index)
+    device = {"name": props.name, "cc": "%d.%d" % (props.major, props.minor),
+              "memory_total_bytes": int(props.total_memory)}
+    uuid = getattr(props, "uuid", None)  # torch >= 2.4 (pytorch PR #125083): maps this CUDA ordinal onto NVML's device
+    if uuid is not None:
+        device["uuid"] = str(uuid)
+    return device
+
+
 def _cuda_facts(torch, facts):
+    """CUDA as the job's torch sees it. Before CUDA initialises, torch.cuda.device_count() is NVML's count of the
+    GPUs CUDA_VISIBLE_DEVICES names (torch/cuda/__init__.py `_device_count_nvml`, pytorch#83973), which is not
+    CUDA's on a MIG node: both are recorded (`device_count_before_init`, `device_count`), CUDA's own after
+    `torch.cuda.init()`, and each device is read in its own try (`device_errors`)."""
+    facts["device_count_before_init"] = int(torch.cuda.device_count())
     facts["cuda_available"] = bool(torch.cuda.is_available())
-    facts["device_count"] = int(torch.cuda.device_count()) if facts["cuda_available"] else 0
     try:
         facts["arch_list"] = list(torch.cuda.get_arch_list())
     except Exception:  # noqa: BLE001 - CPU builds without CUDA support
         facts["arch_list"] = []
-    devices = []
+    facts["devices"], facts["device_count"] = [], 0
+    if not facts["cuda_available"]:
+        return
+    torch.cuda.init()
+    facts["device_count"] = int(torch.cuda.device_count())
+    errors = []
     for index in range(facts["device_count"]):
-        props = torch.cuda.get_device_properties(index)
-        device = {"name": props.name, "cc": "%d.%d" % (props.major, props.minor),
-                  "memory_total_bytes": int(props.total_memory)}
-        uuid = getattr(props, "uuid", None)  # torch >= 2.4 (pytorch PR #125083): maps this CUDA ordinal onto NVML's device
-        if uuid is not None:
-            device["uuid"] = str(uuid)
-        devices.append(device)
-    facts["devices"] = devices
+        try:
+            facts["devices"].append(_device(torch, index))
+        except Exception as exc:  # noqa: BLE001 - one device's failure is a fact about it, not the end
+            errors.append({"index": index, "error": "%s: %s" % (type(exc).__name__, exc)})
+    if errors:
+        facts["device_errors"] = errors
+
+
+def _nccl_text(code):
+    """ncclGetVersion's code as major.minor.patch: nccl.h's NCCL_VERSION(X,Y,Z) is X*1000+Y*100+Z up to 2.8 and
+    X*10000+Y*100+Z from 2.9."""
+    if code >= 10000:
+        return "%d.%d.%d" % (code // 10000, code % 10000 // 100, code % 100)
+    return "%d.%d.%d" % (code // 1000, code % 1000 // 100, code % 100)
+
+
+def _loaded_library(prefix, maps="/proc/self/maps"):
+    """The path of the shared library named `prefix`* this process has loaded (its mapping), or None."""
+    import os
+    try:
+        with open(maps) as handle:
+            for line in handle:
+                fields = line.split(None, 5)
+                if len(fields) == 6 and os.path.basename(fields[5].strip()).startswith(prefix):
+                    return fields[5].strip()
+    except OSError:
+        return None
+    return None
+
+
+def _loaded_nccl(facts):
+    """The NCCL library torch loaded (not torch.cuda.nccl.version(), the header torch was built with:
+    torch/csrc/cuda/nccl.cpp): its path from /proc/self/maps and its ncclGetVersion()."""
+    path = _loaded_library("libnccl.so")
+    if path is None:
+        return
+    facts["nccl_library"] = path
+    import ctypes
+    try:
+        code = ctypes.c_int(0)
+        if ctypes.CDLL(path).ncclGetVersion(ctypes.byref(code)) == 0 and code.value > 0:
+            facts["nccl_loaded"] = _nccl_text(code.value)
+    except (OSError, AttributeError):  # no such symbol: a library that is not NCCL's
+        pass
 
 
 CUDA_WHEELS = ("cudnn", "cublas", "nccl", "cuda-runtime", "cusparse", "nvjitlink")
@@ -211,10 +266,12 @@ def collect():
         facts["cudnn"] = str(cudnn) if cudnn is not None else None
         try:
             nccl = torch.cuda.nccl.version() if facts["cuda"] else None
-            facts["nccl"] = ".".join(str(part) for part in nccl) if isinstance(nccl, tuple) else (
+            facts["nccl_compiled"] = ".".join(str(part) for part in nccl) if isinstance(nccl, tuple) else (
                 str(nccl) if nccl is not None else None)
         except Exception:  # noqa: BLE001 - builds without NCCL
-            facts["nccl"] = None
+            facts["nccl_compiled"] = None
+        _loaded_nccl(facts)
+        facts["nccl"] = facts.get("nccl_loaded") or facts["nccl_compiled"]
         try:
             _cuda_facts(torch, facts)
         except Exception as exc:  # noqa: BLE001 - CUDA init failures are facts

@@ -1,0 +1,1 @@
+from torch.backends import cudnn  # noqa: F401
