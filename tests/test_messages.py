@@ -233,3 +233,26 @@ def test_memory_neither_free_nor_reserved_by_pytorch_is_held_by_others():
     own = pasted("RuntimeError: CUDA out of memory. Tried to allocate 16.00 MiB (GPU 0; 3.94 GiB total capacity; "
                  "2.98 GiB already allocated; 14.25 MiB free; 3.00 GiB reserved in total by PyTorch)\n")
     assert "GD502" not in {f.rule for f in own.findings}
+
+
+MOVED = [  # lines the log reader's code used to read, now atlas data: the same event kind, fields and rule
+    ('I get "CUDA error: no kernel image is available" on our new box.', "no_kernel_image", {}, "GD104"),
+    ("NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with the current PyTorch installation.",
+     "no_kernel_image", {"gpu": "NVIDIA GeForce RTX 5090", "sm": "sm_120"}, "GD104"),
+    ("RuntimeError: CUDA error: uncorrectable ECC error encountered", "ecc_uncorrectable", {}, "GD507"),
+    ("Exception: >- DeepSpeed Op Builder: Installed CUDA version 12.0 does not match the version torch was compiled "
+     "with 11.8, unable to compile cuda/cpp extensions without a matching cuda version.", "cuda_mismatch",
+     {"nvcc": "12.0", "torch_cuda": "11.8"}, "GD102"),
+    ("RuntimeError: Ninja is required to load C++ extensions", "ninja_missing", {}, "GD302"),
+    ("deepspeed.ops.op_builder.builder.MissingCUDAException: CUDA_HOME does not exist, unable to compile CUDA op(s)",
+     "cuda_home_missing", {}, "GD301"),
+    ("AssertionError: CUDA_HOME does not exist, unable to compile CUDA op(s)", "cuda_home_missing", {}, "GD301"),
+]
+
+
+@pytest.mark.parametrize("line,kind,fields,rule", MOVED, ids=[row[1] for row in MOVED])
+def test_messages_moved_from_code_to_the_atlas_keep_their_events(line, kind, fields, rule):
+    snapshot = snapshot_from_reports(["-"], stdin=io.BytesIO((line + "\n").encode()))
+    (event,) = [e for e in snapshot.facts["logs"]["events"] if e["kind"] == kind]
+    assert {key: event.get(key) for key in fields} == fields and event["rule"] == rule
+    assert rule in {f.rule for f in evaluate(snapshot).findings}

@@ -143,9 +143,6 @@ _SYMBOL_LIBRARY = (("cudnn", "cudnn"), ("cublas", "cublas"), ("nccl", "nccl"), (
                    ("cusparse", "cusparse"), ("cufft", "cufft"), ("cusolver", "cusolver"), ("curand", "curand"))
 _CUDNN_INCOMPATIBLE = re.compile(r"cuDNN version incompatibility: PyTorch was compiled\s+against \(([\d, ]{1,20})\)"
                                  r" but found runtime version \(([\d, ]{1,20})\)")
-_NOT_COMPATIBLE = re.compile(r"(?:^|: |\s)([^:\s][^:]{0,80}?) with CUDA capability (sm_\d{2,3}) is not compatible")
-_CUDA_MISMATCH = re.compile(r"Installed CUDA version (\d{1,3}\.\d{1,3}) does not match the version torch was "
-                            r"compiled with (\d{1,3}\.\d{1,3})")
 # A CUDA extension build (DeepSpeed's JIT ops, apex, flash-attn …) nvcc stopped: a GPU architecture the toolkit does
 # not know (`nvcc fatal   : Unsupported gpu architecture 'compute_89'`, read back from the build's final error line),
 # or a host compiler it does not support (`#error -- unsupported GNU version! gcc versions later than 12 are not
@@ -621,14 +618,6 @@ class LogScanner:
         fields = {"script": frames[-1].group(1), "script_line": int(frames[-1].group(2))} if frames else {}
         self._event(name, "spawn_bootstrap", where, line, **fields)
 
-    def _arch(self, name: str, where: str, line: str) -> None:
-        if "no kernel image is available" in line:
-            self._event(name, "no_kernel_image", where, line)
-        else:
-            m = _NOT_COMPATIBLE.search(line)
-            if m:
-                self._event(name, "no_kernel_image", where, line, gpu=m.group(1).strip(), sm=m.group(2))
-
     def _driver(self, name: str, where: str, line: str) -> None:
         if "driver version is insufficient" in line or "cudaErrorInsufficientDriver" in line \
                 or "NVIDIA driver on your system is too old" in line:
@@ -642,20 +631,6 @@ class LogScanner:
         elif ("system not yet initialized" in line or "cudaErrorSystemNotReady" in line) and "NCCL WARN" not in line:
             # CUDA error 802 from torch's cudaGetDeviceCount() or a CUDA sample (NCCL's own WARN is GD425's)
             self._event(name, "cuda_system_not_ready", where, line)
-
-    def _ecc(self, name: str, where: str, line: str) -> None:
-        # CUDA's cudaErrorECCUncorrectable as torch (`CUDA error: uncorrectable ECC error encountered`, older `cuda
-        # runtime error (39) : uncorrectable ECC error encountered`) and the driver API (CUDA_ERROR_ECC_UNCORRECTABLE)
-        # print it; the NCCL watchdog repeats it per rank
-        if "uncorrectable ECC error encountered" in line and not self.counts.get("ecc_uncorrectable"):
-            self._event(name, "ecc_uncorrectable", where, line)
-
-    def _cuda_mismatch(self, name: str, where: str, line: str) -> None:
-        m = _CUDA_MISMATCH.search(line)
-        if m:
-            self._event(name, "cuda_mismatch", where, line, nvcc=m.group(1), torch_cuda=m.group(2))
-        elif "CUDAMismatchException" in line:
-            self._event(name, "cuda_mismatch", where, line)
 
     def _library(self, name: str, where: str, line: str) -> None:
         m = _CUDNN_INCOMPATIBLE.search(line)
@@ -671,12 +646,6 @@ class LogScanner:
                         versioned.startswith("lib" + lib)), None)
         if library:
             self._event(name, "library_mismatch", where, line, library=library, symbol=symbol)
-
-    def _op_build(self, name: str, where: str, line: str) -> None:
-        if "Ninja is required to load C++ extensions" in line:
-            self._event(name, "ninja_missing", where, line)
-        elif "MissingCUDAException" in line or "CUDA_HOME does not exist" in line:
-            self._event(name, "cuda_home_missing", where, line)
 
     def _unrecognized_local_rank(self, name: str, where: str, line: str) -> None:
         match = _LOCAL_RANK_REFUSED.search(line)
@@ -801,21 +770,13 @@ _HANDLERS: Tuple[Tuple[str, _Handler], ...] = (
     ("bus error", LogScanner._shm),
     ("/torch_", LogScanner._shm),
     ("bootstrapping phase", LogScanner._bootstrap_phase),
-    ("kernel image", LogScanner._arch),
-    ("not compatible with the current PyTorch", LogScanner._arch),
     ("river", LogScanner._driver),
     ("Error 804", LogScanner._driver),
     ("not yet initialized", LogScanner._driver),
     ("SystemNotReady", LogScanner._driver),
     ("forward compatibility", LogScanner._driver),
-    ("uncorrectable ECC", LogScanner._ecc),
-    ("does not match the version torch", LogScanner._cuda_mismatch),
     ("undefined symbol", LogScanner._library),
     ("cuDNN version incompatibility", LogScanner._library),
-    ("CUDAMismatchException", LogScanner._cuda_mismatch),
-    ("Ninja is required", LogScanner._op_build),
-    ("MissingCUDAException", LogScanner._op_build),
-    ("CUDA_HOME does not exist", LogScanner._op_build),
     ("unrecognized arguments", LogScanner._unrecognized_local_rank),
     ("unsupported GNU version", LogScanner._extension_build),
     ("unsupported clang version", LogScanner._extension_build),
