@@ -41,31 +41,45 @@ def test_the_rest_of_the_cli_never_imports_the_sdk():
 
 
 @pytest.fixture(scope="module")
-def call():
-    """call(tool, arguments) → (is_error, text, structured) on one `gpudoctor mcp` for the whole module."""
+def allowed(tmp_path_factory):
+    """A folder the module's server may read besides the checkout (its --root)."""
+    return tmp_path_factory.mktemp("allowed")
+
+
+def _session(portal, stack, *options, env=None):
+    """call(tool, arguments) → (is_error, text, structured) on a `gpudoctor mcp OPTIONS` started for `stack`."""
     if sys.version_info < (3, 10):
         pytest.skip("the MCP SDK 2.x needs Python 3.10")
     try:
-        from anyio.from_thread import start_blocking_portal
         from mcp import ClientSession, StdioServerParameters, stdio_client
     except ImportError:
         required_or_skip("GPUDOCTOR_REQUIRE_TOOLS", "the MCP SDK is not installed (pip install '.[test]')")
-    server = StdioServerParameters(command=sys.executable, args=["-m", "gpudoctor", "mcp"],
-                                   env=dict(os.environ, **ENV), cwd=str(ROOT))
+    server = StdioServerParameters(command=sys.executable, args=["-m", "gpudoctor", "mcp", *map(str, options)],
+                                   env={**os.environ, **ENV, **(env or {})}, cwd=str(ROOT))
+    streams = stack.enter_context(portal.wrap_async_context_manager(stdio_client(server)))
+    session = stack.enter_context(portal.wrap_async_context_manager(ClientSession(*streams)))
+    portal.call(session.initialize)
+
+    def run(name, arguments=None):
+        if name == "list_tools":
+            return portal.call(session.list_tools).tools
+        if name == "read":
+            return portal.call(session.read_resource, arguments).contents[0].text
+        result = portal.call(session.call_tool, name, arguments or {})
+        return result.is_error, result.content[0].text, result.structured_content
+
+    return run
+
+
+@pytest.fixture(scope="module")
+def call(allowed):
+    """call(tool, arguments) → (is_error, text, structured) on one `gpudoctor mcp` for the whole module, which may
+    read the checkout and `allowed`."""
+    pytest.importorskip("anyio")
+    from anyio.from_thread import start_blocking_portal
+
     with start_blocking_portal() as portal, contextlib.ExitStack() as stack:
-        streams = stack.enter_context(portal.wrap_async_context_manager(stdio_client(server)))
-        session = stack.enter_context(portal.wrap_async_context_manager(ClientSession(*streams)))
-        portal.call(session.initialize)
-
-        def run(name, arguments=None):
-            if name == "list_tools":
-                return portal.call(session.list_tools).tools
-            if name == "read":
-                return portal.call(session.read_resource, arguments).contents[0].text
-            result = portal.call(session.call_tool, name, arguments or {})
-            return result.is_error, result.content[0].text, result.structured_content
-
-        yield run
+        yield _session(portal, stack, "--root", ROOT, "--root", allowed)
 
 
 @pytest.fixture
@@ -170,13 +184,15 @@ def test_the_message_atlas_is_a_resource(call):
     assert all(sample["source"].startswith("https://") for m in atlas["messages"] for sample in m["samples"])
 
 
-def test_preview_fix_is_fix_dry_run_and_writes_nothing(call, run_cli, tmp_path, monkeypatch):
-    env_file = tmp_path / "job.env"
+def test_preview_fix_is_fix_dry_run_and_writes_nothing(call, run_cli, allowed, monkeypatch):
+    folder = allowed / "preview"
+    folder.mkdir()
+    env_file = folder / "job.env"
     shutil.copy(FIXTURES / "jobs" / "fixable.env", env_file)
     before = env_file.read_bytes()
     tool = ok(call("preview_fix", {"env_file": str(env_file), "quick": True}))
     assert "+NCCL_DEBUG=WARN" in tool["diff"]
-    assert env_file.read_bytes() == before and os.listdir(tmp_path) == ["job.env"]  # not even a lock file
+    assert env_file.read_bytes() == before and os.listdir(folder) == ["job.env"]  # not even a lock file
     for name, value in ENV.items():
         monkeypatch.setenv(name, value)
     code, out, _ = run_cli("fix", "--env-file", env_file, "--write-env", env_file, "--dry-run", "--quick")
@@ -190,12 +206,13 @@ def test_preview_fix_is_fix_dry_run_and_writes_nothing(call, run_cli, tmp_path, 
     ("diagnose_text", {"text": "\x00\x01\x02" * 100}, "<stdin>"),  # binary: nothing to read in it
     ("diagnose_text", {"text": "x" * 2_000_001}, "2000000"),
     ("check_machine", {"select": ["GX9"], "quick": True}, "matches no rule"),
-    ("check_machine", {"script": ["/no/train.py"]}, "no such file"),
+    ("check_machine", {"script": ["no/train.py"]}, "no such file"),
+    ("check_machine", {"script": ["/no/train.py"]}, "outside the folders this server may read"),
     ("estimate_memory", {"model": "seven billion"}, "seven billion"),
     ("estimate_memory", {"model": "7B", "zero_stage": 5}, "zero_stage"),
     ("explain_rule", {"rule_id": "GD999"}, "no rule 'GD999'"),
     ("preview_fix", {"env_file": "fixtures/jobs"}, "not a regular file"),
-    ("diagnose_text", {"paths": ["/dev/zero"]}, "not a regular file"),  # it would stream forever
+    ("diagnose_text", {"paths": ["fixtures/../../../../dev/zero"]}, "never /proc, /sys, /dev"),
     ("no_such_tool", {}, "no_such_tool"),
 ])
 def test_bad_input_is_a_one_line_tool_error(call, name, arguments, says):
@@ -205,12 +222,12 @@ def test_bad_input_is_a_one_line_tool_error(call, name, arguments, says):
     assert says in text and "Traceback" not in text
 
 
-def test_secrets_in_the_inputs_or_the_environment_never_come_back(call, tmp_path):
+def test_secrets_in_the_inputs_or_the_environment_never_come_back(call, allowed):
     log = LOG.read_text(encoding="utf-8").replace("[rank1]:[E1107 09:44:03.441268703",
                                                   f"HF_TOKEN={SECRET} [rank1]:[E1107 09:44:03.441268703", 1)
     is_error, text, _ = call("diagnose_text", {"text": log})
     assert not is_error and '"GD424"' in text and "HF_TOKEN=<redacted>" in text  # quoted, and hidden
-    env_file = tmp_path / "job.env"
+    env_file = allowed / "secrets.env"
     env_file.write_text("WANDB_API_KEY=wandb0secret0value\nNCCL_DEBUG=INFO\n"
                         "HF_ENDPOINT=https://me:pa55word@hf.internal\n")
     results = [call("lint_files", {"paths": [str(env_file)]}),
@@ -236,3 +253,46 @@ def test_the_exchange_in_the_docs_is_real(call):
             document["summary"].pop(moving)
             document[moving] = document[moving][:len(shown[moving])]
     assert result == shown
+
+
+@pytest.mark.slow
+def test_a_call_past_its_deadline_is_a_tool_error_and_the_next_call_runs():
+    """A tool call that never returns held the server-wide lock forever; every later call waited behind it."""
+    pytest.importorskip("anyio")
+    import time
+
+    from anyio.from_thread import start_blocking_portal
+
+    env = {"PYTHONPATH": f"{ROOT / 'tests' / 'faults'}{os.pathsep}{ROOT}", "GPUDOCTOR_TEST_HANG_RULE": "GD000"}
+    with start_blocking_portal() as portal, contextlib.ExitStack() as stack:
+        run = _session(portal, stack, "--call-timeout", "2", env=env)
+        started = time.monotonic()
+        is_error, text, _ = run("explain_rule", {"rule_id": "GD000"})
+        assert is_error and text == "gpudoctor: error: explain_rule did not finish within 2 s (the server's " \
+                                    "--call-timeout)"
+        is_error, text, structured = run("explain_rule", {"rule_id": "GD401"})
+        assert not is_error and structured["id"] == "GD401"
+        assert time.monotonic() - started < 30
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum,code,line", [("SIGINT", 130, "gpudoctor: interrupted\n"),
+                                              ("SIGTERM", 143, "gpudoctor: terminated\n")])
+def test_a_signal_ends_the_server_while_its_client_keeps_stdin_open(signum, code, line):
+    """SIGTERM printed "terminated" and the server kept running; SIGINT did nothing, until stdin closed."""
+    import signal
+
+    proc = subprocess.Popen([sys.executable, "-m", "gpudoctor", "mcp"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, env=dict(os.environ, **ENV))
+    try:
+        hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}}
+        proc.stdin.write((json.dumps(hello) + "\n").encode())
+        proc.stdin.flush()
+        assert b'"id":1' in proc.stdout.readline().replace(b" ", b"")  # serving, stdin open
+        proc.send_signal(getattr(signal, signum))
+        assert proc.wait(timeout=20) == code
+        assert proc.stderr.read().decode() == line
+    finally:
+        proc.kill()
+        proc.wait()

@@ -369,3 +369,59 @@ def test_every_human_format_escapes_untrusted_strings(tmp_path, payload):
         assert code in (0, 1) and ("\\x1b" in out or "\\r" in out or "\\x0d" in out or "\\u202e" in out), \
             (command, fmt, code, out, err)
         _no_controls(out + err)
+
+
+# ---- the MCP server's reach: its roots only, never /proc, /sys or /dev; preview_fix echoes .env files only ------
+
+@pytest.fixture
+def mcp_tools(tmp_path, monkeypatch):
+    """The MCP tools (called as the server calls them) with `tmp_path / "root"` as the server's one root."""
+    pytest.importorskip("pydantic")
+    from gpudoctor.mcpserver import tools
+
+    root = tmp_path / "root"
+    root.mkdir()
+    monkeypatch.setattr(tools, "_roots", [])
+    tools.set_scope([str(root)])
+    return tools, root
+
+
+def _refused(call, *needles) -> str:
+    from gpudoctor.errors import InputError
+
+    with pytest.raises(InputError) as caught:
+        call()
+    for needle in needles:
+        assert needle in str(caught.value), caught.value
+    return str(caught.value)
+
+
+def test_mcp_tools_read_nothing_outside_their_roots(mcp_tools, tmp_path):
+    tools, root = mcp_tools
+    outside = tmp_path / "job.env"
+    outside.write_text("NCCL_DEBUG=INFO\n")
+    (root / "link.env").symlink_to(outside)
+    (root / "proc").symlink_to("/proc/self")
+    for path in (str(outside), str(root / "link.env"), str(root / ".." / "job.env"), "/proc/self/environ",
+                 str(root / "proc" / "environ"), "/sys/kernel/notes", "/dev/zero"):
+        for call in (lambda: tools.preview_fix(env_file=path), lambda: tools.lint_files(paths=[path]),
+                     lambda: tools.diagnose_text(paths=[path]), lambda: tools.check_machine(script=[path]),
+                     lambda: tools.estimate_memory(model=path)):
+            _refused(call, "outside the folders this server may read", str(root))
+    _refused(lambda: tools.lint_files(paths=["/"]), "outside the folders", "never /proc, /sys, /dev")
+
+
+@pytest.mark.parametrize("name,text", [
+    (".netrc", "machine hf.co login me password n3trcSecret\n"),
+    (".pgpass", "db.internal:5432:train:me:pgpa55Secret\n"),
+    ("id_ed25519", "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmU\n"),
+    ("job.env", "NCCL_DEBUG=INFO\nhost:5432:db:me:pgpa55Secret\n"),
+    ("job.env", 'NCCL_DEBUG=INFO\nTOKEN="unterminated\n'),
+], ids=["netrc", "pgpass", "private key", "env with a pgpass line", "env that does not parse"])
+def test_preview_fix_never_echoes_a_file_that_is_not_a_dotenv(mcp_tools, name, text):
+    """Its diff's context lines are the file's own: a .netrc password, a .pgpass line or a key body came back."""
+    tools, root = mcp_tools
+    (root / name).write_text(text)
+    said = _refused(lambda: tools.preview_fix(env_file=str(root / name), quick=True), "preview_fix previews .env "
+                    "files only")
+    assert "Secret" not in said and "b3Blbn" not in said

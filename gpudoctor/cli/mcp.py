@@ -5,12 +5,18 @@ from __future__ import annotations
 
 import argparse
 
-from gpudoctor.cli.common import UsageError
+from gpudoctor.cli.common import UsageError, path
+from gpudoctor.cli.options import seconds
 
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
         "mcp", help="serve read-only tools to an AI assistant (MCP, stdio; needs the mcp extra)")
+    parser.add_argument("--root", type=path, action="append", default=[], metavar="DIR",
+                        help="a folder whose files the tools may read (repeatable; default: the working directory); "
+                             "/proc, /sys and /dev never")
+    parser.add_argument("--call-timeout", type=seconds, default=120.0, metavar="SECONDS",
+                        help="a tool call still running after this is given up, as a tool error (default 120)")
     parser.set_defaults(run=run)
 
 
@@ -20,7 +26,12 @@ def run(args: argparse.Namespace) -> int:
     why = unavailable()
     if why:
         raise UsageError(why)
+    import os
+
     from gpudoctor.mcpserver.server import serve
 
-    serve()
+    for root in args.root:
+        if not os.path.isdir(root):
+            raise UsageError(f"--root {root!r}: not a folder")
+    serve(args.root, args.call_timeout)
     return 0

@@ -1,15 +1,19 @@
 """The stdio MCP server (MCP Python SDK 2.x): gpudoctor.mcpserver.tools as read-only tools, the rule catalog and
-the message atlas as resources. Each call runs alone (gpudoctor's probes and redaction are process-wide), its result
-redacted like every other output; input gpudoctor cannot use is a tool error with gpudoctor's one line, never a
-traceback."""
+the message atlas as resources. Each call runs alone (gpudoctor's probes and redaction are process-wide) and has a
+deadline: a call still running then is a tool error and is left behind, so the next call does not wait for it. Its
+result is redacted like every other output; input gpudoctor cannot use is a tool error with gpudoctor's one line,
+never a traceback. SIGINT and SIGTERM end the server at once (130, 143), whatever it is waiting for."""
 
 from __future__ import annotations
 
 import functools
 import json
 import os
+import signal
+import sys
 import threading
-from typing import Any, Callable, Dict
+import time
+from typing import Any, Callable, Dict, List
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -27,6 +31,7 @@ INSTRUCTIONS = (
     "explain a rule (explain_rule), preview the env fixes for a .env file (preview_fix). Every tool is read-only "
     "and returns gpudoctor's JSON document; each finding has its evidence and fix.")
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+CALL_DEADLINE_S = 120.0  # `gpudoctor mcp --call-timeout`: a tool call that takes longer is given up
 _one_at_a_time = threading.Lock()
 
 
@@ -38,23 +43,50 @@ def _error(message: str) -> CallToolResult:
     return CallToolResult(content=[TextContent(text=f"gpudoctor: error: {redact_text(message)}")], is_error=True)
 
 
-def _served(tool: Callable[..., Dict[str, Any]]) -> Callable[..., CallToolResult]:
+def _served(tool: Callable[..., Dict[str, Any]], deadline_s: float) -> Callable[..., CallToolResult]:
     """The tool as the SDK calls it (same signature): one call at a time, the secrets of this process's environment
     and of what it reads remembered for this call only, the document redacted, failures in one line."""
 
     @functools.wraps(tool)
     def call(**arguments: Any) -> CallToolResult:
-        with _one_at_a_time, remembering():
-            remember_env(os.environ)
-            try:
-                document = redact_data(tool(**arguments))
-            except InputError as exc:
-                return _error(str(exc))
-            except Exception as exc:  # noqa: BLE001 - a bug: said in one line, the server keeps serving
-                return _error(f"internal error: {type(exc).__name__}: {exc} (a bug)")
-            return CallToolResult(content=[TextContent(text=_text(document))], structured_content=document)
+        late = f"{tool.__name__} did not finish within {deadline_s:g} s (the server's --call-timeout)"
+        started = time.monotonic()
+        if not _one_at_a_time.acquire(timeout=deadline_s):
+            return _error(f"{late}: an earlier call still held the server")
+        try:
+            with remembering():
+                remember_env(os.environ)
+                done, outcome = _within(lambda: tool(**arguments), deadline_s - (time.monotonic() - started))
+                if not done:
+                    return _error(late)
+                ok, value = outcome
+                if not ok:
+                    if isinstance(value, InputError):
+                        return _error(str(value))
+                    return _error(f"internal error: {type(value).__name__}: {value} (a bug)")
+                document = redact_data(value)
+                return CallToolResult(content=[TextContent(text=_text(document))], structured_content=document)
+        finally:
+            _one_at_a_time.release()
 
     return call
+
+
+def _within(work: Callable[[], Any], seconds: float) -> tuple:
+    """(finished, (ok, value or exception)) of `work()` run in a daemon thread, waited for at most `seconds`; a
+    call that does not finish is left running behind (it holds nothing the next call needs)."""
+    outcome: list = []
+
+    def run() -> None:
+        try:
+            outcome.append((True, work()))
+        except Exception as exc:  # noqa: BLE001 - reported by the caller in one line; the server keeps serving
+            outcome.append((False, exc))
+
+    worker = threading.Thread(target=run, daemon=True, name="gpudoctor-mcp-call")
+    worker.start()
+    worker.join(max(0.0, seconds))
+    return (bool(outcome), outcome[0] if outcome else None)
 
 
 class Server(MCPServer):
@@ -72,10 +104,10 @@ class Server(MCPServer):
             return _error(f"{name}: {problems}")
 
 
-def build() -> Server:
+def build(call_timeout: float = CALL_DEADLINE_S) -> Server:
     server = Server("gpudoctor", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
     for tool in TOOLS:
-        server.add_tool(_served(tool), annotations=READ_ONLY, structured_output=False)
+        server.add_tool(_served(tool, call_timeout), annotations=READ_ONLY, structured_output=False)
 
     @server.resource("gpudoctor://rules", name="rule-catalog", mime_type="application/json",
                      description="Every rule: ID, name, severity, family, summary (gpudoctor.rules/1).")
@@ -101,6 +133,26 @@ def build() -> Server:
     return server
 
 
-def serve() -> None:
-    """Serve on stdin/stdout until the client closes them."""
-    build().run("stdio")
+def serve(roots: List[str], call_timeout: float = CALL_DEADLINE_S) -> None:
+    """Serve on stdin/stdout until the client closes them or a signal ends the server. The tools read only under
+    `roots` (none given: the working directory); each call ends within `call_timeout`."""
+    from gpudoctor.mcpserver.tools import set_scope
+
+    set_scope(roots)
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, _end)
+    build(call_timeout).run("stdio")
+
+
+def _end(signum, frame) -> None:
+    """SIGINT or SIGTERM: one line, every child killed, exit 130 or 143 now. The SDK's reader thread would wait
+    for stdin to close, and a call in progress for its end, before an orderly exit."""
+    from gpudoctor.probes.command import kill_all
+
+    line = "gpudoctor: interrupted\n" if signum == signal.SIGINT else "gpudoctor: terminated\n"
+    try:
+        kill_all()
+        sys.stderr.write(line)
+        sys.stderr.flush()
+    finally:
+        os._exit(128 + signum)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import time
 from typing import Annotated, Any, Callable, Dict, List, Literal, Optional
 
@@ -21,7 +22,10 @@ from gpudoctor.ingest.registry import FORMATS as PASTED
 MAX_TEXT = 2_000_000  # characters of pasted text; a longer log is read from its file (`paths`)
 MAX_PATHS = 64  # files or folders in one call
 MAX_NAME = 4096  # characters of one path, model or GPU name (PATH_MAX)
-RELATIVE = "relative paths are read from the server's working directory"
+RELATIVE = "relative paths are read from the server's working directory; only files under the folders it was " \
+           "started for"
+NEVER = ("/proc", "/sys", "/dev")  # the kernel's and the devices' files: never read, whatever the roots
+_roots: List[str] = []  # the folders the tools may read (set_scope); none set: the working directory
 REPORTS = ", ".join(fmt.what for fmt in PASTED)
 
 Select = Annotated[Optional[List[Annotated[str, Field(max_length=16)]]], Field(
@@ -46,15 +50,68 @@ def _report(collect: Callable[[], Any], select: Optional[List[str]]) -> Dict[str
     return json.loads(api.format_report(report, "json"))
 
 
+def set_scope(roots: List[str]) -> None:
+    """The folders the tools may read from now on (`gpudoctor mcp --root DIR`); empty: the working directory."""
+    _roots[:] = [os.path.realpath(root) for root in roots]
+
+
+def scope() -> List[str]:
+    return list(_roots) or [os.path.realpath(os.getcwd())]
+
+
+def _inside(path: str, folders) -> bool:
+    return any(path == folder or path.startswith(folder.rstrip("/") + "/") for folder in folders)
+
+
+def _in_scope(path: str, what: str) -> None:
+    """A path the server may read: under one of its roots once every link is resolved, never under /proc, /sys or
+    /dev. Said before whether it exists, so nothing outside is even probed."""
+    real = os.path.realpath(path)
+    if _inside(real, NEVER) or not _inside(real, scope()):
+        raise InputError(f"{what} {path!r}: outside the folders this server may read ({', '.join(scope())}; "
+                         f"never {', '.join(NEVER)}): start it with `gpudoctor mcp --root DIR` to allow a folder")
+
+
 def _existing(paths: Optional[List[str]], what: str, folders: bool = False) -> tuple:
-    """The paths, each a regular file (or, with `folders`, a folder): never a device or FIFO (/dev/zero streams
-    forever, /dev/stdin is the protocol's)."""
+    """The paths, each in the server's scope and a regular file (or, with `folders`, a folder): never a device or
+    FIFO (/dev/zero streams forever, /dev/stdin is the protocol's)."""
     for path in paths or ():
+        _in_scope(path, what)
         if not (os.path.isfile(path) or (folders and os.path.isdir(path))):
             kind = "no such file or folder" if folders else "no such file"
             why = kind if not os.path.exists(path) else "not a regular file" + (" or folder" if folders else "")
             raise InputError(f"{what} {path!r}: {why} (the server runs in {os.getcwd()!r})")
     return tuple(paths or ())
+
+
+def _model_in_scope(model: Optional[str]) -> None:
+    """A model named by its config.json path is read like any file: only in scope (a size such as 7B is no path)."""
+    if model and (os.path.sep in model or model.endswith(".json") or os.path.exists(model)):
+        _in_scope(model, "model config")
+
+
+_ASSIGNMENT = re.compile(r"[ \t]*(?:export[ \t]+)?[A-Za-z_][A-Za-z0-9_]*[ \t]*=")
+
+
+def _env_file_only(path: str) -> None:
+    """preview_fix shows the file's unchanged lines around each change: only a .env file gpudoctor reads whole
+    (every line blank, a # comment or NAME=value, each value parsed) is previewed, so a .netrc, a .pgpass, a key
+    or any other file never comes back through the diff."""
+    from gpudoctor.files import read_bytes
+    from gpudoctor.readers.dotenv.grammar import read
+
+    try:
+        text = read_bytes(path).decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"env file {path!r}: cannot be read as text ({exc})") from None
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.strip() and not line.lstrip().startswith("#") and not _ASSIGNMENT.match(line):
+            raise InputError(f"env file {path!r}: line {number} is not NAME=value, a comment or blank: "
+                             "preview_fix previews .env files only")
+    errors = read(text, path).errors
+    if errors:
+        raise InputError(f"env file {path!r}: line {errors[0][1]} cannot be parsed as .env: preview_fix previews "
+                         ".env files only")
 
 
 def diagnose_text(
@@ -85,6 +142,7 @@ def check_machine(
     Read-only: it probes (each probe bounded in time), writes nothing, runs no benchmark and never runs the
     user's code; no other interpreter can be named (run `gpudoctor check --python PATH` for the job's own)."""
     _existing([ds_config] if ds_config else [], "DeepSpeed config")
+    _model_in_scope(model)
     request = api.Request(scripts=_existing(script, "script"), ds_config=ds_config, model=model, quick=quick)
     return _report(lambda: api.collect(request), select)
 
@@ -122,6 +180,7 @@ def estimate_memory(
     training = {"world_size": world_size, "zero_stage": zero_stage, "precision": precision,
                 "micro_batch": micro_batch, "seq_len": seq_len}
     _existing([ds_config] if ds_config else [], "DeepSpeed config")
+    _model_in_scope(model)
     return api.estimate_memory(model, training, ds_config, gpu)
 
 
@@ -143,6 +202,7 @@ def preview_fix(
     the file's text; conflicts and what is left by hand are listed. Returns a gpudoctor.fix.preview/1 document.
     Read-only: the file is never written (nor its lock), nothing is run."""
     _existing([env_file], "env file")
+    _env_file_only(env_file)
     report = api.evaluate(api.collect(api.Request(env_files=(env_file,), quick=quick)))
     return api.preview_fix(report, env_file, unsafe)
 

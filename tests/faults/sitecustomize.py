@@ -6,7 +6,8 @@ code carries no hook:
 
 * GPUDOCTOR_TEST_CORRUPT_RANK=R: rank R adds 1 to its `bench nccl` input after the pattern is written;
 * GPUDOCTOR_TEST_FAIL_RANK=R: rank R raises RuntimeError("injected fault") as its `bench nccl` sweep starts;
-* GPUDOCTOR_TEST_NAN_STEP=K: the `bench train` model's output is multiplied by NaN at step K (0-based).
+* GPUDOCTOR_TEST_NAN_STEP=K: the `bench train` model's output is multiplied by NaN at step K (0-based);
+* GPUDOCTOR_TEST_HANG_RULE=ID: describing rule ID (`explain`, the MCP server's explain_rule) never returns.
 """
 
 import os
@@ -59,9 +60,26 @@ def _nan_at(step: int) -> None:
     train.build_model = poisoned
 
 
+def _hang_on(rule_id: str) -> None:
+    import threading
+
+    from gpudoctor import api
+
+    describe = api.describe_rule
+
+    def hanging(asked, *args, **kwargs):
+        if asked == rule_id:
+            threading.Event().wait()
+        return describe(asked, *args, **kwargs)
+
+    api.describe_rule = hanging
+
+
 if os.environ.get("GPUDOCTOR_TEST_CORRUPT_RANK"):
     _corrupt(int(os.environ["GPUDOCTOR_TEST_CORRUPT_RANK"]))
 if os.environ.get("GPUDOCTOR_TEST_FAIL_RANK"):
     _fail(int(os.environ["GPUDOCTOR_TEST_FAIL_RANK"]))
 if os.environ.get("GPUDOCTOR_TEST_NAN_STEP"):
     _nan_at(int(os.environ["GPUDOCTOR_TEST_NAN_STEP"]))
+if os.environ.get("GPUDOCTOR_TEST_HANG_RULE"):
+    _hang_on(os.environ["GPUDOCTOR_TEST_HANG_RULE"])
