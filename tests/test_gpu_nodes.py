@@ -202,3 +202,46 @@ def test_gd107_makes_no_claim_without_gpus():
     assert run("GD107", none, {"CUDA_VISIBLE_DEVICES": "0"}) == []
     report = evaluate(Snapshot(facts={"env": {"CUDA_VISIBLE_DEVICES": "0"}}), [find_rule("GD107")])
     assert list(report.findings) == [] and [u.rule for u in report.unknown] == ["GD107"]
+
+
+# --- 8. the smaller ones ----------------------------------------------------------------------------------------
+
+def test_an_aarch64_wheel_is_not_judged_by_the_x86_64_rows():
+    """GH200 (aarch64) with `--quick` (no arch list from torch): the table's rows are the x86_64 wheels'."""
+    nvml = {"gpus": [{"name": "NVIDIA GH200 480GB", "cc": "9.0"}]}
+    torch = {"status": "ok", "version": "2.5.1+cu124", "cuda": "12.4", "quick": True}
+    report = evaluate(Snapshot(facts={"nvml": nvml, "env": {}, "torch": torch, "host": {"arch": "aarch64"}}),
+                      [find_rule("GD104")])
+    assert [(u.rule, u.missing) for u in report.unknown] == [("GD104", "torch.arch_list")]
+    assert "aarch64" in report.unknown[0].reason
+    x86 = evaluate(Snapshot(facts={"nvml": nvml, "env": {}, "torch": torch, "host": {"arch": "x86_64"}}),
+                   [find_rule("GD104")])
+    assert x86.unknown == () and x86.passed == ("GD104",)
+
+
+def test_gd105_gives_other_init_codes_their_meaning_and_spares_a_pod_without_gpus():
+    power = {"status": "error", "error_kind": "insufficient_power", "error": "Insufficient External Power"}
+    (finding,) = run("GD105", power)
+    assert "NVML could not initialise" in finding.message and "insufficient_power" in finding.fix.summary
+    none = {"status": "error", "error_kind": "no_devices", "error": "No devices were found"}
+    assert len(run("GD105", none)) == 1
+    for asked in ("none", "void"):
+        assert run("GD105", none, {"NVIDIA_VISIBLE_DEVICES": asked}) == []
+
+
+def test_a_leftover_nvidia_ml_py3_pynvml_is_named(tmp_path):
+    """nvidia-ml-py3 installs its own pynvml.py (from 2017, before MIG): the child says so instead of crashing."""
+    import json
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    (tmp_path / "pynvml.py").write_text("class NVMLError(Exception):\n    pass\n\n\ndef nvmlInit():\n    pass\n")
+    child = ROOT / "gpudoctor" / "probes" / "nvml_child.py"
+    done = subprocess.run([sys.executable, "-I", str(child), str(tmp_path)], capture_output=True, text=True,
+                          timeout=60)
+    facts = json.loads(done.stdout)
+    assert facts["status"] == "error" and facts["error_kind"] == "bindings", done.stderr
+    (finding,) = run("GD105", facts)
+    assert "pip uninstall -y nvidia-ml-py3" in finding.fix.summary and str(tmp_path) in finding.message

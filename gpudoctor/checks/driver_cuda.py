@@ -276,6 +276,11 @@ def _arch_list(facts, runtime: str) -> tuple:
     torch_version = facts.get("torch.version")
     if "+cu" not in torch_version:
         raise MissingFact("torch.arch_list")
+    machine = facts.get("host.arch", None)
+    if machine not in (None, "x86_64", "AMD64"):
+        raise MissingFact("torch.arch_list", f"gpudoctor's table lists the official x86_64 wheels' arch lists; this "
+                                             f"machine is {machine} (GH200, GB200), whose wheels are built apart: "
+                                             "torch.cuda.get_arch_list() would tell")
     row = wheel_archs(torch_version, runtime)
     if row is None:
         raise MissingFact("torch.arch_list")
@@ -366,7 +371,12 @@ NVML_PROBLEMS = {  # nvml.error_kind → what is wrong; GD105's fix text for it 
     "unknown": ("NVML failed with 'Unknown Error': in a container this means it lost access to the GPU device nodes "
                 "(the host ran `systemctl daemon-reload` and systemd rewrote the container's device cgroup)"),
     "no_permission": "No permission to open the NVIDIA device nodes",
+    "bindings": ("The pynvml module is not nvidia-ml-py's: a leftover pynvml.py of the nvidia-ml-py3 package, which "
+                 "installs the same file"),
 }
+# NVIDIA Container Toolkit, NVIDIA_VISIBLE_DEVICES: `none` ("no GPUs will be accessible, but driver capabilities will
+# be enabled"), `void` or empty ("the same behavior as runc": no GPU, no driver): a container that asked for no GPU
+NO_GPU_ASKED = ("none", "void", "")
 
 
 LOGGED_PROBLEMS = {  # log event kind → what it means; GD105's fix is the catalog's case of the same name
@@ -435,15 +445,30 @@ def driver_unusable(facts, rule):
     if facts.get("nvml.status") == "ok":
         yield from fabric_not_ready(facts, rule)
         return
-    if facts.get("nvml.status") != "error" or kind not in NVML_PROBLEMS:
+    asked = facts.env("NVIDIA_VISIBLE_DEVICES")
+    if facts.get("nvml.status") != "error" or (asked is not None and asked.strip().lower() in NO_GPU_ASKED):
+        return  # a container that asked for no GPU has none to reach
+    evidence = {"error_kind": kind, "error": facts.get("nvml.error", None),
+                "kernel_module": facts.get("nvml.kernel_module", None)}
+    if kind not in NVML_PROBLEMS:
+        yield from _other_init_error(facts, rule, kind, evidence)
         return
     yield rule.finding(
-        f"{NVML_PROBLEMS[kind]}: {facts.get('nvml.error', None) or kind}",
-        evidence={"error_kind": kind, "error": facts.get("nvml.error", None),
-                  "kernel_module": facts.get("nvml.kernel_module", None)},
+        f"{NVML_PROBLEMS[kind]}: {facts.get('nvml.error', None) or kind}", evidence=evidence,
         fix=rule.fix(case=kind if kind in ("driver_mismatch", "driver_not_loaded", "no_devices", "library_not_found",
-                                           "unknown", "no_permission") else "unknown",
+                                           "unknown", "no_permission", "bindings") else "unknown",
                      commands=(RELOAD_MODULES,) if kind == "driver_mismatch" else ()))
+
+
+def _other_init_error(facts, rule, kind: str, evidence: dict):
+    """NVML's initialisation failing with a return code GD105 has no case of its own for: what rules/nvml_errors.toml
+    says the code means (`other`, a failure outside NVML such as nvidia-ml-py missing, is not the driver's)."""
+    entry = next((row for row in table("nvml_errors")["error"] if row["kind"] == kind), None)
+    if entry is None:
+        return
+    yield rule.finding(f"NVML could not initialise: {facts.get('nvml.error', None) or kind} ({entry['meaning']})",
+                       evidence={**evidence, "meaning": entry["meaning"]},
+                       fix=rule.fix(case="nvml_other", values={"kind": kind}))
 
 
 # CUDA's own errors at initialisation (cuda_runtime_api.h, cudaError): each has a cause of its own, not the job's
@@ -451,8 +476,8 @@ CUDA_INIT_ERRORS = (
     (re.compile(r"[Ee]rror 802\b|system not yet initialized|cudaErrorSystemNotReady"), "fabric_manager",
      "CUDA error 802 (system not yet initialized): on an NVSwitch system the fabric manager is not running or its "
      "version differs from the driver's"),
-    (re.compile(r"[Ee]rror 804\b|forward compatibility was attempted on non supported HW|cudaErrorCompatNotSupportedOnDevice"),
-     "forward_compat", "CUDA error 804: the CUDA forward-compatibility package is in use on a GPU that does not "
+    (re.compile(r"[Ee]rror 804\b|forward compatibility was attempted on non supported HW"
+                r"|cudaErrorCompatNotSupportedOnDevice"), "forward_compat", "CUDA error 804: the CUDA forward-compatibility package is in use on a GPU that does not "
      "support it (only data-center GPUs do)"),
 )
 

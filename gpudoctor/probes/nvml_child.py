@@ -402,6 +402,11 @@ def collect(nvml=None, module_path: str = "/proc/driver/nvidia/version") -> dict
         except ImportError as exc:
             facts.update(status="error", error_kind="other", error=f"nvidia-ml-py is not installed: {exc}")
             return facts
+    if not hasattr(nvml, "nvmlDeviceGetMigMode"):  # in every nvidia-ml-py since R450; nvidia-ml-py3 (7.352) lacks it
+        facts.update(status="error", error_kind="bindings", error=f"{getattr(nvml, '__file__', 'pynvml')} is not "
+                     "nvidia-ml-py's pynvml: it lacks nvmlDeviceGetMigMode (nvidia-ml-py3's pynvml.py, installed over "
+                     "nvidia-ml-py's)")
+        return facts
     started = time.monotonic()
     try:
         nvml.nvmlInit()
