@@ -237,7 +237,8 @@ def test_a_leftover_nvidia_ml_py3_pynvml_is_named(tmp_path):
 
     from conftest import ROOT
 
-    (tmp_path / "pynvml.py").write_text("class NVMLError(Exception):\n    pass\n\n\ndef nvmlInit():\n    pass\n")
+    (tmp_path / "pynvml.py").write_text("class NVMLError(Exception):\n    pass\n\n\ndef nvmlInit():\n    pass\n\n\n"
+                                        "def nvmlShutdown():\n    pass\n")
     child = ROOT / "gpudoctor" / "probes" / "nvml_child.py"
     done = subprocess.run([sys.executable, "-I", str(child), str(tmp_path)], capture_output=True, text=True,
                           timeout=60)
@@ -245,3 +246,20 @@ def test_a_leftover_nvidia_ml_py3_pynvml_is_named(tmp_path):
     assert facts["status"] == "error" and facts["error_kind"] == "bindings", done.stderr
     (finding,) = run("GD105", facts)
     assert "pip uninstall -y nvidia-ml-py3" in finding.fix.summary and str(tmp_path) in finding.message
+
+
+@pytest.mark.parametrize("record_bytes", [24, 32])
+def test_on_535_86_the_process_records_are_read_in_the_layout_whose_pids_exist(tmp_path, record_bytes):
+    """gpustat and nvitop disagree on 535.86.x's _v3 record size: the layout whose PIDs exist decides (this test's
+    own PID and its parent's are the processes on the GPU; the first record reads alike in both layouts)."""
+    import os
+
+    from gpudoctor.probes.nvml_child import _in_host_pid_namespace
+
+    if not _in_host_pid_namespace():
+        pytest.skip("NVML's PIDs are the host's: outside its PID namespace /proc cannot confirm them")
+    node = {"driver_version": "535.86.10", "process_record_bytes": record_bytes,
+            "gpus": [h100(0, processes=[{"pid": os.getpid(), "used_bytes": 3 * GiB},
+                                        {"pid": os.getppid(), "used_bytes": 5 * GiB}])]}
+    (gpu,) = nvmlsim.collect(node, tmp_path)["gpus"]
+    assert [(p["pid"], p["used_bytes"]) for p in gpu["processes"]] == [(os.getpid(), 3 * GiB), (os.getppid(), 5 * GiB)]

@@ -129,6 +129,22 @@ def _driver_writes_535_records(driver) -> bool:
     return bool(numbers) and int(numbers.group(1)) == 535 and 43 <= int(numbers.group(2)) < 86
 
 
+def _record_size_disputed(driver) -> bool:
+    """535.86.x: gpustat and nvitop read its _v3 records with different sizes (24 and 32 bytes)."""
+    return re.match(r"535\.86\.", driver or "") is not None
+
+
+def _records_whose_pids_exist(nvml, handle):
+    """On a driver whose record size is disputed, both layouts: the one whose PIDs all exist in /proc (read in the
+    host's PID namespace, where NVML's PIDs are this /proc's), else nvml.h's 24-byte one."""
+    candidates = [_processes_raw(nvml, handle, PROCESS_QUERIES[0], record)
+                  for record in (nvml.c_nvmlProcessInfo_v2_t, ProcessInfoV3R535)]
+    for records in candidates:
+        if records and all(os.path.exists(f"/proc/{int(record.pid)}") for record in records):
+            return records
+    return candidates[0]
+
+
 def _processes_raw(nvml, handle, name: str, record):
     """A process query through ctypes with the record the driver writes: v1 (pynvml wraps only _v2/_v3, which
     drivers before R470 lack) or the R535 _v3 record."""
@@ -150,6 +166,8 @@ def _running_processes(nvml, handle, driver=None):
     drivers that write 32-byte _v3 records, those."""
     if _driver_writes_535_records(driver):
         return _processes_raw(nvml, handle, PROCESS_QUERIES[0], ProcessInfoV3R535)
+    if _record_size_disputed(driver) and _in_host_pid_namespace():
+        return _records_whose_pids_exist(nvml, handle)
     for name in PROCESS_QUERIES:
         query = getattr(nvml, name, None)
         if query is None:  # an nvidia-ml-py older than the entry point
@@ -402,11 +420,6 @@ def collect(nvml=None, module_path: str = "/proc/driver/nvidia/version") -> dict
         except ImportError as exc:
             facts.update(status="error", error_kind="other", error=f"nvidia-ml-py is not installed: {exc}")
             return facts
-    if not hasattr(nvml, "nvmlDeviceGetMigMode"):  # in every nvidia-ml-py since R450; nvidia-ml-py3 (7.352) lacks it
-        facts.update(status="error", error_kind="bindings", error=f"{getattr(nvml, '__file__', 'pynvml')} is not "
-                     "nvidia-ml-py's pynvml: it lacks nvmlDeviceGetMigMode (nvidia-ml-py3's pynvml.py, installed over "
-                     "nvidia-ml-py's)")
-        return facts
     started = time.monotonic()
     try:
         nvml.nvmlInit()
@@ -421,6 +434,11 @@ def collect(nvml=None, module_path: str = "/proc/driver/nvidia/version") -> dict
     # without persistence mode the driver initialises every GPU here: seconds that are the node's, not gpudoctor's
     facts["init_seconds"] = round(time.monotonic() - started, 3)
     try:
+        if not hasattr(nvml, "nvmlDeviceGetMigMode"):  # in every nvidia-ml-py since R450; nvidia-ml-py3 (7.352) lacks it
+            facts.update(status="error", error_kind="bindings", error=f"{getattr(nvml, '__file__', 'pynvml')} is "
+                         "not nvidia-ml-py's pynvml: it lacks nvmlDeviceGetMigMode (nvidia-ml-py3's pynvml.py, "
+                         "installed over nvidia-ml-py's)")
+            return facts
         facts["status"], facts["error_kind"], facts["error"] = "ok", None, None
         driver = _optional(nvml, nvml.nvmlSystemGetDriverVersion)
         facts["driver_version"] = DRIVER["version"] = _text(driver) if driver is not None else None

@@ -6,7 +6,8 @@ description of a node, loaded by the real nvidia-ml-py through LD_LIBRARY_PATH.
     facts = collect(node, tmp_path)              # the real NVML probe child, run against it
 
 The description (every key optional; a fact left out makes its query answer NOT_SUPPORTED):
-  driver_version, cuda_version (12040 = 12.4), init_error ("unknown", "driver_not_loaded", … or a number),
+  driver_version, cuda_version (12040 = 12.4), process_record_bytes (the _v3 record the driver writes, 24 or 32;
+  default: 32 on 535.43 to before 535.86, as those drivers do), init_error ("unknown", "driver_not_loaded", … or a number),
   missing_symbols (entry points an old driver lacks, e.g. "nvmlDeviceGetComputeRunningProcesses_v3"),
   p2p: {"default": STATUS, "pairs": [[A, B, STATUS], …]} (STATUS: ok, chipset_not_supported, gpu_not_supported,
   topology_not_supported, disabled_by_regkey, not_supported), gpus: [{
@@ -101,6 +102,8 @@ def spec_lines(node: dict) -> list:
     """The description in the line format fake_nvml.c reads."""
     lines = [f"driver_version {node.get('driver_version', '550.90.07')}",
              f"cuda_version {node.get('cuda_version', 12040)}", f"gpu_count {len(node.get('gpus', []))}"]
+    if node.get("process_record_bytes"):
+        lines.append(f"process_record_bytes {node['process_record_bytes']}")
     if node.get("init_error"):
         lines.append(f"init_error {_error(node['init_error'])}")
     for index, gpu in enumerate(node.get("gpus", [])):

@@ -74,6 +74,7 @@ static device_t gpus[MAX_GPUS], migs[MAX_GPUS * MAX_MIGS];
 static int gpu_count, mig_count, initialized, init_error;
 static char driver_version[80];
 static int cuda_version;
+static int record_bytes; /* the _v3 record size this driver writes; 0: by its version */
 static int p2p[MAX_GPUS][MAX_GPUS]; /* nvmlGpuP2PStatus_t + 1; 0 = not described */
 
 static void copy_text(char *to, size_t size, const char *from) {
@@ -105,7 +106,7 @@ static void read_line(char *line) {
         return;
     } else {
         if (sscanf(line, "init_error %d", &init_error) == 1 || sscanf(line, "cuda_version %d", &cuda_version) == 1
-            || sscanf(line, "gpu_count %d", &gpu_count) == 1)
+            || sscanf(line, "gpu_count %d", &gpu_count) == 1 || sscanf(line, "process_record_bytes %d", &record_bytes) == 1)
             return;
         if (strncmp(line, "driver_version ", 15) == 0)
             copy_text(driver_version, sizeof driver_version, line + 15);
@@ -153,7 +154,7 @@ int nvmlInitWithFlags(unsigned int flags) {
     memset(gpus, 0, sizeof gpus);
     memset(migs, 0, sizeof migs);
     memset(p2p, 0, sizeof p2p);
-    gpu_count = mig_count = init_error = cuda_version = 0;
+    gpu_count = mig_count = init_error = cuda_version = record_bytes = 0;
     driver_version[0] = 0;
     while (fgets(line, sizeof line, spec)) read_line(line);
     fclose(spec);
@@ -390,6 +391,7 @@ int nvmlDeviceGetComputeRunningProcesses_v2(device_t *d, unsigned int *count, pr
 /* The v3 record size by driver: 32 bytes on 535.43 to before 535.86, 24 elsewhere. */
 static size_t v3_record_size(void) {
     int major = 0, minor = 0;
+    if (record_bytes) return record_bytes == 32 ? sizeof(process_v3_535_t) : sizeof(process_v2_t);
     sscanf(driver_version, "%d.%d", &major, &minor);
     return major == 535 && minor >= 43 && minor < 86 ? sizeof(process_v3_535_t) : sizeof(process_v2_t);
 }
