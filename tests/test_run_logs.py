@@ -290,3 +290,11 @@ def test_nccl_lines_without_ranks_are_placed_per_process():
 def test_a_pod_named_file_is_its_node():
     assert identify("logs/llama-ft-worker-3.log").node == "llama-ft-worker-3"
     assert identify("logs/llama-ft-master-0").node == "llama-ft-master-0"
+
+
+def test_a_run_is_a_log_given_even_where_no_line_is_one_the_log_reader_knows():
+    """The sleep run's lines are gloo timeouts and Python logging only: its log rules are judged on what the logs
+    show (how the processes ended: none was killed), never 'not applicable: no log'."""
+    report = check_json(RUNS / "sleep")
+    assert "GD509" in report["passed"]
+    assert not any(item["reason"] == "no log" for item in report["not_applicable"]), report["not_applicable"]

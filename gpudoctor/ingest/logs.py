@@ -676,9 +676,10 @@ class LogScanner:
             self._event(name, "preprocessing", where, line)
 
     # -- result -----------------------------------------------------------------------------------------
-    def result(self) -> Tuple[Dict[str, Any], Dict[str, str]]:
-        """({"logs": {...}}, evidence) — empty when no line was recognised."""
-        if not any(self._found_in.values()):
+    def result(self, read: bool = False) -> Tuple[Dict[str, Any], Dict[str, str]]:
+        """({"logs": {...}}, evidence) — empty when no line was recognised, unless the logs are known to be a run's
+        (`read`: every rank's logs read together, in which the absence of these lines is itself what they show)."""
+        if not any(self._found_in.values()) and not read:
             return {}, {}
         for name, tail in self._tail.items():
             if self._read.get(name, 0) > self.shows_head_bytes:  # a shorter file was searched whole

@@ -143,7 +143,7 @@ def snapshot_from_reports(paths: Sequence[str], stdin: Optional[BinaryIO] = None
             reports.append(report)
     unknown = [r for r in reports if not r.facts and not scanner.found_in(r.name) and r.name not in placed]
     reports = [r for r in reports if r.facts]
-    log_facts, log_evidence = scanner.result()
+    log_facts, log_evidence = scanner.result(read=run is not None)
     if log_facts:
         reports.append(ParsedReport(kind="log", facts=log_facts, evidence=log_evidence, missing=[],
                                     name=", ".join(scanner.files), parts=("log",)))
