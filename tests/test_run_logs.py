@@ -298,3 +298,14 @@ def test_a_run_is_a_log_given_even_where_no_line_is_one_the_log_reader_knows():
     report = check_json(RUNS / "sleep")
     assert "GD509" in report["passed"]
     assert not any(item["reason"] == "no log" for item in report["not_applicable"]), report["not_applicable"]
+
+
+def test_a_file_whose_rank_cannot_be_told_is_an_entry_of_unknown_rank():
+    run = _read({"rank0.log": "RuntimeError: Connection closed by peer [10.0.0.2]:5344\n",
+                 "rank1.log": "RuntimeError: Connection closed by peer [10.0.0.2]:5344\n",
+                 "notes.log": "KeyError: 'pixel_values'\n"})
+    found = postmortem(run)
+    assert [(r["rank"], r["files"]) for r in found.first] == [(None, ["notes.log"])]
+    from gpudoctor.facts.run import summary
+
+    assert summary(run)["first_failing"][0]["label"] == "rank ? (notes.log)"
