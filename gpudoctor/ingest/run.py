@@ -18,8 +18,9 @@ from gpudoctor.ingest.run_logs import RunReader
 
 HEAD = 512
 # A report in a rank's log (an `nvidia-smi` screen, `collect_env` at the top of a job's output) is read from its
-# first REPORT_HEAD_BYTES: a few KB of text, where a single log is read for 1 MiB (what 512 files would cost).
-REPORT_HEAD_BYTES = 64 * 1024
+# first REPORT_HEAD_BYTES: a few KB of text, where a single log is read for 1 MiB (what 512 files would cost: the
+# head is redacted line by line before the report parsers see it).
+REPORT_HEAD_BYTES = 16 * 1024
 
 
 # (the reports the files' heads hold, the run facts or None, the files given that could not be read, the files a folder

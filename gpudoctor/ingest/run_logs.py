@@ -309,23 +309,23 @@ class RunReader:
 
     def _progress(self, name: str, data: bytes) -> None:
         """The last progress line (`step 12`, `iteration 12/100`, `'global_step': 12`) of each rank in the chunk's
-        last STEP_WINDOW bytes."""
+        last STEP_WINDOW bytes, read from the end until a rank comes round again (a rank's own file: its last line;
+        one log of all ranks: each rank's last)."""
         window = len(data) - STEP_WINDOW if len(data) > STEP_WINDOW else 0
-        seen = set()
-        matches = list(_STEP.finditer(data, window))
-        for m in reversed(matches):
+        lines, placed = set(), set()
+        for m in reversed(list(_STEP.finditer(data, window))):
             start = data.rfind(b"\n", 0, m.start()) + 1
-            if start in seen:
+            if start in lines:
                 continue
-            seen.add(start)
-            head = data[start:m.start()].decode("utf-8", errors="replace")
-            _, rank, local, host = _prefixes(head)
+            lines.add(start)
+            _, rank, local, host = _prefixes(data[start:m.start()].decode("utf-8", errors="replace"))
             unit = self._unit(name, rank, local, host)
-            if unit is not None and "step_seen" not in unit:
-                unit["step"] = int(m.group(1))
-                unit["step_seen"] = True
-        for unit in self.units.values():
-            unit.pop("step_seen", None)
+            if unit is None:
+                continue
+            if id(unit) in placed:
+                break
+            placed.add(id(unit))
+            unit["step"] = int(m.group(1))
 
     # -- places -----------------------------------------------------------------------------------------
     def _unit(self, name: str, rank: Optional[int], local: Optional[int], host: Optional[str],
