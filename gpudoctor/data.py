@@ -22,6 +22,15 @@ def rules_dir() -> Path:
     return Path(__file__).resolve().parent.parent / "rules"
 
 
+def schemas_dir() -> Path:
+    """Where the JSON Schemas of gpudoctor's documents live: inside the wheel (`gpudoctor/_schemas`) or, in a
+    checkout, `docs/schemas/`."""
+    packaged = Path(__file__).resolve().parent / "_schemas"
+    if packaged.is_dir():
+        return packaged
+    return Path(__file__).resolve().parent.parent / "docs" / "schemas"
+
+
 def load_toml(path: Path) -> dict:
     with open(path, "rb") as handle:
         return tomllib.load(handle)

@@ -180,7 +180,83 @@ def markdown() -> str:
     return "\n".join(lines) + "\n"
 
 
+# ------------------------------------------------------------------------ docs/schemas/snapshot.schema.json
+
+JSON_TYPES = {"int": "integer", "float": "number", "str": "string", "bool": "boolean", "object": "object",
+              "list": "array"}
+
+
+def _json_type(kind: str) -> dict:
+    """A fact type ("int or null", "list of str" …) as JSON Schema; null is allowed everywhere (a known "none")."""
+    kind = kind.replace(" or null", "").strip()
+    if kind.startswith("list of "):
+        return {"type": ["array", "null"], "items": _json_type(kind[len("list of "):])}
+    return {"type": [JSON_TYPES[word] for word in kind.split(" or ")] + ["null"]}
+
+
+def _record(keys: Dict[str, Key], fields: Dict[str, Dict[str, Key]]) -> dict:
+    """An object with the declared keys, and no others."""
+    properties = {}
+    for key in keys.values():
+        spec = _json_type(key.type)
+        if key.doc:
+            spec["description"] = key.doc
+        if key.name in fields:  # records of declared keys: one, or a list of them
+            record = _record(fields[key.name], {})
+            many = {"type": ["array", "null"], "items": record}
+            kinds = spec["type"]
+            spec = {"anyOf": [record, many]} if "array" in kinds and "object" in kinds else many if "array" in kinds \
+                else dict(record)
+            if key.doc:
+                spec["description"] = key.doc
+        properties[key.name] = spec
+    return {"type": ["object", "null"], "properties": properties, "additionalProperties": False}
+
+
+def _group_schema(group: Group) -> dict:
+    if group.shape == "map":
+        values = _json_type(group.values) if group.values else {}
+        schema = {"type": "object", "additionalProperties": values}
+    elif not group.keys:
+        schema = {"type": JSON_TYPES["list" if group.shape == "list" else "object"]}
+    else:
+        record = _record(group.keys, group.fields)
+        schema = {"object": record, "list": {"type": "array", "items": record},
+                  "object_or_list": {"anyOf": [record, {"type": "array", "items": record}]}}[group.shape]
+    return {**schema, "description": f"{group.source}. {group.doc}".strip()}
+
+
+def json_schema() -> dict:
+    """The JSON Schema of a `gpudoctor.snapshot/1` document, its facts as the fact schema declares them."""
+    entry = {"type": "object"}
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "https://gpudoctor.invalid/schemas/snapshot.schema.json",
+        "title": "gpudoctor.snapshot/1",
+        "description": "The facts about one machine and the files given to gpudoctor (docs/snapshot.md). "
+                       "Generated from rules/facts.toml by `python -m gpudoctor.schema --json-schema`.",
+        "type": "object",
+        "required": ["schema", "facts"],
+        "properties": {
+            "schema": {"const": "gpudoctor.snapshot/1"},
+            "tool": {"type": "object", "properties": {"name": {"type": "string"}, "version": {"type": "string"}}},
+            "created": {"type": "string"},
+            "source": {"type": "object", "properties": {"kind": {"type": "string"},
+                                                        "paths": {"type": "array", "items": {"type": "string"}}}},
+            "facts": {"type": "object", "additionalProperties": False,
+                      "properties": {group.name: _group_schema(group) for group in groups().values()}},
+            "probes": {"type": "array", "items": entry},
+            "evidence": {"type": "object"},
+            "conflicts": {"type": "array", "items": entry},
+        },
+    }
+
+
 if __name__ == "__main__":
+    import json
     import sys
 
-    sys.stdout.write(markdown())
+    if sys.argv[1:] == ["--json-schema"]:
+        sys.stdout.write(json.dumps(json_schema(), indent=2, ensure_ascii=False) + "\n")
+    else:
+        sys.stdout.write(markdown())

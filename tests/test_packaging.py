@@ -41,6 +41,8 @@ def test_wheel_ships_rules_and_works_when_installed(tmp_path):
     names = set(zipfile.ZipFile(wheel).namelist())
     shipped = {path.relative_to(ROOT / "rules").as_posix() for path in (ROOT / "rules").rglob("*.toml")}
     assert {f"gpudoctor/_rules/{name}" for name in shipped} <= names
+    schemas = {path.name for path in (ROOT / "docs" / "schemas").glob("*.schema.json")}
+    assert {f"gpudoctor/_schemas/{name}" for name in schemas} <= names
     assert "gpudoctor/probes/torch_child.py" in names and "gpudoctor/probes/nvml_child.py" in names
 
     target = tmp_path / "venv"
