@@ -20,12 +20,13 @@ import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO, Callable, Iterator, Optional
+from typing import BinaryIO, Callable, Iterator, List, Optional, Tuple
 
 from gpudoctor.errors import InputError
 
 MAX_BYTES = 20 * 1024 * 1024
 MAX_TREE_FILES = 20000
+MAX_TREE_ENTRIES = 200_000  # names (files and folders, data and ignored ones too) one folder lint looks at
 SKIP_DIRS = {"node_modules", "__pycache__", "site-packages", "venv", "build", "dist", "wandb", "lightning_logs"}
 FIRST_BYTE_DEADLINE = 30.0  # seconds a FIFO, pipe or terminal may take to deliver its first byte
 STREAM_DEADLINE = 600.0  # seconds a streamed input (`--from` a pipe, FIFO or device) may take in all
@@ -371,19 +372,120 @@ def _still_the_target(fd: int, target: str) -> bool:
     return (current.st_dev, current.st_ino) == (status.st_dev, status.st_ino)
 
 
-def tree_files(root: Path) -> Iterator[Path]:
-    """The regular files under `root`, sorted, without following links, skipping hidden folders (.git, .venv),
-    virtual environments, caches and build output; at most MAX_TREE_FILES."""
-    count = 0
-    for folder, subfolders, names in os.walk(root):
-        subfolders[:] = sorted(d for d in subfolders if not d.startswith(".") and d not in SKIP_DIRS
-                               and not os.path.exists(os.path.join(folder, d, "pyvenv.cfg"))
-                               and not os.path.isdir(os.path.join(folder, d, "conda-meta")))
-        for name in sorted(names):
-            path = Path(folder, name)
-            if name.startswith(".") and not name.startswith(".env") or path.is_symlink() or not path.is_file():
-                continue
-            count += 1
-            if count > MAX_TREE_FILES:
+class Tree:
+    """The regular files under a folder that `lint` reads, sorted, without following links. Skipped: what git
+    ignores (the `.gitignore` files of the folder, its sub-folders and its parents up to the repository's root),
+    hidden folders (.git, .venv), virtual environments, caches and build output, and data files by their type
+    (images, arrays, checkpoints, archives), which are not counted. At most MAX_TREE_FILES files and
+    MAX_TREE_ENTRIES names in all: `cut` then says where the walk stopped (empty when it read the whole tree)."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        self.cut = ""
+        self.data_files = 0
+
+    def __iter__(self) -> Iterator[Path]:
+        count = seen = 0
+        ignores = {str(self.root): _parent_ignores(self.root)}
+        for folder, subfolders, names in os.walk(self.root):
+            rules = ignores.pop(folder, [])
+            own = _ignore_file(folder)
+            if own is not None:
+                rules = rules + [(folder, own)]
+            seen += len(subfolders) + len(names)
+            if seen > MAX_TREE_ENTRIES:
+                self.cut = f"stopped after {MAX_TREE_ENTRIES:,} names, in {folder}"
                 return
-            yield path
+            subfolders[:] = sorted(d for d in subfolders if _walked(os.path.join(folder, d), d, rules))
+            for sub in subfolders:
+                ignores[os.path.join(folder, sub)] = rules
+            for name in sorted(names):
+                path = Path(folder, name)
+                if name.startswith(".") and not name.startswith(".env") or _ignored(str(path), False, rules) \
+                        or path.is_symlink() or not path.is_file():
+                    continue
+                if is_data_file(name):
+                    self.data_files += 1
+                    continue
+                count += 1
+                if count > MAX_TREE_FILES:
+                    self.cut = f"stopped after {MAX_TREE_FILES:,} files, at {path}"
+                    return
+                yield path
+
+
+def tree_files(root: Path) -> Iterator[Path]:
+    """The files `Tree(root)` walks (without telling where a cut walk stopped)."""
+    return iter(Tree(root))
+
+
+DATA_SUFFIXES = {  # data a job reads, never a job file: skipped by type, not counted against the bounds
+    ".npy", ".npz", ".pt", ".pth", ".ckpt", ".bin", ".safetensors", ".gguf", ".onnx", ".h5", ".hdf5", ".pkl",
+    ".pickle", ".parquet", ".arrow", ".feather", ".tfrecord", ".tfrecords", ".lmdb", ".mdb", ".idx", ".jsonl",
+    ".csv", ".tsv", ".tar", ".gz", ".tgz", ".zst", ".zip", ".xz", ".bz2", ".7z", ".msgpack", ".wav", ".flac",
+}
+DATA_MEDIA = ("image/", "audio/", "video/", "font/")
+
+
+def is_data_file(name: str) -> bool:
+    """A file that by its type (suffix, or its MIME type) holds data, not a job file."""
+    import mimetypes
+
+    suffix = os.path.splitext(name)[1].lower()
+    if suffix in DATA_SUFFIXES:
+        return True
+    kind = mimetypes.guess_type(name, strict=False)[0] or ""
+    return kind.startswith(DATA_MEDIA)
+
+
+IgnoreRules = List[Tuple[str, object]]  # (the folder of a .gitignore, its compiled patterns), outermost first
+
+
+def _walked(path: str, name: str, rules: IgnoreRules) -> bool:
+    return not (name.startswith(".") or name in SKIP_DIRS or os.path.exists(os.path.join(path, "pyvenv.cfg"))
+                or os.path.isdir(os.path.join(path, "conda-meta")) or _ignored(path, True, rules))
+
+
+def _ignored(path: str, folder: bool, rules: IgnoreRules) -> bool:
+    """Whether git ignores the path: the deepest .gitignore with a pattern for it decides (`!` re-includes)."""
+    verdict = None
+    for base, spec in rules:
+        relative = os.path.relpath(path, base).replace(os.sep, "/") + ("/" if folder else "")
+        if relative.startswith("../"):
+            continue
+        include = spec.check_file(relative).include
+        if include is not None:
+            verdict = include
+    return bool(verdict)
+
+
+def _ignore_file(folder: str):
+    """The patterns of `folder/.gitignore` (pathspec's git semantics), or None without one."""
+    path = os.path.join(folder, ".gitignore")
+    try:
+        if not os.path.isfile(path) or os.path.getsize(path) > MAX_BYTES:
+            return None
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            lines = handle.read().splitlines()
+    except OSError:
+        return None
+    from pathspec import GitIgnoreSpec
+
+    return GitIgnoreSpec.from_lines(lines)
+
+
+def _parent_ignores(root: Path) -> IgnoreRules:
+    """The .gitignore files above `root` up to its repository's root (none outside a git repository)."""
+    folders, here = [], root.resolve()
+    for folder in [here, *here.parents]:
+        folders.append(folder)
+        if (folder / ".git").exists():
+            break
+    else:
+        return []
+    rules = []
+    for folder in reversed(folders[1:]):
+        spec = _ignore_file(str(folder))
+        if spec is not None:
+            rules.append((str(folder), spec))
+    return rules

@@ -29,6 +29,8 @@ class Request:
     snapshot: Optional[str] = None  # a recorded snapshot file (`gpudoctor snapshot -o FILE`)
     reports: Sequence[str] = ()  # pasted reports and logs (gpudoctor.ingest.registry; '-': stdin)
     files: Sequence[str] = ()  # job files (lint): read by every reader that knows them; nothing is probed
+    stdin_name: str = "<stdin>"  # the name of the job file a `-` among `files` reads from standard input
+    skip_unknown: bool = False  # a named file no reader knows is skipped, as in a folder (pre-commit hands any)
     groups: Optional[FrozenSet[str]] = None  # the fact groups the live probes gather
     python: str = sys.executable  # the job's interpreter, whose torch/deepspeed the probes inspect
     timeout: float = 15.0  # seconds per probe
@@ -47,7 +49,7 @@ def gather(request: Request) -> Snapshot:
         raise InputError("job files alone (Request.files, as `lint` reads them) take no snapshot or reports")
     _named_files_exist(request)
     if request.files:
-        snapshot = files_snapshot(request.files)
+        snapshot = files_snapshot(request.files, request.stdin_name, request.skip_unknown)
     elif request.snapshot:
         from gpudoctor.snapshot import load
 
@@ -114,13 +116,15 @@ def reports_snapshot(paths: Sequence[str]) -> Snapshot:
     return snapshot_from_reports(list(paths))
 
 
-def files_snapshot(names: Sequence[str]) -> Snapshot:
+def files_snapshot(names: Sequence[str], stdin_name: str = "<stdin>", skip_unknown: bool = False) -> Snapshot:
     """Job files alone (env files, job scripts, manifests, Dockerfiles, training scripts, DeepSpeed configs); a
-    folder is read recursively, skipping the files no reader knows."""
+    folder is read recursively, skipping the files no reader knows (`skip_unknown`: named files too); `-` is
+    standard input, named `stdin_name`."""
     from gpudoctor.readers.registry import read_files
 
-    snapshot = Snapshot(facts={"env": {}}, source={"kind": "files", "paths": list(names)})
-    read_files(names, snapshot)
+    paths = [stdin_name if name == "-" else name for name in names]
+    snapshot = Snapshot(facts={"env": {}}, source={"kind": "files", "paths": paths})
+    read_files(names, snapshot, stdin_name, skip_unknown)
     return snapshot
 
 

@@ -38,6 +38,10 @@ def input_unreadable(facts, rule):
             yield rule.finding(str(item.get("error")), evidence=dict(item), severity=Severity.INFO,
                                fix=rule.fix(case="nothing_to_check"), location=where)
             continue
+        if item.get("severity") == "warning":  # a folder not read to its end: what was read may be clean
+            yield rule.finding(str(item.get("error")), evidence=dict(item), severity=Severity.WARNING,
+                               fix=rule.fix(case="not_all_read"), location=where)
+            continue
         yield rule.finding(
             f"cannot read {item.get('kind', 'input')}: {item.get('error')}",  # the location names the file
             evidence=dict(item),

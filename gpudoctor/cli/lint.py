@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from gpudoctor.cli.common import (add_output_options, add_selection_options, output_format, output_stream, path,
-                                  selected_rules)
+from gpudoctor.cli.common import (UsageError, add_output_options, add_selection_options, output_format,
+                                  output_stream, path, selected_rules)
 from gpudoctor.engine import evaluate
 from gpudoctor.gather import Request, gather
 from gpudoctor.model import exit_code
@@ -17,8 +17,14 @@ from gpudoctor.render import render_report
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("lint", help="check job files (env, sbatch, k8s, Dockerfile, scripts) only")
     parser.add_argument("files", type=path, nargs="+", metavar="PATH",
-                        help="job files (env, shell/sbatch, K8s, Dockerfile, DeepSpeed config, .py), or folders to "
-                             "lint recursively")
+                        help="job files (env, shell/sbatch, K8s, Dockerfile, DeepSpeed config, .py), folders to "
+                             "lint recursively (what .gitignore names is skipped), or - for standard input")
+    parser.add_argument("--stdin-filename", type=path, default="<stdin>", metavar="NAME",
+                        help="with -: the name the text from standard input has, which can decide its format "
+                             "(job.sbatch, ds_config.json, .env) and is shown in the findings")
+    parser.add_argument("--skip-unknown", action="store_true",
+                        help="skip the named files no reader knows (README.md, package.json) as a folder's are, "
+                             "instead of reporting them (for pre-commit hooks, which hand over every text file)")
     add_selection_options(parser)
     add_output_options(parser)
     parser.set_defaults(run=run)
@@ -26,7 +32,10 @@ def add_parser(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
-    snapshot = gather(Request(files=tuple(args.files)))
+    if args.files.count("-") > 1:
+        raise UsageError("- (standard input) given more than once")
+    snapshot = gather(Request(files=tuple(args.files), stdin_name=args.stdin_filename,
+                                skip_unknown=args.skip_unknown))
     rules = selected_rules(args, host=False)
     report = evaluate(snapshot, rules, started, args.site_rule_ids)
     with output_stream(args) as stream:

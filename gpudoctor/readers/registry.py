@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from gpudoctor.errors import InputError
-from gpudoctor.files import MAX_BYTES, read_bytes, read_input, read_text, size_words, tree_files
+from gpudoctor.files import MAX_BYTES, Tree, read_bytes, read_input, read_text, size_words
 from gpudoctor.readers import dockerfile, dotenv, ds_config, k8s, python, shell
 from gpudoctor.readers.env import KIND, apply
 from gpudoctor.readers.file_facts import PARTS, BeyondBounds, FileFacts
@@ -154,11 +154,11 @@ def read_file(path: Path, snapshot, part: Optional[str] = None, text: Optional[s
     _join(snapshot, path, fmt.read_bounded(path, text) if fmt else None, part)
 
 
-def _tree(root: Path, reads: Reads, refused: List[Tuple[Path, str]]) -> List[Tuple[Path, FileFacts]]:
-    """Every file under `root` that a reader knows (like ruff, the rest is skipped silently), read; one beyond its
+def _tree(tree: Tree, reads: Reads, refused: List[Tuple[Path, str]]) -> List[Tuple[Path, FileFacts]]:
+    """Every file of the walk that a reader knows (like ruff, the rest is skipped silently), read; one beyond its
     format's bounds is added to `refused`, with why."""
     found = []
-    for path in tree_files(root):
+    for path in tree:
         try:
             if path.stat().st_size > MAX_BYTES:
                 continue
@@ -188,23 +188,33 @@ def _read(reads: Reads, path: Path, fmt: Optional[Format], text: str) -> Optiona
     return facts
 
 
-def read_files(names: Sequence[str], snapshot) -> None:
+def read_files(names: Sequence[str], snapshot, stdin_name: str = "<stdin>", skip_unknown: bool = False) -> None:
     """`lint FILE... DIR...`: each file named and each file a reader knows under each folder named, read once, all
     before any joins the snapshot, so that a job's script among them is analysed from its own read, never again.
-    A folder with no such file is said (info), never passed in silence. InputError for a named file that cannot be
-    read."""
+    A folder with no such file is said (info), never passed in silence. `-` is standard input, read as a file named
+    `stdin_name` (its format found from that name and the text). `skip_unknown`: a named file is skipped, as in a
+    folder, where no reader knows it (README.md, package.json: what a pre-commit hook hands over). InputError for a
+    named file that cannot be read."""
     reads = Reads()
     read: List[Tuple[Path, Optional[FileFacts], bool]] = []  # (path, facts, named by the user)
     refused: List[Tuple[Path, str]] = []
+    cut: List[Tree] = []
     for name in names:
         path = Path(name)
         if path.is_dir():
-            before = len(refused)
-            read += [(found, facts, False) for found, facts in _tree(path, reads, refused)] or (
-                [(path, None, False)] if len(refused) == before else [])
+            before, tree = len(refused), Tree(path)
+            read += [(found, facts, False) for found, facts in _tree(tree, reads, refused)] or (
+                [(path, None, False)] if len(refused) == before and not tree.cut else [])
+            cut += [tree] if tree.cut else []
             continue
-        text = read_input(name, "")
-        read.append((path, _read(reads, path, find(path, text), text), True))
+        if name == "-":
+            path, text = Path(stdin_name), _stdin_text()
+        else:
+            text = read_input(name, "")
+        fmt = find(path, text)
+        if skip_unknown and (fmt is None or not fmt.in_tree(path)):
+            continue
+        read.append((path, _read(reads, path, fmt, text), True))
     for path, facts, given in read:
         if given:
             _join(snapshot, path, facts, reads=reads)
@@ -216,6 +226,18 @@ def read_files(names: Sequence[str], snapshot) -> None:
                             severity="info")
     for path, why in refused:  # met in a folder (a library's long module): said, not an error of the job
         add_input_error(snapshot, str(path), "file", f"not read: {why}", severity="info")
+    for tree in cut:  # never a clean pass over files nobody read
+        add_input_error(snapshot, str(tree.root), "folder", f"not all read: the walk {tree.cut}; the files after it "
+                        "were not linted (add data folders to .gitignore, or lint the folders that hold the job "
+                        "files)", severity="warning")
+
+
+def _stdin_text() -> str:
+    """Standard input's text (`lint -`), bounded as a file is; InputError in one line."""
+    try:
+        return read_bytes("-").decode("utf-8", "replace")
+    except OSError as exc:
+        raise InputError(f"cannot read standard input: {exc.strerror or exc}") from None
 
 
 def read_env_files(names: Iterable[str], snapshot) -> None:
