@@ -142,8 +142,8 @@ def test_real_pre_commit_hands_every_job_file_to_the_shipped_hooks(tmp_path):
     (repo / "train.py").write_text("import os\nos.environ['CUDA_VISIBLE_DEVICES'] = '0'\n")
     subprocess.run(["git", "-C", str(repo), "add", "-A"], check=True)
     env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path / "cache"), "NO_COLOR": "1", "COLUMNS": "200"}
-    result = subprocess.run([sys.executable, "-m", "pre_commit", "run", "--all-files", "--verbose", "--color", "never"], cwd=repo, env=env,
-                            capture_output=True, text=True, timeout=300)
+    result = subprocess.run([sys.executable, "-m", "pre_commit", "run", "--all-files", "--verbose", "--color", "never"],
+                            cwd=repo, env=env, capture_output=True, text=True, timeout=300)
     out = result.stdout + result.stderr
     assert result.returncode == 1, out
     assert ".env:1 NCCL_P2P_LEVEL=nvl" in out
