@@ -29,7 +29,7 @@ class Request:
     snapshot: Optional[str] = None  # a recorded snapshot file (`gpudoctor snapshot -o FILE`)
     reports: Sequence[str] = ()  # pasted reports and logs (gpudoctor.ingest.registry; '-': stdin)
     files: Sequence[str] = ()  # job files (lint): read by every reader that knows them; nothing is probed
-    stdin_name: str = "<stdin>"  # the name of the job file a `-` among `files` reads from standard input
+    texts: Mapping[str, str] = field(default_factory=dict)  # job files given as text: a name among `files` → its text
     skip_unknown: bool = False  # a named file no reader knows is skipped, as in a folder (pre-commit hands any)
     groups: Optional[FrozenSet[str]] = None  # the fact groups the live probes gather
     python: str = sys.executable  # the job's interpreter, whose torch/deepspeed the probes inspect
@@ -49,7 +49,7 @@ def gather(request: Request) -> Snapshot:
         raise InputError("job files alone (Request.files, as `lint` reads them) take no snapshot or reports")
     _named_files_exist(request)
     if request.files:
-        snapshot = files_snapshot(request.files, request.stdin_name, request.skip_unknown)
+        snapshot = files_snapshot(request.files, request.texts, request.skip_unknown)
     elif request.snapshot:
         from gpudoctor.snapshot import load
 
@@ -116,15 +116,14 @@ def reports_snapshot(paths: Sequence[str]) -> Snapshot:
     return snapshot_from_reports(list(paths))
 
 
-def files_snapshot(names: Sequence[str], stdin_name: str = "<stdin>", skip_unknown: bool = False) -> Snapshot:
+def files_snapshot(names: Sequence[str], texts: Mapping[str, str] = {}, skip_unknown: bool = False) -> Snapshot:  # noqa: B006
     """Job files alone (env files, job scripts, manifests, Dockerfiles, training scripts, DeepSpeed configs); a
-    folder is read recursively, skipping the files no reader knows (`skip_unknown`: named files too); `-` is
-    standard input, named `stdin_name`."""
+    folder is read recursively, skipping the files no reader knows (`skip_unknown`: named files too); a name in
+    `texts` is read from there (standard input, an assistant's text), never from the disk."""
     from gpudoctor.readers.registry import read_files
 
-    paths = [stdin_name if name == "-" else name for name in names]
-    snapshot = Snapshot(facts={"env": {}}, source={"kind": "files", "paths": paths})
-    read_files(names, snapshot, stdin_name, skip_unknown)
+    snapshot = Snapshot(facts={"env": {}}, source={"kind": "files", "paths": list(names)})
+    read_files(names, snapshot, texts, skip_unknown)
     return snapshot
 
 

@@ -30,12 +30,25 @@ def add_parser(subparsers) -> None:
     parser.set_defaults(run=run)
 
 
+def stdin_text() -> str:
+    """Standard input's text (`lint -`), bounded as a file is; a usage error in one line."""
+    from gpudoctor.files import read_bytes
+
+    try:
+        return read_bytes("-").decode("utf-8", "replace")
+    except OSError as exc:
+        raise UsageError(f"cannot read standard input: {exc.strerror or exc}") from None
+
+
 def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
-    if args.files.count("-") > 1:
+    files, texts = list(args.files), {}
+    if files.count("-") > 1:
         raise UsageError("- (standard input) given more than once")
-    snapshot = gather(Request(files=tuple(args.files), stdin_name=args.stdin_filename,
-                                skip_unknown=args.skip_unknown))
+    if "-" in files:
+        files[files.index("-")] = args.stdin_filename
+        texts[args.stdin_filename] = stdin_text()
+    snapshot = gather(Request(files=tuple(files), texts=texts, skip_unknown=args.skip_unknown))
     rules = selected_rules(args, host=False)
     report = evaluate(snapshot, rules, started, args.site_rule_ids)
     with output_stream(args) as stream:

@@ -12,7 +12,7 @@ import errno
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from gpudoctor.errors import InputError
 from gpudoctor.files import MAX_BYTES, Tree, read_bytes, read_input, read_text, size_words
@@ -188,11 +188,12 @@ def _read(reads: Reads, path: Path, fmt: Optional[Format], text: str) -> Optiona
     return facts
 
 
-def read_files(names: Sequence[str], snapshot, stdin_name: str = "<stdin>", skip_unknown: bool = False) -> None:
+def read_files(names: Sequence[str], snapshot, texts: Mapping[str, str] = {},  # noqa: B006 - never mutated
+               skip_unknown: bool = False) -> None:
     """`lint FILE... DIR...`: each file named and each file a reader knows under each folder named, read once, all
     before any joins the snapshot, so that a job's script among them is analysed from its own read, never again.
-    A folder with no such file is said (info), never passed in silence. `-` is standard input, read as a file named
-    `stdin_name` (its format found from that name and the text). `skip_unknown`: a named file is skipped, as in a
+    A folder with no such file is said (info), never passed in silence. A name in `texts` is read from there, as a
+    file of that name holding that text (its format found from both). `skip_unknown`: a named file is skipped, as in a
     folder, where no reader knows it (README.md, package.json: what a pre-commit hook hands over). InputError for a
     named file that cannot be read."""
     reads = Reads()
@@ -201,16 +202,13 @@ def read_files(names: Sequence[str], snapshot, stdin_name: str = "<stdin>", skip
     cut: List[Tree] = []
     for name in names:
         path = Path(name)
-        if path.is_dir():
+        if name not in texts and path.is_dir():
             before, tree = len(refused), Tree(path)
             read += [(found, facts, False) for found, facts in _tree(tree, reads, refused)] or (
                 [(path, None, False)] if len(refused) == before and not tree.cut else [])
             cut += [tree] if tree.cut else []
             continue
-        if name == "-":
-            path, text = Path(stdin_name), _stdin_text()
-        else:
-            text = read_input(name, "")
+        text = texts[name] if name in texts else read_input(name, "")
         fmt = find(path, text)
         if skip_unknown and (fmt is None or not fmt.in_tree(path)):
             continue
@@ -230,14 +228,6 @@ def read_files(names: Sequence[str], snapshot, stdin_name: str = "<stdin>", skip
         add_input_error(snapshot, str(tree.root), "folder", f"not all read: the walk {tree.cut}; the files after it "
                         "were not linted (add data folders to .gitignore, or lint the folders that hold the job "
                         "files)", severity="warning")
-
-
-def _stdin_text() -> str:
-    """Standard input's text (`lint -`), bounded as a file is; InputError in one line."""
-    try:
-        return read_bytes("-").decode("utf-8", "replace")
-    except OSError as exc:
-        raise InputError(f"cannot read standard input: {exc.strerror or exc}") from None
 
 
 def read_env_files(names: Iterable[str], snapshot) -> None:
