@@ -9,14 +9,16 @@
 from __future__ import annotations
 
 import io
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
 from gpudoctor.gather import Request, gather
 from gpudoctor.model import Report
 from gpudoctor.snapshot import Snapshot
 
-__all__ = ["Request", "collect", "collect_pasted", "describe_rule", "estimate_memory", "evaluate", "format_report",
-           "message_atlas", "preview_fix", "rule_catalog"]
+__all__ = ["Request", "collect", "collect_pasted", "describe_rule", "estimate_memory", "evaluate", "evaluate_fleet",
+           "format_report", "message_atlas", "pasted_snapshots", "preview_fix", "rule_catalog"]
+
+SNAPSHOT_MARK = '"gpudoctor.snapshot/'  # a snapshot document names its schema first (gpudoctor.snapshot.SCHEMA)
 
 
 def collect(request: Request) -> Snapshot:
@@ -35,6 +37,51 @@ def collect_pasted(text: str, paths: Sequence[str] = ()) -> Snapshot:
         raise InputError("nothing to read: give the pasted text or report files")
     return snapshot_from_reports([*paths, "-"] if text else list(paths),
                                  io.BytesIO(text.encode("utf-8", errors="replace")))
+
+
+def _is_snapshot(head: str) -> bool:
+    head = head.lstrip()
+    return head.startswith("{") and SNAPSHOT_MARK in head[:4096]
+
+
+def pasted_snapshots(text: str, paths: Sequence[str]) -> Tuple[List[Tuple[str, Snapshot]], str, List[str]]:
+    """The `gpudoctor snapshot` documents among pasted text and files, each loaded as `check --snapshot` loads it,
+    by name; and what is left to read as reports and logs (the text, or "" where it was a snapshot; the paths)."""
+    from gpudoctor.snapshot import load, loads
+
+    found, rest = [], []
+    if text and _is_snapshot(text[:8192]):
+        found.append(("<stdin>", loads(text, "<stdin>")))
+        text = ""
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8", errors="replace") as handle:
+                head = handle.read(8192)
+        except OSError:
+            head = ""  # said by the reader that reads it as a report
+        if _is_snapshot(head):
+            found.append((path, load(path)))
+        else:
+            rest.append(path)
+    return found, text, rest
+
+
+def overlay_pasted(snapshot: Snapshot, text: str, paths: Sequence[str]) -> Snapshot:
+    """A recorded machine with what pasted logs and reports add, as `check --snapshot FILE --from LOG` reads them."""
+    from gpudoctor.ingest.source import overlay_reports
+
+    if text or paths:
+        overlay_reports(snapshot, [*paths, "-"] if text else list(paths), io.BytesIO(text.encode("utf-8", "replace")))
+    return snapshot
+
+
+def evaluate_fleet(nodes: Sequence[Tuple[str, Snapshot]], select: Sequence[str] = ()) -> dict:
+    """The `gpudoctor fleet SNAPSHOT... --format json` document (`gpudoctor.fleet/1`) of named snapshots."""
+    from gpudoctor.catalog import rules_for_run
+    from gpudoctor.fleet import evaluate_fleet as judge, fleet_nodes, to_json
+
+    names, snapshots = [name for name, _ in nodes], [snapshot for _, snapshot in nodes]
+    return to_json(judge(fleet_nodes(snapshots, names), rules_for_run(select, (), (), True)))
 
 
 def evaluate(snapshot: Snapshot, rules: Optional[Sequence] = None, select: Sequence[str] = (),

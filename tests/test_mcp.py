@@ -139,6 +139,26 @@ def test_diagnose_text_is_check_from(call, cli_json):
     same_report(tool, cli_json("check", "--from", LOG, "--select", "GD42"))
 
 
+def test_diagnose_text_judges_a_snapshot_as_check_snapshot_does(call, cli_json):
+    """A `gpudoctor snapshot` pasted or given by path is the recorded machine, not a report that says nothing (it
+    came back as 0 findings and every rule unknown)."""
+    machine = FIXTURES / "machines" / "k8s-pod-a100x8.json"
+    cli = cli_json("check", "--snapshot", machine)
+    assert {"GD502", "GD503", "GD505", "GD506"} <= {finding["rule"] for finding in cli["findings"]}
+    by_path = ok(call("diagnose_text", {"paths": [str(machine)]}))
+    same_report(by_path, cli_json("check", "--snapshot", machine))
+    pasted = ok(call("diagnose_text", {"text": machine.read_text(encoding="utf-8")}))
+    assert pasted["findings"] == by_path["findings"] and pasted["summary"] == by_path["summary"]
+    with_log = ok(call("diagnose_text", {"paths": [str(machine), str(LOG)]}))
+    same_report(with_log, cli_json("check", "--snapshot", machine, "--from", LOG))
+    nodes = [str(FIXTURES / "fleet" / name) for name in ("dgx-01.json", "dgx-02.json", "dgx-03.json")]
+    fleet = ok(call("diagnose_text", {"paths": nodes}))
+    expected = cli_json("fleet", *nodes)
+    for document in (fleet, expected):
+        document.pop("seconds")
+    assert fleet == expected and fleet["schema"] == "gpudoctor.fleet/1" and fleet["findings"]
+
+
 def test_lint_files_is_lint(call, cli_json):
     paths = ["fixtures/jobs/bad.env", "fixtures/ds_configs/zero2_offload.json", "fixtures/launch/k8s"]
     tool = ok(call("lint_files", {"paths": paths}))

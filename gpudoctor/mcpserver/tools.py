@@ -117,14 +117,25 @@ def _env_file_only(path: str) -> None:
 def diagnose_text(
     text: Annotated[str, Field(max_length=MAX_TEXT, description=(
         "The pasted text: a failed run's log (NCCL INFO/WARN lines, tracebacks, kernel Xid lines, torchrun or SLURM "
-        f"errors) or a tool's output ({REPORTS}); at most {MAX_TEXT:,} characters: give a longer log by path."))] = "",
-    paths: _paths("Log or report files to read as well (any size, streamed)") = None,
+        f"errors), a tool's output ({REPORTS}) or a `gpudoctor snapshot` JSON document; at most {MAX_TEXT:,} "
+        "characters: give a longer log by path."))] = "",
+    paths: _paths("Log, report or snapshot files to read as well (any size, streamed)") = None,
     select: Select = None,
 ) -> Dict[str, Any]:
     """Diagnose a pasted log or report, as `gpudoctor check --from FILE` does: the findings with their evidence
-    lines, numbers and fixes, as a gpudoctor.report/1 JSON document. Read-only: the text and files are parsed,
-    never executed; nothing is written and no benchmark runs."""
-    return _report(lambda: api.collect_pasted(text, _existing(paths, "report")), select)
+    lines, numbers and fixes, as a gpudoctor.report/1 JSON document. A `gpudoctor snapshot` (text or file) is
+    judged as `check --snapshot FILE` judges it, with any logs given on top; several snapshots, one per node, as
+    `gpudoctor fleet` does (a gpudoctor.fleet/1 document). Read-only: the text and files are parsed, never
+    executed; nothing is written and no benchmark runs."""
+    snapshots, text, paths = api.pasted_snapshots(text, _existing(paths, "report"))
+    if len(snapshots) > 1:
+        if text or paths:
+            raise InputError("several snapshots are judged as a fleet, without logs: give the logs with one node's "
+                             "snapshot at a time")
+        return api.evaluate_fleet(snapshots, select or ())
+    if snapshots:
+        return _report(lambda: api.overlay_pasted(snapshots[0][1], text, paths), select)
+    return _report(lambda: api.collect_pasted(text, paths), select)
 
 
 def check_machine(
