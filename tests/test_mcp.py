@@ -166,6 +166,19 @@ def test_lint_files_is_lint(call, cli_json):
     same_report(tool, cli_json("lint", *paths))
 
 
+def test_lint_files_takes_contents_as_lint_takes_the_files(call, cli_json):
+    given = ["fixtures/jobs/bad.env", "fixtures/ds_configs/zero2_offload.json"]
+    files = [{"name": name, "text": (ROOT / name).read_text(encoding="utf-8")} for name in given]
+    by_text = ok(call("lint_files", {"files": files}))
+    same_report(by_text, cli_json("lint", *given))
+    mixed = ok(call("lint_files", {"paths": given[:1], "files": files[1:]}))
+    assert mixed["findings"] == by_text["findings"]
+    ghost = ok(call("lint_files", {"files": [{"name": "no/such/dir/.env", "text": "NCCL_P2P_LEVEL=nvl\n"}]}))
+    assert [(f["rule"], f["location"]["path"]) for f in ghost["findings"]] == [("GD402", "no/such/dir/.env")]
+    is_error, text, _ = call("lint_files", {"files": files + files[:1]})
+    assert is_error and "same name" in text
+
+
 def test_check_machine_is_check_of_this_interpreter(call, cli_json):
     arguments = {"script": ["fixtures/launch/train_ddp.py"], "ds_config": "fixtures/ds_configs/zero2_offload.json",
                  "model": "fixtures/models/qwen2.5-0.5b.config.json", "quick": True}
@@ -221,7 +234,8 @@ def test_preview_fix_is_fix_dry_run_and_writes_nothing(call, run_cli, allowed, m
 
 @pytest.mark.parametrize("name,arguments,says", [
     ("lint_files", {"paths": ["no/such.env"]}, "no such file"),
-    ("lint_files", {"paths": []}, "paths"),
+    ("lint_files", {"paths": []}, "nothing to lint"),
+    ("lint_files", {"files": [{"name": "big.env", "text": "x" * 2_000_001}]}, "2000000"),
     ("diagnose_text", {}, "nothing to read"),
     ("diagnose_text", {"text": "\x00\x01\x02" * 100}, "<stdin>"),  # binary: nothing to read in it
     ("diagnose_text", {"text": "x" * 2_000_001}, "2000000"),

@@ -12,7 +12,7 @@ import re
 import time
 from typing import Annotated, Any, Callable, Dict, List, Literal, Optional
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from gpudoctor import api
 from gpudoctor.errors import InputError
@@ -158,16 +158,34 @@ def check_machine(
     return _report(lambda: api.collect(request), select)
 
 
+class JobFile(BaseModel):
+    """A job file given by its contents."""
+
+    name: Annotated[str, Field(min_length=1, max_length=MAX_NAME, description=(
+        "The file's name as in the project (job.sbatch, deploy/pod.yaml, ds_config.json, .env, train.py): with the "
+        "text it decides the format, and the findings point at it; nothing is read or written under it."))]
+    text: Annotated[str, Field(max_length=MAX_TEXT, description=f"The file's text, at most {MAX_TEXT:,} characters.")]
+
+
 def lint_files(
-    paths: Annotated[List[Name], Field(min_length=1, max_length=MAX_PATHS, description=(
+    paths: Annotated[Optional[List[Name]], Field(max_length=MAX_PATHS, description=(
         "Job files (.env, sbatch/shell scripts, Kubernetes manifests, Dockerfiles, DeepSpeed configs, training "
-        f"scripts) or folders to read recursively; each must exist ({RELATIVE})."))],
+        f"scripts) or folders to read recursively; each must exist ({RELATIVE})."))] = None,
+    files: Annotated[Optional[List[JobFile]], Field(max_length=MAX_PATHS, description=(
+        "Job files given by their contents (what an assistant has in hand), each with its name; linted with the "
+        "files of `paths` as one job."))] = None,
     select: Select = None,
 ) -> Dict[str, Any]:
-    """Lint job files and folders, as `gpudoctor lint PATH...` does (the same size and file-count bounds): the
-    rules that judge files alone, no machine probed. Returns a gpudoctor.report/1 JSON document. Read-only: files
-    are parsed, never executed or changed."""
-    return _report(lambda: api.collect(api.Request(files=_existing(paths, "path", folders=True))), select)
+    """Lint job files and folders, by path or by contents, as `gpudoctor lint PATH...` does (the same size and
+    file-count bounds): the rules that judge files alone, no machine probed. Returns a gpudoctor.report/1 JSON
+    document. Read-only: files are parsed, never executed or changed."""
+    texts = {item.name: item.text for item in files or ()}
+    if not paths and not texts:
+        raise InputError("nothing to lint: give paths or files")
+    if len(texts) < len(files or ()):
+        raise InputError("two files given by contents have the same name")
+    names = (*_existing(paths, "path", folders=True), *texts)
+    return _report(lambda: api.collect(api.Request(files=names, texts=texts)), select)
 
 
 def estimate_memory(
