@@ -126,6 +126,7 @@ def test_the_tools_are_read_only_and_their_inputs_described(call):
         for name, schema in tool.input_schema["properties"].items():
             assert schema.get("description"), f"{tool.name}.{name}"
     assert "python" not in json.dumps(tools["check_machine"].input_schema).lower()  # no interpreter to run
+    assert all(tool.title and tool.title != tool.name for tool in tools.values())
     assert tools["diagnose_text"].input_schema["properties"]["text"]["maxLength"] == 2_000_000
 
 
@@ -157,6 +158,36 @@ def test_diagnose_text_judges_a_snapshot_as_check_snapshot_does(call, cli_json):
     for document in (fleet, expected):
         document.pop("seconds")
     assert fleet == expected and fleet["schema"] == "gpudoctor.fleet/1" and fleet["findings"]
+
+
+def test_the_tools_declare_the_published_schemas_as_output_schema(call):
+    """The SDK's client validates every structured result against the tool's outputSchema: these calls would raise
+    if a document did not fit its published schema."""
+    tools = {tool.name: tool for tool in call("list_tools")}
+    report = json.loads((ROOT / "docs" / "schemas" / "report.schema.json").read_text())
+    assert tools["lint_files"].output_schema["$id"] == report["$id"]
+    assert tools["lint_files"].output_schema["properties"] == report["properties"]
+    assert [schema["title"] for schema in tools["diagnose_text"].output_schema["anyOf"]] == [
+        "gpudoctor.report/1", "gpudoctor.fleet/1"]
+    assert tools["estimate_memory"].output_schema["title"] == "gpudoctor.estimate/1"
+    ok(call("lint_files", {"paths": ["fixtures/jobs"], "detail": "findings"}))
+    ok(call("diagnose_text", {"paths": [str(FIXTURES / "fleet" / name) for name in ("dgx-01.json", "dgx-03.json")]}))
+    ok(call("estimate_memory", {"model": "7B", "gpu": "4090"}))
+
+
+def test_detail_findings_is_the_findings_alone(call):
+    """A log's report is mostly the rules that passed or could not be judged: findings-only is a fraction of it."""
+    full = ok(call("diagnose_text", {"paths": [str(LOG)]}))
+    short = ok(call("diagnose_text", {"paths": [str(LOG)], "detail": "findings"}))
+    assert set(short) == {"schema", "tool", "source", "host", "summary", "findings"}
+    assert short["findings"] == full["findings"] and short["summary"] == full["summary"]
+    assert len(json.dumps(short)) < 0.5 * len(json.dumps(full))
+
+
+def test_zero_stage_as_clients_send_it(call):
+    as_text = ok(call("estimate_memory", {"model": "7B", "gpu": "A100 80GB", "zero_stage": "3", "world_size": "8"}))
+    as_number = ok(call("estimate_memory", {"model": "7B", "gpu": "A100 80GB", "zero_stage": 3, "world_size": 8}))
+    assert as_text == as_number and as_text["assumptions"]["zero_stage"] == 3
 
 
 def test_lint_files_is_lint(call, cli_json):

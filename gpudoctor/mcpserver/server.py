@@ -22,7 +22,7 @@ from pydantic import ValidationError
 
 from gpudoctor import __version__, api
 from gpudoctor.errors import InputError
-from gpudoctor.mcpserver.tools import TOOLS
+from gpudoctor.mcpserver.tools import TITLES, TOOLS, output_schema
 from gpudoctor.redact import redact_data, redact_text, remember_env, remembering
 
 INSTRUCTIONS = (
@@ -90,7 +90,12 @@ def _within(work: Callable[[], Any], seconds: float) -> tuple:
 
 
 class Server(MCPServer):
-    """MCPServer whose argument errors are one line naming the parameter, like gpudoctor's usage errors."""
+    """MCPServer whose argument errors are one line naming the parameter, like gpudoctor's usage errors, and whose
+    tools declare the JSON Schemas of gpudoctor's documents as their outputSchema."""
+
+    async def list_tools(self) -> Any:
+        tools = await super().list_tools()
+        return [tool.model_copy(update={"output_schema": output_schema(tool.name)}) for tool in tools]
 
     async def call_tool(self, name: str, arguments: Dict[str, Any], context: Any = None) -> Any:
         try:
@@ -107,7 +112,8 @@ class Server(MCPServer):
 def build(call_timeout: float = CALL_DEADLINE_S) -> Server:
     server = Server("gpudoctor", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
     for tool in TOOLS:
-        server.add_tool(_served(tool, call_timeout), annotations=READ_ONLY, structured_output=False)
+        server.add_tool(_served(tool, call_timeout), title=TITLES[tool.__name__], annotations=READ_ONLY,
+                        structured_output=False)
 
     @server.resource("gpudoctor://rules", name="rule-catalog", mime_type="application/json",
                      description="Every rule: ID, name, severity, family, summary (gpudoctor.rules/1).")

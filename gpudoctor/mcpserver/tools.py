@@ -34,6 +34,10 @@ Select = Annotated[Optional[List[Annotated[str, Field(max_length=16)]]], Field(
 Quick = Annotated[bool, Field(description="Read torch's versions from its files instead of importing it in a child "
                                           "process (faster; whether CUDA works stays unknown).")]
 Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME)]
+Detail = Annotated[Literal["full", "findings"], Field(description=(
+    "full: the whole report (the rules that passed, were unknown or not applicable, the probes); findings: the "
+    "findings with the summary and the source only, a much shorter reply."))]
+FINDINGS_ONLY = ("schema", "tool", "source", "host", "summary", "findings")  # a report's keys at detail=findings
 
 
 def _paths(what: str) -> Any:
@@ -41,13 +45,15 @@ def _paths(what: str) -> Any:
                                                  description=f"{what}; each must exist ({RELATIVE}).")]
 
 
-def _report(collect: Callable[[], Any], select: Optional[List[str]]) -> Dict[str, Any]:
+def _report(collect: Callable[[], Any], select: Optional[List[str]], detail: str = "full") -> Dict[str, Any]:
     """The `gpudoctor.report/1` document of the rules (those of `select`) on what `collect` gathers, with the time it
-    took, as `check` reports it (rendered by gpudoctor, so redacted like every other output)."""
+    took, as `check` reports it (rendered by gpudoctor, so redacted like every other output); `detail="findings"`:
+    only the keys of FINDINGS_ONLY."""
     started = time.monotonic()
     report = api.evaluate(collect(), select=select or ())
     report = dataclasses.replace(report, seconds=time.monotonic() - started)
-    return json.loads(api.format_report(report, "json"))
+    document = json.loads(api.format_report(report, "json"))
+    return {key: document[key] for key in FINDINGS_ONLY} if detail == "findings" else document
 
 
 def set_scope(roots: List[str]) -> None:
@@ -121,6 +127,7 @@ def diagnose_text(
         "characters: give a longer log by path."))] = "",
     paths: _paths("Log, report or snapshot files to read as well (any size, streamed)") = None,
     select: Select = None,
+    detail: Detail = "full",
 ) -> Dict[str, Any]:
     """Diagnose a pasted log or report, as `gpudoctor check --from FILE` does: the findings with their evidence
     lines, numbers and fixes, as a gpudoctor.report/1 JSON document. A `gpudoctor snapshot` (text or file) is
@@ -134,8 +141,8 @@ def diagnose_text(
                              "snapshot at a time")
         return api.evaluate_fleet(snapshots, select or ())
     if snapshots:
-        return _report(lambda: api.overlay_pasted(snapshots[0][1], text, paths), select)
-    return _report(lambda: api.collect_pasted(text, paths), select)
+        return _report(lambda: api.overlay_pasted(snapshots[0][1], text, paths), select, detail)
+    return _report(lambda: api.collect_pasted(text, paths), select, detail)
 
 
 def check_machine(
@@ -146,6 +153,7 @@ def check_machine(
         "A model size (7B, 0.5B) or a Hugging Face config.json, for the memory rules."))] = None,
     select: Select = None,
     quick: Quick = False,
+    detail: Detail = "full",
 ) -> Dict[str, Any]:
     """Check the machine this server runs on, as `gpudoctor check` does: driver, GPUs (NVML), nvcc, the torch and
     DeepSpeed of the interpreter running this server, the environment, /dev/shm, ulimits, network interfaces;
@@ -155,7 +163,7 @@ def check_machine(
     _existing([ds_config] if ds_config else [], "DeepSpeed config")
     _model_in_scope(model)
     request = api.Request(scripts=_existing(script, "script"), ds_config=ds_config, model=model, quick=quick)
-    return _report(lambda: api.collect(request), select)
+    return _report(lambda: api.collect(request), select, detail)
 
 
 class JobFile(BaseModel):
@@ -175,6 +183,7 @@ def lint_files(
         "Job files given by their contents (what an assistant has in hand), each with its name; linted with the "
         "files of `paths` as one job."))] = None,
     select: Select = None,
+    detail: Detail = "full",
 ) -> Dict[str, Any]:
     """Lint job files and folders, by path or by contents, as `gpudoctor lint PATH...` does (the same size and
     file-count bounds): the rules that judge files alone, no machine probed. Returns a gpudoctor.report/1 JSON
@@ -185,7 +194,7 @@ def lint_files(
     if len(texts) < len(files or ()):
         raise InputError("two files given by contents have the same name")
     names = (*_existing(paths, "path", folders=True), *texts)
-    return _report(lambda: api.collect(api.Request(files=names, texts=texts)), select)
+    return _report(lambda: api.collect(api.Request(files=names, texts=texts)), select, detail)
 
 
 def estimate_memory(
@@ -194,7 +203,8 @@ def estimate_memory(
         'The GPU to compare with ("A100 40GB", "H100 SXM", "4090", or a size such as 24GB); default: this '
         "machine's GPUs."))] = None,
     world_size: Annotated[Optional[int], Field(ge=1, le=1_000_000, description="Data-parallel ranks.")] = None,
-    zero_stage: Annotated[Optional[Literal[0, 1, 2, 3]], Field(description="DeepSpeed ZeRO stage.")] = None,
+    zero_stage: Annotated[Optional[int], Field(ge=0, le=3, description=(
+        "DeepSpeed ZeRO stage, 0 to 3 (a number or its text, as clients send it)."))] = None,
     precision: Annotated[Optional[Literal[PRECISIONS]], Field(description=(
         "fp32, or bf16/fp16 mixed precision."))] = None,
     micro_batch: Annotated[Optional[int], Field(ge=1, le=1_000_000, description="Micro batch per GPU.")] = None,
@@ -237,3 +247,28 @@ def preview_fix(
 
 
 TOOLS = (diagnose_text, check_machine, lint_files, estimate_memory, explain_rule, preview_fix)
+TITLES = {  # what a client shows for each tool
+    "diagnose_text": "Diagnose a log, report or snapshot", "check_machine": "Check this machine",
+    "lint_files": "Lint job files", "estimate_memory": "Estimate training memory per GPU",
+    "explain_rule": "Explain a gpudoctor rule", "preview_fix": "Preview the env fixes for a .env file",
+}
+OUTPUTS = {  # the JSON Schemas (docs/schemas/) of the documents a tool returns
+    "diagnose_text": ("report", "fleet"), "check_machine": ("report",), "lint_files": ("report",),
+    "estimate_memory": ("estimate",),
+}
+
+
+def output_schema(tool: str) -> Optional[Dict[str, Any]]:
+    """The tool's outputSchema: its documents' published JSON Schemas, a report's required keys those of
+    detail=findings; None for a tool whose document has none."""
+    from gpudoctor.data import schemas_dir
+
+    schemas = []
+    for name in OUTPUTS.get(tool, ()):
+        schema = json.loads((schemas_dir() / f"{name}.schema.json").read_text(encoding="utf-8"))
+        if name == "report":
+            schema["required"] = [key for key in schema["required"] if key in FINDINGS_ONLY]
+        schemas.append(schema)
+    if len(schemas) < 2:
+        return schemas[0] if schemas else None
+    return {"type": "object", "anyOf": schemas}
