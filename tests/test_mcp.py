@@ -65,6 +65,10 @@ def _session(portal, stack, *options, env=None):
             return portal.call(session.list_tools).tools
         if name == "read":
             return portal.call(session.read_resource, arguments).contents[0].text
+        if name == "list_prompts":
+            return portal.call(session.list_prompts).prompts
+        if name == "prompt":
+            return portal.call(session.get_prompt, *arguments).messages
         result = portal.call(session.call_tool, name, arguments or {})
         return result.is_error, result.content[0].text, result.structured_content
 
@@ -188,6 +192,23 @@ def test_zero_stage_as_clients_send_it(call):
     as_text = ok(call("estimate_memory", {"model": "7B", "gpu": "A100 80GB", "zero_stage": "3", "world_size": "8"}))
     as_number = ok(call("estimate_memory", {"model": "7B", "gpu": "A100 80GB", "zero_stage": 3, "world_size": 8}))
     assert as_text == as_number and as_text["assumptions"]["zero_stage"] == 3
+
+
+def test_the_prompts_chain_tools_that_exist(call):
+    prompts = {prompt.name: prompt for prompt in call("list_prompts")}
+    assert set(prompts) == {"multi_node_hang", "node_ready", "slow_run", "review_job_folder"}
+    tools = {tool.name for tool in call("list_tools")}
+    for name, prompt in prompts.items():
+        assert prompt.title and prompt.description
+        arguments = {argument.name: "fixtures/jobs" for argument in prompt.arguments or ()}
+        (message,) = call("prompt", (name, arguments))
+        text = message.content.text
+        named = set(re.findall(r"\b([a-z]+_[a-z_]+)\b", text)) & tools
+        assert len(named) >= 1 and "unknown" in text, (name, text)
+        assert not set(re.findall(r"\b(?:call|Call) ([a-z_]+)", text)) - tools  # every tool it calls exists
+        assert all(value in text for value in arguments.values())
+    review = call("prompt", ("review_job_folder", {"folder": "jobs/"}))[0].content.text
+    assert 'lint_files with paths ["jobs/"]' in review
 
 
 def test_lint_files_is_lint(call, cli_json):

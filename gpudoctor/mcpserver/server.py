@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from gpudoctor import __version__, api
 from gpudoctor.errors import InputError
+from gpudoctor.mcpserver import prompts
 from gpudoctor.mcpserver.tools import TITLES, TOOLS, output_schema
 from gpudoctor.redact import redact_data, redact_text, remember_env, remembering
 
@@ -114,6 +115,8 @@ def build(call_timeout: float = CALL_DEADLINE_S) -> Server:
     for tool in TOOLS:
         server.add_tool(_served(tool, call_timeout), title=TITLES[tool.__name__], annotations=READ_ONLY,
                         structured_output=False)
+    for prompt in prompts.PROMPTS:
+        server.prompt(title=prompts.TITLES[prompt.__name__])(prompt)
 
     @server.resource("gpudoctor://rules", name="rule-catalog", mime_type="application/json",
                      description="Every rule: ID, name, severity, family, summary (gpudoctor.rules/1).")
