@@ -13,6 +13,7 @@ from typing import Iterator, List, Optional
 from gpudoctor.version import __version__
 from gpudoctor.cli import bench as bench_cmd
 from gpudoctor.cli import check as check_cmd
+from gpudoctor.cli import config
 from gpudoctor.cli import estimate as estimate_cmd
 from gpudoctor.cli import fix as fix_cmd
 from gpudoctor.cli import fleet as fleet_cmd
@@ -106,6 +107,7 @@ def _main(argv: Optional[List[str]]) -> int:
         if not getattr(args, "run", None):
             parser.print_help()
             return 2
+        config.apply(args)  # [tool.gpudoctor] of pyproject.toml, where the command line left an option unset
         return args.run(args)
     except InputError as exc:
         print(f"gpudoctor: error: {printable(str(exc), one_line=True)}", file=sys.stderr)

@@ -49,14 +49,15 @@ def add_force_option(parser: argparse.ArgumentParser) -> None:
 
 def add_selection_options(parser: argparse.ArgumentParser) -> None:
     add_rule_options(parser)
-    parser.add_argument("--fail-on", default="error", choices=("error", "warning", "info", "never"),
-                        help="exit 1 when a finding reaches this severity (default: error)")
+    parser.add_argument("--fail-on", choices=("error", "warning", "info", "never"),
+                        help="exit 1 when a finding reaches this severity (default: error, or fail-on in "
+                             "[tool.gpudoctor] of pyproject.toml)")
 
 
 def add_rule_options(parser: argparse.ArgumentParser) -> None:
     """--select, --ignore and --policy: which rules run."""
-    parser.add_argument("--select", default="", metavar="IDS", help="only these rule IDs or prefixes (GD1,GD401)")
-    parser.add_argument("--ignore", default="", metavar="IDS", help="skip these rule IDs or prefixes")
+    parser.add_argument("--select", metavar="IDS", help="only these rule IDs or prefixes (GD1,GD401)")
+    parser.add_argument("--ignore", metavar="IDS", help="skip these rule IDs or prefixes")
     add_policy_option(parser)
 
 

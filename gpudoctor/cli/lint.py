@@ -16,9 +16,10 @@ from gpudoctor.render import render_report
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("lint", help="check job files (env, sbatch, k8s, Dockerfile, scripts) only")
-    parser.add_argument("files", type=path, nargs="+", metavar="PATH",
+    parser.add_argument("files", type=path, nargs="*", metavar="PATH",
                         help="job files (env, shell/sbatch, K8s, Dockerfile, DeepSpeed config, .py), folders to "
-                             "lint recursively (what .gitignore names is skipped), or - for standard input")
+                             "lint recursively (what .gitignore names is skipped), or - for standard input; none: `paths` "
+                             "of [tool.gpudoctor] in pyproject.toml")
     parser.add_argument("--stdin-filename", type=path, default="<stdin>", metavar="NAME",
                         help="with -: the name the text from standard input has, which can decide its format "
                              "(job.sbatch, ds_config.json, .env) and is shown in the findings")
