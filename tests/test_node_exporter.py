@@ -54,6 +54,21 @@ def _scrape(url, process, seconds=20):
     pytest.fail(f"node_exporter did not answer on {url}")
 
 
+def _exported(folder):
+    """What node_exporter, run as its own user with the textfile collector on `folder`, exports."""
+    port = _free_port()
+    exporter = subprocess.Popen(
+        ["runuser", "-u", USER, "--", shutil.which(EXPORTER), "--collector.disable-defaults",
+         "--collector.textfile", f"--collector.textfile.directory={folder}",
+         f"--web.listen-address=127.0.0.1:{port}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        return _scrape(f"http://127.0.0.1:{port}/metrics", exporter)
+    finally:
+        exporter.terminate()
+        exporter.wait(timeout=10)
+
+
 @pytest.fixture
 def textfile_dir():
     reason = _missing_reason()
@@ -73,21 +88,28 @@ def test_node_exporter_reads_the_textfile_as_its_own_user(textfile_dir):
                                                 "--fail-on", "never", "--output", str(target)],
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
-    port = _free_port()
-    exporter = subprocess.Popen(
-        ["runuser", "-u", USER, "--", shutil.which(EXPORTER), "--collector.disable-defaults",
-         "--collector.textfile", f"--collector.textfile.directory={textfile_dir}",
-         f"--web.listen-address=127.0.0.1:{port}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        text = _scrape(f"http://127.0.0.1:{port}/metrics", exporter)
-    finally:
-        exporter.terminate()
-        exporter.wait(timeout=10)
+    text = _exported(textfile_dir)
     assert "node_textfile_scrape_error 0" in text, text[-2000:]
-    assert 'gpudoctor_rule_status{name="gpu-unhealthy",rule="GD506",status="error"} 1' in text
-    assert 'gpudoctor_rule_status{name="gpu-unhealthy",rule="GD506",status="passed"} 0' in text
+    assert 'gpudoctor_rule_status{check="gpudoctor",name="gpu-unhealthy",rule="GD506",status="error"} 1' in text
+    assert 'gpudoctor_rule_status{check="gpudoctor",name="gpu-unhealthy",rule="GD506",status="passed"} 0' in text
     # no DeepSpeed config given: GD304 is not applicable, a state of its own, never passed
-    assert 'gpudoctor_rule_status{name="ds-offload-param-needs-zero3",rule="GD304",status="not_applicable"} 1' in text
-    assert 'gpudoctor_rule_status{name="ds-offload-param-needs-zero3",rule="GD304",status="passed"} 0' in text
-    assert 'gpudoctor_findings{severity="error"} 2' in text
+    assert 'gpudoctor_rule_status{check="gpudoctor",name="ds-offload-param-needs-zero3",rule="GD304",status="not_applicable"} 1' in text
+    assert 'gpudoctor_rule_status{check="gpudoctor",name="ds-offload-param-needs-zero3",rule="GD304",status="passed"} 0' in text
+    assert 'gpudoctor_findings{check="gpudoctor",severity="error"} 2' in text
+
+
+def test_two_gpudoctor_files_in_one_folder_both_arrive(textfile_dir):
+    """A Prolog's node check and a cron job's full check write gpudoctor-prolog.prom and gpudoctor.prom into one
+    folder: each series carries its file's name as `check`, so node_exporter takes both files, no error."""
+    machine = FIXTURES / "machines" / "k8s-pod-a100x8.json"
+    for name, select in (("gpudoctor.prom", "GD1,GD5"), ("gpudoctor-prolog.prom", "GD105,GD5")):
+        result = subprocess.run(gpudoctor_cmd() + ["check", "--snapshot", str(machine), "--select", select,
+                                                    "--format", "prometheus", "--fail-on", "never",
+                                                    "--output", str(textfile_dir / name)],
+                                capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0, result.stderr
+    text = _exported(textfile_dir)
+    assert "node_textfile_scrape_error 0" in text, text[-2000:]
+    for check in ("gpudoctor", "gpudoctor-prolog"):
+        assert f'gpudoctor_rule_status{{check="{check}",name="gpu-unhealthy",rule="GD506",status="error"}} 1' in text
+        assert f'gpudoctor_info{{check="{check}",' in text

@@ -11,7 +11,7 @@ from gpudoctor.render.prometheus import escape_label_value
 
 MACHINES = sorted((FIXTURES / "machines").glob("*.json"))
 T4 = FIXTURES / "machines" / "t4-cu121.json"
-ALLOWED_LABELS = {"severity", "status", "rule", "name", "probe", "version", "hostname", "source"}
+ALLOWED_LABELS = {"check", "severity", "status", "rule", "name", "probe", "version", "hostname", "source"}
 
 
 RULE_STATES = {"passed", "unknown", "not_applicable", "info", "warning", "error"}
@@ -23,7 +23,7 @@ def rule_states(parsed):
     present once per rule, exactly one of them 1."""
     seen = {}
     for labels, value in samples(parsed["gpudoctor_rule_status"]):
-        assert set(labels) == {"rule", "name", "status"} and value in (0, 1)
+        assert set(labels) == {"check", "rule", "name", "status"} and value in (0, 1)
         seen.setdefault((labels["rule"], labels["name"]), {})[labels["status"]] = value
     assert len({rule for rule, _ in seen}) == len(seen), "one name per rule"
     current = {}

@@ -8,7 +8,7 @@ import sys
 import time
 
 from gpudoctor.cli.common import (UsageError, add_output_options, add_selection_options, fleet_format, output_format,
-                                  output_stream, path, render_fleet, selected_rules)
+                                  output_stream, path, render_fleet, selected_rules, to_file)
 from gpudoctor.cli.options import add_env_file_option, add_from_option, add_machine_options, gather_request
 from gpudoctor.cli.training import add_training_options
 from gpudoctor.engine import evaluate
@@ -46,6 +46,8 @@ def run(args: argparse.Namespace) -> int:
     snapshot = gather(gather_request(args, groups_for(rules)))
     if getattr(args, "policy", None):
         snapshot.source["policy"] = args.policy  # so the report's `gpudoctor fix` hint names it too
+    if to_file(args):
+        snapshot.source["output"] = args.output  # the file's own name labels its Prometheus series
     report = evaluate(snapshot, rules, started, args.site_rule_ids)
     with output_stream(args) as stream:
         render_report(report, output_format(args), stream, quiet=args.quiet)

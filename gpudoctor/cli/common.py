@@ -36,7 +36,8 @@ def path(text: str) -> str:
 
 
 def add_output_options(parser: argparse.ArgumentParser, formats=NAMES) -> None:
-    parser.add_argument("--format", choices=formats, help="output format (default: rich on a terminal, else plain)")
+    parser.add_argument("--format", choices=formats, metavar="FORMAT",
+                        help=f"output format: {', '.join(formats)} (default: rich on a terminal, else plain)")
     parser.add_argument("--output", "-o", type=path, metavar="FILE",
                         help="write the output to FILE (- or none: stdout)")
     add_force_option(parser)
