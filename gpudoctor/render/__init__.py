@@ -41,9 +41,8 @@ FORMATS: Tuple[Output, ...] = (
     Output("prometheus", "gauges for node_exporter's textfile collector", "prometheus.render"),
     Output("sarif", "SARIF 2.1.0 for GitHub code scanning and other review tools: each finding on its file and line",
            "sarif.render"),
-    # XML 1.0 cannot hold most control characters: escaped as for a person
     Output("junit", "JUnit XML for CI test reports: a failing case per finding, a skipped one per rule not judged",
-           "junit.render", human=True),
+           "junit.render"),
 )
 BY_NAME: Dict[str, Output] = {fmt.name: fmt for fmt in FORMATS}
 NAMES = tuple(BY_NAME)

@@ -45,7 +45,10 @@ def to_xml(report: Report) -> ET.Element:
 
 
 def render(report: Report, stream: IO, quiet: bool = False) -> None:
-    root = to_xml(report)
+    """The XML, control characters escaped first as for a person (XML 1.0 cannot hold most of them)."""
+    from gpudoctor.render.printable import printable_data
+
+    root = to_xml(printable_data(report))
     ET.indent(root)
     stream.write('<?xml version="1.0" encoding="UTF-8"?>\n')
     stream.write(ET.tostring(root, encoding="unicode"))
