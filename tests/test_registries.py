@@ -123,7 +123,7 @@ def test_every_output_format_writes_a_report(name):
     stream = io.StringIO()
     render_report(report, name, stream)
     text = stream.getvalue()
-    assert text.strip()
+    assert text.strip() or name == "drain-reason" and not report.findings  # a drain reason only where one fired
     if name == "json":
         assert json.loads(text)["schema"].startswith("gpudoctor.report/")
     assert ("\x1b[" in text) == (name == "rich")

@@ -293,6 +293,29 @@ def test_bad_node_is_drained_with_the_gpudoctor_reason_and_the_job_does_not_run(
     assert node.srun("true").returncode == 0
 
 
+def test_an_sbatch_job_on_a_drained_node_is_requeued_held(node, tmp_path):
+    """docs/hooks.md: a batch job whose Prolog fails is not merely requeued: Slurm holds it (priority 0, reason
+    launch_failed_requeued_held) until someone releases it."""
+    node.configure(GPUDOCTOR_ARGS=f"--snapshot {BAD_MACHINE}")
+    script = tmp_path / "job.sbatch"
+    script.write_text("#!/bin/sh\ntrue\n")
+    job = node.run("sbatch", "--parsable", "-N1", "-o", str(tmp_path / "out"), str(script)).stdout.strip()
+    try:
+        reason = node.wait_state("drained")
+        assert reason.startswith("gpudoctor GD503: ") and reason.endswith(f"[job {job}]"), reason
+        deadline, shown = time.monotonic() + 15, ""
+        while time.monotonic() < deadline and "held" not in shown.lower():
+            shown = node.run("squeue", "-h", "-j", job, "-o", "%T|%r|%Q").stdout.strip()
+            time.sleep(0.2)
+        state, why, priority = shown.split("|")
+        assert state == "PENDING" and why.replace(" ", "_").lower() == "launch_failed_requeued_held", shown
+        assert priority.strip() == "0"
+    finally:
+        node.run("scancel", job)
+        node.configure()
+        node.resume()
+
+
 def test_a_site_policy_runs_in_the_prolog(node):
     """GPUDOCTOR_POLICY: the policy's rules run beside GPUDOCTOR_SELECT's and drain with their own reason."""
     node.configure(GPUDOCTOR_ARGS=f"--snapshot {BAD_MACHINE}", GPUDOCTOR_SELECT="GD105", GPUDOCTOR_POLICY=str(POLICY))

@@ -13,9 +13,11 @@
 #   0  the node is fine, or gpudoctor could not judge it: gpudoctor missing, a usage error (exit 2), a gpudoctor
 #      bug (exit 3) or the whole check past GPUDOCTOR_TIMEOUT. These are logged and the job runs: a bug in the
 #      doctor must never take a healthy cluster out of service.
-#   1  gpudoctor exited 1 (a finding at or above GPUDOCTOR_FAIL_ON): the node is drained with a reason such as
-#      "gpudoctor GD506: GPU 3 (...): uncorrectable ECC errors ... [job 42]", the job is requeued (sbatch) or
-#      cancelled (srun). GPUDOCTOR_ACTION=log only logs it and exits 0.
+#   1  gpudoctor exited 1 (a finding at or above GPUDOCTOR_FAIL_ON): the node is drained with the reason gpudoctor
+#      writes (--format drain-reason), such as "gpudoctor GD506: GPU 3 (...): uncorrectable ECC errors ... [also
+#      GD503] [job 42]". An sbatch job is requeued held: it ends launch_failed_requeued_held (priority 0, "Reason=
+#      launch failed requeued held") and waits for `scontrol release JOBID`; an srun job is cancelled.
+#      GPUDOCTOR_ACTION=log only logs it and exits 0.
 # The full JSON report (gpudoctor.report/1) is kept as $GPUDOCTOR_LOG_DIR/job-$SLURM_JOB_ID.json, one line per job
 # goes to $GPUDOCTOR_LOG_DIR/prolog.log, and stderr lands in slurmd's log.
 
@@ -53,48 +55,12 @@ if ! mkdir -p "$GPUDOCTOR_LOG_DIR" 2>/dev/null || ! [ -w "$GPUDOCTOR_LOG_DIR" ];
 fi
 out=$GPUDOCTOR_LOG_DIR/job-$job.json
 err=$GPUDOCTOR_LOG_DIR/job-$job.err
+because=$GPUDOCTOR_LOG_DIR/job-$job.reason
 
 log() {
     printf '%s job=%s node=%s %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$job" "$node" "$*" \
         >>"$GPUDOCTOR_LOG_DIR/prolog.log" 2>/dev/null
     printf 'gpudoctor-prolog: job %s: %s\n' "$job" "$*" >&2
-}
-
-# The drain reason from the JSON report (indent=2, as gpudoctor writes it): the first finding of the highest
-# severity at or above FAIL_ON, its message cut at a word boundary, then the other rules' IDs. awk only, so the
-# prolog needs no Python of its own.
-reason_from_report() {
-    awk -v fail_on="$GPUDOCTOR_FAIL_ON" -v job="$job" '
-        function rank(s) { return s == "error" ? 3 : s == "warning" ? 2 : s == "info" ? 1 : 0 }
-        function unjson(s) {
-            sub(/^[^:]*: "/, "", s); sub(/",?[ \t\r]*$/, "", s)
-            gsub(/\\"/, "\047", s); gsub(/\\n/, " ", s); gsub(/\\\\/, "\\", s)
-            return s
-        }
-        /^  "findings": \[/ { inside = 1; next }
-        inside && /^  [^ ]/ { inside = 0 }
-        !inside { next }
-        /^      "rule": "/     { rule = $0; sub(/^[^:]*: "/, "", rule); sub(/".*/, "", rule) }
-        /^      "severity": "/ { sev = $0; sub(/^[^:]*: "/, "", sev); sub(/".*/, "", sev) }
-        /^      "message": "/  {
-            if (rank(sev) >= rank(fail_on) && rank(sev) > 0) {
-                n++; ids[n] = rule; ranks[n] = rank(sev); msgs[n] = unjson($0)
-            }
-        }
-        END {
-            if (n == 0) exit 1
-            best = 1
-            for (i = 2; i <= n; i++) if (ranks[i] > ranks[best]) best = i
-            msg = msgs[best]
-            if (length(msg) > 110) {
-                msg = substr(msg, 1, 110); sub(/ [^ ]*$/, "", msg); msg = msg "..."
-            }
-            others = ""
-            for (i = 1; i <= n; i++) if (i != best && index(" " others " ", " " ids[i] " ") == 0) others = others " " ids[i]
-            text = "gpudoctor " ids[best] ": " msg " ["
-            if (others != "") text = text "also" others "; "
-            print text "job " job "]"
-        }' "$out"
 }
 
 # The rule IDs a site policy defines (`id = "SITE001"` lines), comma-separated: --select is an allowlist, so the
@@ -124,9 +90,11 @@ if ! command -v "$1" >/dev/null 2>&1; then
     log "gpudoctor not found ($1): node not checked, job allowed"
     exit 0
 fi
-rm -f "$out"
+rm -f "$out" "$because"
+# gpudoctor writes the drain reason itself (--format drain-reason: the worst finding at or above FAIL_ON, then the
+# other rules that fired) and the whole report beside it (--json-report)
 # shellcheck disable=SC2086
-timeout -k 5 "$GPUDOCTOR_TIMEOUT" "$@" --format json --output "$out" \
+timeout -k 5 "$GPUDOCTOR_TIMEOUT" "$@" --format drain-reason --output "$because" --json-report "$out" \
     --select "$select" --ignore "$GPUDOCTOR_IGNORE" --fail-on "$GPUDOCTOR_FAIL_ON" \
     --timeout "$GPUDOCTOR_PROBE_TIMEOUT" $GPUDOCTOR_ARGS </dev/null >/dev/null 2>"$err"
 rc=$?
@@ -140,11 +108,12 @@ case $rc in
     else
         log "ok ($out)"
     fi
-    rm -f "$err"
+    rm -f "$err" "$because"
     exit 0
     ;;
 1)
-    reason=$(reason_from_report) || reason="gpudoctor: findings at or above $GPUDOCTOR_FAIL_ON [job $job]"
+    reason=$(head -n 1 "$because" 2>/dev/null)
+    reason="${reason:-gpudoctor: findings at or above $GPUDOCTOR_FAIL_ON} [job $job]"
     if [ "$GPUDOCTOR_ACTION" = log ]; then
         log "would drain: $reason ($out)"
         exit 0

@@ -35,6 +35,9 @@ def add_parser(subparsers) -> None:
     add_machine_options(parser)
     add_selection_options(parser)
     add_output_options(parser)
+    parser.add_argument("--json-report", type=path, metavar="FILE",
+                        help="also write the gpudoctor.report/1 JSON document to FILE (beside --format's output, "
+                             "e.g. a drain reason)")
     parser.set_defaults(run=run)
 
 
@@ -49,9 +52,37 @@ def run(args: argparse.Namespace) -> int:
     if to_file(args):
         snapshot.source["output"] = args.output  # the file's own name labels its Prometheus series
     report = evaluate(snapshot, rules, started, args.site_rule_ids)
+    fmt = output_format(args)
+    if args.json_report:
+        write_json_report(report, args.json_report, args.force)
     with output_stream(args) as stream:
-        render_report(report, output_format(args), stream, quiet=args.quiet)
+        render_report(draining(report, args.fail_on) if fmt == "drain-reason" else report, fmt, stream,
+                      quiet=args.quiet)
     return exit_code(report.worst(), args.fail_on)
+
+
+def draining(report, fail_on: str):
+    """The report with only the findings at or above --fail-on: those a drain reason names."""
+    import dataclasses
+
+    from gpudoctor.model import Severity
+
+    floor = Severity.parse(fail_on) if fail_on != "never" else Severity.ERROR + 1
+    return dataclasses.replace(report, findings=tuple(f for f in report.findings if f.severity >= floor))
+
+
+def write_json_report(report, target: str, force: bool) -> None:
+    """`--json-report FILE`: the JSON document beside the main output, written as --output writes."""
+    import io
+
+    from gpudoctor.files import write_file
+
+    buffer = io.StringIO()
+    render_report(report, "json", buffer)
+    try:
+        write_file(target, buffer.getvalue(), force=force)
+    except OSError as exc:
+        raise UsageError(f"cannot write {target!r}: {exc.strerror or exc}") from None
 
 
 RENDEZVOUS_TIMEOUTS = 4  # each step of `check --fleet`'s rendezvous waits at most 4 × --timeout (a minute by default)

@@ -43,6 +43,8 @@ FORMATS: Tuple[Output, ...] = (
            "sarif.render"),
     Output("junit", "JUnit XML for CI test reports: a failing case per finding, a skipped one per rule not judged",
            "junit.render"),
+    Output("drain-reason", "one line for a scheduler's drain reason: the worst finding at or above --fail-on, then "
+           "the other rules that fired (nothing when none did)", "drain_reason.render"),
 )
 BY_NAME: Dict[str, Output] = {fmt.name: fmt for fmt in FORMATS}
 NAMES = tuple(BY_NAME)
