@@ -48,7 +48,7 @@ def test_nvml_initialisation_is_reported_as_its_own_figure(run_cli, tmp_path):
     _, out, _ = run_cli("check", "--snapshot", path, "--select", "GD506", "--format", "json")
     assert json.loads(out)["timings"] == {"nvml_init_seconds": 4.2}
     _, text, _ = run_cli("check", "--snapshot", path, "--select", "GD506", "--format", "prometheus")
-    assert "\ngpudoctor_nvml_init_seconds 4.2\n" in text
+    assert "\ngpudoctor_nvml_init_seconds{check=\"gpudoctor\"} 4.2\n" in text
     del snapshot["facts"]["nvml"]["init_seconds"]  # a recording without it: nothing is claimed
     path.write_text(json.dumps(snapshot))
     _, out, _ = run_cli("check", "--snapshot", path, "--select", "GD506", "--format", "json")
