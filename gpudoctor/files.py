@@ -20,7 +20,7 @@ import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO, Callable, Iterator, List, Optional, Tuple
+from typing import BinaryIO, Callable, Iterator, List, Optional, Tuple, Union
 
 from gpudoctor.errors import InputError
 
@@ -180,8 +180,8 @@ def is_regular_target(path: str) -> bool:
     return status is None or stat.S_ISREG(status.st_mode)
 
 
-def write_file(path: str, text: str, force: bool = False) -> None:
-    """Write `text` to `path`, the one way gpudoctor writes a file:
+def write_file(path: str, text: Union[str, bytes], force: bool = False) -> None:
+    """Write `text` (or bytes: an image) to `path`, the one way gpudoctor writes a file:
     - `-` is standard output;
     - a regular file, or a new one, is replaced atomically (a temporary file in the same folder, fsync, rename,
       fsync of the folder); a symlink is followed to the file it points at (the link stays a link);
@@ -192,10 +192,14 @@ def write_file(path: str, text: str, force: bool = False) -> None:
     UTF-8; lone surrogates from undecodable input go back out as the bytes they were. OSError leaves the target as
     it was. `locked(path)` serialises writers that read, merge and write one file."""
     if path == "-":
-        sys.stdout.write(text)
+        if isinstance(text, bytes):
+            sys.stdout.flush()
+            sys.stdout.buffer.write(text)
+        else:
+            sys.stdout.write(text)
         sys.stdout.flush()
         return
-    data = text.encode("utf-8", errors="surrogateescape")
+    data = text if isinstance(text, bytes) else text.encode("utf-8", errors="surrogateescape")
     status = _stat(path)
     if status is not None and stat.S_ISDIR(status.st_mode):
         raise IsADirectoryError(errno.EISDIR, "is a directory", path)

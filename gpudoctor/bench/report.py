@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 from gpudoctor.units import size
 
@@ -76,3 +76,37 @@ def render_train(result: dict) -> str:
              f"({PEAK_KIND.get(result['peak_memory_kind'], result['peak_memory_kind'])})",
              f" loss: {_num(result['loss']['first'], '.4f')} → {_num(result['loss']['last'], '.4f')}"]
     return "\n".join(lines) + "\n"
+
+
+def render_compare(first: Tuple[str, dict], second: Tuple[str, dict]) -> str:
+    """Two `bench nccl` runs side by side (before and after a driver or NCCL change): busbw per collective and size,
+    and the second's over the first's; a size one run lacks shows as –."""
+    (name_a, a), (name_b, b) = first, second
+    lines = [f"A: {name_a} · {_run_words(a)}", f"B: {name_b} · {_run_words(b)}",
+             f"{'op':<15} {'size':>10} {'A busbw(GB/s)':>14} {'B busbw(GB/s)':>14} {'B/A':>7}"]
+    rows_a = {(row["op"], row["bytes"]): row["busbw_gbps"] for row in a["rows"]}
+    rows_b = {(row["op"], row["bytes"]): row["busbw_gbps"] for row in b["rows"]}
+    for op, nbytes in sorted(set(rows_a) | set(rows_b), key=lambda key: (key[0], key[1])):
+        value_a, value_b = rows_a.get((op, nbytes)), rows_b.get((op, nbytes))
+        lines.append(f"{op:<15} {size(nbytes):>10} {_busbw(value_a):>14} {_busbw(value_b):>14} "
+                     f"{_ratio(value_a, value_b):>7}")
+    avg_a, avg_b = (run["summary"].get("avg_busbw_gbps") for run in (a, b))
+    if avg_a is not None and avg_b is not None:
+        lines.append(f" avg busbw over the large sizes: A {avg_a:.2f} · B {avg_b:.2f} GB/s · "
+                     f"B/A {_ratio(avg_a, avg_b)}")
+    return "\n".join(lines) + "\n"
+
+
+def _run_words(result: dict) -> str:
+    version = f" {result['backend_version']}" if result.get("backend_version") else ""
+    return (f"{result['backend']}{version} · {result['world_size']} ranks on {result['nodes']} node"
+            f"{'s' if result['nodes'] != 1 else ''}" + (f" · {result['device_name']}" if result.get("device_name")
+                                                          else f" · {result['device']}"))
+
+
+def _busbw(value: Optional[float]) -> str:
+    return "–" if value is None else f"{value:.2f}"
+
+
+def _ratio(first: Optional[float], second: Optional[float]) -> str:
+    return "–" if first is None or second is None or not first else f"{second / first:.2f}"

@@ -44,7 +44,18 @@ def add_parser(subparsers) -> None:
                       help="under torchrun/srun: time to meet the other ranks, and for each collective (default "
                            "120)")
     _output_options(nccl)
+    _plot_option(nccl)
     nccl.set_defaults(run=run_nccl)
+
+    compare = kinds.add_parser("compare", help="two `bench nccl --format json` results side by side, with the ratio "
+                                               "per size")
+    compare.add_argument("first", type=path, metavar="A.json", help="the first run (before)")
+    compare.add_argument("second", type=path, metavar="B.json", help="the second run (after)")
+    compare.add_argument("--output", "-o", type=path, metavar="FILE",
+                         help="write the table to FILE (- or none: stdout)")
+    add_force_option(compare)
+    _plot_option(compare)
+    compare.set_defaults(run=run_compare)
 
     train = kinds.add_parser("train", help="training-step microbenchmark: tokens/s, TFLOP/s, MFU, peak memory")
     train.add_argument("--layers", type=positive, default=2, help="transformer blocks of the GPT")
@@ -69,6 +80,12 @@ def _output_options(parser) -> None:
     parser.add_argument("--output", "-o", type=path, metavar="FILE",
                         help="write the output to FILE (- or none: stdout)")
     add_force_option(parser)
+
+
+def _plot_option(parser) -> None:
+    parser.add_argument("--plot", type=path, metavar="FILE",
+                        help="also draw busbw against message size into FILE (.svg or .png; needs matplotlib: "
+                             "pip install 'gpudoctor[plot]')")
 
 
 def _missing(parser) -> int:
@@ -98,6 +115,10 @@ def run_nccl(args: argparse.Namespace) -> int:
 
     if args.iters < 1 or args.warmup < 0:
         raise UsageError("--iters must be at least 1 and --warmup 0 or more")
+    if args.plot:
+        from gpudoctor.render.bench_plot import image_format
+
+        image_format(args.plot)  # a wrong suffix is said before the benchmark runs
     if args.nprocs is not None and args.nprocs < 1:
         raise UsageError("--nprocs must be at least 1")
     try:
@@ -117,7 +138,42 @@ def run_nccl(args: argparse.Namespace) -> int:
     findings = report.judge({"nccl": result}, report.NCCL_RULES)
     if rank.rank != 0:  # every rank has the same result; rank 0 speaks
         return 1 if findings else 0
+    if args.plot:
+        from gpudoctor.render.bench_plot import write_plot
+
+        write_plot(args.plot, [("", result)], force=args.force)
     return _write(args, result, findings, report.render_nccl(result))
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    if args.plot:
+        from gpudoctor.render.bench_plot import image_format
+
+        image_format(args.plot)  # a wrong suffix is said before anything is read
+    runs = [(name, _nccl_result(name)) for name in (args.first, args.second)]
+    with output_stream(args) as stream:
+        stream.write(printable(report.render_compare(*runs)))
+    if args.plot:
+        from gpudoctor.render.bench_plot import write_plot
+
+        write_plot(args.plot, [(f"A {runs[0][0]}", runs[0][1]), (f"B {runs[1][0]}", runs[1][1])], force=args.force)
+    return 0
+
+
+def _nccl_result(name: str) -> dict:
+    """A `bench nccl --format json` document from a file; a usage error in one line for anything else."""
+    from gpudoctor.files import read_input
+
+    try:
+        data = json.loads(read_input(name, "benchmark"))
+    except ValueError as exc:
+        raise UsageError(f"{name}: not JSON ({exc})") from None
+    rows = data.get("rows") if isinstance(data, dict) else None
+    if not isinstance(data, dict) or data.get("schema") != "gpudoctor.bench.nccl/1" or not isinstance(rows, list) \
+            or not all(isinstance(row, dict) and isinstance(row.get("op"), str) and isinstance(row.get("bytes"), int)
+                       and isinstance(row.get("busbw_gbps"), (int, float)) for row in rows):
+        raise UsageError(f"{name}: not a `gpudoctor bench nccl --format json` result (gpudoctor.bench.nccl/1)")
+    return data
 
 
 def run_train(args: argparse.Namespace) -> int:
