@@ -85,7 +85,7 @@ def _output_options(parser) -> None:
 def _plot_option(parser) -> None:
     parser.add_argument("--plot", type=path, metavar="FILE",
                         help="also draw busbw against message size into FILE (.svg or .png; needs matplotlib: "
-                             "pip install 'gpudoctor[plot]')")
+                             "pip install matplotlib)")
 
 
 def _missing(parser) -> int:

@@ -25,7 +25,7 @@ def _pyplot():
     try:
         import matplotlib
     except ImportError:
-        raise InputError("--plot needs matplotlib: pip install 'gpudoctor[plot]'") from None
+        raise InputError("--plot needs matplotlib: pip install matplotlib (gpudoctor's plot extra)") from None
     matplotlib.use("Agg")  # files only, never a window
     matplotlib.rcParams["svg.fonttype"] = "none"  # an SVG's words stay text: searchable, readable by a screen reader
     matplotlib.rcParams["svg.hashsalt"] = "gpudoctor"  # the same runs draw the same file
