@@ -78,7 +78,8 @@ def overlay_pasted(snapshot: Snapshot, text: str, paths: Sequence[str]) -> Snaps
 def evaluate_fleet(nodes: Sequence[Tuple[str, Snapshot]], select: Sequence[str] = ()) -> dict:
     """The `gpudoctor fleet SNAPSHOT... --format json` document (`gpudoctor.fleet/1`) of named snapshots."""
     from gpudoctor.catalog import rules_for_run
-    from gpudoctor.fleet import evaluate_fleet as judge, fleet_nodes, to_json
+    from gpudoctor.fleet import evaluate_fleet as judge, fleet_nodes
+    from gpudoctor.render.fleet import to_json
 
     names, snapshots = [name for name, _ in nodes], [snapshot for _, snapshot in nodes]
     return to_json(judge(fleet_nodes(snapshots, names), rules_for_run(select, (), (), True)))

@@ -13,6 +13,7 @@ from typing import Iterator, List, Optional
 from gpudoctor.version import __version__
 from gpudoctor.cli import bench as bench_cmd
 from gpudoctor.cli import check as check_cmd
+from gpudoctor.cli import completion as completion_cmd
 from gpudoctor.cli import config
 from gpudoctor.cli import estimate as estimate_cmd
 from gpudoctor.cli import fix as fix_cmd
@@ -29,7 +30,8 @@ from gpudoctor.render.printable import printable
 
 # The one list of commands, in the order `gpudoctor --help` lists them: a command is a module of gpudoctor.cli with
 # `add_parser(subparsers)` (its parser, or several: `rules` also adds `explain`) that sets `run`, and one entry here.
-COMMANDS = (check_cmd, lint_cmd, fix_cmd, snapshot_cmd, rules_cmd, bench_cmd, estimate_cmd, fleet_cmd, mcp_cmd)
+COMMANDS = (check_cmd, lint_cmd, fix_cmd, snapshot_cmd, rules_cmd, bench_cmd, estimate_cmd, fleet_cmd, mcp_cmd,
+            completion_cmd)
 
 
 class _Parser(argparse.ArgumentParser):

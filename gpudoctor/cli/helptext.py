@@ -23,6 +23,8 @@ EXAMPLES: Dict[str, List[Tuple[str, str]]] = {
         ("a SLURM job script", "gpudoctor lint job.sbatch"),
         ("every job file under a folder", "gpudoctor lint ."),
         ("a training script and a DeepSpeed config", "gpudoctor lint train.py ds.json"),
+        ("findings for GitHub code scanning", "gpudoctor lint . --format sarif -o gpudoctor.sarif"),
+        ("a file from standard input", "git show HEAD:job.sbatch | gpudoctor lint - --stdin-filename job.sbatch"),
     ],
     "fix": [
         ("show what would change in the job's .env", "gpudoctor fix --env-file .env --write-env .env --dry-run"),
@@ -49,6 +51,11 @@ EXAMPLES: Dict[str, List[Tuple[str, str]]] = {
         ("all_reduce from 1 KiB to 1 MiB", "gpudoctor bench nccl -b 1K -e 1M"),
         ("every rank of a two-node job", "srun -N2 --ntasks-per-node=8 gpudoctor bench nccl"),
         ("fail below a bus bandwidth", "gpudoctor bench nccl --min-busbw 300"),
+        ("draw busbw against message size", "gpudoctor bench nccl -e 1G --plot fabric.svg"),
+    ],
+    "bench compare": [
+        ("before and after a driver or NCCL upgrade", "gpudoctor bench compare before.json after.json"),
+        ("and draw both", "gpudoctor bench compare before.json after.json --plot compare.png"),
     ],
     "bench train": [
         ("the default small GPT", "gpudoctor bench train"),
@@ -62,6 +69,11 @@ EXAMPLES: Dict[str, List[Tuple[str, str]]] = {
     "mcp": [
         ("serve the tools on stdin/stdout (an assistant starts it)", "gpudoctor mcp"),
         ("register it with Claude Code", "claude mcp add gpudoctor -- gpudoctor mcp"),
+    ],
+    "completion": [
+        ("bash, for every user", "gpudoctor completion bash > /etc/bash_completion.d/gpudoctor"),
+        ("zsh (a folder on $fpath)", 'gpudoctor completion zsh > "${fpath[1]}/_gpudoctor"'),
+        ("fish", "gpudoctor completion fish > ~/.config/fish/completions/gpudoctor.fish"),
     ],
     "fleet": [
         ("compare the snapshots of a job's nodes", "gpudoctor fleet node-*.json"),
