@@ -377,23 +377,24 @@ def _still_the_target(fd: int, target: str) -> bool:
 
 
 class Tree:
-    """The regular files under a folder that `lint` reads, sorted, without following links. Skipped: what git
-    ignores (the `.gitignore` files of the folder, its sub-folders and its parents up to the repository's root),
-    hidden folders (.git, .venv), virtual environments, caches and build output, and data files by their type
-    (images, arrays, checkpoints, archives), which are not counted. At most MAX_TREE_FILES files and
+    """The regular files under a folder, sorted, without following links, skipping hidden folders (.git, .venv),
+    virtual environments, caches and build output. `job_files` (what `lint` reads) also skips what git ignores (the
+    `.gitignore` files of the folder, its sub-folders and its parents up to the repository's root) and data files by
+    their type (images, arrays, checkpoints, archives), which are not counted. At most MAX_TREE_FILES files and
     MAX_TREE_ENTRIES names in all: `cut` then says where the walk stopped (empty when it read the whole tree)."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, job_files: bool = True):
         self.root = Path(root)
+        self.job_files = job_files
         self.cut = ""
         self.data_files = 0
 
     def __iter__(self) -> Iterator[Path]:
         count = seen = 0
-        ignores = {str(self.root): _parent_ignores(self.root)}
+        ignores = {str(self.root): _parent_ignores(self.root) if self.job_files else []}
         for folder, subfolders, names in os.walk(self.root):
             rules = ignores.pop(folder, [])
-            own = _ignore_file(folder)
+            own = _ignore_file(folder) if self.job_files else None
             if own is not None:
                 rules = rules + [(folder, own)]
             seen += len(subfolders) + len(names)
@@ -408,7 +409,7 @@ class Tree:
                 if name.startswith(".") and not name.startswith(".env") or _ignored(str(path), False, rules) \
                         or path.is_symlink() or not path.is_file():
                     continue
-                if is_data_file(name):
+                if self.job_files and is_data_file(name):
                     self.data_files += 1
                     continue
                 count += 1
@@ -419,8 +420,8 @@ class Tree:
 
 
 def tree_files(root: Path) -> Iterator[Path]:
-    """The files `Tree(root)` walks (without telling where a cut walk stopped)."""
-    return iter(Tree(root))
+    """Every file under `root` a walk reaches, data and git-ignored files too (a run's folder of logs and dumps)."""
+    return iter(Tree(root, job_files=False))
 
 
 DATA_SUFFIXES = {  # data a job reads, never a job file: skipped by type, not counted against the bounds
