@@ -229,6 +229,8 @@ def test_lint_files_takes_contents_as_lint_takes_the_files(call, cli_json):
     assert [(f["rule"], f["location"]["path"]) for f in ghost["findings"]] == [("GD402", "no/such/dir/.env")]
     is_error, text, _ = call("lint_files", {"files": files + files[:1]})
     assert is_error and "same name" in text
+    is_error, text, _ = call("lint_files", {"files": [{"name": "/etc/job.sbatch", "text": "python train.py\n"}]})
+    assert is_error and "outside the folders this server may read" in text  # its script would be looked for there
 
 
 def test_check_machine_is_check_of_this_interpreter(call, cli_json):

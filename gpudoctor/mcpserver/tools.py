@@ -188,6 +188,8 @@ def lint_files(
     """Lint job files and folders, by path or by contents, as `gpudoctor lint PATH...` does (the same size and
     file-count bounds): the rules that judge files alone, no machine probed. Returns a gpudoctor.report/1 JSON
     document. Read-only: files are parsed, never executed or changed."""
+    for item in files or ():  # a name is where the job's other files are looked for: in scope, as a path is
+        _in_scope(item.name, "file")
     texts = {item.name: item.text for item in files or ()}
     if not paths and not texts:
         raise InputError("nothing to lint: give paths or files")
