@@ -11,9 +11,11 @@ parts of a run the logs show. With the rule's catalog entry (`input`, `needs`, `
 4. a fact it needs is unknown: unknown (that fact);
 5. findings (those a script's `# gpudoctor: ignore` suppresses dropped; none left: passed);
 6. a pass that stands on the log alone (of the inputs it declares only the log was given; one that declares none
-   read only facts from logs) where the log shows none of the parts the rule judges (`log_shows`): unknown;
-7. a pass that read no stated fact, where what it read came from a pasted report or a log (which show part of a
-   machine: what they leave out is not known to be absent): unknown (the first fact it needs);
+   knew nothing from elsewhere than a log) where the log shows none of the parts the rule judges (`log_shows`):
+   unknown;
+7. a pass that knew nothing from what it read (no stated fact, nor one known to be none from a source that shows it
+   whole), where what it read came from a pasted report or a log (which show part of a machine: what they leave out
+   is not known to be absent): unknown (the first fact it needs);
 8. otherwise: passed.
 """
 
@@ -23,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, Optional, Tuple
 
 from gpudoctor.catalog import INPUTS, LOG_PARTS, Rule
-from gpudoctor.facts import STATED, MissingFact, Read
+from gpudoctor.facts import ABSENT, STATED, MissingFact, Read
 from gpudoctor.model import Finding, NotApplicable, Unknown
 from gpudoctor.provenance import LOG, PARTIAL, PROBE
 
@@ -88,18 +90,24 @@ def _found(rule: Rule, run: Run, findings: Iterable[Finding]) -> Verdict:
     return Verdict(findings=kept) if kept else Verdict(passed=True)
 
 
+def _known(read: Read) -> bool:
+    """A read that tells something: a stated fact, or one known to be none where its source shows it whole (a
+    variable the job's environment does not set); what a paste or a log leaves empty or out tells nothing."""
+    return read.state == STATED or (read.state == ABSENT and read.origin not in PARTIAL)
+
+
 def _on_the_log_alone(rule: Rule, run: Run) -> bool:
     """Of the inputs the rule declares only the log was given (the machine facts it also reads only qualify what
-    the log shows); a rule that declares none read no stated fact from elsewhere."""
+    the log shows); a rule that declares none knew nothing from elsewhere than a log."""
     if rule.inputs:
         return [name for name in rule.inputs if name in run.given] == ["logs"]
-    return all(read.origin == LOG for read in run.reads.values() if read.state == STATED)
+    return all(read.origin == LOG for read in run.reads.values() if _known(read))
 
 
 def _rests_on_nothing(run: Run) -> bool:
-    """The rule read no stated fact, and what it read (or, reading nothing, the snapshot) came from a source that
-    shows part of a machine."""
-    if any(read.state == STATED for read in run.reads.values()):
+    """The rule knew nothing from what it read, and what it read (or, reading nothing, the snapshot) came from a
+    source that shows part of a machine."""
+    if any(_known(read) for read in run.reads.values()):
         return False
     origins = {read.origin for read in run.reads.values()} or {run.base}
     return bool(origins & PARTIAL)

@@ -95,6 +95,10 @@ TABLE = [  # (what, the rule's catalog entry, the run, the verdict)
      Run(given=frozenset({"logs"}), reads=_reads((STATED, "log"), (UNKNOWN, "report"))), NO_NCCL),
     ("no input declared, a stated fact from elsewhere", _rule(log_shows=("nccl",)),
      Run(given=frozenset({"logs"}), reads=_reads((STATED, "log"), (STATED, "report"))), ("passed",)),
+    ("no input declared, a variable the whole environment does not set", _rule(log_shows=("nccl",)),
+     Run(given=frozenset({"logs"}), reads=_reads((STATED, "log"), (ABSENT, "snapshot"))), ("passed",)),
+    ("no input declared, beside the log's facts one the paste leaves empty", _rule(log_shows=("nccl",)),
+     Run(given=frozenset({"logs"}), reads=_reads((STATED, "log"), (ABSENT, "report"))), NO_NCCL),
     ("no input declared, nothing stated, the log shows the part", _rule(log_shows=("nccl",)),
      Run(given=frozenset({"logs"}), shows=SHOWS_NCCL, reads=_reads((UNKNOWN, "report"))), ("passed",)),
     ("log_shows, but no log given", _rule(log_shows=("nccl",)), Run(reads=STATED_PROBE), ("passed",)),
@@ -112,6 +116,8 @@ TABLE = [  # (what, the rule's catalog entry, the run, the verdict)
     ("nothing stated, read from a whole environment", _rule(), Run(reads=_reads((ABSENT, "probe"), (ABSENT, "files"))),
      ("passed",)),
     ("nothing stated, read from a recorded snapshot", _rule(), Run(reads=_reads((UNKNOWN, "snapshot"))), ("passed",)),
+    ("a variable a job file leaves unset beside a paste's unknowns", _rule(),
+     Run(reads=_reads((ABSENT, "files"), (UNKNOWN, "report"))), ("passed",)),
     ("the command line states it", _rule(), Run(reads=_reads((STATED, "command line"))), ("passed",)),
     # 8. passed
     ("stated facts of a live probe", _rule(), Run(reads=STATED_PROBE), ("passed",)),
@@ -133,7 +139,8 @@ DIMENSIONS = {
     "shows": [(), ("nccl",)],
     "returned": ["nothing", "findings", "missing", "ignored"],
     "from_log": [(), (LOGGED,)],
-    "reads": [{}, STATED_PROBE, _reads((STATED, "log")), _reads((UNKNOWN, "report")), _reads((ABSENT, "files"))],
+    "reads": [{}, STATED_PROBE, _reads((STATED, "log")), _reads((UNKNOWN, "report")), _reads((ABSENT, "files")),
+              _reads((ABSENT, "report"))],
     "base": ["probe", "report"],
 }
 
@@ -159,16 +166,17 @@ def test_every_combination_gets_exactly_one_verdict_and_never_a_false_pass():
         if verdict.passed:
             assert case["recognised"] and returned != "missing", case
             assert not case["from_log"] or returned == "ignored", case  # the rule's own finding, ignored, comes first
-            stated = [read for read in case["reads"].values() if read.state == STATED]
+            known = [read for read in case["reads"].values()
+                     if read.state == STATED or read.state == ABSENT and read.origin not in ("report", "log")]
             origins = {read.origin for read in case["reads"].values()} or {case["base"]}
-            assert stated or returned == "ignored" or not origins & {"report", "log"} \
+            assert known or returned == "ignored" or not origins & {"report", "log"} \
                 or set(case["log_shows"]) & set(case["shows"]), case
         if verdict.not_applicable is not None:
             assert case["inputs"] and not set(case["inputs"]) & case["given"] and not case["from_log"], case
         if verdict.findings:
             assert IGNORED not in verdict.findings
         count += 1
-    assert count == 2 * 4 * 4 * 2 * 2 * 4 * 2 * 5 * 2
+    assert count == 2 * 4 * 4 * 2 * 2 * 4 * 2 * 6 * 2
 
 
 # --- what decide is given: the reads and their provenance ---------------------------------------------------------
@@ -289,3 +297,15 @@ def test_a_snapshot_recorded_from_a_log_is_judged_as_the_log_is():
     recorded = evaluate(gather(Request(snapshot=str(ROOT / "fixtures" / "fleet" / "srun-two-nodes-logs.json"))), rules)
     assert from_log.passed == recorded.passed == ()
     assert [u.rule for u in recorded.unknown] == [u.rule for u in from_log.unknown] == [r.id for r in rules]
+
+
+def test_a_log_laid_over_a_machine_takes_nothing_from_what_the_machine_knows():
+    """GD301 passes on a recorded machine whose environment asks for no DeepSpeed pre-build; its run's log (which
+    shows no build) laid over it left GD301 unknown ('the log does not show an extension build'): the variables
+    the machine's environment does not set are known, and the pass stands on them, not on the log alone."""
+    rules = [find_rule("GD301")]
+    machine = str(ROOT / "fixtures" / "machines" / "h100x8-healthy.json")
+    alone = evaluate(gather(Request(snapshot=machine)), rules)
+    with_log = evaluate(gather(Request(snapshot=machine, reports=[str(ROOT / "fixtures" / "logs" / "dmesg_xid.txt")])),
+                        rules)
+    assert alone.passed == with_log.passed == ("GD301",)

@@ -76,7 +76,8 @@ class Facts:
         return origin_of(self._origins, path, self.base)
 
     def _note(self, path: str, state: str) -> None:
-        """The one place every read passes: recorded while a rule runs (engine.evaluate)."""
+        """The one place every read passes (a check of each path against the fact schema belongs here): recorded
+        while a rule runs (engine.evaluate)."""
         if self.reads is not None and not path.startswith(_BOOKKEEPING):
             self.reads.setdefault(path, Read(state, self.origin(path)))
 
