@@ -204,3 +204,43 @@ class FleetReport:
 
     def worst(self) -> Optional[Severity]:
         return max((f.severity for f in self.all_findings()), default=None)
+
+
+@dataclass(frozen=True)
+class PreflightPhase:
+    """One phase of `gpudoctor preflight`: meet, agree, gpus or fabric."""
+
+    name: str
+    status: str  # ok | bad | failed | skipped
+    seconds: float = 0.0
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class PreflightReport:
+    """`gpudoctor preflight`'s result on the reporting rank: the phases, every node's and GPU's figures (the
+    `preflight` facts), the verdicts (GD806–GD809), the agree phase's fleet report, and from them the bad nodes,
+    the slow links and what to do now (gpudoctor.preflight.result)."""
+
+    launcher: str
+    world_size: int
+    budget_s: float
+    facts: Mapping[str, Any]
+    phases: tuple  # PreflightPhase, in order
+    verdicts: Report
+    fleet: Optional[FleetReport] = None
+    seconds: float = 0.0
+    bad_nodes: tuple = ()  # {"node", "host", "node_rank", "reasons": [{"rule", "message", …figures}]}
+    slow_links: tuple = ()  # [node, node]
+    next_steps: tuple = ()  # lines: the job again without the bad nodes, the drain command (printed, never run)
+
+    def findings(self) -> list:
+        return (self.fleet.all_findings() if self.fleet else []) + list(self.verdicts.findings)
+
+    def worst(self) -> Optional[Severity]:
+        return max((f.severity for f in self.findings()), default=None)
+
+    def ok(self) -> bool:
+        """Nothing bad: no node, GPU or link named and no error found (exit 0)."""
+        worst = self.worst()
+        return not self.bad_nodes and not self.slow_links and (worst is None or worst < Severity.ERROR)

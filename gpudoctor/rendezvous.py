@@ -119,17 +119,23 @@ def _port_taken(port: int) -> bool:
     return False
 
 
-def _first_slurm_host(nodelist: str) -> Optional[str]:
-    """The first host of a SLURM node list, expanded by `scontrol show hostnames` (as srun users do)."""
+def slurm_hosts(nodelist: str) -> List[str]:
+    """The hosts of a SLURM node list (`gpu-a[01-03]`), expanded by `scontrol show hostnames` (as srun users do);
+    empty where scontrol is missing or says nothing."""
     scontrol = shutil.which("scontrol")
     if not scontrol or not nodelist:
-        return None
+        return []
     try:
-        out = subprocess.run([scontrol, "show", "hostnames", nodelist], capture_output=True, text=True,
-                             timeout=10, check=False).stdout.split()
+        return subprocess.run([scontrol, "show", "hostnames", nodelist], capture_output=True, text=True,
+                              timeout=10, check=False).stdout.split()
     except (OSError, subprocess.SubprocessError):
-        return None
-    return out[0] if out else None
+        return []
+
+
+def _first_slurm_host(nodelist: str) -> Optional[str]:
+    """The first host of a SLURM node list."""
+    hosts = slurm_hosts(nodelist)
+    return hosts[0] if hosts else None
 
 
 def launched_rank(command: str, environ: Optional[Mapping[str, str]] = None) -> Optional[Rank]:

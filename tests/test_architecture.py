@@ -66,7 +66,7 @@ FLOORS = [  # (floor, the top-level parts of gpudoctor on it: "" is the package'
     ("job files", {"readers"}),
     ("pasted reports and logs", {"ingest"}),
     ("probes", {"probes"}),
-    ("gathering", {"gather", "policy", "bench", "fit", "fleet", "rendezvous"}),
+    ("gathering", {"gather", "policy", "bench", "fit", "fleet", "rendezvous", "preflight"}),
     ("fix", {"fix"}),
     ("library", {"", "api", "mcpserver"}),
     ("command line", {"cli", "__main__"}),

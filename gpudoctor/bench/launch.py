@@ -39,14 +39,20 @@ def local_device_index(local_rank: int, devices: int) -> int:
     return local_rank % devices if devices > 0 else 0
 
 
-def _tasks_here(env: Mapping[str, str]) -> Optional[int]:
-    """srun's task count on this node: SLURM_STEP_TASKS_PER_NODE ("8(x2),4", one count per node) at SLURM_NODEID."""
+def slurm_tasks_per_node(env: Mapping[str, str]) -> Optional[list]:
+    """srun's task count on each node of the step: SLURM_STEP_TASKS_PER_NODE ("8(x2),4" → [8, 8, 4])."""
     counts = []
     for part in (env.get("SLURM_STEP_TASKS_PER_NODE") or env.get("SLURM_TASKS_PER_NODE") or "").split(","):
         match = re.fullmatch(r"(\d+)(?:\(x(\d+)\))?", part.strip())
         if not match:
             return None
         counts += [int(match.group(1))] * int(match.group(2) or 1)
+    return counts
+
+
+def _tasks_here(env: Mapping[str, str]) -> Optional[int]:
+    """srun's task count on this node (SLURM_NODEID)."""
+    counts = slurm_tasks_per_node(env) or []
     node = env_int(env, "SLURM_NODEID") or 0
     return counts[node] if node < len(counts) else None
 

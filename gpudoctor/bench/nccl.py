@@ -260,19 +260,21 @@ def _buffers(torch, op: str, count: int, world: int, device):
     return inp, out
 
 
-def _collective(dist, op: str, inp, out):
-    """The call for `op` (tensor APIs: one buffer in, one out, as NCCL sees them)."""
+def _collective(dist, op: str, inp, out, group=None):
+    """The call for `op` (tensor APIs: one buffer in, one out, as NCCL sees them) among `group` (None: every
+    rank); broadcast's source is the group's first rank."""
     if op == "all_reduce":
-        return lambda: dist.all_reduce(inp)
+        return lambda: dist.all_reduce(inp, group=group)
     if op == "broadcast":
-        return lambda: dist.broadcast(inp, 0)
+        source = dist.get_global_rank(group, 0) if group is not None else 0
+        return lambda: dist.broadcast(inp, source, group=group)
     if op == "all_gather":
         gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
-        return lambda: gather(out, inp)
+        return lambda: gather(out, inp, group=group)
     if op == "reduce_scatter":
         scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
-        return lambda: scatter(out, inp)
-    return lambda: dist.all_to_all_single(out, inp)
+        return lambda: scatter(out, inp, group=group)
+    return lambda: dist.all_to_all_single(out, inp, group=group)
 
 
 def shared_gpu_refusal(ranks: int, gpus: int, what: str) -> Optional[str]:
@@ -333,13 +335,13 @@ def join(rank, config: NcclConfig):
     return group, device, backend
 
 
-def _timed(torch, dist, call, device, config: NcclConfig) -> float:
+def _timed(torch, dist, call, device, config: NcclConfig, group=None) -> float:
     """Seconds per call over `iters` calls after `warmup` untimed ones."""
     import time
 
     for _ in range(config.warmup):
         call()
-    dist.barrier()
+    dist.barrier(group=group)
     if device.type != "cuda":
         began = time.perf_counter()
         for _ in range(config.iters):
@@ -355,23 +357,24 @@ def _timed(torch, dist, call, device, config: NcclConfig) -> float:
     return start.elapsed_time(end) / 1e3 / config.iters
 
 
-def _checked(torch, dist, op: str, inp, out, world: int, me: int) -> int:
+def _checked(torch, dist, op: str, inp, out, world: int, me: int, group=None) -> int:
     """Wrong output elements of one call on a fresh pattern (the output of an out-of-place op starts as NaN)."""
     fill_input(torch, op, inp, world, me)
     if out is not inp:
         out.fill_(float("nan"))
-    _collective(dist, op, inp, out)()
+    _collective(dist, op, inp, out, group)()
     return count_wrong(torch, op, out, world, me)
 
 
-def sweep(device, config: NcclConfig) -> List[dict]:
-    """The rows of one op's size sweep (a process group must be initialised)."""
+def sweep(device, config: NcclConfig, group=None) -> List[dict]:
+    """The rows of one op's size sweep among `group`'s ranks (None: every rank of the process group, which must be
+    initialised); `gpudoctor preflight` measures its nodes and pairs of nodes with it."""
     import torch
     import torch.distributed as dist
 
     from gpudoctor.bench import progress
 
-    world, me = dist.get_world_size(), dist.get_rank()
+    world, me = dist.get_world_size(group), dist.get_rank(group)
     sizes = sweep_sizes(config.min_bytes, config.max_bytes)
     rows = []
     with progress.bar(config.progress and me == 0, len(sizes), config.op) as advance:
@@ -379,14 +382,14 @@ def sweep(device, config: NcclConfig) -> List[dict]:
             count = element_count(config.op, nbytes, world)
             inp, out = _buffers(torch, config.op, count, world, device)
             fill_input(torch, config.op, inp, world, me)
-            seconds = _timed(torch, dist, _collective(dist, config.op, inp, out), device, config)
-            wrong = torch.tensor([_checked(torch, dist, config.op, inp, out, world, me)], dtype=torch.int64,
+            seconds = _timed(torch, dist, _collective(dist, config.op, inp, out, group), device, config, group)
+            wrong = torch.tensor([_checked(torch, dist, config.op, inp, out, world, me, group)], dtype=torch.int64,
                                  device=device)
             del inp, out  # before the next size's buffers: one set alive at a time
-            dist.all_reduce(wrong)
+            dist.all_reduce(wrong, group=group)
             times = torch.tensor([seconds], dtype=torch.float64, device=device)
             gathered = [torch.zeros_like(times) for _ in range(world)]
-            dist.all_gather(gathered, times)
+            dist.all_gather(gathered, times, group=group)
             rows.append(make_row(config.op, count * ELEMENT_BYTES, count, world, [float(t.item()) for t in gathered],
                                  int(wrong.item())))
             advance(size(count * ELEMENT_BYTES))

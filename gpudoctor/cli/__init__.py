@@ -21,6 +21,7 @@ from gpudoctor.cli import fleet as fleet_cmd
 from gpudoctor.cli import helptext
 from gpudoctor.cli import lint as lint_cmd
 from gpudoctor.cli import mcp as mcp_cmd
+from gpudoctor.cli import preflight as preflight_cmd
 from gpudoctor.cli import rules as rules_cmd
 from gpudoctor.cli import snapshot as snapshot_cmd
 from gpudoctor.cli.guard import EXIT_SIGINT, EXIT_SIGTERM, Terminated, guarded
@@ -30,8 +31,8 @@ from gpudoctor.render.printable import printable
 
 # The one list of commands, in the order `gpudoctor --help` lists them: a command is a module of gpudoctor.cli with
 # `add_parser(subparsers)` (its parser, or several: `rules` also adds `explain`) that sets `run`, and one entry here.
-COMMANDS = (check_cmd, lint_cmd, fix_cmd, snapshot_cmd, rules_cmd, bench_cmd, estimate_cmd, fleet_cmd, mcp_cmd,
-            completion_cmd)
+COMMANDS = (check_cmd, lint_cmd, fix_cmd, snapshot_cmd, rules_cmd, bench_cmd, estimate_cmd, fleet_cmd, preflight_cmd,
+            mcp_cmd, completion_cmd)
 
 
 class _Parser(argparse.ArgumentParser):

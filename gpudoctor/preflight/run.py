@@ -1,0 +1,304 @@
+"""One rank's preflight: the four phases in order, each within its deadline, then the verdicts on the reporting rank.
+
+Every decision the ranks must share comes from collective data or from a verdict written once in the store, so no
+rank goes on while another stops. A failed or late collective ends the phases on every rank: the ranks still alive
+say so, and the lowest of them reports which did not finish. The reporting rank is rank 0, or the lowest rank
+that arrived (or is alive) when rank 0 did not.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import List, Optional, Sequence
+
+from gpudoctor.preflight import PreflightError
+from gpudoctor.preflight.layout import Member, expected_layout, member_from_env, node_table
+from gpudoctor.preflight.meeting import Meeting, StepFailed
+from gpudoctor.model import PreflightPhase, PreflightReport
+
+VERDICT_RULES = ("GD806", "GD807", "GD808", "GD809")
+DEFAULT_SELECT = ("GD1", "GD5", "GD8")  # the node rules that judge health, the fleet's and preflight's own
+RESERVE_S = 4.0  # kept back from the budget for settling a failure and writing the report
+GRACE_S = 3.0  # how long the ranks still alive after a failure wait for one another
+PROBE_S = 15.0  # each node's probes in the agree phase, at most
+COMPARED = frozenset({"host", "env", "nvml", "torch"})  # what the fleet rules compare between nodes (GD801–GD804)
+
+
+@dataclass(frozen=True)
+class Options:
+    rules: Sequence  # the selected rules (catalog.rules_for_run)
+    budget: float = 60.0
+    timeout: float = 30.0  # the meet phase's deadline
+    min_busbw: Optional[float] = None
+    python: str = sys.executable
+    quick: bool = False  # the agree phase reads torch's versions from its files instead of importing it
+
+
+@dataclass
+class Outcome:
+    """What a rank ends with: the report on the reporting rank, None on the others (which take its exit status
+    from the store)."""
+
+    meeting: Meeting
+    report: Optional[PreflightReport] = None
+    note: str = ""  # a non-reporting rank's one line (it arrived after the others gave up)
+
+
+class Clock:
+    def __init__(self, budget: float):
+        self.started = time.monotonic()
+        self.budget = budget
+
+    def left(self) -> float:
+        return self.budget - (time.monotonic() - self.started)
+
+    def until_reserve(self, cap: float = float("inf")) -> float:
+        return max(0.5, min(cap, self.left() - RESERVE_S))
+
+
+def import_torch():
+    os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")  # c10d's own retry lines; preflight says what failed
+    try:
+        import torch.distributed as dist
+    except Exception as exc:  # noqa: BLE001 - a missing or broken torch is the user's situation
+        raise PreflightError(f"preflight needs torch (torch.distributed) in the job's environment: "
+                             f"{type(exc).__name__}: {exc}") from None
+    if not dist.is_available():
+        raise PreflightError("preflight needs torch with torch.distributed (this build has none)")
+    return dist
+
+
+@dataclass
+class Preflight:
+    member: Member
+    options: Options
+    clock: Clock
+    meeting: Meeting
+    facts: dict = field(default_factory=dict)
+    phases: List[PreflightPhase] = field(default_factory=list)
+    fleet: Optional[object] = None
+    labels: dict = field(default_factory=dict)  # rank → node label
+    current: str = ""
+    phase_began: float = 0.0
+
+    def begin(self, name: str) -> None:
+        self.current, self.phase_began = name, time.monotonic()
+
+    def end(self, status: str, note: str = "") -> None:
+        self.phases.append(PreflightPhase(self.current, status, round(time.monotonic() - self.phase_began, 3), note))
+        self.current = ""
+
+    # --- phase 1 -----------------------------------------------------------------------------------------------
+    def meet(self) -> Optional[Outcome]:
+        """None when every rank arrived; else the outcome (GD806 on the lowest rank that did)."""
+        self.begin("meet")
+        seconds = max(1.0, min(self.options.timeout, self.clock.left() - RESERVE_S))
+        self.facts["meet_timeout_s"] = round(seconds, 3)
+        verdict = self.meeting.meet(seconds)
+        if verdict["met"]:
+            self.end("ok", f"{self.member.world_size} ranks")
+            return None
+        arrived = verdict["arrived"]
+        self.facts["nodes"] = node_table(arrived, expected_layout(self.member), self.member.world_size)
+        self.end("bad", f"{len(arrived)} of {self.member.world_size} ranks arrived within {seconds:g} s")
+        ranks = [item["rank"] for item in arrived]
+        if self.member.rank not in ranks:
+            return Outcome(self.meeting, note="the other ranks stopped waiting before this one arrived")
+        return Outcome(self.meeting, self.finish() if self.member.rank == min(ranks) else None)
+
+    def process_group(self):
+        dist = self.meeting.process_group(self.clock.until_reserve(cap=30.0))
+        from gpudoctor.bench.exchange import all_gather_json
+
+        arrivals = self.meeting.step("exchanging arrivals", lambda: all_gather_json(dist, self.member.arrival()),
+                                     self.clock.until_reserve())
+        self.facts["nodes"] = node_table(arrivals, expected_layout(self.member), self.member.world_size)
+        for node in self.facts["nodes"]:
+            for rank in node["ranks"]:
+                self.labels[rank] = node["node"]
+        return dist
+
+    # --- phase 2 -----------------------------------------------------------------------------------------------
+    def agree(self, dist) -> bool:
+        """Every node's facts through the node and fleet rules, on rank 0; False (on every rank) to stop."""
+        from gpudoctor.bench.exchange import broadcast_int, gather_json
+
+        self.begin("agree")
+        node = self.labels[self.member.rank]
+        first = self.member.rank == min(r for r, label in self.labels.items() if label == node)
+        rules = [rule for rule in self.options.rules if rule.id not in VERDICT_RULES]
+        payload = {"node": node, "snapshot": self._snapshot(rules)} if first else None
+        gathered = self.meeting.step("exchanging the nodes' facts", lambda: gather_json(dist, payload, dst=0),
+                                     self.clock.until_reserve())
+        stop = 0
+        if self.member.rank == 0:
+            from gpudoctor.fleet import evaluate_fleet
+            from gpudoctor.model import Severity
+            from gpudoctor.snapshot import SnapshotError, from_json
+
+            nodes = []
+            for item in gathered:
+                if isinstance(item, dict):
+                    try:
+                        nodes.append((item["node"], from_json(item["snapshot"], item["node"])))
+                    except (SnapshotError, KeyError, TypeError):
+                        raise PreflightError(f"preflight: {item.get('node')} sent something that is not a "
+                                             "gpudoctor snapshot") from None
+            self.fleet = evaluate_fleet(nodes, rules)
+            stop = int(any(f.severity >= Severity.ERROR for f in self.fleet.all_findings()))
+        stop = self.meeting.step("sharing the verdict on the facts", lambda: broadcast_int(dist, stop, 0),
+                                 self.clock.until_reserve())
+        self.end("bad" if stop else "ok", "the nodes disagree or a node is unhealthy: stopped before any "
+                 "collective on the GPUs" if stop else f"{len(set(self.labels.values()))} nodes agree")
+        return not stop
+
+    def _snapshot(self, rules) -> dict:
+        from gpudoctor.gather import Request, gather, groups_for
+
+        seconds = min(PROBE_S, max(1.0, (self.clock.left() - RESERVE_S) * 0.3))
+        groups = groups_for(rules) | (COMPARED if any(rule.id.startswith("GD8") for rule in rules) else frozenset())
+        snapshot = gather(Request(groups=groups, timeout=seconds, python=self.options.python,
+                                  quick=self.options.quick))
+        return snapshot.to_json()
+
+    # --- phase 3 -----------------------------------------------------------------------------------------------
+    def gpus(self, dist):
+        from gpudoctor.bench.exchange import all_gather_json
+        from gpudoctor.preflight.measure import device_figures, device_of, identity
+
+        self.begin("gpus")
+        device, sizes = device_of(self.member.local_rank)
+        info = identity(device)
+        self.facts["device"] = device.type
+        self.facts["backend"] = "nccl" if device.type == "cuda" else "gloo"
+        figures = self.meeting.step("timing each GPU alone", lambda: device_figures(dist, device, info, sizes),
+                                    self.clock.until_reserve())
+        mine = {"node": self.labels[self.member.rank], "rank": self.member.rank, **info, **figures}
+        self.facts["gpus"] = self.meeting.step("exchanging the GPU figures", lambda: all_gather_json(dist, mine),
+                                               self.clock.until_reserve())
+        self.end("ok", ("each rank's core in turn, one thread (no GPU)" if device.type == "cpu" else
+                        f"{len(self.facts['gpus'])} GPUs"))
+        return device, sizes
+
+    # --- phase 4 -----------------------------------------------------------------------------------------------
+    def fabric(self, dist, device, sizes) -> None:
+        from gpudoctor.bench.exchange import all_gather_json, broadcast_int
+        from gpudoctor.preflight.measure import (first_ranks, neighbour_pairs, new_group, rounds,
+                                                 sweep_figures)
+
+        self.begin("fabric")
+        backend = self.facts["backend"]
+        me = self.member.rank
+        nodes = {}
+        for entry in self.facts["nodes"]:
+            nodes[entry["node"]] = entry["ranks"]
+        labels = list(nodes)
+        leaders = first_ranks(dict(enumerate(nodes.values())))
+        pairs = [(labels[a], labels[b]) for a, b in neighbour_pairs(len(labels))]
+        left = self.clock.until_reserve
+
+        def groups():
+            made = {"intra": {}, "pairs": {}}
+            for label, ranks in nodes.items():
+                if len(ranks) >= 2:
+                    made["intra"][label] = new_group(dist, ranks, backend, left())
+            made["cross"] = (new_group(dist, list(range(self.member.world_size)), backend, left())
+                             if len(nodes) >= 2 and backend != "gloo" else None)
+            for a, b in pairs:
+                made["pairs"][(a, b)] = new_group(dist, [leaders[labels.index(a)], leaders[labels.index(b)]],
+                                                  backend, left())
+            return made
+
+        made = self.meeting.step("creating the fabric's groups", groups, left())
+        mine: dict = {}
+        node = self.labels[me]
+        run = dict(iters=20 if device.type == "cuda" else 10, warmup=5 if device.type == "cuda" else 2)
+        if node in made["intra"]:
+            figures = self.meeting.step(f"all-reduce within {node}", lambda: sweep_figures(
+                device, made["intra"][node], sizes.fabric_min, sizes.fabric_max, timeout=left(), **run), left())
+            if me == min(nodes[node]):
+                mine["intra"] = {"node": node, "ranks": nodes[node], **figures}
+        if len(nodes) >= 2:
+            figures = self.meeting.step("all-reduce across the nodes", lambda: sweep_figures(
+                device, made["cross"], sizes.fabric_min, sizes.fabric_max, timeout=left(), **run), left())
+            if me == 0:
+                mine["cross"] = {"nodes": labels, **figures}
+        if pairs:
+            go = self.meeting.step("deciding on pairs", lambda: broadcast_int(dist, int(self.clock.left() > RESERVE_S
+                                                                                         * 3), 0), left())
+            for this in rounds(pairs) if go else []:
+                for a, b in this:
+                    ranks = [leaders[labels.index(a)], leaders[labels.index(b)]]
+                    if me in ranks:
+                        group = made["pairs"][(a, b)]
+                        figures = self.meeting.step(f"all-reduce between {a} and {b}", lambda group=group: (
+                            sweep_figures(device, group, sizes.pair_bytes, sizes.pair_bytes, timeout=left(), **run)),
+                            left())
+                        if me == min(ranks):
+                            mine.setdefault("pairs", []).append({"nodes": [a, b], "busbw_gbps": figures["busbw_gbps"],
+                                                                 "wrong": figures["wrong"]})
+                self.meeting.step("ending a round of pairs", dist.barrier, left())
+        everyone = self.meeting.step("exchanging the fabric figures", lambda: all_gather_json(dist, mine), left())
+        self.facts["fabric"] = {
+            "intra": [item["intra"] for item in everyone if "intra" in item],
+            "cross": next((item["cross"] for item in everyone if "cross" in item), None),
+            "pairs": [pair for item in everyone for pair in item.get("pairs", [])],
+            "min_busbw_gbps": self.options.min_busbw,
+        }
+        self.end("ok", f"all-reduce on {backend}" + (" over this host's loopback" if device.type == "cpu" else ""))
+
+    # --- the end -----------------------------------------------------------------------------------------------
+    def failed(self, failure: StepFailed) -> Outcome:
+        """After a failed step: settle who is alive; the lowest rank alive reports."""
+        if self.current:
+            self.end("failed", f"{failure.step}: {failure.error}")
+        verdict = self.meeting.settle_failure(failure, max(1.0, min(GRACE_S, self.clock.left())))
+        alive = verdict["alive"]
+        self.facts["failure"] = {
+            "step": verdict["step"], "error": f"rank {verdict['rank']}: {verdict['error']}",
+            "unfinished": [{"rank": rank, "node": self.labels.get(rank, f"the node of rank {rank}")}
+                           for rank in range(self.member.world_size) if rank not in alive]}
+        if self.member.rank != min(alive, default=self.member.rank):
+            return Outcome(self.meeting)
+        return Outcome(self.meeting, self.finish())
+
+    def finish(self) -> PreflightReport:
+        from gpudoctor.engine import evaluate
+        from gpudoctor.preflight.result import build
+        from gpudoctor.snapshot import Snapshot
+
+        rules = [rule for rule in self.options.rules if rule.id in VERDICT_RULES]
+        verdicts = evaluate(Snapshot(facts={"preflight": self.facts}, source={"kind": "preflight", "paths": []}),
+                            rules)
+        done = {phase.name for phase in self.phases}
+        for name in ("meet", "agree", "gpus", "fabric"):
+            if name not in done:
+                self.phases.append(PreflightPhase(name, "skipped"))
+        return build(facts=self.facts, verdicts=verdicts, fleet=self.fleet, environ=os.environ,
+                     launcher=self.member.launcher, world_size=self.member.world_size, budget_s=self.options.budget,
+                     phases=tuple(self.phases), seconds=round(time.monotonic() - self.clock.started, 3))
+
+
+def run(options: Options) -> Outcome:
+    """This rank's preflight, from the launcher's variables to an Outcome (PreflightError: it cannot run here)."""
+    clock = Clock(options.budget)
+    member = member_from_env()
+    import_torch()
+    meeting = Meeting(member, os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+    flight = Preflight(member, options, clock, meeting)
+    ended = flight.meet()
+    if ended is not None:
+        return ended
+    try:
+        dist = flight.process_group()
+        if flight.agree(dist):
+            device, sizes = flight.gpus(dist)
+            flight.fabric(dist, device, sizes)
+        if "fabric" in flight.facts:
+            flight.facts["failure"] = None  # every collective finished
+    except StepFailed as failure:
+        return flight.failed(failure)
+    return Outcome(meeting, flight.finish() if member.rank == 0 else None)

@@ -1,0 +1,61 @@
+"""A torchrun worker for tests/test_preflight.py: `gpudoctor preflight ARGS` with one node's trouble staged for real.
+
+    python tests/preflight_worker.py MODE [preflight arguments]
+
+MODE: `plain` (nothing staged); `stall` (hangs in start-up before preflight, as on a stuck file system); `die`
+(SIGKILLs itself 0.3 s into its first all-reduce, while its peers are in the collective); `slow` (while it times its
+device, its measuring thread is pinned to CPU 0 at the lowest priority, beside a busy loop it started there: the
+kernel's scheduler gives it about 1/70 of what the loop gets, whatever else the machine does).
+"""
+
+import os
+import signal
+import sys
+import threading
+import time
+
+
+def stall() -> None:
+    time.sleep(3600)
+
+
+def die() -> None:
+    import torch.distributed as dist
+
+    real = dist.all_reduce
+
+    def dying(*args, **kwargs):
+        threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGKILL)).start()
+        return real(*args, **kwargs)
+
+    dist.all_reduce = dying
+
+
+def slow() -> None:
+    import subprocess
+
+    from gpudoctor.preflight import measure
+
+    real = measure.device_figures
+
+    def starved(*args, **kwargs):
+        # a busy loop on CPU 0, started from this process: same session, so the same scheduler autogroup, where
+        # the nice value below counts (between autogroups the kernel shares CPU time equally, whatever the nice)
+        loop = subprocess.Popen(["taskset", "-c", "0", sys.executable, "-c", "while True: pass"])
+        try:
+            os.sched_setaffinity(0, {0})  # this thread only (Linux: affinity and nice are per thread)
+            os.nice(19)
+            return real(*args, **kwargs)
+        finally:
+            loop.kill()
+            loop.wait()
+
+    measure.device_figures = starved
+
+
+if __name__ == "__main__":
+    mode, args = sys.argv[1], sys.argv[2:]
+    {"plain": lambda: None, "stall": stall, "die": die, "slow": slow}[mode]()
+    from gpudoctor.cli import main
+
+    sys.exit(main(["preflight", *args]))
