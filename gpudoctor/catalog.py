@@ -43,7 +43,8 @@ FAMILIES = {  # ID prefix -> family; docs/rules.md lists them
                   "job specs", ("script", "script_args", "launch", "local_rank", "rank_device", "rendezvous",
                                  "sbatch", "replicas")),
     "GD7": Family("bench", "what `gpudoctor bench` measured", ("bench",)),
-    "GD8": Family("fleet", "the nodes of one job compared (`check --fleet`, `gpudoctor fleet`)", ("fleet",)),
+    "GD8": Family("fleet", "the nodes of one job compared (`check --fleet`, `gpudoctor fleet`) and tested together "
+                  "(`gpudoctor preflight`)", ("fleet", "preflight")),
     "GD9": Family("job-spec", "Kubernetes and container specs: shared memory, EFA and RDMA resources",
                   ("k8s",)),
 }

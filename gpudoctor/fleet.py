@@ -31,9 +31,10 @@ def failing(report: Report) -> List[str]:
 
 
 def evaluate_fleet(nodes: Sequence[Tuple[str, Snapshot]], rules, started: float = 0.0) -> FleetReport:
-    """Every node's own report (rules outside GD8xx), then the GD8xx rules over all of them."""
+    """Every node's own report (rules outside GD8xx), then the GD8xx rules that compare nodes over all of them (not
+    preflight's own, GD806–GD809, which judge what a preflight measured)."""
     node_rules = [rule for rule in rules if not rule.id.startswith(FLEET_PREFIX)]
-    fleet_rules = [rule for rule in rules if rule.id.startswith(FLEET_PREFIX)]
+    fleet_rules = [rule for rule in rules if rule.id.startswith(FLEET_PREFIX) and "fleet.nodes" in rule.inputs]
     reports = []
     entries = []
     for name, snapshot in nodes:

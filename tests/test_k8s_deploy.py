@@ -182,3 +182,67 @@ def test_node_check_taints_a_bad_node_only(tmp_path, case):
         assert lines == ["label|node|gpu-node-7|gpudoctor.io/health=ok|--overwrite|"]
     else:
         assert lines == [] and "node not judged" in result.stderr
+
+
+# --- preflight.yaml: every pod of an indexed Job tests the allocation together before training -------------------
+
+PREFLIGHT = K8S / "preflight.yaml"
+
+
+def _preflight_job():
+    docs = {doc["kind"]: doc for doc in yaml.safe_load_all(PREFLIGHT.read_text())}
+    return docs["Service"], docs["Job"]
+
+
+def _expanded(args, env):
+    """Kubernetes' `$(VAR)` expansion of a container's args from its env (and the Job's completion index)."""
+    import re
+
+    return [re.sub(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", lambda m: env.get(m.group(1), m.group(0)), arg) for arg in args]
+
+
+def test_preflight_manifest_is_valid_and_gives_the_init_container_what_the_trainer_gets():
+    service, job = _preflight_job()
+    spec = job["spec"]["template"]["spec"]
+    (init,) = spec["initContainers"]
+    (main,) = spec["containers"]
+    assert init["image"] == main["image"] and init["resources"] == main["resources"] and init["env"] == main["env"]
+    assert init["volumeMounts"] == main["volumeMounts"]
+    assert job["spec"]["completionMode"] == "Indexed" and job["spec"]["backoffLimit"] == 0
+    assert spec["restartPolicy"] == "Never" and spec["subdomain"] == service["metadata"]["name"]
+    assert service["spec"]["clusterIP"] == "None"
+    assert service["spec"]["selector"] == {"job-name": job["metadata"]["name"]}
+    node_name = [item for item in init["env"] if item["name"] == "NODE_NAME"]
+    assert node_name == [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]
+    kubernetes_validate = pytest.importorskip("kubernetes_validate", reason="pip install -e '.[test]'")
+    for document in (service, job):
+        kubernetes_validate.validate(document, kubernetes_validate.utils.latest_version(), strict=True)
+
+
+def test_preflight_command_works_as_written():
+    """The init container's args, expanded as kubelet expands them on pod 2: torchrun's own parser reads them (one
+    node of NNODES, its rank the completion index, the head pod's store on a port the trainer does not use), and
+    gpudoctor's parser reads what torchrun runs."""
+    run = pytest.importorskip("torch.distributed.run")
+    from gpudoctor.cli import build_parser
+
+    _, job = _preflight_job()
+    spec = job["spec"]["template"]["spec"]
+    (init,) = spec["initContainers"]
+    env = {item["name"]: item["value"] for item in init["env"] if "value" in item}
+    env["JOB_COMPLETION_INDEX"] = "2"
+    assert init["command"] == ["torchrun"]
+    args = run.get_args_parser().parse_args(_expanded(init["args"], env))
+    assert (args.nnodes, args.node_rank, args.nproc_per_node) == ("4", 2, "8")
+    assert args.nnodes == str(job["spec"]["completions"]) and args.master_addr == "llama-sft-0.llama-sft"
+    trainer = run.get_args_parser().parse_args(_expanded(spec["containers"][0]["args"], env))
+    assert args.master_port != trainer.master_port
+    assert args.module and args.training_script == "gpudoctor" and args.training_script_args[0] == "preflight"
+    parsed = build_parser().parse_args(args.training_script_args)
+    assert parsed.command == "preflight" and parsed.format == "json" and parsed.budget == 60
+
+
+def test_preflight_manifest_lints_clean():
+    result = cli_in_process("lint", "--format", "json", PREFLIGHT)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert json.loads(result.stdout)["findings"] == []

@@ -519,3 +519,24 @@ def test_a_check_past_the_prolog_timeout_leaves_no_probe_behind(node, tmp_path):
     finally:
         for pid in _processes_with(marker):
             os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.slow
+def test_preflight_under_srun(node, tmp_path):
+    """`srun -n2 gpudoctor preflight` on the real single-node SLURM: srun's own variables place both ranks on this
+    node (SLURM_STEP_NODELIST through `scontrol show hostnames`, SLURM_STEP_TASKS_PER_NODE), rank 0 holds the store,
+    and one report names the node by its host."""
+    pytest.importorskip("torch.distributed")
+    env = dict(node.env, MASTER_PORT=str(_free_port()), PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    result = node.run("srun", "-N1", "-n2", "-I10", f"--chdir={tmp_path}", sys.executable, "-m", "gpudoctor",
+                      "preflight", "--format", "json", "--quick", "--budget", "40", env=env, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:] + node.logs()
+    report = json.loads(result.stdout)  # one document: rank 1 printed nothing
+    assert report["launcher"] == "slurm" and report["ok"] is True
+    assert report["nodes"] == [{"node": node.node, "host": node.node, "node_rank": 0, "ranks": [0, 1],
+                                "arrived": [0, 1]}]
+    assert [(p["name"], p["status"]) for p in report["phases"]] == [
+        ("meet", "ok"), ("agree", "ok"), ("gpus", "ok"), ("fabric", "ok")]
+    (within,) = report["fabric"]["intra"]
+    assert within["node"] == node.node and within["wrong"] == 0 and within["busbw_gbps"] > 0
+    assert report["fabric"]["cross"] is None and report["fabric"]["pairs"] == []

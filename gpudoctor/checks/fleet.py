@@ -27,7 +27,7 @@ PER_RANK = {"CUDA_VISIBLE_DEVICES"}
 # a difference between ranks is worth an info line, never a hang-causing error.
 LOGGING_ONLY = {"NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE", "NCCL_DEBUG_TIMESTAMP_FORMAT",
                 "NCCL_DEBUG_TIMESTAMP_LEVELS", "TORCH_CPP_LOG_LEVEL"}
-ENV_PREFIXES = ("NCCL_", "TORCH_NCCL_", "CUDA_", "FI_")
+ENV_PREFIXES = ("NCCL_", "TORCH_NCCL_", "CUDA_", "FI_", "UCX_")
 
 
 def _get(data, path: str):

@@ -79,6 +79,10 @@ EXAMPLES: Dict[str, List[Tuple[str, str]]] = {
         ("compare the snapshots of a job's nodes", "gpudoctor fleet node-*.json"),
         ("from inside the job instead", "srun --ntasks-per-node=1 gpudoctor check --fleet"),
     ],
+    "preflight": [
+        ("in the sbatch, before the training srun", "srun --ntasks-per-node=8 --gpus-per-task=1 gpudoctor preflight"),
+        ("under torchrun, on every node", "torchrun --nnodes=$N --nproc-per-node=8 -m gpudoctor preflight"),
+    ],
 }
 
 

@@ -36,8 +36,7 @@ def _gbps(text: str) -> float:
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
-        "preflight", help="under srun/torchrun, one process per GPU: test the job's whole allocation together "
-                          "(meet, agree, each GPU alone, the fabric) and name the bad node, GPU or link")
+        "preflight", help="under srun/torchrun: test the whole allocation; name bad nodes, GPUs, links")
     parser.add_argument("--budget", type=_seconds, default=60.0, metavar="SECONDS",
                         help="the whole preflight's time, every phase included (default: 60)")
     parser.add_argument("--timeout", type=_seconds, default=30.0, metavar="SECONDS",
