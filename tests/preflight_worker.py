@@ -4,8 +4,8 @@
 
 MODE: `plain` (nothing staged); `stall` (hangs in start-up before preflight, as on a stuck file system); `die`
 (SIGKILLs itself 0.3 s into its first all-reduce, while its peers are in the collective); `slow` (while it times its
-device, its measuring thread is pinned to CPU 0 at the lowest priority, beside a busy loop it started there: the
-kernel's scheduler gives it about 1/70 of what the loop gets, whatever else the machine does).
+device, its measuring thread is pinned to CPU 0 at nice 10, beside a busy loop it started there at nice 0: the
+kernel's scheduler gives it about a tenth of what the loop gets, whatever else the machine does).
 """
 
 import os
@@ -31,6 +31,13 @@ def die() -> None:
     dist.all_reduce = dying
 
 
+def _dies_with_this_process() -> None:
+    """In the busy loop's child: SIGKILL when the thread that started it ends, however this process ends."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
 def slow() -> None:
     import subprocess
 
@@ -41,10 +48,11 @@ def slow() -> None:
     def starved(*args, **kwargs):
         # a busy loop on CPU 0, started from this process: same session, so the same scheduler autogroup, where
         # the nice value below counts (between autogroups the kernel shares CPU time equally, whatever the nice)
-        loop = subprocess.Popen(["taskset", "-c", "0", sys.executable, "-c", "while True: pass"])
+        loop = subprocess.Popen(["taskset", "-c", "0", sys.executable, "-c", "while True: pass"],
+                                preexec_fn=_dies_with_this_process)
         try:
             os.sched_setaffinity(0, {0})  # this thread only (Linux: affinity and nice are per thread)
-            os.nice(19)
+            os.nice(10)
             return real(*args, **kwargs)
         finally:
             loop.kill()

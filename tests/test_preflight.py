@@ -151,5 +151,7 @@ def test_a_slow_node_is_named_as_the_straggler(tmp_path):
     report = report_of(results)
     assert [code for code, *_ in results] == [1, 1, 1]
     assert bad(report) == {NODES[1]: ["GD807"]}
-    (reason,) = [r for entry in report["bad_nodes"] for r in entry["reasons"] if r["metric"] == "gemm_tflops"]
-    assert reason["value"] < 0.5 * reason["median"] and reason["gpus"][0]["rank"] == 1
+    # measured far below the others, or still measuring when the phase's time ran out (a busier machine)
+    reasons = [r for entry in report["bad_nodes"] for r in entry["reasons"]]
+    assert reasons and all(r["gpus"][0]["rank"] == 1 for r in reasons)
+    assert all(r["value"] < 0.5 * r["median"] if r["metric"] != "unfinished" else r["value"] > 0 for r in reasons)

@@ -32,9 +32,9 @@ def test_torchrun_nodes_hold_consecutive_ranks():
 
 
 def test_srun_block_distribution_names_the_hosts(monkeypatch):
-    import gpudoctor.bench.launch as launch
+    import gpudoctor.rendezvous as rendezvous
 
-    monkeypatch.setattr(launch, "slurm_hosts", lambda nodelist: ["gpu-a01", "gpu-a02", "gpu-b07"]
+    monkeypatch.setattr(rendezvous, "slurm_hosts", lambda nodelist: ["gpu-a01", "gpu-a02", "gpu-b07"]
                         if nodelist == "gpu-a[01-02],gpu-b07" else [])
     env = {"SLURM_STEP_TASKS_PER_NODE": "2(x2),1", "SLURM_STEP_NODELIST": "gpu-a[01-02],gpu-b07"}
     expected = expected_layout(member("slurm", world=5), env)

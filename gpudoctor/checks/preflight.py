@@ -71,9 +71,20 @@ METRICS = (("gemm_tflops", "matmul", "TFLOP/s"), ("copy_gbps", "memory copy", "G
 
 @check("GD807")
 def preflight_gpu_straggler(facts, rule):
-    gpus = [gpu for gpu in facts.get("preflight.gpus") if isinstance(gpu, dict)]
+    listed = [gpu for gpu in facts.get("preflight.gpus") if isinstance(gpu, dict)]
     fraction = _limits()["straggler"]["below_median"]
     judged = False
+    for gpu in listed:
+        if gpu.get("unfinished_s") is not None:
+            judged = True
+            yield rule.finding(
+                f"{_gpu_name(gpu)} is a straggler: it was still timing its device when the phase's "
+                f"{gpu['unfinished_s']:g} s ran out, far slower than the ranks that had finished. Every step of the "
+                "job waits for its slowest GPU",
+                evidence={"nodes": [gpu["node"]], "gpus": [_gpu_ref(gpu)], "metric": "unfinished",
+                          "value": gpu["unfinished_s"]},
+                fix=rule.fix(values={"node": gpu["node"]}))
+    gpus = [gpu for gpu in listed if gpu.get("unfinished_s") is None]
     for key, what, unit in METRICS:
         figures = [gpu[key] for gpu in gpus if isinstance(gpu.get(key), (int, float))]
         if len(figures) < len(gpus) or not figures:

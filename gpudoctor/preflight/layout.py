@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import socket
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional
 
 from gpudoctor.preflight import PreflightError
@@ -29,9 +29,10 @@ class Member:
     master: str  # MASTER_ADDR
     port: int  # MASTER_PORT
     agent_store: bool  # torchrun's agent hosts the store (rank 0 is a client like the others)
+    launched: object = None  # gpudoctor.rendezvous.Rank
 
     def arrival(self) -> dict:
-        return {key: value for key, value in asdict(self).items() if key in ("rank", "local_rank", "node_rank", "host")}
+        return {"rank": self.rank, "local_rank": self.local_rank, "node_rank": self.node_rank, "host": self.host}
 
 
 def _int(env: Mapping[str, str], name: str) -> Optional[int]:
@@ -48,16 +49,12 @@ def node_host(env: Mapping[str, str]) -> str:
 
 
 def member_from_env(environ: Optional[Mapping[str, str]] = None) -> Member:
-    """This rank under torchrun or srun (the launcher's variables validated as `bench nccl` and `check --fleet`
-    validate them), or a PreflightError saying how to start preflight."""
-    from gpudoctor.bench import BenchError
-    from gpudoctor.bench.launch import rank_from_env
+    """This rank under torchrun or srun (the launcher's variables validated by gpudoctor.rendezvous, as for
+    `bench nccl` and `check --fleet`), or a PreflightError saying how to start preflight."""
+    from gpudoctor.rendezvous import launched_rank
 
     env = os.environ if environ is None else environ
-    try:
-        rank = rank_from_env(environ)
-    except BenchError as exc:
-        raise PreflightError(f"preflight: {exc}") from None
+    rank = launched_rank("preflight", environ)  # a RendezvousError (one line, exit 2) for values that cannot work
     if rank is None:
         raise PreflightError("preflight runs inside the job's launcher, one process per GPU: `srun --ntasks-per-node=8 "
                              "gpudoctor preflight` or `torchrun --nnodes=N --nproc-per-node=8 -m gpudoctor "
@@ -66,7 +63,7 @@ def member_from_env(environ: Optional[Mapping[str, str]] = None) -> Member:
     return Member(rank=rank.rank, world_size=rank.world_size, local_rank=rank.local_rank,
                   node_rank=node_rank if node_rank is not None else 0, host=node_host(env), launcher=rank.launcher,
                   master=(env.get("MASTER_ADDR") or "").strip(), port=int((env.get("MASTER_PORT") or "0").strip()),
-                  agent_store=env.get("TORCHELASTIC_USE_AGENT_STORE") == "True")
+                  agent_store=env.get("TORCHELASTIC_USE_AGENT_STORE") == "True", launched=rank)
 
 
 @dataclass(frozen=True)
@@ -80,7 +77,8 @@ class Expected:
 def expected_layout(member: Member, environ: Optional[Mapping[str, str]] = None) -> Expected:
     """The allocation as the launcher describes it; where it does not (an unknown distribution), every rank is
     its own node until it arrives and says where it runs."""
-    from gpudoctor.bench.launch import slurm_hosts, slurm_tasks_per_node
+    from gpudoctor.bench.launch import slurm_tasks_per_node
+    from gpudoctor.rendezvous import slurm_hosts
 
     env = os.environ if environ is None else environ
     world = member.world_size

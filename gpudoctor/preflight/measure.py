@@ -29,7 +29,7 @@ class Sizes:
 
 GPU_SIZES = Sizes(gemm_n=8192, copy_bytes=256 * MiB, trial_s=0.0, fabric_min=1 * MiB, fabric_max=256 * MiB,
                   pair_bytes=64 * MiB)
-CPU_SIZES = Sizes(gemm_n=192, copy_bytes=8 * MiB, trial_s=0.03, fabric_min=64 * KiB, fabric_max=1 * MiB,
+CPU_SIZES = Sizes(gemm_n=192, copy_bytes=4 * MiB, trial_s=0.03, fabric_min=64 * KiB, fabric_max=1 * MiB,
                   pair_bytes=1 * MiB)
 GPU_CALLS = 10
 
@@ -73,7 +73,7 @@ def _seconds(torch, device, call, sizes: Sizes) -> tuple:
         torch.cuda.synchronize(device)
         return GPU_CALLS, start.elapsed_time(end) / 1e3
     calls, began = 0, time.perf_counter()
-    while calls < 2 or time.perf_counter() - began < sizes.trial_s:
+    while calls < 1 or time.perf_counter() - began < sizes.trial_s:
         call()
         calls += 1
     return calls, time.perf_counter() - began
@@ -101,9 +101,10 @@ def _one_trial(torch, device, info: dict, sizes: Sizes) -> dict:
             "copy_gbps": _copy(torch, device, sizes)}
 
 
-def device_figures(dist, device, info: dict, sizes: Sizes) -> dict:
+def device_figures(dist, device, info: dict, sizes: Sizes, timing=lambda busy: None) -> dict:
     """This rank's best figures over TRIALS runs. GPUs run at once (each its own device); on CPU the ranks take
-    turns, one thread each, a barrier between turns."""
+    turns, one thread each, a barrier between turns. `timing(True)` before this rank times its device, `timing(False)`
+    after: so a deadline that passes meanwhile names the rank still timing (a straggler too slow to finish)."""
     import torch
 
     threads = torch.get_num_threads()
@@ -115,8 +116,10 @@ def device_figures(dist, device, info: dict, sizes: Sizes) -> dict:
             turns = range(dist.get_world_size()) if device.type != "cuda" else [dist.get_rank()]
             for turn in turns:
                 if turn == dist.get_rank():
+                    timing(True)
                     for key, value in _one_trial(torch, device, info, sizes).items():
                         best[key] = max(best.get(key, 0.0), value)
+                    timing(False)
                 dist.barrier()
     finally:
         torch.set_num_threads(threads)

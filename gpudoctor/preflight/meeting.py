@@ -164,6 +164,15 @@ class Meeting:
         alive = [rank for rank in range(world) if self.has(f"alive/{rank}")]
         return self.decide("verdict/failure", {**first, "alive": alive})
 
+    def mark(self, key: str, on: bool) -> None:
+        """Set or clear this rank's flag `key` (a rank timing its device)."""
+        name = f"{key}/{self.member.rank}"
+        self._call(lambda store: store.set(name, "1") if on else store.delete_key(name))
+
+    def marked(self, key: str) -> List[int]:
+        """The ranks whose flag `key` is set."""
+        return [rank for rank in range(self.member.world_size) if self.has(f"{key}/{rank}")]
+
     # --- the exit status ------------------------------------------------------------------------------------------
     def post_exit(self, code: int) -> None:
         self._call(lambda store: store.set("exit", str(code)))

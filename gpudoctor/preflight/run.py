@@ -24,6 +24,9 @@ DEFAULT_SELECT = ("GD1", "GD5", "GD8")  # the node rules that judge health, the 
 RESERVE_S = 4.0  # kept back from the budget for settling a failure and writing the report
 GRACE_S = 3.0  # how long the ranks still alive after a failure wait for one another
 PROBE_S = 15.0  # each node's probes in the agree phase, at most
+SMALL = 64 * 1024  # bytes a rank may send as its arrival or its GPU figures
+FIGURES_LIMIT = 4 * 1024 * 1024  # …as its fabric figures (a sweep's rows)
+TIMING = "timing"  # the store's flag of a rank timing its device
 COMPARED = frozenset({"host", "env", "nvml", "torch"})  # what the fleet rules compare between nodes (GD801–GD804)
 
 
@@ -59,16 +62,10 @@ class Clock:
         return max(0.5, min(cap, self.left() - RESERVE_S))
 
 
-def import_torch():
-    os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")  # c10d's own retry lines; preflight says what failed
-    try:
-        import torch.distributed as dist
-    except Exception as exc:  # noqa: BLE001 - a missing or broken torch is the user's situation
-        raise PreflightError(f"preflight needs torch (torch.distributed) in the job's environment: "
-                             f"{type(exc).__name__}: {exc}") from None
-    if not dist.is_available():
-        raise PreflightError("preflight needs torch with torch.distributed (this build has none)")
-    return dist
+def _torch_version() -> str:
+    import torch
+
+    return str(torch.__version__)
 
 
 @dataclass
@@ -83,6 +80,14 @@ class Preflight:
     labels: dict = field(default_factory=dict)  # rank → node label
     current: str = ""
     phase_began: float = 0.0
+    group: Optional[object] = None  # gpudoctor.rendezvous.Group over the process group, for the exchanges
+    info: dict = field(default_factory=dict)  # this rank's device, as the GPU phase names it
+
+    def exchange(self, what: str, call):
+        """One of gpudoctor.rendezvous's bounded, checked exchanges (`call(group)`) as a step of this phase."""
+        seconds = self.clock.until_reserve()
+        self.group.timeout_s = seconds
+        return self.meeting.step(what, lambda: call(self.group), seconds)
 
     def begin(self, name: str) -> None:
         self.current, self.phase_began = name, time.monotonic()
@@ -93,13 +98,12 @@ class Preflight:
 
     # --- phase 1 -----------------------------------------------------------------------------------------------
     def meet(self) -> Optional[Outcome]:
-        """None when every rank arrived; else the outcome (GD806 on the lowest rank that did)."""
-        self.begin("meet")
+        """None when every rank arrived; else the outcome (GD806 on the lowest rank that did). The phase runs from
+        the start (torch imported) until the process group works (`process_group`)."""
         seconds = max(1.0, min(self.options.timeout, self.clock.left() - RESERVE_S))
         self.facts["meet_timeout_s"] = round(seconds, 3)
         verdict = self.meeting.meet(seconds)
         if verdict["met"]:
-            self.end("ok", f"{self.member.world_size} ranks")
             return None
         arrived = verdict["arrived"]
         self.facts["nodes"] = node_table(arrived, expected_layout(self.member), self.member.world_size)
@@ -111,28 +115,32 @@ class Preflight:
 
     def process_group(self):
         dist = self.meeting.process_group(self.clock.until_reserve(cap=30.0))
-        from gpudoctor.bench.exchange import all_gather_json
+        from gpudoctor.rendezvous import Group
 
-        arrivals = self.meeting.step("exchanging arrivals", lambda: all_gather_json(dist, self.member.arrival()),
-                                     self.clock.until_reserve())
+        self.group = Group(self.member.launched, "preflight", self.clock.until_reserve())
+        self.group.dist = dist  # the group meeting.process_group started on the launcher's store
+        arrivals = self.exchange("exchanging arrivals", lambda group: group.all_gather_json(
+            self.member.arrival(), SMALL, "its arrival"))
         self.facts["nodes"] = node_table(arrivals, expected_layout(self.member), self.member.world_size)
         for node in self.facts["nodes"]:
             for rank in node["ranks"]:
                 self.labels[rank] = node["node"]
+        self.end("ok", f"{self.member.world_size} ranks on {len(self.facts['nodes'])} nodes, torch "
+                       f"{_torch_version()}")
         return dist
 
     # --- phase 2 -----------------------------------------------------------------------------------------------
     def agree(self, dist) -> bool:
         """Every node's facts through the node and fleet rules, on rank 0; False (on every rank) to stop."""
-        from gpudoctor.bench.exchange import broadcast_int, gather_json
+        from gpudoctor.rendezvous import SNAPSHOT_LIMIT
 
         self.begin("agree")
         node = self.labels[self.member.rank]
         first = self.member.rank == min(r for r, label in self.labels.items() if label == node)
         rules = [rule for rule in self.options.rules if rule.id not in VERDICT_RULES]
         payload = {"node": node, "snapshot": self._snapshot(rules)} if first else None
-        gathered = self.meeting.step("exchanging the nodes' facts", lambda: gather_json(dist, payload, dst=0),
-                                     self.clock.until_reserve())
+        gathered = self.exchange("exchanging the nodes' facts", lambda group: group.gather_json(
+            payload, SNAPSHOT_LIMIT, "its node's facts"))
         stop = 0
         if self.member.rank == 0:
             from gpudoctor.fleet import evaluate_fleet
@@ -149,8 +157,8 @@ class Preflight:
                                              "gpudoctor snapshot") from None
             self.fleet = evaluate_fleet(nodes, rules)
             stop = int(any(f.severity >= Severity.ERROR for f in self.fleet.all_findings()))
-        stop = self.meeting.step("sharing the verdict on the facts", lambda: broadcast_int(dist, stop, 0),
-                                 self.clock.until_reserve())
+        stop = self.exchange("sharing the verdict on the facts", lambda group: group.broadcast_int(
+            stop, 0, "the verdict on the facts"))
         self.end("bad" if stop else "ok", "the nodes disagree or a node is unhealthy: stopped before any "
                  "collective on the GPUs" if stop else f"{len(set(self.labels.values()))} nodes agree")
         return not stop
@@ -166,7 +174,6 @@ class Preflight:
 
     # --- phase 3 -----------------------------------------------------------------------------------------------
     def gpus(self, dist):
-        from gpudoctor.bench.exchange import all_gather_json
         from gpudoctor.preflight.measure import device_figures, device_of, identity
 
         self.begin("gpus")
@@ -174,18 +181,18 @@ class Preflight:
         info = identity(device)
         self.facts["device"] = device.type
         self.facts["backend"] = "nccl" if device.type == "cuda" else "gloo"
-        figures = self.meeting.step("timing each GPU alone", lambda: device_figures(dist, device, info, sizes),
-                                    self.clock.until_reserve())
-        mine = {"node": self.labels[self.member.rank], "rank": self.member.rank, **info, **figures}
-        self.facts["gpus"] = self.meeting.step("exchanging the GPU figures", lambda: all_gather_json(dist, mine),
-                                               self.clock.until_reserve())
+        self.info = {"node": self.labels[self.member.rank], "rank": self.member.rank, **info}
+        figures = self.meeting.step("timing each GPU alone", lambda: device_figures(
+            dist, device, info, sizes, lambda busy: self.meeting.mark(TIMING, busy)), self.clock.until_reserve())
+        mine = {**self.info, **figures}
+        self.facts["gpus"] = self.exchange("exchanging the GPU figures", lambda group: group.all_gather_json(
+            mine, SMALL, "its GPU figures"))
         self.end("ok", ("each rank's core in turn, one thread (no GPU)" if device.type == "cpu" else
                         f"{len(self.facts['gpus'])} GPUs"))
         return device, sizes
 
     # --- phase 4 -----------------------------------------------------------------------------------------------
     def fabric(self, dist, device, sizes) -> None:
-        from gpudoctor.bench.exchange import all_gather_json, broadcast_int
         from gpudoctor.preflight.measure import (first_ranks, neighbour_pairs, new_group, rounds,
                                                  sweep_figures)
 
@@ -227,8 +234,8 @@ class Preflight:
             if me == 0:
                 mine["cross"] = {"nodes": labels, **figures}
         if pairs:
-            go = self.meeting.step("deciding on pairs", lambda: broadcast_int(dist, int(self.clock.left() > RESERVE_S
-                                                                                         * 3), 0), left())
+            go = self.exchange("deciding on pairs", lambda group: group.broadcast_int(
+                int(self.clock.left() > RESERVE_S * 3), 0, "whether the pairs have time"))
             for this in rounds(pairs) if go else []:
                 for a, b in this:
                     ranks = [leaders[labels.index(a)], leaders[labels.index(b)]]
@@ -241,7 +248,8 @@ class Preflight:
                             mine.setdefault("pairs", []).append({"nodes": [a, b], "busbw_gbps": figures["busbw_gbps"],
                                                                  "wrong": figures["wrong"]})
                 self.meeting.step("ending a round of pairs", dist.barrier, left())
-        everyone = self.meeting.step("exchanging the fabric figures", lambda: all_gather_json(dist, mine), left())
+        everyone = self.exchange("exchanging the fabric figures", lambda group: group.all_gather_json(
+            mine, FIGURES_LIMIT, "its fabric figures"))
         self.facts["fabric"] = {
             "intra": [item["intra"] for item in everyone if "intra" in item],
             "cross": next((item["cross"] for item in everyone if "cross" in item), None),
@@ -252,15 +260,25 @@ class Preflight:
 
     # --- the end -----------------------------------------------------------------------------------------------
     def failed(self, failure: StepFailed) -> Outcome:
-        """After a failed step: settle who is alive; the lowest rank alive reports."""
+        """After a failed step: settle who is alive; the lowest rank alive reports. In the GPU phase, a rank still
+        timing its device when every rank is alive is a straggler too slow to finish (GD807), not a failure."""
+        phase = self.current
         if self.current:
             self.end("failed", f"{failure.step}: {failure.error}")
+        slow = self.meeting.marked(TIMING) if phase == "gpus" else []
         verdict = self.meeting.settle_failure(failure, max(1.0, min(GRACE_S, self.clock.left())))
         alive = verdict["alive"]
-        self.facts["failure"] = {
-            "step": verdict["step"], "error": f"rank {verdict['rank']}: {verdict['error']}",
-            "unfinished": [{"rank": rank, "node": self.labels.get(rank, f"the node of rank {rank}")}
-                           for rank in range(self.member.world_size) if rank not in alive]}
+        unfinished = [rank for rank in range(self.member.world_size) if rank not in alive]
+        if slow and not unfinished:
+            seconds = self.phases[-1].seconds
+            self.facts["gpus"] = [{"node": self.labels.get(rank), "rank": rank, "unfinished_s": seconds}
+                                  for rank in slow]
+            self.facts.pop("failure", None)  # nothing failed: the fabric was not reached, GD808 stays unknown
+        else:
+            self.facts["failure"] = {
+                "step": verdict["step"], "error": f"rank {verdict['rank']}: {verdict['error']}",
+                "unfinished": [{"rank": rank, "node": self.labels.get(rank, f"the node of rank {rank}")}
+                               for rank in unfinished]}
         if self.member.rank != min(alive, default=self.member.rank):
             return Outcome(self.meeting)
         return Outcome(self.meeting, self.finish())
@@ -286,9 +304,12 @@ def run(options: Options) -> Outcome:
     """This rank's preflight, from the launcher's variables to an Outcome (PreflightError: it cannot run here)."""
     clock = Clock(options.budget)
     member = member_from_env()
-    import_torch()
     meeting = Meeting(member, os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
     flight = Preflight(member, options, clock, meeting)
+    flight.begin("meet")
+    from gpudoctor.rendezvous import import_distributed
+
+    import_distributed("preflight")
     ended = flight.meet()
     if ended is not None:
         return ended

@@ -105,7 +105,7 @@ def _figures(report, console) -> None:
         cross = fabric["cross"]
         parts.append(f"across {plural(len(cross['nodes']), 'node')} {_gbps(cross.get('busbw_gbps'))}")
     if fabric.get("pairs"):
-        parts.append("pairs " + ", ".join(f"{a}–{b} {_gbps(p.get('busbw_gbps'))}"
+        parts.append("pairs " + ", ".join(f"{a} ↔ {b} {_gbps(p.get('busbw_gbps'))}"
                                           for p in fabric["pairs"] for a, b in [p["nodes"]]))
     if parts:
         say(console, "Fabric   all-reduce bus bandwidth: " + "; ".join(parts), " ", "          ")
