@@ -73,7 +73,8 @@ def next_steps(bad: List[dict], links: List[list], environ: Mapping[str, str]) -
         steps.append(f"for an administrator: kubectl taint nodes {' '.join(hosts)} "
                      "gpudoctor.io/preflight=bad:NoSchedule")
     elif hosts:
-        steps.append(f"start the job without {', '.join(hosts)} (the hosts you give the launcher)")
+        named = [entry["node"] for entry in bad if entry.get("host")]
+        steps.append(f"start the job without {', '.join(named)} (the hosts and node ranks you give the launcher)")
     if unnamed:
         steps.append(f"{', '.join(unnamed)}: no rank of it arrived, so its host is not known here; the launcher's "
                      "log on that node says where it stopped")
