@@ -130,12 +130,12 @@ def rule_catalog() -> dict:
 
 def describe_rule(rule_id: str) -> dict:
     """The `gpudoctor explain ID --format json` document: one rule's documentation, fix cases and examples."""
-    from gpudoctor.catalog import find_rule, rule_json
+    from gpudoctor.catalog import find_rule, quoted_id, rule_json
     from gpudoctor.errors import InputError
 
     rule = find_rule(rule_id)
     if rule is None:
-        raise InputError(f"no rule {rule_id!r} (see `gpudoctor rules`)")
+        raise InputError(f"no rule {quoted_id(rule_id)} (see `gpudoctor rules`)")
     return rule_json(rule, full=True)
 
 

@@ -278,6 +278,15 @@ def closest_rules(code: str, rule_ids: Iterable[str]) -> List[str]:
     return [rule_id for ratio, _, rule_id in sorted(scored, key=lambda item: (-item[0], -item[1])) if ratio >= 0.6][:3]
 
 
+_RULE_ID_SHAPE = re.compile(r"[A-Za-z][A-Za-z0-9]{0,11}")  # GD304, SITE001, a typo (GD4O6); no token
+
+
+def quoted_id(text: str) -> str:
+    """A rule ID or prefix as an error line quotes it (`'GD999'`); text of any other shape, perhaps a token pasted by
+    mistake, is never echoed."""
+    return repr(text) if _RULE_ID_SHAPE.fullmatch(text) else "<not shown: not a rule ID>"
+
+
 def unmatched_code(codes: Iterable[str], rule_ids: Iterable[str]) -> Optional[str]:
     """Why the first of `codes` (rule IDs or prefixes, as --select/--ignore take them) that matches no rule is
     wrong, naming the closest real IDs; None when every code matches a rule."""
@@ -287,7 +296,7 @@ def unmatched_code(codes: Iterable[str], rule_ids: Iterable[str]) -> Optional[st
             continue
         close = closest_rules(code, rule_ids)
         hint = f"did you mean {', '.join(close)}?" if close else "`gpudoctor rules` lists them"
-        return f"{code!r} matches no rule ({hint})"
+        return f"{quoted_id(code)} matches no rule ({hint})"
     return None
 
 

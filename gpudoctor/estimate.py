@@ -39,6 +39,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 from gpudoctor.adapters import LLAMA_LIKE, decoder_linears, lora_summary
 from gpudoctor.errors import InputError
 from gpudoctor.units import GiB, gib
+from gpudoctor.redact import cut
 
 OVERHEAD_BYTES = 1 * GiB  # CUDA context + workspaces + NCCL buffers + fragmentation (see module docstring)
 HOST_BUFFER_FACTOR = 1.5  # DeepSpeed's additional_buffer_factor default
@@ -174,8 +175,8 @@ def load_model(text: str) -> ModelSpec:
 
     params = parse_size(text)
     if params is not None and params < MIN_PARAMS:
-        raise ModelError(f"--model {text[:60]!r} reads as {params:,} parameters, too small for a model: give a unit "
-                         f"(7B, 350M) or the model's config.json")
+        raise ModelError(f"--model {cut(text, 60)!r} reads as {params:,} parameters, too small for a model: give a "
+                         f"unit (7B, 350M) or the model's config.json")
     if params is not None:
         return ModelSpec(source=str(text), params=params)
     path = Path(text)
@@ -193,12 +194,12 @@ def load_model(text: str) -> ModelSpec:
             return _from_config(_read_config(cached), text, origin)
         if config is not None:
             return _from_config(config, text, origin)
-        raise ModelError(f"--model {text[:60]!r}: neither a size (0.5B, 7e9, 1.3b), a config.json file, nor a "
+        raise ModelError(f"--model {cut(text, 60)!r}: neither a size (0.5B, 7e9, 1.3b), a config.json file, nor a "
                          "Hugging Face model id in the local Hugging Face cache or gpudoctor's table of published "
-                         f"configs; download its config.json (huggingface-cli download {text[:60]} config.json) and "
-                         "give its path")
-    raise ModelError(f"--model {text[:60]!r}: neither a size (0.5B, 7e9, 1.3b), a config.json file nor a Hugging "
-                     "Face model id (Qwen/Qwen2.5-0.5B)")
+                         f"configs; download its config.json (huggingface-cli download {cut(text, 60)} config.json) "
+                         "and give its path")
+    raise ModelError(f"--model {cut(text, 60)!r}: neither a size (0.5B, 7e9, 1.3b), a config.json file nor a "
+                     "Hugging Face model id (Qwen/Qwen2.5-0.5B)")
 
 
 def _from_config(config: Mapping[str, Any], source: str, origin: Optional[str] = None) -> ModelSpec:

@@ -41,24 +41,38 @@ _BARE_USER = re.compile(r"(?<![\w/.:@%+-])[A-Za-z0-9._%+-]++:")
 # authentication scheme before the value (`Authorization: Bearer …`, `token …`, `Basic …`) stays readable.
 _VALUE = (r"(?P<value>\\?(?P<q>[\"'])(?:.*?(?<!\\)(?P=q)(?=[\s,;)\]}]|$)|.*)|[^\s'\"][^\s'\",;}]*+)")
 NAMED_VALUE = re.compile(
-    r"(?P<name>\b[A-Za-z_][A-Za-z0-9_]*+(?=\s*=)"
+    r"(?P<name>(?<![\w.-])-{0,2}[A-Za-z_][\w.-]*+(?=\s*=)"
     r"|(?<=[\"'])[A-Za-z_][\w.-]*+(?=[\"']\s*:)"
     r"|\b[A-Z_][A-Z0-9_]*+(?=\s*:)"
     r"|(?<![\w-])[A-Za-z][A-Za-z0-9]*+(?:[_-][A-Za-z0-9]++)++(?=\s*:)"
+    r"|\b[a-z][a-z0-9]*+(?:[A-Z][a-z0-9]*+)++(?=\s*:)"
     r"|\b(?i:authorization|password|passwd|token|secret|cookie|apikey)(?=\s*:))"
     r"(?P<sep>[\"']?\s*[=:]\s*)"
     r"(?P<scheme>(?i:bearer|basic|token|digest|negotiate|ntlm|bot)\s++(?=[^\s'\"]))?" + _VALUE,
     re.MULTILINE)
 # `export NAME value`, `setenv NAME value` (csh), `ENV NAME value` (a Dockerfile's legacy form): the value after a space
-SPACED_VALUE = re.compile(r"\b(?:export|setenv|ENV|env)[^\S\n]++(?P<name>[A-Za-z_][A-Za-z0-9_]*+)(?P<sep>[^\S\n]++)"
-                          r"(?!=)" + _VALUE, re.MULTILINE)
+# `--hf-token VALUE`, `-api-key VALUE` (a command-line option and its value), and `AWS_SECRET_ACCESS_KEY VALUE` (an
+# upper-case variable, then a value holding a digit: "HF_TOKEN is not set" is prose)
+SPACED_VALUE = re.compile(r"(?:\b(?:export|setenv|ENV|env)[^\S\n]++(?P<name>[A-Za-z_][A-Za-z0-9_]*+)"
+                          r"|(?<![\w-])(?P<option>--?[A-Za-z][\w.-]*+)"
+                          r"|\b(?P<upper>[A-Z][A-Z0-9]*+(?:_[A-Z0-9]++)++)(?=[^\S\n]++[^\s'\"=:]*\d))"
+                          r"(?P<sep>[^\S\n]++)(?![=<-])" + _VALUE, re.MULTILINE)
 # Token formats that are secrets whatever their name: Hugging Face user access tokens (hf_…, huggingface.co/docs/hub/
 # security-tokens), GitHub tokens (ghp_, gho_, ghu_, ghs_, ghr_, github_pat_: github.blog "Behind GitHub's new
 # authentication token formats"), GitLab personal access tokens (glpat-), Slack tokens (xoxb-, xoxp-, …), AWS access
 # key IDs (AKIA…), OpenAI-style secret keys (sk-…) and JSON Web Tokens (eyJ….eyJ….…).
-TOKEN_SHAPES = re.compile(r"(?<![\w-])(?:hf_[A-Za-z0-9]{20,}+|gh[pousr]_[A-Za-z0-9]{20,}+|github_pat_\w{20,}+"
-                          r"|glpat-[\w-]{20,}+|xox[abposr]-[\w-]{10,}+|AKIA[0-9A-Z]{16}|sk-[\w-]{20,}+"
-                          r"|eyJ[\w-]{8,}+\.eyJ[\w-]{8,}+\.[\w-]++)")
+# A token glued to a word by '-' or '_' (`node-AKIA…`, `x_sk-…`) is one too; each shape either stops at the end of
+# its characters or fails only within a few of them, so glued starts cost no rescans (JSON Web Tokens, which can
+# fail far from their start, begin only after a space or punctuation).
+TOKEN_SHAPES = re.compile(r"(?<![A-Za-z0-9])(?:hf_[A-Za-z0-9]{20,}+|gh[pousr]_[A-Za-z0-9]{20,}+|github_pat_\w{20,}+"
+                          r"|glpat-[\w-]{20,}+|xox[abposr]-[\w-]{10,}+|AKIA[0-9A-Z]{16}|sk-[\w-]{20,}+)"
+                          r"|(?<![\w-])eyJ[\w-]{8,}+\.eyJ[\w-]{8,}+\.[\w-]++")
+# The same shapes, and a URL's password, cut short by another tool or a log's width ("a token cut short is still a
+# token"): a known prefix and a few characters, or `scheme://user:` and what follows, running into `…` or `...`.
+CUT_TOKEN = re.compile(r"(?<![\w-])(?:hf_|gh[pousr]_|github_pat_|glpat-|xox[abposr]-|AKIA|sk-|eyJ)[\w-]{3,}+"
+                       r"(?=…|\.\.\.)")
+CUT_URL = re.compile(r"(?<![A-Za-z0-9+.-])(?P<head>[A-Za-z][A-Za-z0-9+.-]*+://[^/@:\s'\"<>]++:)[^\s@/'\"<>]*?"
+                     r"(?=…|\.\.\.)")
 
 # A tokenizer, and token counts in lower-case ML output (`tokens_per_s`, `max_new_tokens`), are not secrets;
 # `HF_TOKENS` is.
@@ -144,11 +158,13 @@ def remember_facts(node: Any, record_of_secret: bool = False) -> None:
 
 
 def _named(match: "re.Match") -> str:
-    if not is_secret_name(match.group("name")) or match.group("value") in (REDACTED, f'"{REDACTED}"'):
+    groups = match.groupdict()
+    name = groups.get("name") or groups.get("option") or groups.get("upper") or ""
+    if not is_secret_name(name.lstrip("-")) or match.group("value") in (REDACTED, f'"{REDACTED}"'):
         return match.group(0)
     # a bare value after a quoted name (`"api_key": 12345678`) becomes a quoted one: JSON stays JSON
     hidden = f'"{REDACTED}"' if match.group("sep")[:1] in "\"'" and not match.group("q") else REDACTED
-    return f"{match.group('name')}{match.group('sep')}{match.groupdict().get('scheme') or ''}{hidden}"
+    return f"{name}{match.group('sep')}{groups.get('scheme') or ''}{hidden}"
 
 
 # Each pattern runs only on the lines holding one of its markers (ASCII, lower case): a long log, or binary noise,
@@ -159,7 +175,8 @@ _TOKEN_PREFIXES = (b"hf_", b"ghp_", b"gho_", b"ghu_", b"ghs_", b"ghr_", b"github
 _PASSES = (
     ((b"@",), lambda text: "".join(_url_credentials(word) if "@" in word and ":" in word else word
                                    for word in _WORDS.split(text))),
-    (_TOKEN_PREFIXES, lambda text: TOKEN_SHAPES.sub(REDACTED, text)),
+    (_TOKEN_PREFIXES, lambda text: CUT_TOKEN.sub(REDACTED, TOKEN_SHAPES.sub(REDACTED, text))),
+    ((b"://",), lambda text: CUT_URL.sub(lambda m: m.group("head") + REDACTED, text)),
     (_SECRET_WORDS, lambda text: SPACED_VALUE.sub(_named, NAMED_VALUE.sub(_named, text))),
 )
 _DENSE = 20000  # lines with a marker beyond which one pass over the whole text is cheaper than line by line
@@ -216,6 +233,13 @@ def redact_text(text: str) -> str:
     for markers, redact in _PASSES:
         text = _by_line(text, lambda t: t.encode("ascii", "replace").lower(), "\n", markers, redact)
     return text
+
+
+def cut(text: str, limit: int, mark: str = "") -> str:
+    """`text` shortened to `limit` characters (`mark` where it was cut) — redacted first: cut first, a token or a
+    URL's password would come out in part, too short for any pattern to know it."""
+    text = redact_text(text)
+    return text if len(text) <= limit else text[:max(0, limit - len(mark))] + mark
 
 
 def redact_bytes(data: bytes) -> bytes:

@@ -425,3 +425,66 @@ def test_preview_fix_never_echoes_a_file_that_is_not_a_dotenv(mcp_tools, name, t
     said = _refused(lambda: tools.preview_fix(env_file=str(root / name), quick=True), "preview_fix previews .env "
                     "files only")
     assert "Secret" not in said and "b3Blbn" not in said
+
+
+# ---- secrets: redacted, then cut (a token cut short is no longer known as one) -----------------------------------
+
+TOKEN = "hf_Zq8sEcReT0123456789abcdefghijk"
+PASSWORD = "pa55word0123456789abcdef"
+CUT_INPUTS = {  # each puts the secret where gpudoctor quotes a line cut short (60 or 80 characters)
+    "env line": {"bad.env": f"NCCL_DEBUG=INFO\nthis line is not an assignment, you see: {TOKEN}\n"},
+    "first command": {"job.sbatch": f"#!/bin/bash\npython train.py --lr 3 --hub https://me:{PASSWORD}@hf.internal/x"
+                                    "\n#SBATCH -N 2\n"},
+    "deepspeed value": {"ds_config.json": '{"train_micro_batch_size_per_gpu": "' + "a" * 38 + f' {TOKEN}", '
+                                          '"train_batch_size": 8}\n'},
+    "python segment": {"train.py": "import torch.distributed as dist\ndist.init_process_group('nccl', init_method="
+                                   f"'tcp://me:{PASSWORD}@host:23456/path/x/y/z/w')\n",
+                       "run.sbatch": "#!/bin/bash\npython train.py\n"},
+}
+
+
+@pytest.mark.parametrize("case", CUT_INPUTS)
+@pytest.mark.parametrize("fmt", ["plain", "json"])
+def test_a_secret_in_a_line_quoted_short_is_redacted_before_the_cut(tmp_path, case, fmt):
+    """An unparsable .env line, an sbatch's first command, a DeepSpeed value and a Python source segment were cut
+    first (60 or 80 characters), leaving `hf_Zq8sEcReT01…` or a URL password without its `@`."""
+    for name, text in CUT_INPUTS[case].items():
+        (tmp_path / name).write_text(text)
+    code, out, err = _run("lint", tmp_path, "--format", fmt)
+    assert "<redacted>" in out + err, out + err  # the quoted line is there, its secret hidden
+    for secret in (TOKEN, PASSWORD):
+        assert secret[:10] not in out + err, out + err
+
+
+@pytest.mark.parametrize("text,hidden", [
+    ("cannot parse 'HF=hf_Zq8sEcReT01…'", "hf_Zq8sEcReT01"), ("token sk-proj-abcd1234...", "sk-proj-abcd1234"),
+    ("url https://me:pa55w…", "pa55w"), ("python train.py --api-key=7d1c9f8e7a6b5c4d", "7d1c9f8e7a6b5c4d"),
+    ("--wandb-key=abcd1234efgh", "abcd1234efgh"), ("torchrun x.py --hf-token abcdef123456 --lr 3", "abcdef123456"),
+    ("api.key=s3cr3tvalue1", "s3cr3tvalue1"), ("x-api-key=s3cr3tvalue1", "s3cr3tvalue1"),
+    ("accessToken: s3cr3tvalue1", "s3cr3tvalue1"), ("AWS_SECRET_ACCESS_KEY wJalrXUtnFEMI/K7MDENG", "wJalrXUtnFEMI"),
+    ("host node-AKIAIOSFODNN7EXAMPLE up", "AKIAIOSFODNN7EXAMPLE"), ("x_sk-abcdefghijklmnopqrstuvwxyz", "sk-abcdefg"),
+    ("open v1-hf_abcdefghijklmnopqrstuvwxyz.json: No such file", "hf_abcdefghij"),
+    ('gpudoctor_up{host="gpu-hf_abcdefghijklmnopqrstuvwxyz"} 1', "hf_abcdefghij"),
+])
+def test_secret_forms_the_redactor_missed(text, hidden):
+    """Options and `name: value`/`name value` forms with a secret name (read as a bare `key` before), tokens cut
+    short, and tokens glued to a word by '-' or '_' (a host name, a Prometheus label, a missing file)."""
+    from gpudoctor.redact import redact_text
+
+    assert hidden not in redact_text(text) and "<redacted>" in redact_text(text)
+
+
+@pytest.mark.parametrize("text", ["HF_TOKEN is not set", "WANDB_API_KEY set but empty", "KeyError: 'x'",
+                                  "unknown key: offload", "--tokenizer gpt2", "--max-new-tokens 50", "the key lr"])
+def test_prose_about_secret_names_stays_readable(text):
+    from gpudoctor.redact import redact_text
+
+    assert redact_text(text) == text
+
+
+@pytest.mark.parametrize("argv", [("check", "--api-key", "7d1c9f8e7a6b5c4d3e2f"), ("explain", TOKEN[:16]),
+                                  ("explain", f"v1-{TOKEN}"), ("check", "--select", TOKEN[:12])],
+                         ids=["unknown option", "explain a short token", "explain a glued token", "--select a token"])
+def test_error_lines_never_echo_a_secret(argv):
+    err = _usage_error(argv)
+    assert "7d1c9f8e" not in err and "Zq8sEc" not in err, err

@@ -21,6 +21,7 @@ from gpudoctor.facts import MissingFact
 from gpudoctor.facts.cuda import resolved, toolkit_version_at, torch_cuda
 from gpudoctor.knowledge import major_minor, table, version
 from gpudoctor.model import EnvChange, Location, Severity
+from gpudoctor.redact import cut
 
 AUTO = "auto"
 MAX_LISTED = 6
@@ -529,9 +530,9 @@ def _batch_world_mismatch(rule, location, evidence: dict, train: int, micro, gas
 
 def json_text(value: Any) -> str:
     try:
-        return json.dumps(value)[:60]
+        return cut(json.dumps(value), 60)
     except (TypeError, ValueError):
-        return repr(value)[:60]
+        return cut(repr(value), 60)
 
 
 def _key_table() -> Tuple[Dict[str, Tuple[bool, List[str]]], Dict[str, dict], Dict[str, dict]]:

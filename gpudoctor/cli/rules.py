@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from gpudoctor.catalog import INPUTS, catalog_json, closest_rules, find_rule, load_catalog, rule_json
+from gpudoctor.catalog import INPUTS, catalog_json, closest_rules, find_rule, load_catalog, quoted_id, rule_json
 from gpudoctor.cli.common import UsageError, add_policy_option, policy_rules
 from gpudoctor.render import terminal
 from gpudoctor.render.printable import printable_data
@@ -49,7 +49,8 @@ def run_explain(args: argparse.Namespace) -> int:
     rule = find_rule(args.rule) or next((r for r in policy_rules(args) if r.id == args.rule.strip().upper()), None)
     if rule is None:
         close = closest_rules(args.rule, [r.id for r in load_catalog()])
-        raise UsageError(f"no rule {args.rule!r} ({f'did you mean {close[0]}?' if close else 'see `gpudoctor rules`'})")
+        hint = f"did you mean {close[0]}?" if close else "see `gpudoctor rules`"
+        raise UsageError(f"no rule {quoted_id(args.rule)} ({hint})")
     if args.format == "json":
         json.dump(rule_json(rule, full=True), sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write("\n")

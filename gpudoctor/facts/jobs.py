@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Iterator, Optional, Tuple
 
 from gpudoctor.model import Location
+from gpudoctor.redact import redact_text
 
 
 def jobs(facts) -> list:
@@ -51,6 +52,7 @@ def names(job: dict) -> list:
 def job_label(job: dict) -> str:
     context = f" ({job['context']})" if job.get("context") else ""
     command = job.get("command", "")
+    command = redact_text(command)  # then cut: a token cut short is no longer known as one
     if len(command) > 60:
         command = command[:60].rsplit(" ", 1)[0] + " …"
     return f"`{command}`{context}"

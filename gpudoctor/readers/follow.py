@@ -9,6 +9,7 @@ import os
 from typing import List, Optional
 
 from gpudoctor.readers.launch import finish_job
+from gpudoctor.redact import cut
 
 
 def attach_script(job: dict, job_path: str, snapshot, reads) -> None:
@@ -60,7 +61,7 @@ def shell_script_jobs(job: dict, job_path: str, depth: int = 0) -> List[dict]:
         except OSError:
             continue
         found = []
-        for inner in read_script(text, candidate, context=f"run by `{job['command'][:60]}` at {job_path}:"
+        for inner in read_script(text, candidate, context=f"run by `{cut(job['command'], 60)}` at {job_path}:"
                                                            f"{job['line']}")[1]:
             inner["launchers"] = [dict(entry) for entry in job["launchers"]] + inner["launchers"]
             inner["conditional"] = inner["conditional"] or job["conditional"]

@@ -13,6 +13,7 @@ import re
 from typing import Dict, List, Optional, Tuple
 
 from gpudoctor.readers.env import Assignment, ReadResult, is_env_name
+from gpudoctor.redact import cut
 
 VAR = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)(?::([-+])([^}]*))?\}|([A-Za-z_][A-Za-z0-9_]*))")
 
@@ -203,7 +204,7 @@ def walk(parsed: Tuple[list, str], found: EnvReader, job=None) -> None:
     for line, body, chars in parsed[0]:
         match = HEAD.match(body)
         if not match:
-            found.result.error(f"not a Dockerfile instruction: {body.strip()[:60]!r}", line)
+            found.result.error(f"not a Dockerfile instruction: {cut(body.strip(), 60)!r}", line)
             continue
         keyword = match.group(1).upper()
         found.instruction(keyword, line, body, chars, match.end())

@@ -20,6 +20,7 @@ import codecs
 import re
 
 from gpudoctor.readers.env import Assignment, ReadResult, is_env_name
+from gpudoctor.redact import cut
 
 _WS_MULTI = re.compile(r"\s*")
 _EXPORT = re.compile(r"(?:export[^\S\r\n]+)?")
@@ -132,7 +133,7 @@ def read(text: str, path: str) -> ReadResult:
             reader.read(_WS_MULTI)
             line = reader.line()
             bad = _REST.match(reader.text, reader.pos).group(0).rstrip("\r\n")
-            result.error(f"cannot parse {bad.strip()[:60]!r} (python-dotenv skips this line)", line)
+            result.error(f"cannot parse {cut(bad.strip(), 60)!r} (python-dotenv skips this line)", line)
             reader.pos = failed_at  # as python-dotenv: skip the rest of the line where parsing stopped
             reader.read(_REST)
             continue

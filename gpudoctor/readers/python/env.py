@@ -18,6 +18,7 @@ from typing import Dict, List
 
 from gpudoctor.readers.env import Assignment, ReadResult, is_env_name
 from gpudoctor.readers.python.tree import Tree
+from gpudoctor.redact import cut
 
 ENV_KEYWORDS = {"env", "env_vars", "envs", "environment", "extra_env", "env_variables", "environment_variables",
                 "extra_env_vars", "envvars"}
@@ -79,7 +80,7 @@ class Finder:
             return str(node.value), None
         if isinstance(node, ast.JoinedStr) and all(isinstance(v, ast.Constant) for v in node.values):
             return "".join(str(v.value) for v in node.values), None
-        return _unparse(node), f"Python expression `{_unparse(node)[:60]}` evaluated when the script runs"
+        return _unparse(node), f"Python expression `{cut(_unparse(node), 60)}` evaluated when the script runs"
 
     def dict_literal(self, node: ast.Dict, context: str, conditional: bool = False) -> None:
         if id(node) in self.seen_dicts:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 from typing import Any, Dict, List, Optional
+from gpudoctor.redact import cut
 
 MAX_DEPTH = 40
 _NO_VALUE = object()
@@ -192,5 +193,4 @@ def segment(lines: List[str], node: ast.AST, limit: int = 80) -> str:
             text = " ".join([first.strip()] + rest + [last])
     except (AttributeError, IndexError, TypeError):
         return "…"
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[:limit - 1] + "…"
+    return cut(" ".join(text.split()), limit, "…")

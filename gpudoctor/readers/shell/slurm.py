@@ -12,6 +12,7 @@ import re
 from typing import Dict, List, Optional, Tuple
 
 from gpudoctor.spelling import one_slip
+from gpudoctor.redact import cut
 
 SHORT = {"-N": "--nodes", "-n": "--ntasks", "-G": "--gpus", "-c": "--cpus-per-task", "-p": "--partition"}
 Value = Tuple[str, int, bool]  # (text, line, known)
@@ -50,7 +51,7 @@ class Directives:
 
     def command(self, line: int, text: str) -> None:
         """The script's first command (`text`: its line)."""
-        self.first = {"line": line, "text": text.strip()[:60]}
+        self.first = {"line": line, "text": cut(text.strip(), 60)}
 
     def comment(self, text: str, line: int, own_line: bool) -> None:
         """A comment (`text`: after its `#`), `own_line` when nothing comes before it on its line."""
@@ -60,9 +61,9 @@ class Directives:
         if len(self.ignored) >= 20:
             return
         if self.first is None and _misspelt(shown):
-            self.ignored.append({"line": line, "text": shown[:80], "misspelt": True})
+            self.ignored.append({"line": line, "text": cut(shown, 80), "misspelt": True})
         elif self.first is not None and own_line and re.match(r"^#SBATCH\s", shown):
-            self.ignored.append({"line": line, "text": shown[:80], "first_command": dict(self.first)})
+            self.ignored.append({"line": line, "text": cut(shown, 80), "first_command": dict(self.first)})
 
 
 PBS_SELECT = re.compile(r"^#PBS\s+-l\s+(?:\S*,)?select=(\d+)\S*?:ngpus=(\d+)")
@@ -77,13 +78,13 @@ def other_gpus(lines: List[Tuple[str, int]]) -> Optional[dict]:
     for text, number in lines:
         match = PBS_SELECT.match(text)
         if match:
-            found = {"count": int(match.group(2)), "line": number, "what": text[:80]}
+            found = {"count": int(match.group(2)), "line": number, "what": cut(text, 80)}
             if match.group(1) == "1" or scatter:
                 return found
             return dict(found, count=None, unresolved="PBS chunks may share a node (no place=scatter)")
         match = LSF_GPU.match(text)
         if match:
-            return {"count": int(match.group(1)), "line": number, "what": text[:80]}
+            return {"count": int(match.group(1)), "line": number, "what": cut(text, 80)}
     return None
 
 
