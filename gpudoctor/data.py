@@ -44,9 +44,14 @@ _DEEP_KEY = re.compile(  # a bare, "basic" (escapes included) or 'literal' part,
 
 def loads_toml(text: str) -> dict:
     """A TOML text from the user (a site policy), parsed; a dotted key of more than MAX_KEY_PARTS parts is a
-    TOMLDecodeError before the parser sees it."""
+    TOMLDecodeError before the parser sees it, an integer Python will not convert (over 4,300 digits) one after."""
     deep = _DEEP_KEY.search(text)
     if deep:
         line = text.count("\n", 0, deep.start()) + 1
         raise TOMLDecodeError(f"a dotted key of more than {MAX_KEY_PARTS} parts (at line {line})")
-    return tomllib.loads(text)
+    try:
+        return tomllib.loads(text)
+    except TOMLDecodeError:
+        raise
+    except ValueError as exc:  # an integer of more than 4,300 digits: beyond what Python's int() converts
+        raise TOMLDecodeError(str(exc).split(";")[0]) from None

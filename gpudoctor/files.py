@@ -34,6 +34,22 @@ STREAM_MAX_BYTES = 4 * 2 ** 30  # bytes of a streamed input (`--from`): a log of
 FIFO_DEADLINE = 10.0  # seconds `--output FIFO` waits for a reader
 LOCK_WAIT = 30.0  # seconds `fix --write-env` waits for another writer of the same file
 TEMP_SUFFIX = ".gpudoctor"  # of the temporary file beside a target while it is replaced
+NEVER_WALKED = ("/proc", "/sys", "/dev")  # the kernel's and the devices' files: a folder walk never enters them
+_patience: list = []  # the user's --timeout while a command runs (waited_for_at_most): it shortens every wait
+
+
+@contextmanager
+def waited_for_at_most(seconds: Optional[float]) -> Iterator[None]:
+    """While it lasts, no read waits longer than `seconds` for data (the command's --timeout; None: the defaults)."""
+    _patience.append(seconds)
+    try:
+        yield
+    finally:
+        _patience.pop()
+
+
+def _first_byte_deadline() -> float:
+    return min([FIRST_BYTE_DEADLINE] + [s for s in _patience[-1:] if s])
 
 
 def is_dotenv(path: Path) -> bool:
@@ -89,17 +105,19 @@ class _Bounded(io.RawIOBase):
     def __init__(self, fd: int, stream: bool, close: bool = True):
         self.fd, self.stream, self.size, self._close = fd, stream, 0, close
         self.started = time.monotonic()
+        status = os.fstat(fd)
+        self.pseudo = stat.S_ISREG(status.st_mode) and status.st_size == 0
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, buffer) -> int:
         if self.stream:
-            limit = FIRST_BYTE_DEADLINE if not self.size else STREAM_DEADLINE
+            limit = _first_byte_deadline() if not self.size else STREAM_DEADLINE
             _wait_for_data(self.fd, self.started + limit,
                            f"no data within {limit:g} s (a FIFO nobody writes?)" if not self.size else
                            f"not finished within {limit:g} s (a writer that stalls, or never ends?)")
-        data = os.read(self.fd, len(buffer))
+        data = (_read_pseudo if self.pseudo else os.read)(self.fd, len(buffer))
         self.size += len(data)
         if self.size > STREAM_MAX_BYTES:
             raise OSError(errno.EFBIG, f"larger than {size_words(STREAM_MAX_BYTES)} (gpudoctor's limit for this input)")
@@ -113,11 +131,13 @@ class _Bounded(io.RawIOBase):
 
 
 def _read_fd(fd: int, limit: int) -> bytes:
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
+    status = os.fstat(fd)
+    if not stat.S_ISREG(status.st_mode):
         _wait_for_data(fd)
+    read = _read_pseudo if stat.S_ISREG(status.st_mode) and status.st_size == 0 else os.read
     chunks, size = [], 0
     while size <= limit:
-        chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+        chunk = read(fd, min(1 << 20, limit + 1 - size))
         if not chunk:
             break
         chunks.append(chunk)
@@ -127,15 +147,42 @@ def _read_fd(fd: int, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+def _read_pseudo(fd: int, size: int) -> bytes:
+    """os.read of a regular file that says it is empty, as the kernel's files do (/proc/kmsg blocks until the
+    kernel logs a line): in a helper thread, waited for at most the first-byte deadline (poll() cannot tell that a
+    regular file's read would block). A read that does not return is left behind; OSError here."""
+    import threading
+
+    from gpudoctor.waiting import patiently
+
+    outcome: list = []
+
+    def run() -> None:
+        try:
+            outcome.append(os.read(fd, size))
+        except OSError as exc:
+            outcome.append(exc)
+
+    reader = threading.Thread(target=run, daemon=True, name="gpudoctor-read")
+    reader.start()
+    deadline = _first_byte_deadline()
+    patiently(lambda slice_s: (reader.join(slice_s), not reader.is_alive())[1], deadline)
+    if not outcome:
+        raise OSError(errno.ETIMEDOUT, f"no data within {deadline:g} s (a file whose read blocks)")
+    if isinstance(outcome[0], OSError):
+        raise outcome[0]
+    return outcome[0]
+
+
 def _wait_for_data(fd: int, deadline: Optional[float] = None, message: str = "") -> None:
     """Wait (bounded) until the stream has data or its writer closed it, then read it blocking."""
     poller = select.poll()
     poller.register(fd, select.POLLIN | select.POLLHUP)
-    deadline = time.monotonic() + FIRST_BYTE_DEADLINE if deadline is None else deadline
+    first = _first_byte_deadline()
+    deadline = time.monotonic() + first if deadline is None else deadline
     while not poller.poll(max(0.0, deadline - time.monotonic()) * 1000):
         if time.monotonic() >= deadline:
-            raise OSError(errno.ETIMEDOUT,
-                          message or f"no data within {FIRST_BYTE_DEADLINE:g} s (a FIFO nobody writes?)")
+            raise OSError(errno.ETIMEDOUT, message or f"no data within {first:g} s (a FIFO nobody writes?)")
     os.set_blocking(fd, True)
 
 
@@ -378,7 +425,7 @@ def _still_the_target(fd: int, target: str) -> bool:
 
 class Tree:
     """The regular files under a folder, sorted, without following links, skipping hidden folders (.git, .venv),
-    virtual environments, caches and build output. `job_files` (what `lint` reads) also skips what git ignores (the
+    virtual environments, caches and build output, and never entering /proc, /sys or /dev. `job_files` (what `lint` reads) also skips what git ignores (the
     `.gitignore` files of the folder, its sub-folders and its parents up to the repository's root) and data files by
     their type (images, arrays, checkpoints, archives), which are not counted. At most MAX_TREE_FILES files and
     MAX_TREE_ENTRIES names in all: `cut` then says where the walk stopped (empty when it read the whole tree)."""
@@ -391,6 +438,9 @@ class Tree:
 
     def __iter__(self) -> Iterator[Path]:
         count = seen = 0
+        if _kernel_folder(str(self.root)):
+            raise InputError(f"{str(self.root)!r} is the kernel's or the devices' folder: gpudoctor walks no folder "
+                             f"under {', '.join(NEVER_WALKED)}")
         ignores = {str(self.root): _parent_ignores(self.root) if self.job_files else []}
         for folder, subfolders, names in os.walk(self.root):
             rules = ignores.pop(folder, [])
@@ -448,7 +498,14 @@ IgnoreRules = List[Tuple[str, object]]  # (the folder of a .gitignore, its compi
 
 def _walked(path: str, name: str, rules: IgnoreRules) -> bool:
     return not (name.startswith(".") or name in SKIP_DIRS or os.path.exists(os.path.join(path, "pyvenv.cfg"))
-                or os.path.isdir(os.path.join(path, "conda-meta")) or _ignored(path, True, rules))
+                or os.path.isdir(os.path.join(path, "conda-meta")) or _kernel_folder(path)
+                or _ignored(path, True, rules))
+
+
+def _kernel_folder(path: str) -> bool:
+    """/proc, /sys, /dev or a folder under them (links resolved): never walked."""
+    real = os.path.realpath(path)
+    return any(real == top or real.startswith(top + "/") for top in NEVER_WALKED)
 
 
 def _ignored(path: str, folder: bool, rules: IgnoreRules) -> bool:

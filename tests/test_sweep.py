@@ -488,3 +488,88 @@ def test_prose_about_secret_names_stays_readable(text):
 def test_error_lines_never_echo_a_secret(argv):
     err = _usage_error(argv)
     assert "7d1c9f8e" not in err and "Zq8sEc" not in err, err
+
+
+# ---- reads that block: every read bounded, the kernel's folders never walked -------------------------------------
+
+@pytest.fixture
+def blocking_read(monkeypatch):
+    """os.read never returns for one file (as /proc/kmsg's read waits for the kernel's next line, for root)."""
+    import threading
+
+    real = os.read
+
+    def block(path):
+        def read(fd, size):
+            if os.path.realpath(f"/proc/self/fd/{fd}") == os.path.realpath(path):
+                threading.Event().wait()
+            return real(fd, size)
+
+        monkeypatch.setattr(os, "read", read)
+    return block
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("argv", [("check", "--from", "{}"), ("lint", "{}"), ("check", "--snapshot", "{}")],
+                         ids=" ".join)
+def test_a_regular_file_whose_read_blocks_ends_in_one_line(tmp_path, blocking_read, monkeypatch, argv):
+    """A regular file had no deadline: `lint /proc`, MCP's lint_files(["/"]) or `check --from /proc/kmsg` hung
+    every reader forever. A file that says it is empty (as the kernel's do) is read within the first-byte deadline
+    (30 s; 1 s here)."""
+    import time
+
+    from gpudoctor import files
+
+    monkeypatch.setattr(files, "FIRST_BYTE_DEADLINE", 1.0)
+    target = tmp_path / "kmsg.env"
+    target.write_text("")  # size 0, like every file of /proc
+    blocking_read(target)
+    started = time.monotonic()
+    code, out, err = _run(*[a.format(target) for a in argv])
+    assert time.monotonic() - started < 20
+    assert code == 2 and len(err.splitlines()) == 1 and "whose read blocks" in err, (code, out, err)
+
+
+@pytest.mark.parametrize("folder", ["/proc", "/sys/kernel", "/dev", "/proc/self/../self"])
+def test_folder_lint_never_walks_the_kernel_s_folders(folder):
+    _usage_error(("lint", folder), "gpudoctor walks no folder under /proc, /sys, /dev")
+
+
+def test_a_walk_from_above_skips_the_kernel_s_folders(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    from gpudoctor import files
+
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc" / "x.env").write_text("A=1\n")
+    (tmp_path / "job.env").write_text("A=1\n")
+    monkeypatch.setattr(files, "NEVER_WALKED", (str(tmp_path / "proc"),))
+    assert [p.name for p in files.tree_files(Path(tmp_path))] == ["job.env"]
+
+
+@pytest.mark.slow
+def test_a_fifo_without_a_writer_waits_no_longer_than_timeout(tmp_path):
+    """It waited 30 s whatever --timeout said."""
+    import time
+
+    fifo = tmp_path / "report.fifo"
+    os.mkfifo(fifo)
+    started = time.monotonic()
+    _usage_error(("check", "--from", fifo, "--timeout", "1"), "no data within 1 s")
+    assert time.monotonic() - started < 15
+
+
+def test_a_policy_with_an_integer_of_5000_digits_is_refused_in_one_line(tmp_path):
+    """Python's int() converts at most 4,300 digits: tomllib's ValueError was exit 3, an internal error."""
+    policy = tmp_path / "site.toml"
+    policy.write_text('schema = "gpudoctor.policy/1"\nx = ' + "9" * 5000 + "\n")
+    _usage_error(("check", "--snapshot", MACHINE, "--policy", policy), "invalid TOML", "4300 digits")
+
+
+def test_fix_dry_run_shows_the_file_s_escape_sequences_escaped(tmp_path):
+    """`lint` escaped the file's control characters; the dry run's diff printed them raw."""
+    env = tmp_path / "job.env"
+    env.write_text('NCCL_DEBUG=INFO\nX="\x1b[2Jhello\x1b]0;title\x07"\n')
+    code, out, err = _run("fix", "--snapshot", MACHINE, "--write-env", env, "--dry-run")
+    assert "+NCCL_DEBUG=WARN" in out and "\\x1b[2J" in out
+    _no_controls(out + err)

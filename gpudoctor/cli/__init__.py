@@ -26,6 +26,7 @@ from gpudoctor.cli import rules as rules_cmd
 from gpudoctor.cli import snapshot as snapshot_cmd
 from gpudoctor.cli.guard import EXIT_SIGINT, EXIT_SIGTERM, Terminated, guarded
 from gpudoctor.errors import InputError
+from gpudoctor.files import waited_for_at_most
 from gpudoctor.spelling import one_slip
 from gpudoctor.render.printable import printable
 
@@ -111,7 +112,8 @@ def _main(argv: Optional[List[str]]) -> int:
             parser.print_help()
             return 2
         config.apply(args)  # [tool.gpudoctor] of pyproject.toml, where the command line left an option unset
-        return args.run(args)
+        with waited_for_at_most(getattr(args, "timeout", None)):  # the user's --timeout bounds every wait for data
+            return args.run(args)
     except InputError as exc:
         print(f"gpudoctor: error: {printable(str(exc), one_line=True)}", file=sys.stderr)
         return 2

@@ -18,6 +18,7 @@ from gpudoctor.cli.options import add_env_file_option, add_from_option, add_mach
 from gpudoctor.engine import evaluate
 from gpudoctor.fix import FORMATS, converged_plan, render
 from gpudoctor.gather import gather, groups_for
+from gpudoctor.render.printable import printable
 
 
 def add_parser(subparsers) -> None:
@@ -134,7 +135,7 @@ def _write_env(args: argparse.Namespace, plan, report) -> int:
     from gpudoctor.fix.envfile import write_env
 
     result = write_env(args.write_env, plan, report, force=args.force, dry_run=args.dry_run)
-    sys.stdout.write(result.out)
+    sys.stdout.write(printable(result.out))  # a dry run's diff quotes the file: its escape sequences shown, not run
     for conflict in result.conflicts:
         _note(f"conflict: {conflict}")
     for todo in result.by_hand if not args.quiet else ():
