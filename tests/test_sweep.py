@@ -573,3 +573,27 @@ def test_fix_dry_run_shows_the_file_s_escape_sequences_escaped(tmp_path):
     code, out, err = _run("fix", "--snapshot", MACHINE, "--write-env", env, "--dry-run")
     assert "+NCCL_DEBUG=WARN" in out and "\\x1b[2J" in out
     _no_controls(out + err)
+
+
+@pytest.mark.parametrize("name", ["_OOM_TOTAL", "_OOM_FREE"])
+def test_the_out_of_memory_patterns_are_linear_in_a_line_of_digits(name):
+    """A number could start at every digit of a run: a line of 20,000 digits took seconds (quadratic); now each
+    run is tried once. Twice the line costs about twice the time, not four times (fastest of three)."""
+    import re
+    import time
+
+    from gpudoctor.ingest import logs
+
+    pattern: re.Pattern = getattr(logs, name)
+
+    def cost(n: int) -> float:
+        line = "1" * n + " x"
+        runs = []
+        for _ in range(3):
+            started = time.perf_counter()
+            pattern.search(line)
+            runs.append(time.perf_counter() - started)
+        return min(runs)
+
+    assert cost(8192) < 0.05  # a line as long as the reader keeps (normalize.MAX_LINE)
+    assert cost(16384) < 3 * cost(8192) + 0.002

@@ -102,8 +102,10 @@ _TIMEOUT = re.compile(r"WorkNCCL\(SeqNum=(\d+), OpType=(\w+)[^)]{0,200}?Timeout\
 _RANK = re.compile(r"\[[Rr]ank ?(\d{1,6})\]")
 _OOM_TORCH = re.compile(r"Tried to allocate ([\d.]+ [KMGT]?i?B)")
 _OOM_GPU = re.compile(r"GPU ?(\d{1,3})")
-_OOM_TOTAL = re.compile(r"([\d.]+ [KMGT]?i?B) total capacity|total capacity of ([\d.]+ [KMGT]?i?B)")
-_OOM_FREE = re.compile(r"([\d.]+ [KMGT]?i?B) free|of which ([\d.]+ [KMGT]?i?B) is free")
+# a number starts only where its run of digits starts: one try per run, linear in the line (a line of 20,000
+# digits tried every position of the run: quadratic)
+_OOM_TOTAL = re.compile(r"(?<![\d.])([\d.]+ [KMGT]?i?B) total capacity|total capacity of ([\d.]+ [KMGT]?i?B)")
+_OOM_FREE = re.compile(r"(?<![\d.])([\d.]+ [KMGT]?i?B) free|of which ([\d.]+ [KMGT]?i?B) is free")
 # torch 2.1+ lists the processes NVML sees on the GPU: `Process 7478 has 4.08 GiB memory in use.` for the others,
 # `Including non-PyTorch memory, this process has …` for itself. Without that clause torch did not find itself (a
 # container's PID namespace), so a `Process N` may be the job itself and none is taken as another process.
