@@ -309,3 +309,15 @@ def test_a_log_laid_over_a_machine_takes_nothing_from_what_the_machine_knows():
     with_log = evaluate(gather(Request(snapshot=machine, reports=[str(ROOT / "fixtures" / "logs" / "dmesg_xid.txt")])),
                         rules)
     assert alone.passed == with_log.passed == ("GD301",)
+
+
+def test_only_the_verdict_module_makes_a_rule_unknown_or_not_applicable():
+    """Nothing else decides: no other module of gpudoctor builds an Unknown or a NotApplicable verdict."""
+    import ast
+
+    makers = set()
+    for path in (ROOT / "gpudoctor").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("Unknown", "NotApplicable"):
+                makers.add(path.relative_to(ROOT).as_posix())
+    assert makers == {"gpudoctor/verdict.py"}
