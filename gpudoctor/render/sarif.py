@@ -46,7 +46,7 @@ def _place(finding: Finding, report: Report) -> Optional[dict]:
             physical["region"] = region
         return {"physicalLocation": physical}
     path = finding.evidence.get("path") if isinstance(finding.evidence.get("path"), str) else None
-    paths = [p for p in report.source.get("paths", ()) if isinstance(p, str) and os.path.isfile(p)]
+    paths = [p for p in report.source.get("paths", ()) if isinstance(p, str)]
     if path is None and len(paths) == 1:
         path = paths[0]
     return {"physicalLocation": {"artifactLocation": artifact_location(path)}} if path else None
