@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Callable, Iterable, List, Mapping, NamedTuple, Optional, Tuple
 
-from gpudoctor.data import load_toml, rules_dir
+from gpudoctor.data import load_tomls, rules_dir
 from gpudoctor.errors import InputError
 from gpudoctor.model import Applicability, Finding, Fix, Location, Severity
 
@@ -52,6 +52,11 @@ FAMILIES = {  # ID prefix -> family; docs/rules.md lists them
 
 def family_of(rule_id: str) -> Optional[Family]:
     return FAMILIES.get(rule_id[:3])
+
+
+def _family_modules(rule_id: str) -> Optional[Tuple[str, ...]]:
+    family = family_of(rule_id)
+    return family.modules if family else None
 
 
 @dataclass(frozen=True)
@@ -128,11 +133,29 @@ class Rule:
     fix_applicability: str
     docs: Mapping[str, Any]
     examples: tuple = ()
-    check: Optional[Callable] = field(default=None, compare=False, repr=False)
+    own_check: Optional[Callable] = field(default=None, compare=False, repr=False)  # a site policy rule's logic
     optional: tuple = ()  # fact paths read when present; unlike `needs`, they never start a probe
     inputs: tuple = ()  # what the rule judges (INPUTS): with none of them given, it is not applicable
     log_shows: tuple = ()  # LOG_PARTS: a verdict from log facts alone needs the log to show one of them
-    from_log: Optional[Callable] = field(default=None, compare=False, repr=False)  # what a log proves for it
+
+    @property
+    def check(self) -> Optional[Callable]:
+        """The rule's logic: a site policy rule's own, else what gpudoctor/checks/ registers for its ID (the
+        modules of its family are imported the first time, not the whole package); None where there is none."""
+        if self.own_check is not None:
+            return self.own_check
+        from gpudoctor.checks import registered_check
+
+        return registered_check(self.id, _family_modules(self.id))[0]
+
+    @property
+    def from_log(self) -> Optional[Callable]:
+        """What a log proves for the rule (`check(..., from_log=fn)`), or None."""
+        if self.own_check is not None:
+            return None
+        from gpudoctor.checks import registered_check
+
+        return registered_check(self.id, _family_modules(self.id))[1]
 
     def finding(
         self,
@@ -204,7 +227,7 @@ def _log_shows(data: dict) -> tuple:
     return parts
 
 
-def _rule_from_toml(data: dict, check: Optional[Callable], from_log: Optional[Callable] = None) -> Rule:
+def _rule_from_toml(data: dict) -> Rule:
     examples = tuple(
         Example(
             name=item.get("name", ""),
@@ -228,22 +251,15 @@ def _rule_from_toml(data: dict, check: Optional[Callable], from_log: Optional[Ca
         fix_applicability=data.get("fix_applicability", "display-only"),
         docs=data.get("docs", {}),
         examples=examples,
-        check=check,
-        from_log=from_log,
     )
 
 
 @lru_cache(maxsize=1)
 def load_catalog() -> tuple:
-    """All rules, sorted by ID. Rule files without a check function are skipped (the meta-test catches it)."""
-    from gpudoctor.checks import registered_checks, registered_log_readers
-
-    checks, from_log = registered_checks(), registered_log_readers()
-    rules = []
-    for path in sorted((rules_dir() / "catalog").glob("GD*.toml")):
-        data = load_toml(path)
-        rules.append(_rule_from_toml(data, checks.get(data.get("id")), from_log.get(data.get("id"))))
-    return tuple(sorted(rules, key=lambda rule: rule.id))
+    """All rules, sorted by ID, read through the parse cache (gpudoctor.data.load_tomls). No check module is
+    imported here: a rule's code is imported with its family's modules when it first runs (Rule.check)."""
+    paths = sorted((rules_dir() / "catalog").glob("GD*.toml"))
+    return tuple(sorted((_rule_from_toml(data) for data in load_tomls(paths)), key=lambda rule: rule.id))
 
 
 def find_rule(rule_id: str) -> Optional[Rule]:

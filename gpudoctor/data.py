@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import re
 import sys
 from pathlib import Path
+from typing import List, Sequence
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -32,8 +36,58 @@ def schemas_dir() -> Path:
 
 
 def load_toml(path: Path) -> dict:
-    with open(path, "rb") as handle:
-        return tomllib.load(handle)
+    """One of gpudoctor's own TOML files, parsed (through the parse cache of load_tomls)."""
+    return load_tomls([path])[0]
+
+
+CACHE_KEEP = 64  # parsed sets kept in the cache folder: a version's ~20 (the catalog, facts.toml, each table …)
+
+
+def cache_dir() -> Path:
+    """Where gpudoctor keeps what it can rebuild: GPUDOCTOR_CACHE_DIR, else $XDG_CACHE_HOME/gpudoctor, else
+    ~/.cache/gpudoctor."""
+    if os.environ.get("GPUDOCTOR_CACHE_DIR"):
+        return Path(os.environ["GPUDOCTOR_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "gpudoctor"
+
+
+def load_tomls(paths: Sequence[Path]) -> List[dict]:
+    """Many TOML files (the rule catalog), parsed, through a cache of their parse keyed by a digest of their names
+    and bytes: a run after the first reads one JSON file instead of parsing them all, and a file changed, added or
+    removed changes the key, so the cache is never stale. Where the cache cannot be read or written, they are
+    parsed as they are; the cache holds data only (JSON), never code."""
+    blobs = [(path.name, path.read_bytes()) for path in paths]
+    digest = hashlib.blake2b(digest_size=20)
+    for name, blob in blobs:
+        digest.update(f"{name}\0{len(blob)}\0".encode() + blob)
+    cache = cache_dir() / f"toml-{digest.hexdigest()}.json"
+    try:
+        cached = json.loads(cache.read_bytes())
+        if isinstance(cached, list) and len(cached) == len(blobs):
+            return cached
+    except (OSError, ValueError):
+        pass
+    parsed = [tomllib.loads(blob.decode("utf-8")) for _, blob in blobs]
+    _write_cache(cache, parsed)
+    return parsed
+
+
+def _write_cache(cache: Path, parsed: List[dict]) -> None:
+    """Write atomically (a reader sees the whole file or none); drop all but the newest CACHE_KEEP sets."""
+    try:
+        text = json.dumps(parsed, ensure_ascii=False, allow_nan=False)
+        if json.loads(text) != parsed:  # a value JSON does not keep (a TOML date): parse every time instead
+            return
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        partial = cache.with_name(f".{cache.name}.{os.getpid()}")
+        partial.write_text(text, encoding="utf-8")
+        os.replace(partial, cache)
+        older = sorted(cache.parent.glob("toml-*.json"), key=lambda path: path.stat().st_mtime, reverse=True)
+        for stale in older[CACHE_KEEP:]:
+            stale.unlink()
+    except (OSError, TypeError, ValueError):
+        pass
 
 
 MAX_KEY_PARTS = 64  # parts of one dotted TOML key (tomllib needs gigabytes for 20,000: refused before parsing)

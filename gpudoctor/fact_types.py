@@ -11,7 +11,8 @@ MAX_ENTRIES entries.
 from __future__ import annotations
 
 import math
-from typing import Any, Iterator, Mapping, Optional, Tuple
+from collections.abc import Mapping
+from typing import Any, Iterator, Optional, Tuple
 
 MAX_INT = 2**63
 MAX_DEPTH = 64  # nesting of objects and arrays (real snapshots use under 10)

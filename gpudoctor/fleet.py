@@ -7,16 +7,19 @@ job's ranks with torch.distributed (gloo); `gpudoctor fleet` reads snapshot file
 
 from __future__ import annotations
 
+import hashlib
+import json
 import socket
 import time
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from gpudoctor.engine import evaluate
 from gpudoctor.errors import InputError
 from gpudoctor.model import FleetReport, Report, Severity
-from gpudoctor.snapshot import Snapshot, SnapshotError, from_json
+from gpudoctor.snapshot import Snapshot, SnapshotError, from_json, read_document
 
 FLEET_PREFIX = "GD8"
 
@@ -32,13 +35,21 @@ def failing(report: Report) -> List[str]:
 
 def evaluate_fleet(nodes: Sequence[Tuple[str, Snapshot]], rules, started: float = 0.0) -> FleetReport:
     """Every node's own report (rules outside GD8xx), then the GD8xx rules that compare nodes over all of them (not
-    preflight's own, GD806–GD809, which judge what a preflight measured)."""
+    preflight's own, GD806–GD809, which judge what a preflight measured). Nodes whose recorded facts are identical
+    (read_fleet's `digest`) are judged once; each keeps its own host and source."""
     node_rules = [rule for rule in rules if not rule.id.startswith(FLEET_PREFIX)]
     fleet_rules = [rule for rule in rules if rule.id.startswith(FLEET_PREFIX) and "fleet.nodes" in rule.inputs]
     reports = []
     entries = []
+    judged: Dict[str, Report] = {}
     for name, snapshot in nodes:
-        report = evaluate(snapshot, node_rules)
+        digest = snapshot.source.get("digest")
+        if digest in judged:
+            report = replace(judged[digest], facts=snapshot.facts, source=dict(snapshot.source))
+        else:
+            report = evaluate(snapshot, node_rules)
+            if digest:
+                judged[digest] = report
         reports.append((name, report))
         if snapshot.source.get("compared") is False:
             continue  # a log's lines that name no host: reported, never compared with the hosts
@@ -48,6 +59,42 @@ def evaluate_fleet(nodes: Sequence[Tuple[str, Snapshot]], rules, started: float 
     fleet = Snapshot(facts={"fleet": {"nodes": entries}}, source={"kind": "fleet", "paths": paths})
     cross = evaluate(fleet, fleet_rules)
     return FleetReport(tuple(reports), cross, (time.monotonic() - started) if started else 0.0)
+
+
+def read_fleet(paths: Sequence[str]) -> List[Snapshot]:
+    """The snapshot files of a fleet, one at a time: a node whose recorded facts (its host's name aside), probes,
+    evidence and origins are those of a node read before shares that node's validated facts and is judged with it
+    (evaluate_fleet), so a fleet of a few kinds of node holds a few snapshots however many nodes it has."""
+    first: Dict[str, Snapshot] = {}
+    nodes = []
+    for path in paths:
+        data = read_document(path)
+        digest, hostname = _digest(data)
+        known = first.get(digest) if digest else None
+        if known is None:
+            snapshot = from_json(data, path)
+            if digest:
+                snapshot.source["digest"] = digest
+                first[digest] = snapshot
+        else:
+            host = {**known.facts["host"], "hostname": hostname}
+            snapshot = replace(known, facts={**known.facts, "host": host}, source={**known.source, "paths": [path]})
+        nodes.append(snapshot)
+    return nodes
+
+
+def _digest(data) -> Tuple[Optional[str], Optional[str]]:
+    """(a digest of what the rules read of a snapshot document with its host name left out, the host name); no
+    digest for a document that is not a snapshot (from_json says what is wrong with it) or whose host name is not a
+    string."""
+    facts = data.get("facts") if isinstance(data, dict) else None
+    host = facts.get("host") if isinstance(facts, dict) else None
+    if not isinstance(host, dict) or not isinstance(host.get("hostname"), str):
+        return None, None
+    judged = {key: data.get(key) for key in ("schema", "probes", "evidence", "conflicts", "origins")}
+    judged["facts"] = {**facts, "host": {key: value for key, value in host.items() if key != "hostname"}}
+    text = json.dumps(judged, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest(), host["hostname"]
 
 
 def _hostname(snapshot: Snapshot) -> Optional[str]:

@@ -524,7 +524,7 @@ def compile_rule(table: Any, groups: set, source: str = "") -> Rule:
         host=host,
         fix_applicability=fix_parts[2] if fix_parts else "display-only",
         docs={**docs, "policy": source},
-        check=check,
+        own_check=check,
     )
 
 

@@ -18,7 +18,8 @@ import dataclasses
 import enum
 import re
 from contextlib import contextmanager
-from typing import Any, Iterable, Iterator, Mapping
+from collections.abc import Mapping
+from typing import Any, Iterable, Iterator, Optional
 
 REDACTED = "<redacted>"
 SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION", re.IGNORECASE)
@@ -134,11 +135,16 @@ def _remember_moved(node: Any) -> None:
             remember(value)
 
 
-def remember_facts(node: Any, record_of_secret: bool = False) -> None:
+def remember_facts(node: Any, record_of_secret: bool = False, walked: Optional[set] = None) -> None:
     """Remember every string under a secret-looking key, and the `value` of a record about a secret variable
     (`env_sources["HF_TOKEN"]`, `{"name": "HF_TOKEN", "value": …}`) — not its path or context — and a secret a
-    fix renames. Dataclasses (a
-    Report, a fleet report) are walked field by field."""
+    fix renames. Dataclasses (a Report, a fleet report) are walked field by field; a container met again (what
+    identical fleet nodes share) is walked once."""
+    walked = set() if walked is None else walked
+    if isinstance(node, (Mapping, list, tuple)) or dataclasses.is_dataclass(node):
+        if (id(node), record_of_secret) in walked:
+            return
+        walked.add((id(node), record_of_secret))
     if isinstance(node, Mapping):
         _remember_moved(node)
         record_of_secret = record_of_secret or _secret_record(node)
@@ -147,14 +153,14 @@ def remember_facts(node: Any, record_of_secret: bool = False) -> None:
                 if _secret_slot(key, record_of_secret):
                     remember(value)
             else:
-                remember_facts(value, record_of_secret or _secret_slot(key, False))
+                remember_facts(value, record_of_secret or _secret_slot(key, False), walked)
     elif isinstance(node, (list, tuple)):
         for item in node:
-            remember_facts(item, record_of_secret)
+            remember_facts(item, record_of_secret, walked)
     elif dataclasses.is_dataclass(node) and not isinstance(node, type):
         _remember_moved(node)
         for item in dataclasses.fields(node):
-            remember_facts(getattr(node, item.name))
+            remember_facts(getattr(node, item.name), False, walked)
 
 
 def _named(match: "re.Match") -> str:
@@ -256,27 +262,34 @@ def redact_bytes(data: bytes) -> bytes:
 
 def redact_data(node: Any) -> Any:
     """A copy of a value (dicts, lists, frozen dataclasses such as a Report) with every secret hidden: strings in
-    secret slots replaced whole, every other string through `redact_text` (after remembering the secrets it holds)."""
+    secret slots replaced whole, every other string through `redact_text` (after remembering the secrets it holds).
+    A string, or a container met again (the reports that identical fleet nodes share), is redacted once."""
     remember_facts(node)
-    return _redacted(node, False)
+    return _redacted(node, False, {})
 
 
-def _redacted(node: Any, record_of_secret: bool) -> Any:
+def _redacted(node: Any, record_of_secret: bool, memo: dict) -> Any:
     if isinstance(node, enum.Enum) or node is None or isinstance(node, (bool, int, float)):
         return node
+    key = (node if isinstance(node, str) else id(node), record_of_secret)
+    if key in memo:
+        return memo[key][0]
     if isinstance(node, str):
-        return redact_text(node)
-    if isinstance(node, Mapping):
-        record_of_secret = record_of_secret or _secret_record(node)
-        return {key: (REDACTED if isinstance(value, str) and _secret_slot(key, record_of_secret)
-                      else _redacted(value, record_of_secret or _secret_slot(key, False)))
-                for key, value in node.items()}
-    if isinstance(node, (list, tuple)):
-        return type(node)(_redacted(item, record_of_secret) for item in node)
-    if dataclasses.is_dataclass(node) and not isinstance(node, type):
-        return dataclasses.replace(node, **{f.name: _redacted(getattr(node, f.name), False)
+        done: Any = redact_text(node)
+    elif isinstance(node, Mapping):
+        secret = record_of_secret or _secret_record(node)
+        done = {name: (REDACTED if isinstance(value, str) and _secret_slot(name, secret)
+                       else _redacted(value, secret or _secret_slot(name, False), memo))
+                for name, value in node.items()}
+    elif isinstance(node, (list, tuple)):
+        done = type(node)(_redacted(item, record_of_secret, memo) for item in node)
+    elif dataclasses.is_dataclass(node) and not isinstance(node, type):
+        done = dataclasses.replace(node, **{f.name: _redacted(getattr(node, f.name), False, memo)
                                             for f in dataclasses.fields(node) if f.init})
-    return node
+    else:
+        return node
+    memo[key] = (done, node)  # the node is kept alive with its copy: its id is never reused within the walk
+    return done
 
 
 class RedactingStream:

@@ -105,6 +105,11 @@ def _origins(recorded: Any, facts: Dict[str, Any]) -> Dict[str, str]:
 
 def load(path: str) -> Snapshot:
     """Read a snapshot file (at most gpudoctor.files.MAX_BYTES; `-` for stdin is handled by the CLI)."""
+    return from_json(read_document(path), path)
+
+
+def read_document(path: str) -> Any:
+    """A snapshot file's JSON document, not yet validated (from_json does that)."""
     from gpudoctor.files import read_bytes
 
     try:
@@ -115,14 +120,19 @@ def load(path: str) -> Snapshot:
         raise SnapshotError(f"cannot read snapshot {path!r}: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
         raise SnapshotError(f"cannot read snapshot {path!r}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
-    return loads(text, path)
+    return parse_document(text, path)
 
 
 def loads(text: str, path: str = "<snapshot>") -> Snapshot:
+    return from_json(parse_document(text, path), path)
+
+
+def parse_document(text: str, path: str = "<snapshot>") -> Any:
+    """A snapshot's text parsed as JSON (one line naming the file where it is not)."""
     try:
         data = json.loads(text)
     except ValueError as exc:
         raise SnapshotError(f"cannot read snapshot {path!r}: not JSON ({exc})") from None
     except RecursionError:
         raise SnapshotError(f"cannot read snapshot {path!r}: JSON nested too deeply") from None
-    return from_json(data, path)
+    return data

@@ -6,6 +6,7 @@ import os
 import resource
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from unittest import mock
 
@@ -15,6 +16,8 @@ import pytest
 # loaded 2-core machine made a 4-step `bench train` cost 1 s of CPU instead of 0.03 s. Set before torch is
 # imported here, and inherited by every process a test starts (the benchmark's ranks, torchrun, probes).
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# gpudoctor's parse cache of its rule files (gpudoctor.data.cache_dir): the suite's own, not the user's ~/.cache
+os.environ.setdefault("GPUDOCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="gpudoctor-test-cache-"))
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"

@@ -174,7 +174,7 @@ def test_prefix_selection_most_specific_wins():
 
 def test_a_crashing_rule_becomes_gd001():
     boom = RULES[0].__class__(**{**RULES[0].__dict__, "id": "GD999", "inputs": (),
-                                    "check": lambda facts, rule: 1 / 0})
+                                    "own_check": lambda facts, rule: 1 / 0})
     report = evaluate(Snapshot(facts={}), [boom])
     assert [f.rule for f in report.findings] == ["GD001"]
     assert "GD999" in report.findings[0].message and "ZeroDivisionError" in report.findings[0].message
@@ -330,7 +330,7 @@ def test_a_crashed_rule_is_reported_with_gd001s_catalog_fix():
     from gpudoctor.engine import run_rule
     from gpudoctor.facts import Facts
 
-    crashing = RULES[0].__class__(**{**RULES[0].__dict__, "check": lambda facts, rule: [1 / 0]})
+    crashing = RULES[0].__class__(**{**RULES[0].__dict__, "own_check": lambda facts, rule: [1 / 0]})
     (finding,), missing = run_rule(crashing, Facts({}))
     doctor = next(rule for rule in RULES if rule.id == "GD001")
     assert (finding.rule, missing) == ("GD001", None) and "crashed: ZeroDivisionError" in finding.message

@@ -409,3 +409,62 @@ def test_a_signal_while_rank_0_waits_for_its_peers_ends_it_quietly(signum, code,
     finally:
         proc.kill()
     assert (proc.returncode, err, out) == (code, line + "\n", "")
+
+
+# ---- many nodes: identical nodes judged once, the document written as json.dumps writes it ----------------------
+
+def test_the_three_node_report_is_what_it_was(run_cli):
+    """The recorded 3-node fleet's report, held to the document it gave before nodes were judged by digest and the
+    document written in pieces (fixtures/fleet/dgx-report.json, `seconds` aside; regenerate it from
+    `gpudoctor fleet fixtures/fleet/dgx-0?.json --format json` when a rule changes on purpose)."""
+    paths = [FIXTURES / "fleet" / f"dgx-0{n}.json" for n in (1, 2, 3)]
+    _, out, _ = run_cli("fleet", *paths, "--format", "json")
+    document = json.loads(out)
+    document.pop("seconds")
+    assert document == json.loads((FIXTURES / "fleet" / "dgx-report.json").read_text())
+
+
+def test_nodes_alike_but_for_their_name_are_judged_once(tmp_path, monkeypatch):
+    import gpudoctor.fleet as fleet_module
+    from gpudoctor.fleet import fleet_nodes, read_fleet
+
+    judged = []
+    real = fleet_module.evaluate
+    monkeypatch.setattr(fleet_module, "evaluate", lambda snapshot, rules: judged.append(1) or real(snapshot, rules))
+    older = lambda facts: facts["nvml"].update(driver_version="535.54.03")  # noqa: E731
+    docs = [machine(f"node{i}") for i in range(6)] + [machine("odd", older)]
+    paths = [str(path) for path in write(tmp_path, *docs)]
+    snapshots = read_fleet(paths)
+    fleet = evaluate_fleet(fleet_nodes(snapshots, paths), load_catalog())
+    assert len(judged) == 2 + 1  # two kinds of node, then the cross-node rules once
+    assert [name for name, _ in fleet.nodes] == [f"node{i}" for i in range(6)] + ["odd"]
+    assert [report.facts["host"]["hostname"] for _, report in fleet.nodes] == [name for name, _ in fleet.nodes]
+    alone = evaluate_fleet([(doc["facts"]["host"]["hostname"], from_json(doc, f"n{i}.json"))
+                            for i, doc in enumerate(docs)], load_catalog())
+    assert [(r.findings, r.passed, r.unknown) for _, r in fleet.nodes] == \
+           [(r.findings, r.passed, r.unknown) for _, r in alone.nodes]
+    assert [(f.rule, f.message) for f in fleet.cross.findings] == [(f.rule, f.message) for f in alone.cross.findings]
+
+
+def test_a_probe_or_an_origin_that_differs_is_another_kind_of_node(tmp_path):
+    from gpudoctor.fleet import read_fleet
+
+    failed = machine("b")
+    failed["probes"] = [{"name": "nvml", "status": "timeout", "seconds": 10.0, "error": "timed out"}]
+    snapshots = read_fleet([str(path) for path in write(tmp_path, machine("a"), failed, machine("c"))])
+    digests = [snapshot.source["digest"] for snapshot in snapshots]
+    assert digests[0] == digests[2] != digests[1]
+
+
+@pytest.mark.parametrize("host", ["plain", 'a "quoted"\\name', "ünïcode-節点", "esc\x1b[31mape\n"])
+def test_the_document_in_pieces_is_json_dumps(tmp_path, host):
+    """The writer of many nodes (render.fleet.json_chunks) against the library, byte for byte."""
+    from gpudoctor.fleet import fleet_nodes, read_fleet
+    from gpudoctor.redact import redact_data
+    from gpudoctor.render.fleet import _as_shown, json_chunks, to_json
+
+    docs = [machine(f"{host}{i}", (lambda f: f["env"].update(NCCL_IB_HCA="mlx5_0:1")) if i % 3 == 0 else None)
+            for i in range(7)]
+    paths = [str(path) for path in write(tmp_path, *docs)]
+    fleet = redact_data(_as_shown(evaluate_fleet(fleet_nodes(read_fleet(paths), paths), load_catalog())))
+    assert "".join(json_chunks(fleet)) == json.dumps(to_json(fleet), indent=2, ensure_ascii=False)

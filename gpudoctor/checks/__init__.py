@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, Iterable, Optional, Tuple
 
 _CHECKS: Dict[str, Callable] = {}
 _FROM_LOG: Dict[str, Callable] = {}
@@ -31,18 +31,28 @@ def check(rule_id: str, from_log: Optional[Callable] = None) -> Callable:
     return register
 
 
-def _import_all() -> None:
-    for module in pkgutil.iter_modules(__path__):
-        importlib.import_module(f"{__name__}.{module.name}")
+def _import(modules: Optional[Iterable[str]] = None) -> None:
+    """Import the named modules of this package (all of them when None); Python imports each once."""
+    names = [module.name for module in pkgutil.iter_modules(__path__)] if modules is None else modules
+    for name in names:
+        importlib.import_module(f"{__name__}.{name}")
+
+
+def registered_check(rule_id: str, modules: Optional[Iterable[str]] = None) -> Tuple[Optional[Callable],
+                                                                                       Optional[Callable]]:
+    """(check, log reader) of `rule_id`, importing `modules` (its family's; all when None) the first time."""
+    if rule_id not in _CHECKS:
+        _import(modules)
+    return _CHECKS.get(rule_id), _FROM_LOG.get(rule_id)
 
 
 def registered_checks() -> Dict[str, Callable]:
     """Import every module of this package once and return the registry."""
-    _import_all()
+    _import()
     return dict(_CHECKS)
 
 
 def registered_log_readers() -> Dict[str, Callable]:
     """The rules' readers of log evidence (`check(..., from_log=fn)`), by rule ID."""
-    _import_all()
+    _import()
     return dict(_FROM_LOG)

@@ -12,7 +12,6 @@ import os
 import sys
 from typing import List
 
-from gpudoctor.bench import BenchError, report
 from gpudoctor.cli.common import UsageError, add_force_option, output_stream, path, positive_number
 from gpudoctor.cli.options import seconds
 from gpudoctor.cli.training import positive
@@ -111,7 +110,7 @@ def _write(args, result: dict, findings: List, plain: str) -> int:
 
 
 def run_nccl(args: argparse.Namespace) -> int:
-    from gpudoctor.bench import BenchUsageError, nccl, progress
+    from gpudoctor.bench import BenchError, BenchUsageError, nccl, progress, report
 
     if args.iters < 1 or args.warmup < 0:
         raise UsageError("--iters must be at least 1 and --warmup 0 or more")
@@ -177,7 +176,7 @@ def _nccl_result(name: str) -> dict:
 
 
 def run_train(args: argparse.Namespace) -> int:
-    from gpudoctor.bench import progress, train
+    from gpudoctor.bench import BenchError, progress, report, train
 
     config = train.TrainConfig(layers=args.layers, hidden=args.hidden, heads=args.heads, seq_len=args.seq_len,
                                micro_batch=args.micro_batch, vocab=args.vocab, steps=args.steps, warmup=args.warmup,

@@ -7,7 +7,6 @@ import time
 
 from gpudoctor.cli.common import (add_output_options, add_selection_options, fleet_format, path, render_fleet,
                                   selected_rules)
-from gpudoctor.gather import Request, gather
 from gpudoctor.render import FLEET_NAMES
 
 
@@ -22,10 +21,10 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpudoctor.fleet import evaluate_fleet, fleet_nodes
+    from gpudoctor.fleet import evaluate_fleet, fleet_nodes, read_fleet
 
     started = time.monotonic()
     fmt = fleet_format(args)
-    snapshots = [gather(Request(snapshot=path)) for path in args.snapshots]
+    snapshots = read_fleet(args.snapshots)
     fleet = evaluate_fleet(fleet_nodes(snapshots, args.snapshots), selected_rules(args), started)
     return render_fleet(args, fleet, fmt)

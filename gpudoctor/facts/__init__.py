@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any, Dict, Iterator, List, Optional
 
 from gpudoctor.provenance import PARTIAL, PROBE, origin_of
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Callable, Dict, Iterable, List, Optional, Pattern, Tuple
 
-from gpudoctor.data import load_toml, rules_dir
+from gpudoctor.data import load_tomls, rules_dir
 
 
 @dataclass(frozen=True)
@@ -71,8 +71,7 @@ def _message(project: str, raw: dict) -> Message:
 def _load() -> Tuple[Tuple[Message, ...], Tuple[NearMiss, ...]]:
     messages: List[Message] = []
     near: List[NearMiss] = []
-    for path in sorted((rules_dir() / "messages").glob("*.toml")):
-        data = load_toml(path)
+    for data in load_tomls(sorted((rules_dir() / "messages").glob("*.toml"))):
         project = data["project"]
         messages.extend(_message(project, raw) for raw in data.get("message", ()))
         near.extend(NearMiss(raw["text"], raw["why"], project) for raw in data.get("near_miss", ()))

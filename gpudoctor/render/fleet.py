@@ -4,7 +4,7 @@ findings (GD8xx), then the totals."""
 from __future__ import annotations
 
 import json
-from typing import IO, Optional
+from typing import IO, Iterator, Optional
 
 from rich.text import Text
 
@@ -21,9 +21,10 @@ def render(fleet: FleetReport, fmt: str, stream: IO, quiet: bool = False, width:
     """The fleet report in `fmt`, secrets redacted first (gpudoctor.redact), as every report is."""
     from gpudoctor.redact import redact_data
 
-    fleet = redact_data(fleet)
+    fleet = redact_data(_as_shown(fleet))
     if fmt == "json":
-        json.dump(to_json(fleet), stream, indent=2, ensure_ascii=False)
+        for chunk in json_chunks(fleet):
+            stream.write(chunk)
         stream.write("\n")
         return
     from gpudoctor.render.printable import printable_data
@@ -32,19 +33,73 @@ def render(fleet: FleetReport, fmt: str, stream: IO, quiet: bool = False, width:
         _render(printable_data(fleet), console, quiet)
 
 
+def _as_shown(fleet: FleetReport) -> FleetReport:
+    """The fleet with each report's facts cut to what the report shows of them (its host's name and OS), after the
+    secrets they hold are remembered (gpudoctor.redact): a fact group that nodes share is walked once, and the
+    cross-node report's facts (every node's again) not at all."""
+    from dataclasses import replace
+
+    from gpudoctor.redact import remember_facts
+
+    walked = set()
+    for _, report in fleet.nodes:
+        for group in report.facts.values():
+            if id(group) not in walked:
+                walked.add(id(group))
+                remember_facts(group)
+    nodes = tuple((name, replace(report, facts={"host": _host(report)})) for name, report in fleet.nodes)
+    return replace(fleet, nodes=nodes, cross=replace(fleet.cross, facts={}))
+
+
+def _host(report) -> dict:
+    host = report.facts.get("host") or {}
+    return {"hostname": host.get("hostname"), "os": host.get("os")}
+
+
 def to_json(fleet: FleetReport) -> dict:
     """The `gpudoctor.fleet/1` document (CONTRACT.md)."""
-    nodes = []
-    for name, report in fleet.nodes:
-        host = report.facts.get("host") or {}
-        nodes.append({
-            "node": name,
-            "host": {"hostname": host.get("hostname"), "os": host.get("os")},
-            "summary": report.summary(),
+    return {**_document(fleet), "nodes": [{"node": name, "host": _host(report), **_verdicts(report)}
+                                          for name, report in fleet.nodes]}
+
+
+def json_chunks(fleet: FleetReport) -> Iterator[str]:
+    """The text of `json.dumps(to_json(fleet), indent=2, ensure_ascii=False)`, in pieces to write one by one, with
+    the verdicts that nodes share (identical nodes are judged once: gpudoctor.fleet.evaluate_fleet) encoded once:
+    10,000 nodes of a few kinds cost a few encodings, not 10,000 (tests/test_fleet.py holds it to json.dumps)."""
+    text = _dumps({**_document(fleet), "nodes": []})
+    before, after = text.split('"nodes": []', 1)
+    if not fleet.nodes:
+        yield text
+        return
+    yield before + '"nodes": [\n'
+    encoded: dict = {}
+    for number, (name, report) in enumerate(fleet.nodes):
+        key = (id(report.findings), id(report.unknown), id(report.not_applicable), id(report.passed))
+        if key not in encoded:
+            encoded[key] = _dumps(_verdicts(report))[2:]  # without its opening "{\n"
+        head = f'{{\n  "node": {_dumps(name)},\n  "host": {_indent(_dumps(_host(report)), 2)},\n'
+        yield ("    " if not number else ",\n    ") + _indent(head + encoded[key], 4)
+    yield "\n  ]" + after
+
+
+def _dumps(value) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False)
+
+
+def _indent(text: str, spaces: int) -> str:
+    """Every line of `text` but its first moved right by `spaces`."""
+    return text.replace("\n", "\n" + " " * spaces)
+
+
+def _verdicts(report) -> dict:
+    return {"summary": report.summary(),
             "findings": [finding.to_json() for finding in report.findings],
             "unknown": [item.to_json() for item in report.unknown],
-            "not_applicable": [item.to_json() for item in report.not_applicable],
-        })
+            "not_applicable": [item.to_json() for item in report.not_applicable]}
+
+
+def _document(fleet: FleetReport) -> dict:
+    """The document around its nodes, in the order it is written."""
     findings = []
     for finding in fleet.cross.findings:
         data = finding.to_json()
@@ -54,7 +109,7 @@ def to_json(fleet: FleetReport) -> dict:
         "schema": SCHEMA,
         "tool": {"name": "gpudoctor", "version": __version__},
         "summary": fleet.cross.summary(),
-        "nodes": nodes,
+        "nodes": [],
         "findings": findings,
         "seconds": round(fleet.seconds, 3),
     }

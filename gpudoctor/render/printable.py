@@ -8,7 +8,8 @@ from __future__ import annotations
 import dataclasses
 import enum
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 # C0 controls but tab and newline, DEL, C1 controls, and Unicode's invisible direction controls and separators
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
