@@ -145,6 +145,8 @@ def run_nccl(args: argparse.Namespace) -> int:
 
 
 def run_compare(args: argparse.Namespace) -> int:
+    from gpudoctor.bench import report
+
     if args.plot:
         from gpudoctor.render.bench_plot import image_format
 
