@@ -263,3 +263,21 @@ def test_on_535_86_the_process_records_are_read_in_the_layout_whose_pids_exist(t
                                         {"pid": os.getppid(), "used_bytes": 5 * GiB}])]}
     (gpu,) = nvmlsim.collect(node, tmp_path)["gpus"]
     assert [(p["pid"], p["used_bytes"]) for p in gpu["processes"]] == [(os.getpid(), 3 * GiB), (os.getppid(), 5 * GiB)]
+
+
+@pytest.mark.slow
+def test_a_gpu_that_hangs_the_driver_is_named_and_the_others_kept(tmp_path, monkeypatch):
+    """GPU 1's memory query never returns: the facts of GPU 0 arrive, GPU 1 is reported broken with the query it
+    hung in, and the GPUs after it are not counted as seen (nothing claims they are fine)."""
+    from gpudoctor.probes import ProbeContext
+    from gpudoctor.probes.nvml import probe_nvml
+
+    node = {"gpus": [h100(0), h100(1, fails={"memory": "hang"}), h100(2)]}
+    for name, value in nvmlsim.node_env(node, tmp_path, base={}).items():
+        monkeypatch.setenv(name, value)
+    facts = probe_nvml(ProbeContext(timeout=3))["nvml"]
+    assert [g["index"] for g in facts["gpus"]] == [0, 1] and facts["gpus_counted"] is False
+    assert facts["gpus"][0]["memory_total_bytes"] == 80 * GiB
+    assert facts["gpus"][1]["error_query"].startswith("nvmlDeviceGetMemoryInfo")
+    (finding,) = run("GD506", facts, {"SLURM_JOB_GPUS": "0,1,2"})
+    assert finding.evidence["gpu"] == 1 and "gpudoctor's 3 s" in finding.message

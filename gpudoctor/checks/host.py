@@ -228,8 +228,11 @@ def gpu_unhealthy(facts, rule):
     # GPU in MIG mode with no instance counts none (CUDA sees no device on it)
     devices = sum(len(gpu["mig_devices"]) if gpu.get("mig_enabled") and "mig_devices" in gpu else 1
                   for gpu in working)
-    if allocated and allocated[0] > devices:
-        require_count(facts)  # a report that named a GPU and not how many says nothing of a missing one
+    # a report that named a GPU and not how many, or a probe cut short by a hung GPU, says nothing of a missing one:
+    # unknown, unless what it did read is already a finding
+    uncounted_beside_findings = facts.get("nvml.gpus_counted", None) is False and findings
+    if allocated and allocated[0] > devices and not uncounted_beside_findings:
+        require_count(facts)
         broken = len(gpus) - len(working)
         seen = f"{devices} working ({len(gpus)} listed, {broken} broken)" if broken else str(devices)
         findings.append(rule.finding(

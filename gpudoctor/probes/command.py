@@ -37,7 +37,10 @@ OUTPUT_CAP = 8 * 2 ** 20  # bytes of a child's stdout, and of its stderr, that a
 
 
 class CommandTimeout(TimeoutError):
-    """The command ran past its limit and was killed."""
+    """The command ran past its limit and was killed; `stdout` and `stderr`: what it wrote before."""
+
+    stdout = ""
+    stderr = ""
 
 
 @dataclass(frozen=True)
@@ -129,10 +132,13 @@ def run_command(
         _started[process.pid] = process
     try:
         stdout, stderr = _communicate(process, stdin_text.encode() if stdin_text else None, timeout)
-    except subprocess.TimeoutExpired:
+    except subprocess.TimeoutExpired as exc:
         _kill_group(process)
         kill_strays()
-        raise CommandTimeout(f"{argv[0]} did not finish within {timeout:g} s") from None
+        timeout_error = CommandTimeout(f"{argv[0]} did not finish within {timeout:g} s")
+        timeout_error.stdout = (exc.output or b"").decode("utf-8", "replace")
+        timeout_error.stderr = redact_text((exc.stderr or b"").decode("utf-8", "replace"))
+        raise timeout_error from None
     finally:
         with _started_lock:
             _started.pop(process.pid, None)
@@ -146,7 +152,8 @@ def _drain(stream, kept: list) -> None:
     child never blocks on a full pipe and gpudoctor's memory stays bounded)."""
     size = 0
     try:
-        for block in iter(lambda: stream.read(65536), b""):
+        read = getattr(stream, "read1", stream.read)  # what has arrived, not a full block: kept if the child hangs
+        for block in iter(lambda: read(65536), b""):
             if size < OUTPUT_CAP:
                 kept.append(block[:OUTPUT_CAP - size])
                 size += len(kept[-1])
@@ -168,11 +175,15 @@ def _communicate(process: subprocess.Popen, stdin: Optional[bytes], timeout: flo
         except (BrokenPipeError, OSError):
             pass
     end = time.monotonic() + timeout
-    process.wait(timeout=timeout)
-    for reader in readers:  # output still arriving from a grandchild after the child's exit gets what is left
-        reader.join(max(0.0, end - time.monotonic()))
-        if reader.is_alive():
-            raise subprocess.TimeoutExpired(process.args, timeout)
+    try:
+        process.wait(timeout=timeout)
+        for reader in readers:  # output still arriving from a grandchild after the child's exit gets what is left
+            reader.join(max(0.0, end - time.monotonic()))
+            if reader.is_alive():
+                raise subprocess.TimeoutExpired(process.args, timeout)
+    except subprocess.TimeoutExpired as exc:  # what arrived before the deadline
+        exc.output, exc.stderr = b"".join(outputs[0]), b"".join(outputs[1])
+        raise
     return b"".join(outputs[0]), b"".join(outputs[1])
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from gpudoctor.knowledge import table
 from gpudoctor.probes import Probe, ProbeContext
-from gpudoctor.probes.command import run_command
+from gpudoctor.probes.command import CommandTimeout, run_command
 
 CHILD = Path(__file__).with_name("nvml_child.py")
 
@@ -46,8 +46,34 @@ def named(facts: dict) -> dict:
     return facts
 
 
+def hung(stderr: str, seconds: float) -> dict:
+    """The facts the child read before the driver stopped answering (its progress lines on stderr), the GPU it was
+    reading listed as broken with the query it hung in; raises CommandTimeout's absence of progress as a timeout."""
+    from gpudoctor.probes.nvml_child import QUERY, READING
+
+    lines = stderr.splitlines()
+    last = max((i for i, line in enumerate(lines) if line.startswith(READING)), default=None)
+    if last is None:
+        return {}
+    progress = json.loads(lines[last][len(READING):])
+    queries = [line[len(QUERY):] for line in lines[last:] if line.startswith(QUERY)]
+    facts = progress["facts"]
+    query = queries[-1] if queries else "handle"
+    facts["gpus"].append({"index": progress["index"], "error_kind": "timeout", "error_query": query,
+                          "error": f"no answer within gpudoctor's {seconds:g} s: the driver hung"})
+    if progress["index"] + 1 < progress["count"]:
+        facts["gpus_counted"] = False  # the GPUs after it were never read
+    return facts
+
+
 def probe_nvml(ctx: ProbeContext) -> dict:
-    result = run_command(child_argv(), ctx.timeout)
+    try:
+        result = run_command(child_argv(), ctx.timeout)
+    except CommandTimeout as exc:
+        facts = hung(exc.stderr, ctx.timeout)
+        if not facts:
+            raise
+        return {"nvml": named(facts)}
     if result.returncode != 0:
         raise RuntimeError(f"NVML child exited {result.returncode}: {result.stderr.strip()[-300:]}")
     return {"nvml": named(json.loads(result.stdout))}

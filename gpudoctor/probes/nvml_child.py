@@ -31,6 +31,10 @@ P2P_STATUS = {0: "ok", 1: "chipset_not_supported", 2: "gpu_not_supported", 3: "t
               4: "disabled_by_regkey", 5: "not_supported", 6: "unknown"}
 PROCESS_QUERIES = ("nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2")
 DRIVER: dict = {}  # the driver version, once read: the process records depend on it
+# As it goes, the child writes to stderr the facts read so far before each GPU and the name of each query, so that
+# the parent keeps what arrived when a GPU hangs the driver, and names that GPU and query (probes/nvml.py).
+READING, QUERY = "gpudoctor-nvml-reading ", "gpudoctor-nvml-query "
+PROGRESS: dict = {"on": False}
 NOT_AVAILABLE = (1 << 64) - 1  # NVML_VALUE_NOT_AVAILABLE for unsigned long long (MIG, WDDM)
 
 
@@ -79,6 +83,9 @@ def _optional(nvml, call, *args, identity: str = ""):
     Raises GpuFailed for a lost GPU, and for any other failure of an `identity` query (its name: `name`, `uuid`,
     `memory`) but UNANSWERED and HIDDEN (the handle opened: the query is refused, not the GPU); anything but an
     NVML error propagates (a bug)."""
+    if PROGRESS["on"]:
+        sys.stderr.write(QUERY + getattr(call, "__name__", "query") + "\n")
+        sys.stderr.flush()
     try:
         return call(*args)
     except nvml.NVMLError as exc:
@@ -394,6 +401,10 @@ def _gpus(nvml, count: int, facts: dict) -> None:
     """Every GPU NVML counts: usable ones (broken ones with their error) in `gpus`, forbidden ones apart."""
     gpus, hidden, handles = {}, [], {}
     for index in range(count):
+        if PROGRESS["on"]:
+            so_far = dict(facts, gpus=list(gpus.values()), **({"hidden_gpus": hidden} if hidden else {}))
+            sys.stderr.write(READING + json.dumps({"facts": so_far, "index": index, "count": count}) + "\n")
+            sys.stderr.flush()
         gpu = gpus[index] = {"index": index}
         try:
             handle = _handle(nvml, index)
@@ -461,4 +472,5 @@ def collect(nvml=None, module_path: str = "/proc/driver/nvidia/version") -> dict
 
 if __name__ == "__main__":
     sys.path[:0] = sys.argv[1:]  # the entry that found pynvml in the parent (probes/nvml.py), ahead of the rest
+    PROGRESS["on"] = True
     json.dump(collect(), sys.stdout)

@@ -20,7 +20,8 @@ The description (every key optional; a fact left out makes its query answer NOT_
     handle_error / query_error: an NVML error (its kind in rules/nvml_errors.toml: "no_permission", "gpu_lost",
     "unknown", … or a number) for the handle or every query,
     fails: {QUERY: error} for one query: name, uuid, pci, minor, memory, ecc, mig_mode, remapped_rows, processes,
-    fabric (a MIG parent's memory and process list answer NO_PERMISSION to a process given only a MIG device)}].
+    fabric (a MIG parent's memory and process list answer NO_PERMISSION to a process given only a MIG device);
+    the error "hang" makes the query never return (a wedged driver)}].
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ def build(directory: Path, missing=()) -> Path:
 
 
 def _error(value) -> int:
-    return value if isinstance(value, int) else 0 if value == "success" else ERRORS[value]
+    return value if isinstance(value, int) else {"success": 0, "hang": -1}.get(value, ERRORS.get(value))
 
 
 def _memory(prefix: str, memory: dict) -> list:
