@@ -64,12 +64,18 @@ def read_text(path: Path) -> str:
     return read_bytes(str(path)).decode("utf-8", "replace")
 
 
+def _stdin() -> int:
+    if sys.stdin is None:  # started with stdin closed (`<&-`)
+        raise OSError(errno.EBADF, "standard input is closed")
+    return sys.stdin.fileno()
+
+
 def read_bytes(path: str, limit: int = MAX_BYTES) -> bytes:
     """The bytes of an input file (`-`: standard input), bounded: OSError when there are more than `limit`, and
     when a FIFO, pipe, device or terminal gives no first byte within FIRST_BYTE_DEADLINE seconds (a FIFO nobody
     writes). Once data flows, a pipe is read as it streams (`--from <(cmd)`, `cmd | gpudoctor … -`)."""
     if path == "-":
-        return _read_fd(sys.stdin.fileno(), limit)
+        return _read_fd(_stdin(), limit)
     status = os.stat(path)
     if stat.S_ISDIR(status.st_mode):
         raise IsADirectoryError(errno.EISDIR, "is a directory", path)
@@ -86,7 +92,7 @@ def open_stream(path: str) -> BinaryIO:
     FIFO, pipe, terminal or device gives its first byte within FIRST_BYTE_DEADLINE seconds and all of it within
     STREAM_DEADLINE (a FIFO nobody writes, a writer that stalls, `/dev/zero`): else an OSError, not a hang."""
     if path == "-":
-        fd = sys.stdin.fileno()
+        fd = _stdin()
         return io.BufferedReader(_Bounded(fd, not stat.S_ISREG(os.fstat(fd).st_mode), close=False))
     status = os.stat(path)
     if stat.S_ISDIR(status.st_mode):
@@ -424,11 +430,12 @@ def _still_the_target(fd: int, target: str) -> bool:
 
 
 class Tree:
-    """The regular files under a folder, sorted, without following links, skipping hidden folders (.git, .venv),
-    virtual environments, caches and build output, and never entering /proc, /sys or /dev. `job_files` (what `lint` reads) also skips what git ignores (the
-    `.gitignore` files of the folder, its sub-folders and its parents up to the repository's root) and data files by
-    their type (images, arrays, checkpoints, archives), which are not counted. At most MAX_TREE_FILES files and
-    MAX_TREE_ENTRIES names in all: `cut` then says where the walk stopped (empty when it read the whole tree)."""
+    """The regular files under a folder, sorted, without following links, skipping hidden folders (.git, .venv), virtual
+    environments, caches and build output, and never entering /proc, /sys or /dev. `job_files` (what `lint` reads) also
+    skips what git ignores (the `.gitignore` files of the folder, its sub-folders and its parents up to the repository's
+    root) and data files by their type (images, arrays, checkpoints, archives), which are not counted. At most
+    MAX_TREE_FILES files and MAX_TREE_ENTRIES names in all: `cut` then says where the walk stopped (empty when it read
+    the whole tree)."""
 
     def __init__(self, root: Path, job_files: bool = True):
         self.root = Path(root)

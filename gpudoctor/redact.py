@@ -21,6 +21,8 @@ from contextlib import contextmanager
 from collections.abc import Mapping
 from typing import Any, Iterable, Iterator, Optional
 
+from gpudoctor.errors import InputError
+
 REDACTED = "<redacted>"
 SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION", re.IGNORECASE)
 MIN_REMEMBERED = 6  # shorter values (`1`, `false`) under secret-looking names are not hunted through every line
@@ -292,19 +294,34 @@ def _redacted(node: Any, record_of_secret: bool, memo: dict) -> Any:
     return done
 
 
+class UnwritableStream(InputError):
+    """Standard output or error cannot be written (a full disk, /dev/full, a closed descriptor): one line, exit 2."""
+
+
 class RedactingStream:
     """A text stream that redacts whole lines before they reach the real one (a secret is never split across two
     writes of a line). Everything else (isatty, fileno, encoding) is the real stream's."""
 
-    def __init__(self, stream):
+    def __init__(self, stream, name: str = "output"):
         self._stream = stream
         self._pending = ""
+        self._name = name
+
+    def _passed_on(self, call, *args) -> None:
+        """The real stream's write or flush; a stream that cannot be written (a full disk, /dev/full, a closed or
+        broken descriptor) is an UnwritableStream naming it. A closed pipe (`| head`) stays a BrokenPipeError."""
+        try:
+            call(*args)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise UnwritableStream(f"cannot write {self._name}: {exc.strerror or exc}") from None
 
     def write(self, text: str) -> int:
         self._pending += text
         if "\n" in self._pending:
             lines, _, self._pending = self._pending.rpartition("\n")
-            self._stream.write(redact_text(lines + "\n"))
+            self._passed_on(self._stream.write, redact_text(lines + "\n"))
         return len(text)
 
     def writelines(self, lines: Iterable[str]) -> None:
@@ -313,9 +330,9 @@ class RedactingStream:
 
     def flush(self) -> None:
         if self._pending:
-            self._stream.write(redact_text(self._pending))
-            self._pending = ""
-        self._stream.flush()
+            pending, self._pending = self._pending, ""
+            self._passed_on(self._stream.write, redact_text(pending))
+        self._passed_on(self._stream.flush)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)

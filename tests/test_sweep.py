@@ -597,3 +597,52 @@ def test_the_out_of_memory_patterns_are_linear_in_a_line_of_digits(name):
 
     assert cost(8192) < 0.05  # a line as long as the reader keeps (normalize.MAX_LINE)
     assert cost(16384) < 3 * cost(8192) + 0.002
+
+
+# ---- unusable standard streams: one line where one can be written, exit 2 ----------------------------------------
+
+STREAM_CASES = {
+    "stdout on /dev/full": (("check", "--snapshot", MACHINE), dict(stdout="/dev/full"), "cannot write standard output"),
+    "stdout closed": (("check", "--snapshot", MACHINE), dict(stdout=None), "standard output closed"),
+    "stderr closed": (("check", "--snapshot", MACHINE), dict(stderr=None), "standard error closed"),
+    "stdin closed, --from -": (("check", "--from", "-"), dict(stdin=None), "standard input is closed"),
+    "stdin closed, mcp": (("mcp",), dict(stdin=None), "standard input is closed"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", STREAM_CASES)
+def test_an_unusable_standard_stream_is_one_line_and_exit_2(tmp_path, case):
+    """They gave exit 3 (an internal error) or 120 with a traceback."""
+    argv, streams, needle = STREAM_CASES[case]
+    said = tmp_path / "said"
+    with open(said, "w") as catch:
+        files = {"stdin": subprocess.DEVNULL, "stdout": catch, "stderr": catch}
+        closing = {name: None for name, value in streams.items() if value is None}
+        for name, value in streams.items():
+            if value is not None:
+                files[name] = open(value, "w")
+        fds = {"stdin": 0, "stdout": 1, "stderr": 2}
+
+        def close_them():  # in the child, before gpudoctor starts: `<&-`, `>&-`, `2>&-`
+            for name in closing:
+                os.close(fds[name])
+
+        done = subprocess.run(gpudoctor_cmd() + [str(a) for a in argv], cwd=ROOT, timeout=60, preexec_fn=close_them,
+                              env=dict(os.environ, PYTHONPATH=str(ROOT)), **files)
+    text = said.read_text()
+    assert done.returncode == 2 and text.count("\n") == 1 and needle in text, (done.returncode, text)
+    assert "Traceback" not in text
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("when", ["early", "late"])
+@pytest.mark.parametrize("signum,code,line", [("INT", 130, "gpudoctor: interrupted\n"),
+                                              ("TERM", 143, "gpudoctor: terminated\n")])
+def test_a_signal_before_or_after_the_command_is_one_line(when, signum, code, line):
+    """Ctrl-C while the command line loaded printed a KeyboardInterrupt traceback (SIGTERM ended it without a
+    word); one while the children were cleaned up after the command ended with no line."""
+    env = dict(os.environ, PYTHONPATH=f"{ROOT / 'tests' / 'faults'}{os.pathsep}{ROOT}", GPUDOCTOR_TEST_SIGNAL_AT=when,
+               GPUDOCTOR_TEST_SIGNAL=signum)
+    done = subprocess.run(gpudoctor_cmd() + ["rules"], capture_output=True, text=True, cwd=ROOT, env=env, timeout=60)
+    assert (done.returncode, done.stderr) == (code, line)

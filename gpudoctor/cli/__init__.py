@@ -24,7 +24,7 @@ from gpudoctor.cli import mcp as mcp_cmd
 from gpudoctor.cli import preflight as preflight_cmd
 from gpudoctor.cli import rules as rules_cmd
 from gpudoctor.cli import snapshot as snapshot_cmd
-from gpudoctor.cli.guard import EXIT_SIGINT, EXIT_SIGTERM, Terminated, guarded
+from gpudoctor.cli.guard import EXIT_SIGINT, EXIT_SIGTERM, Terminated, closed_streams, guarded, unwritable
 from gpudoctor.errors import InputError
 from gpudoctor.files import waited_for_at_most
 from gpudoctor.spelling import one_slip
@@ -85,9 +85,24 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[List[str]] = None) -> int:
     """Run one command (inside gpudoctor.cli.guard: redacted output, children cleaned up, SIGTERM handled).
     As the program itself (no `argv`), a process that tried to join a torch process group leaves with os._exit
-    once its output is written: torch's threads would abort the interpreter's exit (gpudoctor.rendezvous)."""
-    with guarded():
-        code = _main(argv)
+    once its output is written: torch's threads would abort the interpreter's exit (gpudoctor.rendezvous).
+    Standard output or error closed, or unwritable (/dev/full): one line where one can be written, exit 2."""
+    closed = [name for name in closed_streams() if name != "standard input"]  # stdin: only `-` and mcp read it
+    if closed:
+        _say(f"gpudoctor: error: {' and '.join(closed)} closed: nothing could be written")
+        return 2
+    try:
+        with guarded():
+            code = _main(argv)
+    except KeyboardInterrupt:  # Ctrl-C after the command, while its children are cleaned up: still one line
+        _say("gpudoctor: interrupted")
+        code = EXIT_SIGINT
+    except Terminated:
+        _say("gpudoctor: terminated")
+        code = EXIT_SIGTERM
+    if unwritable and code != 2:  # found at the last flush (a 2 has said its line already)
+        _say(f"gpudoctor: error: {unwritable[0]}")
+        code = 2
     rendezvous = sys.modules.get("gpudoctor.rendezvous")  # never imported: nothing joined
     if argv is None and rendezvous is not None and rendezvous.must_exit_hard():
         for stream in (sys.stdout, sys.stderr):
@@ -97,6 +112,17 @@ def main(argv: Optional[List[str]] = None) -> int:
                 pass
         os._exit(code)
     return code
+
+
+def _say(line: str) -> None:
+    """One line on standard error, else on standard output, else nowhere."""
+    for stream in (sys.stderr, sys.stdout):
+        try:
+            if stream is not None:
+                print(line, file=stream, flush=True)
+                return
+        except (OSError, InputError):  # that stream cannot be written: the next one
+            continue
 
 
 def _main(argv: Optional[List[str]]) -> int:
@@ -115,7 +141,7 @@ def _main(argv: Optional[List[str]]) -> int:
         with waited_for_at_most(getattr(args, "timeout", None)):  # the user's --timeout bounds every wait for data
             return args.run(args)
     except InputError as exc:
-        print(f"gpudoctor: error: {printable(str(exc), one_line=True)}", file=sys.stderr)
+        _say(f"gpudoctor: error: {printable(str(exc), one_line=True)}")
         return 2
     except KeyboardInterrupt:
         print("gpudoctor: interrupted", file=sys.stderr)

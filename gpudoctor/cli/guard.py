@@ -14,10 +14,10 @@ import signal
 import sys
 import threading
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Iterator, List
 
 from gpudoctor.probes.command import reaping
-from gpudoctor.redact import RedactingStream, remember_env, remembering
+from gpudoctor.redact import RedactingStream, UnwritableStream, remember_env, remembering
 
 EXIT_SIGINT = 128 + signal.SIGINT
 EXIT_SIGTERM = 128 + signal.SIGTERM
@@ -32,6 +32,18 @@ def _terminate(signum, frame) -> None:
     raise Terminated()
 
 
+unwritable: List[str] = []  # why standard output or error could not be written when the command ended
+
+
+def _discard_buffered() -> None:
+    """Point standard output and error at /dev/null, so that the interpreter's last flush of what they still buffer
+    succeeds (it would print "Exception ignored" and exit 120)."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    for fd in (1, 2):
+        os.dup2(null, fd)
+    os.close(null)
+
+
 @contextmanager
 def guarded() -> Iterator[None]:
     with remembering():
@@ -40,12 +52,20 @@ def guarded() -> Iterator[None]:
             yield
 
 
+def closed_streams() -> List[str]:
+    """The standard streams this process was started without (`>&-`, `2>&-`): Python holds None for them."""
+    return [name for name, stream in (("standard output", sys.stdout), ("standard error", sys.stderr),
+                                      ("standard input", sys.stdin)) if stream is None]
+
+
 @contextmanager
 def _cleaned_up() -> Iterator[None]:
     streams = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = RedactingStream(sys.stdout), RedactingStream(sys.stderr)
+    sys.stdout = RedactingStream(sys.stdout, "standard output")
+    sys.stderr = RedactingStream(sys.stderr, "standard error")
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
+    unwritable.clear()
     try:
         with reaping():
             yield
@@ -57,4 +77,8 @@ def _cleaned_up() -> Iterator[None]:
                 stream.flush()
             except (BrokenPipeError, ValueError):
                 pass  # the reader went away (`| head`) or the stream is closed: nothing left to show
+            except UnwritableStream as exc:
+                unwritable.append(str(exc))
         sys.stdout, sys.stderr = streams
+        if unwritable:  # what is still buffered for it goes nowhere, not into an error at the interpreter's exit
+            _discard_buffered()

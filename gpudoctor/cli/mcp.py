@@ -30,6 +30,10 @@ def run(args: argparse.Namespace) -> int:
 
     from gpudoctor.mcpserver.server import serve
 
+    import sys
+
+    if sys.stdin is None:
+        raise UsageError("gpudoctor mcp talks over standard input and output, and standard input is closed")
     for root in args.root:
         if not os.path.isdir(root):
             raise UsageError(f"--root {root!r}: not a folder")
