@@ -12,6 +12,7 @@ from gpudoctor.cli.common import UsageError, add_policy_option, output_format, o
 
 FORMATS = ("rich", "plain", "json")
 EXIT_WAIT_S = 30.0  # how long a rank that does not report waits for the reporting rank's exit status
+HEARD_WAIT_S = 5.0  # how long the reporting rank, holding the store (srun), waits for the others to take it
 
 
 def _seconds(text: str) -> float:
@@ -86,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
         render(outcome.report, fmt, stream)
     code = 0 if outcome.report.ok() else 1
     outcome.meeting.post_exit(code)
+    outcome.meeting.wait_heard(outcome.listeners, HEARD_WAIT_S)
     return _leave(code)
 
 

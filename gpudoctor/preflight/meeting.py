@@ -178,7 +178,8 @@ class Meeting:
         self._call(lambda store: store.set("exit", str(code)))
 
     def wait_exit(self, seconds: float) -> Optional[int]:
-        """The reporting rank's exit status, or None when it said none within `seconds`."""
+        """The reporting rank's exit status, or None when it said none within `seconds`; then say it was heard
+        (under srun the reporting rank holds the store, and waits for that before it ends)."""
         def posted(slice_s: float) -> bool:
             if self.has("exit"):
                 return True
@@ -187,4 +188,20 @@ class Meeting:
 
         if not patiently(posted, seconds):
             return None
-        return int(self._call(lambda store: store.get("exit")))
+        code = int(self._call(lambda store: store.get("exit")))
+        self._call(lambda store: store.add("heard", 1))
+        return code
+
+    def wait_heard(self, listeners: int, seconds: float) -> None:
+        """On the rank that holds the store: wait (at most `seconds`) until `listeners` ranks took the exit status,
+        so that none finds the store gone."""
+        if not listeners or self.member.agent_store or self.member.rank != 0:
+            return
+
+        def heard(slice_s: float) -> bool:
+            if self._call(lambda store: store.add("heard", 0)) >= listeners:
+                return True
+            threading.Event().wait(slice_s)
+            return False
+
+        patiently(heard, seconds)

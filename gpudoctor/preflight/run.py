@@ -27,6 +27,8 @@ PROBE_S = 15.0  # each node's probes in the agree phase, at most
 SMALL = 64 * 1024  # bytes a rank may send as its arrival or its GPU figures
 FIGURES_LIMIT = 4 * 1024 * 1024  # …as its fabric figures (a sweep's rows)
 TIMING = "timing"  # the store's flag of a rank timing its device
+# each phase's deadline, as a share of the time left when it starts (the meet phase has --timeout; the fabric the rest)
+PHASE_SHARES = {"agree": 0.5, "gpus": 0.5, "fabric": 1.0}
 COMPARED = frozenset({"host", "env", "nvml", "torch"})  # what the fleet rules compare between nodes (GD801–GD804)
 
 
@@ -48,6 +50,7 @@ class Outcome:
     meeting: Meeting
     report: Optional[PreflightReport] = None
     note: str = ""  # a non-reporting rank's one line (it arrived after the others gave up)
+    listeners: int = 0  # on the reporting rank: how many others wait for its exit status
 
 
 class Clock:
@@ -80,17 +83,24 @@ class Preflight:
     labels: dict = field(default_factory=dict)  # rank → node label
     current: str = ""
     phase_began: float = 0.0
+    phase_ends: float = float("inf")
     group: Optional[object] = None  # gpudoctor.rendezvous.Group over the process group, for the exchanges
     info: dict = field(default_factory=dict)  # this rank's device, as the GPU phase names it
 
     def exchange(self, what: str, call):
         """One of gpudoctor.rendezvous's bounded, checked exchanges (`call(group)`) as a step of this phase."""
-        seconds = self.clock.until_reserve()
+        seconds = self.deadline()
         self.group.timeout_s = seconds
         return self.meeting.step(what, lambda: call(self.group), seconds)
 
     def begin(self, name: str) -> None:
+        """Start phase `name`: its deadline is its share of the time left (PHASE_SHARES), the reserve kept back."""
         self.current, self.phase_began = name, time.monotonic()
+        self.phase_ends = self.phase_began + PHASE_SHARES.get(name, 1.0) * max(0.0, self.clock.left() - RESERVE_S)
+
+    def deadline(self) -> float:
+        """Seconds the next step of this phase may take: until the phase's deadline, at least half a second."""
+        return max(0.5, min(self.phase_ends - time.monotonic(), self.clock.left() - RESERVE_S))
 
     def end(self, status: str, note: str = "") -> None:
         self.phases.append(PreflightPhase(self.current, status, round(time.monotonic() - self.phase_began, 3), note))
@@ -111,7 +121,9 @@ class Preflight:
         ranks = [item["rank"] for item in arrived]
         if self.member.rank not in ranks:
             return Outcome(self.meeting, note="the other ranks stopped waiting before this one arrived")
-        return Outcome(self.meeting, self.finish() if self.member.rank == min(ranks) else None)
+        if self.member.rank != min(ranks):
+            return Outcome(self.meeting)
+        return Outcome(self.meeting, self.finish(), listeners=len(ranks) - 1)
 
     def process_group(self):
         dist = self.meeting.process_group(self.clock.until_reserve(cap=30.0))
@@ -183,7 +195,7 @@ class Preflight:
         self.facts["backend"] = "nccl" if device.type == "cuda" else "gloo"
         self.info = {"node": self.labels[self.member.rank], "rank": self.member.rank, **info}
         figures = self.meeting.step("timing each GPU alone", lambda: device_figures(
-            dist, device, info, sizes, lambda busy: self.meeting.mark(TIMING, busy)), self.clock.until_reserve())
+            dist, device, info, sizes, lambda busy: self.meeting.mark(TIMING, busy)), self.deadline())
         mine = {**self.info, **figures}
         self.facts["gpus"] = self.exchange("exchanging the GPU figures", lambda group: group.all_gather_json(
             mine, SMALL, "its GPU figures"))
@@ -205,7 +217,7 @@ class Preflight:
         labels = list(nodes)
         leaders = first_ranks(dict(enumerate(nodes.values())))
         pairs = [(labels[a], labels[b]) for a, b in neighbour_pairs(len(labels))]
-        left = self.clock.until_reserve
+        left = self.deadline
 
         def groups():
             made = {"intra": {}, "pairs": {}}
@@ -281,7 +293,7 @@ class Preflight:
                                for rank in unfinished]}
         if self.member.rank != min(alive, default=self.member.rank):
             return Outcome(self.meeting)
-        return Outcome(self.meeting, self.finish())
+        return Outcome(self.meeting, self.finish(), listeners=len(alive) - 1)
 
     def finish(self) -> PreflightReport:
         from gpudoctor.engine import evaluate
@@ -322,4 +334,6 @@ def run(options: Options) -> Outcome:
             flight.facts["failure"] = None  # every collective finished
     except StepFailed as failure:
         return flight.failed(failure)
-    return Outcome(meeting, flight.finish() if member.rank == 0 else None)
+    if member.rank != 0:
+        return Outcome(meeting)
+    return Outcome(meeting, flight.finish(), listeners=member.world_size - 1)
