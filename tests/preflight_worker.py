@@ -3,7 +3,8 @@
     python tests/preflight_worker.py MODE [preflight arguments]
 
 MODE: `plain` (nothing staged); `stall` (hangs in start-up before preflight, as on a stuck file system); `die`
-(SIGKILLs itself 0.3 s into its first all-reduce, while its peers are in the collective); `slow` (while it times its
+(SIGKILLs itself 0.3 s into its first all-reduce, while its peers are in the collective); `hang` (SIGSTOPs itself
+there instead: alive, its sockets open, and silent); `slow` (while it times its
 device, its measuring thread is pinned to CPU 0 at nice 10, beside a busy loop it started there at nice 0: the
 kernel's scheduler gives it about a tenth of what the loop gets, whatever else the machine does).
 """
@@ -19,16 +20,26 @@ def stall() -> None:
     time.sleep(3600)
 
 
-def die() -> None:
+def _in_first_all_reduce(signum: int) -> None:
+    """Send this process `signum` 0.3 s into its first all-reduce (the fabric phase's), its peers in it too."""
     import torch.distributed as dist
 
     real = dist.all_reduce
 
-    def dying(*args, **kwargs):
-        threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGKILL)).start()
+    def signalled(*args, **kwargs):
+        threading.Timer(0.3, os.kill, (os.getpid(), signum)).start()
+        dist.all_reduce = real
         return real(*args, **kwargs)
 
-    dist.all_reduce = dying
+    dist.all_reduce = signalled
+
+
+def die() -> None:
+    _in_first_all_reduce(signal.SIGKILL)
+
+
+def hang() -> None:
+    _in_first_all_reduce(signal.SIGSTOP)  # alive but frozen: its peers wait in the collective
 
 
 def _dies_with_this_process() -> None:
@@ -63,7 +74,7 @@ def slow() -> None:
 
 if __name__ == "__main__":
     mode, args = sys.argv[1], sys.argv[2:]
-    {"plain": lambda: None, "stall": stall, "die": die, "slow": slow}[mode]()
+    {"plain": lambda: None, "stall": stall, "die": die, "hang": hang, "slow": slow}[mode]()
     from gpudoctor.cli import main
 
     sys.exit(main(["preflight", *args]))

@@ -53,8 +53,8 @@ def run_nodes(tmp_path, modes=("plain",) * 3, args=ARGS, env=None, timeout=150.0
     results = [None] * 3
     try:
         for node, proc in enumerate(procs):
-            if modes[node] == "stall":
-                continue
+            if modes[node] in ("stall", "hang"):
+                continue  # still there: stopped with its process tree below
             out, err = proc.communicate(timeout=max(1.0, timeout - (time.monotonic() - began)))
             results[node] = (proc.returncode, out, err, time.monotonic() - began)
     finally:
@@ -155,3 +155,15 @@ def test_a_slow_node_is_named_as_the_straggler(tmp_path):
     reasons = [r for entry in report["bad_nodes"] for r in entry["reasons"]]
     assert reasons and all(r["gpus"][0]["rank"] == 1 for r in reasons)
     assert all(r["value"] < 0.5 * r["median"] if r["metric"] != "unfinished" else r["value"] > 0 for r in reasons)
+
+
+def test_a_rank_hung_in_a_collective_is_named_when_its_deadline_passes(tmp_path):
+    """A rank frozen in the all-reduce (SIGSTOP: its connections stay open, nothing comes): its peers wait until
+    the fabric phase's deadline, not gloo's, then name it; everything within the budget."""
+    results = run_nodes(tmp_path, modes=("plain", "plain", "hang"))
+    report = report_of(results)
+    assert [code for code, *_ in results[:2]] == [1, 1]
+    assert bad(report) == {NODES[2]: ["GD808"]}
+    assert report["failure"]["unfinished"] == [{"rank": 2, "node": NODES[2]}]
+    assert "not finished within" in report["failure"]["error"] or "another rank failed" in report["failure"]["error"]
+    assert report["seconds"] < 45
