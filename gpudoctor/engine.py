@@ -11,6 +11,7 @@ from gpudoctor.suppress import finding_suppressed
 from gpudoctor.catalog import INPUTS, Rule, find_rule, load_catalog
 from gpudoctor.facts.log_evidence import log_findings
 from gpudoctor.facts import Facts, MissingFact
+from gpudoctor.facts.contract import UndeclaredFact
 from gpudoctor.model import Finding, NotApplicable, Report, Severity, Unknown
 from gpudoctor.provenance import base_origin
 from gpudoctor.snapshot import Snapshot
@@ -57,6 +58,8 @@ def run_rule(rule: Rule, facts: Facts, judge=None) -> tuple:
         return list((judge or rule.check)(facts, rule) or ()), None
     except MissingFact as missing:
         return [], missing
+    except UndeclaredFact:  # only in tests (gpudoctor.facts.contract): a misspelt fact fails the test
+        raise
     except Exception as exc:  # noqa: BLE001 - a rule bug must not stop the report
         return [_crash_finding(rule, exc)], None
 

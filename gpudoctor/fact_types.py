@@ -79,6 +79,8 @@ def _shape_fits(value: Any, shape: str) -> bool:
 def _fits(value: Any, kind: str) -> bool:
     """Whether the value has the schema type `kind` ("int", "str or null", "list of str", "object" …)."""
     kind = kind.replace(" or null", "").strip()
+    if kind.startswith("map"):
+        return isinstance(value, Mapping)
     if kind.startswith("list"):
         item = kind[len("list of "):] if kind.startswith("list of ") else ""
         return isinstance(value, list) and (not item or all(v is None or _fits(v, item) for v in value))

@@ -117,8 +117,15 @@ def remember_env(environ: Mapping[str, str]) -> None:
             remember(value)
 
 
+def _value(node: Mapping, key: str) -> Any:
+    """The value under `key`, or None: any object's keys are data to this walk, a rule's fact record's too (whose
+    reads gpudoctor.facts.contract checks in tests)."""
+    return dict.get(node, key) if isinstance(node, dict) else node.get(key)
+
+
 def _secret_record(node: Mapping) -> bool:
-    return isinstance(node.get("name"), str) and is_secret_name(node["name"])
+    name = _value(node, "name")
+    return isinstance(name, str) and is_secret_name(name)
 
 
 def _secret_slot(key: Any, record_of_secret: bool) -> bool:
@@ -129,7 +136,7 @@ def _secret_slot(key: Any, record_of_secret: bool) -> bool:
 def _remember_moved(node: Any) -> None:
     """A fix's env change that moves a secret's value under another name (`set: {NCCL_IB_PKEY: …}`, `unset:
     [NCCL_IB_TOKEN]`): the value stays a secret under its new name."""
-    get = node.get if isinstance(node, Mapping) else lambda key: getattr(node, key, None)
+    get = (lambda key: _value(node, key)) if isinstance(node, Mapping) else lambda key: getattr(node, key, None)
     unset, values = get("unset"), get("set")
     if (isinstance(unset, (list, tuple)) and isinstance(values, Mapping)
             and any(isinstance(name, str) and is_secret_name(name) for name in unset)):

@@ -69,50 +69,99 @@ def notable_facts() -> Tuple[str, ...]:
                  if key.notable)
 
 
+@dataclass(frozen=True)
+class Shape:
+    """What a fact path holds, as far as facts.toml declares it: a record's keys (`fields`; a list of records has
+    its items' shape), a map's values (`values`: any name is a key), or nothing declared below it (both None).
+    `table` names the table of facts.toml that declares the record's keys."""
+
+    fields: Optional[Dict[str, "Shape"]] = None
+    values: Optional["Shape"] = None
+    table: str = ""
+
+
+FREE = Shape()  # a value with no declared keys: a number, a string, a list of them, or a map whose values are such
+
+
+def _shape(group: Group, prefix: str, keys: Dict[str, Key], table: str) -> Shape:
+    fields = {}
+    for name, key in keys.items():
+        path = f"{prefix}.{name}" if prefix else name
+        declared = group.fields.get(path)
+        inner = _shape(group, path, declared, f'[{group.name}.fields.{_quoted(path)}]') if declared else FREE
+        fields[name] = Shape(values=inner) if declared and key.type.startswith("map") else inner
+    return Shape(fields, table=table)
+
+
+def _quoted(path: str) -> str:
+    return f'"{path}"' if "." in path else path
+
+
+@lru_cache(maxsize=None)
+def shape_of(group: str) -> Shape:
+    """The shape of a group's value (FREE for a map of plain values: env)."""
+    known = groups()[group]
+    if known.shape == "map":
+        return FREE
+    return _shape(known, "", known.keys, f"[{group}.keys]")
+
+
 def path_error(names: List[str]) -> Optional[str]:
-    """Why the fact path (its key names, `["nvml", "gpus", "cc"]`) is not in the schema; None when it is."""
-    group = groups().get(names[0])
-    if group is None:
+    """Why the fact path (its key names, `["nvml", "gpus", "cc"]`) is not in the schema, saying where facts.toml
+    would declare it; None when it is."""
+    if names[0] not in groups():
         return f"no probe or reader provides the group {names[0]!r} (known: {', '.join(sorted(groups()))})"
-    if group.shape == "map" or not group.keys or len(names) < 2:
-        return None
-    if names[1] not in group.keys:
-        return f"{group.name} has no key {names[1]!r} (see docs/snapshot.md)"
-    fields = group.fields.get(names[1])
-    if fields and len(names) > 2 and names[2] not in fields:
-        return f"{group.name}.{names[1]} has no key {names[2]!r} (see docs/snapshot.md)"
+    shape = shape_of(names[0])
+    for depth, name in enumerate(names[1:], start=1):
+        if shape.fields is not None:
+            if name not in shape.fields:
+                return (f"{'.'.join(names[:depth])} has no key {name!r} (see docs/snapshot.md; a new one is declared "
+                        f"in {shape.table} of rules/facts.toml)")
+            shape = shape.fields[name]
+        elif shape.values is not None:
+            shape = shape.values
+        else:
+            return None
     return None
 
 
+def shape_at(names: List[str]) -> Shape:
+    """The shape of the fact at a declared path (`path_error` is None for it)."""
+    shape = shape_of(names[0])
+    for name in names[1:]:
+        if shape.fields is not None:
+            shape = shape.fields[name]
+        elif shape.values is not None:
+            shape = shape.values
+        else:
+            return FREE
+    return shape
+
+
 def undeclared(facts: Mapping[str, Any]) -> List[str]:
-    """The paths in `facts` that the schema does not declare (empty when every group and key is known)."""
-    return sorted(set(_undeclared(facts)))
-
-
-def _undeclared(facts: Mapping[str, Any]) -> Iterator[str]:
+    """The paths in `facts` that the schema does not declare, at any depth (empty when every one is known)."""
+    found: set = set()
     for name, value in facts.items():
-        group = groups().get(name)
-        if group is None:
-            yield name
-        elif group.shape != "map" and group.keys:
-            for entry in _entries(value, group.shape):
-                yield from _entry_undeclared(name, entry, group.keys, group.fields)
+        if name in groups():
+            _undeclared(name, value, shape_of(name), found)
+        else:
+            found.add(name)
+    return sorted(found)
 
 
-def _entries(value: Any, shape: str) -> list:
-    if isinstance(value, list) and shape in ("list", "object_or_list"):
-        return [entry for entry in value if isinstance(entry, Mapping)]
-    return [value] if isinstance(value, Mapping) else []
-
-
-def _entry_undeclared(prefix: str, entry: Mapping[str, Any], keys: Dict[str, Key],
-                      fields: Dict[str, Dict[str, Key]]) -> Iterator[str]:
-    for key, value in entry.items():
-        if key not in keys:
-            yield f"{prefix}.{key}"
-        elif key in fields:
-            for item in _entries(value, "object_or_list"):
-                yield from (f"{prefix}.{key}.{sub}" for sub in item if sub not in fields[key])
+def _undeclared(where: str, value: Any, shape: Shape, found: set) -> None:
+    if isinstance(value, list):
+        for item in value:
+            _undeclared(where, item, shape, found)
+    elif isinstance(value, Mapping) and shape.fields is not None:
+        for key, item in value.items():
+            if key in shape.fields:
+                _undeclared(f"{where}.{key}", item, shape.fields[key], found)
+            else:
+                found.add(f"{where}.{key}")
+    elif isinstance(value, Mapping) and shape.values is not None:
+        for item in value.values():
+            _undeclared(f"{where}.*", item, shape.values, found)
 
 
 # ------------------------------------------------------------------------------------------ docs/snapshot.md
@@ -183,32 +232,33 @@ def markdown() -> str:
 # ------------------------------------------------------------------------ docs/schemas/snapshot.schema.json
 
 JSON_TYPES = {"int": "integer", "float": "number", "str": "string", "bool": "boolean", "object": "object",
-              "list": "array"}
+              "map": "object", "list": "array"}
 
 
 def _json_type(kind: str) -> dict:
-    """A fact type ("int or null", "list of str" …) as JSON Schema; null is allowed everywhere (a known "none")."""
+    """A fact type ("int or null", "list of str", "map" …) as JSON Schema; null is allowed everywhere (a known
+    "none")."""
     kind = kind.replace(" or null", "").strip()
     if kind.startswith("list of "):
         return {"type": ["array", "null"], "items": _json_type(kind[len("list of "):])}
-    return {"type": [JSON_TYPES[word] for word in kind.split(" or ")] + ["null"]}
+    return {"type": [JSON_TYPES[word.split(" ")[0]] for word in kind.split(" or ")] + ["null"]}
 
 
-def _record(keys: Dict[str, Key], fields: Dict[str, Dict[str, Key]]) -> dict:
-    """An object with the declared keys, and no others."""
+def _record(keys: Dict[str, Key], fields: Dict[str, Dict[str, Key]], prefix: str = "") -> dict:
+    """An object with the declared keys, and no others; `fields` by dotted path below `prefix` (`jobs.`)."""
     properties = {}
     for key in keys.values():
         spec = _json_type(key.type)
-        if key.doc:
-            spec["description"] = key.doc
-        if key.name in fields:  # records of declared keys: one, or a list of them
-            record = _record(fields[key.name], {})
+        declared = fields.get(prefix + key.name)
+        if declared:  # records of declared keys: one, a list of them, or a map's values
+            record = _record(declared, fields, f"{prefix}{key.name}.")
             many = {"type": ["array", "null"], "items": record}
             kinds = spec["type"]
-            spec = {"anyOf": [record, many]} if "array" in kinds and "object" in kinds else many if "array" in kinds \
-                else dict(record)
-            if key.doc:
-                spec["description"] = key.doc
+            spec = {"type": ["object", "null"], "additionalProperties": record} if key.type.startswith("map") \
+                else {"anyOf": [record, many]} if "array" in kinds and "object" in kinds else many \
+                if "array" in kinds else dict(record)
+        if key.doc:
+            spec["description"] = key.doc
         properties[key.name] = spec
     return {"type": ["object", "null"], "properties": properties, "additionalProperties": False}
 

@@ -18,6 +18,9 @@ import pytest
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 # gpudoctor's parse cache of its rule files (gpudoctor.data.cache_dir): the suite's own, not the user's ~/.cache
 os.environ.setdefault("GPUDOCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="gpudoctor-test-cache-"))
+# Every read of a fact path or a record's key that rules/facts.toml does not declare raises (gpudoctor.facts.contract),
+# here and in every gpudoctor process a test starts.
+os.environ["GPUDOCTOR_STRICT_FACTS"] = "1"
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"

@@ -10,7 +10,7 @@ import pytest
 import nvmlsim
 from conftest import ROOT, gpudoctor_cmd
 from gpudoctor.catalog import find_rule
-from gpudoctor.facts.devices import job_gpus
+from gpudoctor.facts.devices import is_mig, job_gpus
 from gpudoctor.engine import evaluate
 from gpudoctor.facts import Facts
 from gpudoctor.snapshot import Snapshot
@@ -171,7 +171,7 @@ def test_indices_name_the_gpus_cuda_can_open(node):
     """An index counts the GPUs that answer (0-4, 6, 7): 5 is GPU 6, 6 is GPU 7, in MIG mode. Named together on
     driver 535, CUDA uses GPU 7's first MIG device and not GPU 6 (no GPU outside MIG once a MIG device is used)."""
     job = job_gpus(Facts({"nvml": node, "env": {"CUDA_VISIBLE_DEVICES": "5"}}))
-    assert [(d["index"], d.get("mig", False)) for d in job.devices] == [(6, False)]
+    assert [(d["index"], is_mig(d)) for d in job.devices] == [(6, False)]
     job = job_gpus(Facts({"nvml": node, "env": {"CUDA_VISIBLE_DEVICES": "5,6"}}))
     assert [(d["parent_index"], d["name"].split()[-1]) for d in job.devices] == [(7, "3g.40gb")]
     assert "chosen by index" in job.note() and "CUDA will not enumerate non-MIG GPU" in job.note()

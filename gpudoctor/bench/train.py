@@ -163,11 +163,11 @@ def slice_share(torch, device) -> Optional[float]:
     if " MIG " not in f" {name} ":
         return 1.0
     try:
-        from gpudoctor.facts.devices import device_by_uuid
+        from gpudoctor.facts.devices import device_by_uuid, is_mig
         from gpudoctor.probes.nvml import read_gpus
 
         found = device_by_uuid(read_gpus(10.0), str(getattr(torch.cuda.get_device_properties(device), "uuid", "")))
-        if found and found.get("mig") and found.get("sm_share"):
+        if found and is_mig(found) and found.get("sm_share"):
             return float(found["sm_share"])
     except Exception:  # noqa: BLE001 - no NVML here: the name still tells the profile
         pass

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gpudoctor.checks import check
 from gpudoctor.facts import MissingFact
-from gpudoctor.facts.devices import job_gpus, mig_without_instances, require_count
+from gpudoctor.facts.devices import is_mig, job_gpus, mig_without_instances, require_count
 from gpudoctor.facts.log_evidence import cited, log_count, log_events
 from gpudoctor.knowledge import table
 from gpudoctor.model import Severity
@@ -82,7 +82,7 @@ def _occupants(device: dict):
     if busy:
         return busy, sum(p["used_bytes"] for p in busy)
     unmeasured = [p for p in processes if p.get("used_bytes") is None]
-    if unmeasured and device.get("mig") and (device.get("memory_used_bytes") or 0) > 0:
+    if unmeasured and is_mig(device) and (device.get("memory_used_bytes") or 0) > 0:
         return unmeasured, device["memory_used_bytes"]
     return [], 0
 

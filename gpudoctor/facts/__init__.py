@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from collections.abc import Mapping
 from typing import Any, Dict, Iterator, List, Optional
 
+from gpudoctor.facts import contract
 from gpudoctor.provenance import PARTIAL, PROBE, origin_of
 
 _RAISE = object()
@@ -62,6 +63,7 @@ class Facts:
         self._origins = dict(origins or {})
         self.base = base
         self.reads: Optional[Dict[str, Read]] = None
+        self._strict: Optional[Dict[str, Any]] = {} if contract.strict() else None  # tests: what each path read
 
     @contextlib.contextmanager
     def recording(self) -> Iterator[Dict[str, Read]]:
@@ -90,7 +92,9 @@ class Facts:
 
     def get(self, path: str, default: Any = _RAISE) -> Any:
         """The fact at `path` (`"nvml.driver_version"`); raise MissingFact if unknown and no default given. A
-        variable a complete environment does not set (`"env.NCCL_DEBUG"`) is known: None."""
+        variable a complete environment does not set (`"env.NCCL_DEBUG"`) is known: None. In tests, a path or a
+        record key that rules/facts.toml does not declare raises (gpudoctor.facts.contract)."""
+        shape = contract.declared(_parts(path)) if self._strict is not None else None
         node: Any = self._data
         for part in _parts(path):
             if isinstance(node, Mapping) and part in node:
@@ -104,7 +108,11 @@ class Facts:
                 raise self._missing(path)
             return default
         self._note(path, ABSENT if node in _EMPTY else STATED)
-        return node
+        if shape is None or self._strict is None:
+            return node
+        if path not in self._strict:
+            self._strict[path] = contract.guarded(node, shape, path)
+        return self._strict[path]
 
     def _unset(self, path: str) -> bool:
         """Whether the path is a variable the job's environment, shown whole, does not set."""

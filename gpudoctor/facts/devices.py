@@ -53,8 +53,18 @@ def _key(uuid) -> str:
     return re.sub(r"^(GPU|MIG)-", "", str(uuid or "")).replace("-", "").lower()
 
 
+class MigDevice(dict):
+    """A MIG device as CUDA numbers it: its NVML entry (`nvml.gpus[].mig_devices[]`) with its GPU's `parent_index`,
+    `parent_uuid` and compute capability."""
+
+
+def is_mig(device: dict) -> bool:
+    """Whether a device of a job's list is a MIG device (else a whole GPU, `nvml.gpus[]`)."""
+    return isinstance(device, MigDevice)
+
+
 def _mig_device(gpu: dict, mig: dict) -> dict:
-    device = dict(mig, parent_index=gpu.get("index"), parent_uuid=gpu.get("uuid"), mig=True)
+    device = MigDevice(mig, parent_index=gpu.get("index"), parent_uuid=gpu.get("uuid"))
     device.setdefault("index", gpu.get("index"))
     if gpu.get("cc"):
         device.setdefault("cc", gpu["cc"])
@@ -109,14 +119,14 @@ def limit_mig(devices: list, driver) -> list:
     GPU outside MIG ('CUDA is limited to use a single CI and will pick the first one available if several of
     them are visible'); from R570 one compute instance per GPU instance ('If CUDA_VISIBLE_DEVICES is not set,
     CUDA will pick one from each GPU instance'; several named in one: 'CUDA will pick one from the list')."""
-    migs = [d for d in devices if d.get("mig")]
+    migs = [d for d in devices if is_mig(d)]
     if not migs:
         return list(devices)
     if mig_rule(driver) == "one":
         return migs[:1]
     kept, instances = [], set()
     for device in devices:
-        instance = (device.get("parent_uuid"), device.get("gpu_instance_id")) if device.get("mig") else None
+        instance = (device.get("parent_uuid"), device.get("gpu_instance_id")) if is_mig(device) else None
         if instance is None or instance[1] is None or instance not in instances:
             kept.append(device)
             instances.add(instance)
@@ -189,7 +199,7 @@ def _named(facts, visible: str, gpus: list) -> tuple:
         if entry.isdigit():
             devices = _as_cuda_sees(usable[int(entry)]) if int(entry) < len(usable) else []
             assumption = assumption or _order_assumption(facts, usable)
-            if any(d.get("mig") for d in devices):
+            if any(is_mig(d) for d in devices):
                 assumption = _MIG_BY_INDEX
         else:
             device = _by_uuid(gpus, entry) if entry.startswith(("GPU-", "MIG-")) else None

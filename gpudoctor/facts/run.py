@@ -155,8 +155,8 @@ def collectives_at(entry: Dict[str, Any]) -> Dict[int, Tuple[str, Any, str]]:
     seen: Dict[int, Tuple[str, Any, str]] = {}
     for key, source in (("fingerprint", "collective fingerprint"), ("collective", "watchdog")):
         item = entry.get(key)
-        if isinstance(item, dict) and isinstance(item.get("seq"), int) and item.get("op"):
-            seen.setdefault(item["seq"], (str(item["op"]), item.get("shape") or item.get("numel"), source))
+        if isinstance(item, dict) and isinstance(item.get("seq"), int) and item.get("op"):  # the watchdog: no sizes
+            seen.setdefault(item["seq"], (str(item["op"]), item.get("shape") if key == "fingerprint" else None, source))
     dump = entry.get("dump") if isinstance(entry.get("dump"), dict) else {}
     for c in main_group(dump.get("collectives") or []):
         if isinstance(c.get("seq"), int) and c.get("op"):

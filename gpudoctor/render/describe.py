@@ -12,6 +12,7 @@ from gpudoctor.facts import Facts
 from gpudoctor.files import is_dotenv
 from gpudoctor.knowledge import gpu_cc, gpu_memory_bytes, major_minor
 from gpudoctor.model import Applicability, Report
+from gpudoctor import schema
 from gpudoctor.units import size
 
 def plural(count: int, word: str) -> str:
@@ -129,7 +130,7 @@ def unknown_reasons(facts: Facts, unknown) -> str:
             why = f"torch {facts.get('torch.status')}"
         elif group == "nvml" and facts.get("nvml.status", None) == "error":
             why = "NVML unusable"
-        elif not facts.has(group):
+        elif group not in schema.groups() or not facts.has(group):  # "report": a pasted text with nothing recognised
             unseen.append(GROUP_WORDS.get(group, group))
             continue
         else:
