@@ -2,13 +2,13 @@
 
     python benchmarks/estimate_activations.py            # a table: measured vs estimated, per model and setting
 
-Small models of real architectures (Llama, Qwen2, Phi-3, Gemma 2, GPT-2; transformers builds them from a config, random weights,
-nothing downloaded) run one forward pass in bf16 in training mode with SDPA attention (eager for Gemma 2). "Measured" is what autograd
-keeps for the backward pass: every tensor saved for backward (torch.autograd.graph.saved_tensors_hooks), counted
-once per storage, parameters left out, plus the fp32 logits the loss is computed from. With activation
-checkpointing the step also recomputes one layer during the backward pass: that layer's saved tensors are added
-(measured without checkpointing, divided by the layers). "Estimated" is gpudoctor.estimate.activation_bytes for the
-same shape and setting. The error is (estimated - measured) / measured.
+Small models of real architectures (Llama, Qwen2, Phi-3, Gemma 2, GPT-2; transformers builds them from a config,
+random weights, nothing downloaded) run one forward pass in bf16 in training mode with SDPA attention (eager for
+Gemma 2). "Measured" is what autograd keeps for the backward pass: every tensor saved for backward
+(torch.autograd.graph.saved_tensors_hooks), counted once per storage, parameters left out, plus the fp32 logits the
+loss is computed from. With activation checkpointing the step also recomputes one layer during the backward pass:
+that layer's saved tensors are added (measured without checkpointing, divided by the layers). "Estimated" is
+gpudoctor.estimate.activation_bytes for the same shape and setting. The error is (estimated - measured) / measured.
 """
 
 from __future__ import annotations
@@ -21,8 +21,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 import transformers  # noqa: E402
 
-from gpudoctor.estimate import Training, activation_bytes, count_params  # noqa: E402
-from gpudoctor.estimate import ModelSpec  # noqa: E402
+from gpudoctor.estimate import (  # noqa: E402
+    ModelSpec,  # noqa: E402
+    Training,
+    activation_bytes,
+    count_params,
+)
 
 MODELS = {
     "llama": dict(model_type="llama", hidden_size=512, intermediate_size=1376, num_hidden_layers=4,

@@ -27,7 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 HEALTHY = (ROOT / "fixtures" / "logs" / "nccl_ib_healthy_2nodes.log").read_text()
-XID = "[Tue Mar  4 05:02:44 2025] NVRM: Xid (PCI:0000:86:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n"
+XID = ("[Tue Mar  4 05:02:44 2025] NVRM: Xid (PCI:0000:86:00): 79, pid='<unknown>', name=<unknown>, "
+       "GPU has fallen off the bus.\n")
 
 
 def write_log(path: Path, megabytes: int) -> int:

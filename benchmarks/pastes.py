@@ -3,18 +3,20 @@
     python benchmarks/pastes.py [--verbose] [--min 0.9]
 
 Each paste is read as `gpudoctor check --from PASTE` reads it (in process). A paste with a cause counts as named when
-every rule its label lists fires (at the label's `severity`, where it gives one); a healthy one counts when no error or warning is reported. Prints one line per
-paste that misses, the score per class and overall; exits 1 when the score is under --min.
+every rule its label lists fires (at the label's `severity`, where it gives one); a healthy one counts when no error
+or warning is reported. Prints one line per paste that misses, the score per class and overall; exits 1 when the
+score is under --min.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Tuple
+
+import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))

@@ -5,13 +5,15 @@
 
 `--at-bounds`: each job-file format's slowest input shape (a command, a scalar or a statement every few bytes),
 at that format's bound (gpudoctor.readers.registry.FORMATS), and MAX_ENV_ENTRIES variable settings, through
-`gpudoctor lint FILE` in process: seconds (wall clock and CPU) and peak Python memory. docs/safety.md states the bounds this measures.
+`gpudoctor lint FILE` in process: seconds (wall clock and CPU) and peak Python memory. docs/safety.md states the
+bounds this measures.
 
 For each input kind — pasted log (`check --from`, redaction included), `.env`, shell script, Kubernetes manifest,
-Dockerfile, site policy (TOML, a quarter of the size: the limit is 1 MiB), and redaction of one long unbroken token —
-builds an input of about --kb KB and four times that, reads it in process (best of two runs, then once under tracemalloc) (gpudoctor.readers' registry, gpudoctor.ingest.source, gpudoctor.policy),
-and prints MB/s, the peak of Python memory per input byte (tracemalloc) and the time ratio of the larger input
-to the smaller (about 4 when linear, 16 when quadratic). docs/safety.md states the bounds this measures.
+Dockerfile, site policy (TOML, a quarter of the size: the limit is 1 MiB), and redaction of one long unbroken token
+— builds an input of about --kb KB and four times that, reads it in process (best of two runs, then once under
+tracemalloc) (gpudoctor.readers' registry, gpudoctor.ingest.source, gpudoctor.policy), and prints MB/s, the peak of
+Python memory per input byte (tracemalloc) and the time ratio of the larger input to the smaller (about 4 when
+linear, 16 when quadratic). docs/safety.md states the bounds this measures.
 """
 
 from __future__ import annotations

@@ -29,7 +29,8 @@ def collect(request: Request) -> Snapshot:
 
 def collect_pasted(text: str, paths: Sequence[str] = ()) -> Snapshot:
     """The facts of pasted report or log text (and of report or log files), read as `check --from FILE... -` reads
-    them: the text is the `<stdin>` part (none: the files alone); raises gpudoctor.errors.InputError when nothing in them is recognised."""
+    them: the text is the `<stdin>` part (none: the files alone); raises gpudoctor.errors.InputError when nothing in
+    them is recognised."""
     from gpudoctor.errors import InputError
     from gpudoctor.ingest.source import snapshot_from_reports
 
@@ -78,7 +79,8 @@ def overlay_pasted(snapshot: Snapshot, text: str, paths: Sequence[str]) -> Snaps
 def evaluate_fleet(nodes: Sequence[Tuple[str, Snapshot]], select: Sequence[str] = ()) -> dict:
     """The `gpudoctor fleet SNAPSHOT... --format json` document (`gpudoctor.fleet/1`) of named snapshots."""
     from gpudoctor.catalog import rules_for_run
-    from gpudoctor.fleet import evaluate_fleet as judge, fleet_nodes
+    from gpudoctor.fleet import evaluate_fleet as judge
+    from gpudoctor.fleet import fleet_nodes
     from gpudoctor.render.fleet import to_json
 
     names, snapshots = [name for name, _ in nodes], [snapshot for _, snapshot in nodes]

@@ -87,7 +87,7 @@ class ModelSpec:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "ModelSpec":
+    def from_json(cls, data: Mapping[str, Any]) -> ModelSpec:
         names = set(cls.__dataclass_fields__)
         return cls(**{k: v for k, v in data.items() if k in names})
 

@@ -13,7 +13,6 @@ from gpudoctor.units import GiB, gib
 from gpudoctor.units import parse as parse_size
 
 
-
 def named_gpu(name: str) -> dict:
     """`--gpu`: a GPU as people write it ("A100 40GB", "4090") looked up in rules/gpus.toml, or a memory size."""
     from gpudoctor.knowledge import AmbiguousGpu, gpu_by_user_name, table_memory_bytes
@@ -27,12 +26,14 @@ def named_gpu(name: str) -> dict:
         raise InputError(f"--gpu {name!r} fits GPUs of different memory ({exc}); add the memory or the form "
                          f"factor, e.g. --gpu \"{name.strip()} 80GB\"") from None
     if spec is None or not spec.get("memory_gib"):
-        why = "gpudoctor does not know its memory" if spec else "not a GPU gpudoctor knows (`gpudoctor estimate --help`)"
+        why = ("gpudoctor does not know its memory" if spec
+               else "not a GPU gpudoctor knows (`gpudoctor estimate --help`)")
         raise InputError(f"--gpu {name!r}: {why}; give the memory instead, e.g. --gpu 24GB")
     memory = table_memory_bytes(spec)
     if spec.get("memory_reported_mib"):
         said = (f"{gib(memory)} as the device reports it ({spec['memory_gib']} GB marketed)"
-                if gib(memory) != gib(int(float(spec["memory_gib"]) * GiB)) else f"{gib(memory)} as the device reports it")
+                if gib(memory) != gib(int(float(spec["memory_gib"]) * GiB))
+                else f"{gib(memory)} as the device reports it")
     else:
         said = f"{spec['memory_gib']} GB as marketed (the device reports a little less; not read for this model)"
     return {"name": spec["name"], "memory_total_bytes": memory, "memory_said": said}

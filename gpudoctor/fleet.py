@@ -164,8 +164,8 @@ def node_name(snapshot: Snapshot, rank: int) -> str:
 
 def gloo_interface(environ, interfaces: Optional[list]) -> Optional[str]:
     """The one interface gloo should use when GLOO_SOCKET_IFNAME is unset but NCCL_SOCKET_IFNAME is set: the first
-    (by name, loopback last) that is up, has an IPv4 address and matches NCCL_SOCKET_IFNAME's syntax (prefixes, `^` to exclude,
-    `=` for exact names). None when gloo keeps its own choice (nothing to resolve, or nothing matches)."""
+    (by name, loopback last) that is up, has an IPv4 address and matches NCCL_SOCKET_IFNAME's syntax (prefixes, `^`
+    to exclude, `=` for exact names). None when gloo keeps its own choice (nothing to resolve, or nothing matches)."""
     from gpudoctor.facts.nccl_values import nccl_ifname_matches
 
     value = environ.get("NCCL_SOCKET_IFNAME") or ""
@@ -182,7 +182,8 @@ def snapshots_from_payloads(payloads: list) -> List[Tuple[str, Snapshot]]:
     """The gathered `{"node": str, "snapshot": {...}}` documents as snapshots (a malformed one: FleetError)."""
     nodes = []
     for rank, item in enumerate(payloads):
-        if not (isinstance(item, dict) and isinstance(item.get("node"), str) and isinstance(item.get("snapshot"), dict)):
+        if not (isinstance(item, dict) and isinstance(item.get("node"), str)
+                and isinstance(item.get("snapshot"), dict)):
             raise FleetError(f"check --fleet: rank {rank} sent something that is not a gpudoctor snapshot")
         try:
             snapshot = from_json(item["snapshot"], item["node"])

@@ -17,7 +17,6 @@ from gpudoctor.errors import InputError
 from gpudoctor.provenance import COMMAND_LINE, FILES, changed, fingerprint
 from gpudoctor.snapshot import Snapshot
 
-
 MAX_TIMEOUT = 86400.0  # seconds per probe: a day
 
 

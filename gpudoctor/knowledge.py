@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from functools import lru_cache, total_ordering
+from functools import cache, total_ordering
 from typing import Optional
 
 from gpudoctor.data import load_toml, rules_dir
@@ -83,7 +83,7 @@ def major_minor(text) -> Optional[str]:
     return f"{major}.{int(minor)}" if minor is not None else str(major)
 
 
-@lru_cache(maxsize=None)
+@cache
 def table(name: str) -> dict:
     return load_toml(rules_dir() / f"{name}.toml")
 

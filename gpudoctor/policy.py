@@ -389,7 +389,7 @@ class Template:
     def render(self, data: Mapping[str, Any]) -> str:
         exprs = iter(self.paths)
 
-        def replace(match: "re.Match") -> str:
+        def replace(match: re.Match) -> str:
             if match.group(0) in ("{{", "}}"):
                 return match.group(0)[0]
             expr = next(exprs)

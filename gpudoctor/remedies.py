@@ -137,7 +137,8 @@ def _entry(changes: Sequence[Change], before: Estimate, after: Estimate, memory:
                and note not in before.assumptions["notes"]]
     return {"keys": [c.key for c in changes], "title": " + ".join(c.title for c in changes) + (
                 f" ({assumed[0]})" if assumed else ""),
-            "how": [c.how.replace("{micro_batch}", str(micro_batch)) for c in changes], "saving_bytes": before.total - after.total,
+            "how": [c.how.replace("{micro_batch}", str(micro_batch)) for c in changes],
+            "saving_bytes": before.total - after.total,
             "offload": after.offload, **_verdict(after, memory)}
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import datetime
 import errno
+import functools
 import json
 import os
 import re
@@ -247,7 +248,7 @@ class Group:
         self.dist = None
         self.broken = False  # a step failed: a helper may still be inside torch, the group is not used again
 
-    def __enter__(self) -> "Group":
+    def __enter__(self) -> Group:
         self.join()
         return self
 
@@ -364,7 +365,7 @@ class Group:
                 found.append(json.loads(data))  # as the others see it: JSON, never the object itself
                 continue
             tensor = torch.empty(length, dtype=torch.uint8, device=self.device)
-            self.step(f"receive {what} from rank {rank}", lambda: self.dist.recv(tensor, rank))
+            self.step(f"receive {what} from rank {rank}", functools.partial(self.dist.recv, tensor, rank))
             found.append(self._decode(tensor, rank, what))
         return found
 

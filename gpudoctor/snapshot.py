@@ -7,12 +7,12 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Dict, List
 
-from gpudoctor.version import __version__
 from gpudoctor.errors import InputError
 from gpudoctor.fact_types import type_error
 from gpudoctor.model import ProbeResult
 from gpudoctor.provenance import LOG, ORIGINS
 from gpudoctor.redact import redact_data
+from gpudoctor.version import __version__
 
 SCHEMA = "gpudoctor.snapshot/1"
 SCHEMA_NAME, SCHEMA_VERSION = SCHEMA.split("/")

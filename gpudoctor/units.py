@@ -33,7 +33,7 @@ def gib(num_bytes: Optional[int]) -> str:
     return "?" if num_bytes is None else f"{num_bytes / GiB:.1f} GiB"
 
 
-def _bytes(match: "re.Match", bare: bool) -> Optional[int]:
+def _bytes(match: re.Match, bare: bool) -> Optional[int]:
     number, prefix, byte = match.groups()
     if not (prefix or byte or bare):
         return None

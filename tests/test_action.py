@@ -13,7 +13,6 @@ from pathlib import Path
 import jsonschema
 import pytest
 import yaml
-
 from conftest import ROOT, required_or_skip
 
 ACTION = yaml.safe_load((ROOT / "action.yml").read_text())

@@ -14,7 +14,6 @@ import zipfile
 
 import pytest
 import yaml
-
 from conftest import FIXTURES, ROOT, cli_in_process
 
 DEPLOY = ROOT / "deploy"

@@ -13,7 +13,6 @@ from dataclasses import replace
 from importlib import util
 
 import pytest
-
 from conftest import ROOT
 
 torch = pytest.importorskip("torch")
@@ -155,7 +154,8 @@ def test_every_collective_is_correct_and_its_numbers_match_on_3_ranks():
 @pytest.mark.slow
 def test_corrupted_reduction_is_counted_and_fires_gd701(cli, tmp_path):
     out = tmp_path / "bench.json"
-    code, _, err = cli("bench", "nccl", *SMALL, "--nprocs", "2", "--format", "json", "--output", out, faults={CORRUPT: "1"})
+    code, _, err = cli("bench", "nccl", *SMALL, "--nprocs", "2", "--format", "json", "--output", out,
+                       faults={CORRUPT: "1"})
     assert code == 1, err
     result = json.loads(out.read_text())
     assert all(row["wrong"] == row["count"] * 2 for row in result["rows"])  # every element, on both ranks

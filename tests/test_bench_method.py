@@ -12,10 +12,8 @@ np = pytest.importorskip("numpy")
 
 from gpudoctor.bench import BenchError, BenchUsageError, launch, nccl, train  # noqa: E402
 from gpudoctor.bench.launch import run_ranks  # noqa: E402
+from gpudoctor.bench.nccl import CONTRIBUTING_RANKS, FP32_EXACT, PERIOD, NcclConfig, contribution, reduced, tag  # noqa: E402
 from gpudoctor.rendezvous import Rank  # noqa: E402
-from gpudoctor.bench.nccl import (CONTRIBUTING_RANKS, FP32_EXACT, PERIOD, NcclConfig, contribution,  # noqa: E402
-                                  reduced, tag)
-
 
 # --- #wrong is exact at any world size ----------------------------------------------------------------------
 

@@ -6,7 +6,6 @@ import json
 import xml.etree.ElementTree as ET
 
 import pytest
-
 from conftest import FIXTURES, cli_in_process
 
 RUN = FIXTURES / "outputs" / "bench-nccl-gloo-2ranks.json"  # a recorded gloo run, 8 B to 1 MiB

@@ -13,8 +13,8 @@ import time
 from multiprocessing import resource_tracker
 
 import pytest
-
 from conftest import ROOT
+
 from gpudoctor.cli import main
 
 psutil = pytest.importorskip("psutil")

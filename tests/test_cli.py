@@ -3,7 +3,6 @@
 import json
 
 import pytest
-
 from conftest import FIXTURES
 
 A100_OLD_DRIVER = FIXTURES / "machines" / "a100-driver470-cu121.json"
@@ -26,11 +25,13 @@ def test_plain_report_reads_without_colour(run_cli):
     ("12.8", "2.3.1+cu121", "'torch==2.7.*'"),      # none before: the first release that has it
 ])
 def test_gd101_reinstall_is_pinned(cuda, torch, pin):
-    """Never an unpinned reinstall that jumps torch to the index's newest build (rules/torch_wheels.toml [[release]])."""
+    """Never an unpinned reinstall that jumps torch to the index's newest build
+    (rules/torch_wheels.toml [[release]])."""
     from gpudoctor.checks.driver_cuda import _install_command
 
     (command,) = _install_command(cuda, torch)
-    assert command == f"pip install --force-reinstall {pin} --index-url https://download.pytorch.org/whl/cu{cuda.replace('.', '')}"
+    index = f"https://download.pytorch.org/whl/cu{cuda.replace('.', '')}"
+    assert command == f"pip install --force-reinstall {pin} --index-url {index}"
 
 
 def test_json_report_follows_the_contract(run_cli):

@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import cli_in_process
+
 from gpudoctor.ingest.registry import in_words
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -5,8 +5,8 @@ import shutil
 import subprocess
 
 import pytest
-
 from conftest import cli_in_process, required_or_skip
+
 from gpudoctor.render import NAMES
 
 

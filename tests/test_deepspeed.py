@@ -14,15 +14,15 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from conftest import FIXTURES, ROOT
-from gpudoctor.readers.ds_config import parse
-from gpudoctor.readers.registry import read_file
-from gpudoctor.readers.ds_config import detect as looks_like_ds_config
+
 from gpudoctor.catalog import find_rule, load_catalog
 from gpudoctor.engine import evaluate
 from gpudoctor.knowledge import table
 from gpudoctor.probes import libaio
+from gpudoctor.readers.ds_config import detect as looks_like_ds_config
+from gpudoctor.readers.ds_config import parse
+from gpudoctor.readers.registry import read_file
 from gpudoctor.snapshot import Snapshot, load
 
 CONFIGS = FIXTURES / "ds_configs"
@@ -207,7 +207,8 @@ def rule_findings(rule_id, facts):
 
 def test_gd304_deprecated_cpu_offload_param_and_nvme():
     report = rule_findings("GD304", config_facts('{"zero_optimization": {"stage": 1, "cpu_offload_param": true}}'))
-    assert [f.severity.name for f in report.findings] == ["WARNING"] and "cpu_offload_param" in report.findings[0].message
+    assert [f.severity.name for f in report.findings] == ["WARNING"]
+    assert "cpu_offload_param" in report.findings[0].message
     report = rule_findings("GD304", config_facts('{"zero_optimization": {"stage": 3, "offload_param": '
                                                  '{"device": "nvme"}}}'))
     assert not report.findings
@@ -275,7 +276,8 @@ def test_gd307_unknown_keys_strict_loose_removed_renamed():
             '"aio": {"thread_count": 2},\n"amp": {"enabled": false},\n"_comment": "fine"}')
     lint = rule_findings("GD307", config_facts(text))
     got = {(f.evidence.get("key"), str(f.severity)) for f in lint.findings}
-    assert got == {("gradient_acumulation_steps", "warning"), ("zero_optimization.stage3_prefetch_bucket_sise", "error"),
+    assert got == {("gradient_acumulation_steps", "warning"),
+                   ("zero_optimization.stage3_prefetch_bucket_sise", "error"),
                    ("aio.thread_count", "info"), ("amp", "info")}
     by_key = {f.evidence["key"]: f for f in lint.findings}
     assert by_key["gradient_acumulation_steps"].evidence["suggestion"] == "gradient_accumulation_steps"

@@ -4,14 +4,14 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import FIXTURES
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import FIXTURES
 from gpudoctor.readers import python
-from gpudoctor.readers.env import apply
-from gpudoctor.readers.dotenv import grammar as dotenv
 from gpudoctor.readers.dockerfile import env as dockerfile
+from gpudoctor.readers.dotenv import grammar as dotenv
+from gpudoctor.readers.env import apply
 from gpudoctor.readers.k8s import env as k8s
 from gpudoctor.readers.registry import find, read_file
 from gpudoctor.readers.shell.jobs import read_script
@@ -302,7 +302,8 @@ def test_k8s_documents_before_a_broken_one_are_kept():
 
 # the NCCL settings kept in a ConfigMap of the same file and taken with envFrom or configMapKeyRef
 CONFIG_MAP_ENV = ("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: nccl-env\ndata:\n  NCCL_DEBUG: INFO\n"
-                  "  NCCL_IB_HCA: mlx5\n  bad-key: x\n---\nkind: Job\nspec:\n  template:\n    spec:\n      containers:\n"
+                  "  NCCL_IB_HCA: mlx5\n  bad-key: x\n---\nkind: Job\nspec:\n  template:\n    spec:\n"
+                  "      containers:\n"
                   "      - name: trainer\n        image: x\n        envFrom:\n        - configMapRef:\n"
                   "            name: {name}\n          prefix: {prefix}\n        env:\n        - name: NCCL_DEBUG\n"
                   "          value: WARN\n        - name: HCA\n          valueFrom:\n            configMapKeyRef:\n"
@@ -481,9 +482,11 @@ def test_python_that_cannot_be_parsed_is_reported_once(run_cli, tmp_path):
 @pytest.mark.parametrize("name,text,fmt", [
     (".env", "A=1", "dotenv"), ("prod.env", "A=1", "dotenv"), (".env.local", "A=1", "dotenv"),
     ("job.sbatch", "", "shell"), ("run", "#!/usr/bin/env bash\necho", "shell"), ("job", "#SBATCH -N 2\n", "shell"),
-    ("Dockerfile", "FROM x", "dockerfile"), ("Dockerfile.cuda", "", "dockerfile"), ("train.dockerfile", "", "dockerfile"),
+    ("Dockerfile", "FROM x", "dockerfile"), ("Dockerfile.cuda", "", "dockerfile"),
+    ("train.dockerfile", "", "dockerfile"),
     ("pod.yaml", "apiVersion: v1\nkind: Pod\n", "yaml"), ("compose.yml", "services:\n  a: {}\n", "yaml"),
-    ("nccl.conf", "NCCL_DEBUG=WARN", "ncclconf"), ("launch.py", "", "python"), ("vars.txt", "A=1\nexport B=2\n", "dotenv"),
+    ("nccl.conf", "NCCL_DEBUG=WARN", "ncclconf"), ("launch.py", "", "python"),
+    ("vars.txt", "A=1\nexport B=2\n", "dotenv"),
     ("config.yaml", "trainer:\n  devices: 8\n", "config-yaml"), ("ds.json", "{}", None), ("notes.md", "# hi", None),
     ("env.yaml", "export NCCL_DEBUG=WARN\nexport NCCL_IB_HCA=mlx5\n", "dotenv"),
     ("mnist_Dockerfile", "FROM pytorch/pytorch:2.4.0-cuda12.1\nRUN pip install x\n", "dockerfile"),
@@ -547,7 +550,8 @@ def test_every_job_fixture_reads_without_errors(name):
 
 # --- never raise -------------------------------------------------------------------------------------------
 
-ALPHABET = st.sampled_from(list("export NCCL_=\"'$`(){}[]\\#;&|<>\n\t -:,^~*EOF ifthenfidoneesac") + ["\r\n", "<<", "${"])
+ALPHABET = st.sampled_from(list("export NCCL_=\"'$`(){}[]\\#;&|<>\n\t -:,^~*EOF ifthenfidoneesac")
+                           + ["\r\n", "<<", "${"])
 
 
 @settings(max_examples=300, deadline=None)
@@ -555,7 +559,7 @@ ALPHABET = st.sampled_from(list("export NCCL_=\"'$`(){}[]\\#;&|<>\n\t -:,^~*EOF 
 def test_readers_never_raise_on_random_text(text):
     for read in (shell_env, dotenv.read, dotenv.read_nccl_conf, dockerfile.read, k8s.read, python_env):
         result = read(text, "random")
-        for message, line, column in result.errors:
+        for message, _line, _column in result.errors:
             assert isinstance(message, str)
 
 

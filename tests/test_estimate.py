@@ -8,10 +8,20 @@ Model configs in fixtures/models are the public hyperparameters of Qwen/Qwen2.5-
 import json
 
 import pytest
-
 from conftest import FIXTURES
-from gpudoctor.estimate import (OVERHEAD_BYTES, ModelError, ModelSpec, Training, activation_bytes, count_params,
-                                estimate, load_model, parse_size, resolve)
+
+from gpudoctor.estimate import (
+    OVERHEAD_BYTES,
+    ModelError,
+    ModelSpec,
+    Training,
+    activation_bytes,
+    count_params,
+    estimate,
+    load_model,
+    parse_size,
+    resolve,
+)
 from gpudoctor.units import GiB
 
 QWEN = FIXTURES / "models" / "qwen2.5-0.5b.config.json"
@@ -243,7 +253,8 @@ def test_without_model_the_memory_rules_are_not_applicable(run_cli):
                            "--format", "json")
     report = json.loads(out)
     assert report["findings"] == [] and report["summary"]["passed"] == 0 and report["summary"]["unknown"] == 0
-    assert report["not_applicable"] == [{"rule": "GD501", "reason": "no model"}, {"rule": "GD504", "reason": "no model"}]
+    assert report["not_applicable"] == [{"rule": "GD501", "reason": "no model"},
+                                        {"rule": "GD504", "reason": "no model"}]
 
 
 # --- bad input: exit 2, one line --------------------------------------------------------------------------

@@ -6,8 +6,8 @@ import json
 import shutil
 
 import pytest
-
 from conftest import FIXTURES
+
 from gpudoctor.data import load_toml, rules_dir
 from gpudoctor.estimate import Training, count_params, estimate, load_model
 from gpudoctor.remedies import CHANGES, remedies

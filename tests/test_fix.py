@@ -9,14 +9,14 @@ import subprocess
 
 import pytest
 import yaml
-
 from conftest import FIXTURES, ROOT, cli_in_process, gpudoctor_cmd
-from gpudoctor.readers.dotenv import grammar as dotenv_reader
-from gpudoctor.fix import (Change, Plan, plan_fixes, render, render_dotenv, render_k8s, render_shell)
-from gpudoctor.render.describe import fix_command
+
 from gpudoctor.files import write_file
+from gpudoctor.fix import Change, Plan, plan_fixes, render, render_dotenv, render_k8s, render_shell
 from gpudoctor.fix.envmerge import BEGIN, END, MergeError, merge, read_env, scan, split_lines, unified_diff
 from gpudoctor.model import Applicability, EnvChange, Finding, Fix, Location, Report, Severity
+from gpudoctor.readers.dotenv import grammar as dotenv_reader
+from gpudoctor.render.describe import fix_command
 
 MACHINE = FIXTURES / "machines" / "rtx6000ada-nvcc115-cu124.json"  # torch 2.5: NCCL_ASYNC_ERROR_HANDLING is renamed
 FIXABLE = FIXTURES / "jobs" / "fixable.env"
@@ -388,7 +388,8 @@ def test_unreadable_inputs_exit_2(run_cli, tmp_path):
     assert code == 2 and "no '# <<< gpudoctor' line" in err and bad.read_text() == f"{BEGIN}\nA=1\n"
 
 
-@pytest.mark.parametrize("job,form", [("jobs/job.sbatch", "--format shell"), ("jobs/seed002_nccl_pod.yaml", "--format k8s"),
+@pytest.mark.parametrize("job,form", [("jobs/job.sbatch", "--format shell"),
+                                      ("jobs/seed002_nccl_pod.yaml", "--format k8s"),
                                       ("jobs/fixable.env", "--write-env fixtures/jobs/fixable.env")])
 def test_the_hint_after_lint_fits_the_kind_of_file(run_cli, job, form):
     """A .env is merged; a script gets export lines and a manifest a container's env: list, never a .env beside

@@ -3,8 +3,8 @@
 import json
 
 import pytest
-
 from conftest import FIXTURES
+
 from gpudoctor.catalog import load_catalog
 from gpudoctor.engine import evaluate
 from gpudoctor.snapshot import load

@@ -90,7 +90,8 @@ def test_small_shm_on_one_node_is_the_odd_one_out():
 
 
 def test_a_rule_failing_everywhere_is_not_odd():
-    small = lambda f: f["host"].update(shm_bytes=64 * 1024**2)
+    def small(f):
+        f["host"].update(shm_bytes=64 * 1024**2)
     fleet = fleet_of(machine("a", small), machine("b", small))
     assert cross(fleet) == []
     assert all([f.rule for f in report.findings] == ["GD503"] for _, report in fleet.nodes)
@@ -250,7 +251,8 @@ def test_real_ranks_with_different_nccl_settings(tmp_path):
 
 
 def test_text_shows_a_finding_every_node_has_once(tmp_path, run_cli):
-    small = lambda f: f["host"].update(shm_bytes=2**26)
+    def small(f):
+        f["host"].update(shm_bytes=2**26)
     paths = write(tmp_path, machine("a", small), machine("b", small))
     code, out, _ = run_cli("fleet", *paths, "--format", "plain")
     assert code == 1
@@ -267,7 +269,8 @@ def _driver(version):
 def test_a_driver_tie_claims_no_majority_and_names_the_newer():
     fleet = fleet_of(machine("a", _driver("535.104.05")), machine("b", _driver("550.90.07")))
     driver = [f for f in fleet.cross.findings if f.rule == "GD801"][0]
-    assert "most have" not in driver.fix.summary and "the newest here is 550.90.07 (on 1 of 2 nodes)" in driver.fix.summary
+    assert "most have" not in driver.fix.summary
+    assert "the newest here is 550.90.07 (on 1 of 2 nodes)" in driver.fix.summary
 
 
 def test_the_older_driver_is_never_recommended_even_on_most_nodes():

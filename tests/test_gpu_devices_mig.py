@@ -9,9 +9,9 @@ GD104, GD405, GD501, GD502. Users see it as torch.cuda.device_count() == 1 on a 
 CUDA_VISIBLE_DEVICES unset (pytorch/pytorch#102715; nvitop's PR #8 shows the same on driver 510). The parent
 GPU's process list answers NO_PERMISSION in MIG mode, as it does to a user who is not root."""
 
+import nvmlsim
 import pytest
 
-import nvmlsim
 from gpudoctor.catalog import find_rule
 from gpudoctor.engine import evaluate
 from gpudoctor.facts import Facts

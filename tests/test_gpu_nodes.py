@@ -3,9 +3,9 @@ Slurm Prolog's selection (deploy/slurm/prolog.sh: `check --select GD105,GD5`): a
 a Slurm job, MIG mode on without instances, a pending MIG mode, an NVSwitch node whose fabric manager is down, and
 GPUs whose minor numbers are not in PCI order."""
 
+import nvmlsim
 import pytest
 
-import nvmlsim
 from gpudoctor.catalog import find_rule
 from gpudoctor.engine import evaluate
 from gpudoctor.facts import Facts

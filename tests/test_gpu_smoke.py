@@ -5,9 +5,8 @@ import json
 import subprocess
 import sys
 
-import pytest
-
 import nvmlsim
+import pytest
 from conftest import ROOT
 
 GiB = 1024**3

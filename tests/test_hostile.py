@@ -14,8 +14,8 @@ import threading
 import time
 
 import pytest
-
 from conftest import FIXTURES, ROOT, gpudoctor_cmd
+
 from gpudoctor import files
 from gpudoctor.cli import main
 from gpudoctor.policy import MATCH_TIMEOUT, compile_rule, known_groups
@@ -289,7 +289,8 @@ def test_a_pattern_that_runs_out_of_time_makes_the_rule_unknown_with_the_reason(
 def _over_bound(fmt):
     """A file of `fmt` one byte over its bound: `# x…` comment lines, which every format reads as a comment."""
     name = {"ncclconf": "nccl.conf", "dockerfile": "Dockerfile", "python": "train.py", "yaml": "pod.yaml",
-            "shell": "job.sh", "dotenv": "job.env", "ds_config": "ds_config.json", "config-yaml": "config.yaml"}[fmt.name]
+            "shell": "job.sh", "dotenv": "job.env", "ds_config": "ds_config.json",
+            "config-yaml": "config.yaml"}[fmt.name]
     head = {"dockerfile": "FROM x\n", "python": "import os\n", "yaml": "kind: Pod\n", "shell": "#!/bin/bash\n",
             "ds_config": '{"train_batch_size": 1, "x": "'}.get(fmt.name, "")
     filler = "a" if fmt.name == "ds_config" else "# x\n"

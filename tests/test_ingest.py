@@ -9,8 +9,8 @@ from typing import Any, Dict
 
 import pytest
 
-from gpudoctor.ingest.report import ParsedReport, ReportError, merge_reports, parse_report
 from gpudoctor.ingest.normalize import clean_text, normalize
+from gpudoctor.ingest.report import ParsedReport, ReportError, merge_reports, parse_report
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
@@ -418,7 +418,8 @@ FIXTURE_EXPECTED: Dict[str, Dict[str, Any]] = {
     "collect_env_indented.txt": {  # 4-space Markdown code block inside prose
         "kind": "collect_env", "torch.version": "1.13.1+cu116", "torch.cuda": "11.6", "nvcc.version": "12.1",
         "nvml.driver_version": "530.41.03",
-        "nvml.gpus": [{"index": 0, "name": "NVIDIA GeForce RTX 4090"}, {"index": 1, "name": "NVIDIA GeForce RTX 4090"}]},
+        "nvml.gpus": [{"index": 0, "name": "NVIDIA GeForce RTX 4090"},
+                      {"index": 1, "name": "NVIDIA GeForce RTX 4090"}]},
     "collect_env_wrapped.txt": {  # lines wrapped by a mail client
         "kind": "collect_env", "torch.version": "2.0.1+cu117", "torch.cuda": "11.7",
         "host.os": "Red Hat Enterprise Linux release 8.8 (Ootpa) (x86_64)", "host.arch": "x86_64",
@@ -427,7 +428,8 @@ FIXTURE_EXPECTED: Dict[str, Dict[str, Any]] = {
     "collect_env_fullwidth_colons.txt": {
         "kind": "collect_env", "torch.version": "1.13.1+cu117", "torch.cuda": "11.7", "nvcc.version": "11.7",
         "nvml.driver_version": "525.105.17",
-        "nvml.gpus": [{"index": 0, "name": "NVIDIA GeForce RTX 3080"}, {"index": 1, "name": "NVIDIA GeForce RTX 3080"}]},
+        "nvml.gpus": [{"index": 0, "name": "NVIDIA GeForce RTX 3080"},
+                      {"index": 1, "name": "NVIDIA GeForce RTX 3080"}]},
     "collect_env_driver_warning_11040.txt": {  # the torch warning is the only driver evidence
         "kind": "collect_env", "torch.version": "2.1.0+cu121", "torch.cuda": "12.1", "torch.cuda_available": False,
         "nvml.cuda_driver_version": "11.4", "nvml.driver_version": _ABSENT, "nvml.gpus": _ABSENT,
@@ -739,7 +741,8 @@ def test_merge_gpus_by_index():
 
 def test_merge_no_gpus_versus_gpus_is_a_conflict():
     a = _report("mac.txt", {"nvml": {"status": "unavailable", "driver_version": None, "gpus": []}})
-    b = _report("smi.txt", {"nvml": {"status": "ok", "driver_version": "550.54.15", "gpus": [{"index": 0, "name": "X"}]}})
+    b = _report("smi.txt", {"nvml": {"status": "ok", "driver_version": "550.54.15",
+                                     "gpus": [{"index": 0, "name": "X"}]}})
     facts, _, conflicts = merge_reports([a, b])
     assert facts["nvml"] == {"status": "unavailable", "driver_version": None, "gpus": []}
     assert [c["fact"] for c in conflicts] == ["nvml.status", "nvml.driver_version", "nvml.gpus"]

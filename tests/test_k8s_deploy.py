@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import FIXTURES, ROOT, cli_in_process, gpudoctor_cmd
 
 K8S = ROOT / "deploy" / "kubernetes"
@@ -60,7 +59,8 @@ def test_lint_reads_the_manifest_env(tmp_path):
     result = cli_in_process("lint", "--format", "json", bad)
     findings = json.loads(result.stdout)["findings"]
     assert findings and {f["rule"] for f in findings} == {"GD406"}  # once per container that gets the env
-    assert {f["location"]["line"] for f in findings} == {bad.read_text().splitlines().index("    - name: NCCL_DEBUG") + 1}
+    line = bad.read_text().splitlines().index("    - name: NCCL_DEBUG") + 1
+    assert {f["location"]["line"] for f in findings} == {line}
 
 
 def _init_command(args, path=MANIFESTS[0]):

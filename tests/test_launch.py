@@ -5,12 +5,12 @@ the CLI — including correct jobs that must stay free of errors."""
 import json
 
 import pytest
-
 from conftest import FIXTURES, ROOT, cli_in_process
+
 from gpudoctor.catalog import load_catalog
 from gpudoctor.engine import evaluate
-from gpudoctor.readers.registry import read_file
 from gpudoctor.readers import commands
+from gpudoctor.readers.registry import read_file
 from gpudoctor.readers.shell import slurm
 from gpudoctor.readers.shell.jobs import read_script
 from gpudoctor.snapshot import Snapshot
@@ -18,7 +18,8 @@ from gpudoctor.snapshot import Snapshot
 LAUNCH = FIXTURES / "launch"
 K8S = LAUNCH / "k8s"
 LINT_RULES = [rule for rule in load_catalog() if not rule.host]
-JOB_RULES = {"GD411", "GD604", "GD605", "GD606", "GD607", "GD608", "GD609", "GD610", "GD611", "GD613", "GD614", "GD615", "GD616", "GD617", "GD901", "GD902", "GD903"}
+JOB_RULES = {"GD411", "GD604", "GD605", "GD606", "GD607", "GD608", "GD609", "GD610", "GD611", "GD613", "GD614",
+             "GD615", "GD616", "GD617", "GD901", "GD902", "GD903"}
 
 
 def words(line: str):
@@ -464,7 +465,8 @@ def test_shell_arithmetic_of_known_values():
 def test_ranks_that_depend_on_the_run_leave_gd606_unknown(tmp_path):
     job = tmp_path / "job.sbatch"
     job.write_text("#!/bin/bash\n#SBATCH --nodes=4\n#SBATCH --gres=gpu:4\n"
-                   "srun accelerate launch --num_processes $((SLURM_NNODES * GPUS)) --num_machines $SLURM_NNODES t.py\n")
+                   "srun accelerate launch --num_processes $((SLURM_NNODES * GPUS)) "
+                   "--num_machines $SLURM_NNODES t.py\n")
     _, report = lint(job)
     (unknown,) = [u for u in report.unknown if u.rule == "GD606"]
     assert "ranks per node are not known (srun: 1" in unknown.reason and "GD606" not in report.passed
@@ -478,7 +480,8 @@ def test_ranks_that_depend_on_the_run_leave_gd606_unknown(tmp_path):
 @pytest.mark.parametrize("tasks,gpus,severity", [("4", "--gpus-per-task=1", "error"), ("1", "--gpus-per-node=4", None)])
 def test_the_jobs_of_a_shell_script_srun_starts(tmp_path, tasks, gpus, severity):
     (tmp_path / "submit.sh").write_text(f"#!/bin/bash\n#SBATCH -N 5\n#SBATCH --ntasks-per-node={tasks}\n"
-                                        f"#SBATCH {gpus}\nmodule load pytorch\nsrun --nodes=5 bash torchrun_script.sh\n")
+                                        f"#SBATCH {gpus}\nmodule load pytorch\n"
+                                        "srun --nodes=5 bash torchrun_script.sh\n")
     (tmp_path / "torchrun_script.sh").write_text(
         "export MASTER_ADDR=$(scontrol show hostname ${SLURM_NODELIST} | head -n 1)\n"
         "torchrun --nnodes=5 --nproc_per_node=4 --rdzv_endpoint=$MASTER_ADDR:29400 train.py\n")
@@ -697,11 +700,13 @@ def test_site_policies_read_the_launch_model(tmp_path):
 
 @pytest.mark.parametrize("name", ["job.sbatch", "pod.yaml", "Dockerfile", "compose.yaml"])
 def test_hostile_job_files_never_crash(tmp_path, name):
-    from hypothesis import given, settings, strategies as st
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
 
     from gpudoctor.readers.registry import find
 
-    alphabet = st.sampled_from(list("srun torchrun python -n --nproc_per_node=8 train.py $(x) ${A:-b} \"'`\\\n\t:[]{}-#|&;"
+    alphabet = st.sampled_from(list("srun torchrun python -n --nproc_per_node=8 train.py $(x) ${A:-b} "
+                                    "\"'`\\\n\t:[]{}-#|&;"
                                     ) + ["\nkind: PyTorchJob\n", "containers:\n - name: x\n", "nvidia.com/gpu: ",
                                          "#SBATCH --gres=gpu:", "CMD [\"", "bash -c \"", "command: [", "\n  "])
     path = tmp_path / name
@@ -866,7 +871,8 @@ if __name__ == "__main__":
      "2.4.1", None),
     ("torchrun --nproc_per_node=2", HYDRA_SCRIPT.format(env='["LOCAL_RANK"]'), "2.4.1", None),
     # the parser is built or extended elsewhere: that code may add --local_rank
-    ("deepspeed --num_gpus 2", "import argparse\nfrom options import add_dist_args\nparser = argparse.ArgumentParser()\n"
+    ("deepspeed --num_gpus 2", "import argparse\nfrom options import add_dist_args\n"
+     "parser = argparse.ArgumentParser()\n"
      "add_dist_args(parser)\nargs = parser.parse_args()\n", "2.4.1", None),
     ("deepspeed --num_gpus 2", "from options import get_parser\nparser = get_parser()\nargs = parser.parse_args()\n",
      "2.4.1", None),
@@ -1005,7 +1011,8 @@ def test_options_the_script_does_not_define(tmp_path, arguments, refused, missin
 
 @pytest.mark.parametrize("script", [
     OWN_PARSER_SCRIPT.replace("parser.parse_args()", "parser.parse_known_args()[0]"),
-    OWN_PARSER_SCRIPT.replace('    return parser.parse_args()', '    add_model_args(parser)\n    return parser.parse_args()'),
+    OWN_PARSER_SCRIPT.replace('    return parser.parse_args()',
+                              '    add_model_args(parser)\n    return parser.parse_args()'),
     OWN_PARSER_SCRIPT.replace('group.add_argument("-e", "--epochs"', 'group.add_argument(*EPOCH_FLAGS'),
     OWN_PARSER_SCRIPT.replace('description="pretrain"', 'parents=[base_parser()]'),
 ])

@@ -3,9 +3,9 @@
 import json
 
 import pytest
+from conftest import FIXTURES
 
 import gpudoctor
-from conftest import FIXTURES
 from gpudoctor.errors import InputError
 
 T4 = FIXTURES / "machines" / "t4-cu121.json"

@@ -6,7 +6,6 @@ import os
 import subprocess
 
 import pytest
-
 from conftest import FIXTURES, ROOT, cli_in_process, gpudoctor_cmd
 
 JOBS = FIXTURES / "jobs"

@@ -8,7 +8,6 @@ import sys
 
 import pytest
 import yaml
-
 from conftest import FIXTURES, ROOT, cli_in_process, gpudoctor_cmd
 
 BAD_JOB = (FIXTURES / "jobs" / "bad_job.sh").read_text()  # GD402 twice, GD410

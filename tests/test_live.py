@@ -8,7 +8,6 @@ import time
 import venv
 
 import pytest
-
 from conftest import ROOT, gpudoctor_cmd
 
 

@@ -5,6 +5,7 @@ else, a full healthy run log still passes what it shows. GD502 needs the GPUs' p
 from __future__ import annotations
 
 from conftest import ROOT
+
 from gpudoctor.api import evaluate
 from gpudoctor.catalog import find_rule, load_catalog
 from gpudoctor.engine import evaluate as run_rules

@@ -12,10 +12,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import cli_in_process
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import cli_in_process
 from gpudoctor.catalog import load_catalog
 from gpudoctor.ingest.logs import LogScanner
 
@@ -529,7 +529,8 @@ def test_every_xid_names_a_fix_case_of_gd507():
 
 
 _JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
-                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+                     lambda inner: (st.lists(inner, max_size=3)
+                                    | st.dictionaries(st.text(max_size=6), inner, max_size=3)),
                      max_leaves=12)
 
 
@@ -810,8 +811,9 @@ def test_a_last_error_that_states_no_known_cause_becomes_the_reason(tmp_path):
     `Last error:` is not."""
     log = tmp_path / "paste.txt"
     log.write_text("w1: torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1197, unhandled cuda "
-                   "error (run with NCCL_DEBUG=INFO for details), NCCL version 2.18.3\nw1: ncclUnhandledCudaError: Call to "
-                   "CUDA function failed.\nw1: Last error:\nw1: Cuda failure 'initialization error'\nw1: Traceback (most "
+                   "error (run with NCCL_DEBUG=INFO for details), NCCL version 2.18.3\n"
+                   "w1: ncclUnhandledCudaError: Call to CUDA function failed.\nw1: Last error:\n"
+                   "w1: Cuda failure 'initialization error'\nw1: Traceback (most "
                    "recent call last):\n")
     _, report = findings(log)
     assert "the NCCL warning before it: 'Cuda failure 'initialization error''" in report["findings"][0]["message"]
@@ -874,7 +876,8 @@ def test_no_interface_for_the_bootstrap_is_gd425(tmp_path, warn):
 KERNEL_PASTES = [
     pytest.param(  # https://github.com/akash-network/support/issues/244
         "root@node4:~# dmesg -T |grep NVRM\n"
-        "[Sun Jul 28 09:15:27 2024] NVRM: loading NVIDIA UNIX x86_64 Kernel Module  535.183.01  Sun May 12 19:39:15 UTC 2024\n"
+        "[Sun Jul 28 09:15:27 2024] NVRM: loading NVIDIA UNIX x86_64 Kernel Module  535.183.01  "
+        "Sun May 12 19:39:15 UTC 2024\n"
         "[Wed Jul 31 23:14:18 2024] NVRM: GPU at PCI:0000:00:05: GPU-efbdfde9-5798-a6e7-4c46-12518fa15375\n"
         "[Wed Jul 31 23:14:18 2024] NVRM: GPU Board Serial Number: 1650423013443\n"
         "[Wed Jul 31 23:14:18 2024] NVRM: Xid (PCI:0000:00:05): 43, pid=1045242, name=pt_main_thread, Ch 00000008\n"
@@ -887,12 +890,16 @@ KERNEL_PASTES = [
     pytest.param(  # https://github.com/NVIDIA/gpu-operator/issues/1146
         "Dec  2 11:38:27 worker4 kernel: [  199.234935] NVRM: GPU 0000:0a:00.0: rm_init_adapter failed, device minor "
         "number 5\n"
-        "Dec  2 11:38:46 worker4 kernel: [  218.250408] NVRM: GPU 0000:0a:00.0: RmInitAdapter failed! (0x24:0x72:1568)\n"
-        "Dec  2 11:38:47 worker4 kernel: [  219.470994] NVRM: Xid (PCI:0000:07:00): 48, pid='<unknown>', name=<unknown>, "
+        "Dec  2 11:38:46 worker4 kernel: [  218.250408] NVRM: GPU 0000:0a:00.0: "
+        "RmInitAdapter failed! (0x24:0x72:1568)\n"
+        "Dec  2 11:38:47 worker4 kernel: [  219.470994] NVRM: Xid (PCI:0000:07:00): 48, "
+        "pid='<unknown>', name=<unknown>, "
         "An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at physAddr 0x7fffa8860 "
         "partition 7, subpartition 1.\n"
-        "Dec  2 11:38:47 worker4 kernel: [  219.471050] NVRM: Xid (PCI:0000:07:00): 64, pid='<unknown>', name=<unknown>, "
-        "Dynamic Page Retirement: Blacklisting failed.  Page should have been blacklisted on boot(0x00000000007fffa8).\n",
+        "Dec  2 11:38:47 worker4 kernel: [  219.471050] NVRM: Xid (PCI:0000:07:00): 64, "
+        "pid='<unknown>', name=<unknown>, "
+        "Dynamic Page Retirement: Blacklisting failed.  "
+        "Page should have been blacklisted on boot(0x00000000007fffa8).\n",
         {("xid", 48), ("xid", 64), ("driver_init_failed", None)}, {"GD507", "GD105"}, "worker4", id="syslog-kernel"),
     pytest.param(  # https://github.com/0jc1/py-autovod/issues/7
         "[Sun Mar 30 08:24:00 2025] [   7899]     0  7899  6546210  3842522 39899136  1039052\n 0 python\n"

@@ -6,8 +6,8 @@ weights, gradients and optimizer states that the estimate's terms must equal.
 """
 
 import pytest
-
 from conftest import FIXTURES
+
 from gpudoctor.adapters import AdapterError
 from gpudoctor.estimate import ModelSpec, Training, count_params, estimate, load_model
 

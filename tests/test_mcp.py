@@ -11,8 +11,8 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import FIXTURES, ROOT, required_or_skip
+
 from gpudoctor.data import loads_toml
 
 SECRET = "hf_Zq8sEcReT0123456789"  # a token in the server's environment and in the inputs below

@@ -4,8 +4,8 @@ pasted, through the log reader's byte prefilter; near-miss lines fire nothing; d
 import io
 
 import pytest
-
 from conftest import ROOT
+
 from gpudoctor.api import evaluate
 from gpudoctor.catalog import load_catalog
 from gpudoctor.ingest import atlas
@@ -101,7 +101,8 @@ def test_a_message_that_needs_its_context_reads_it_above_the_line():
     interpreter's (GD110). Source: https://github.com/vllm-project/vllm/issues/6200"""
     missing = "  ModuleNotFoundError: No module named 'torch'\n"
     assert "GD110" in {f.rule for f in pasted(missing).findings}
-    built = pasted('    File "/tmp/pip-build-env-fqjbnf17/overlay/lib/python3.12/site-packages/setuptools/build_meta.py", '
+    built = pasted('    File "/tmp/pip-build-env-fqjbnf17/overlay/lib/python3.12/site-packages/'
+                   'setuptools/build_meta.py", '
                    'line 313, in run_setup\n      exec(code, locals())\n' + missing)
     rules = {f.rule for f in built.findings}
     assert "GD301" in rules and "GD110" not in rules
@@ -136,7 +137,8 @@ def test_two_messages_that_disagree_leave_the_fact_unknown():
     """Two builds name different torch CUDA versions: neither is taken, the disagreement is reported, and the rule
     still fires from the messages themselves."""
     report = pasted("The detected CUDA version (11.8) mismatches the version that was used to compile PyTorch (12.4).\n"
-                    "The detected CUDA version (11.8) mismatches the version that was used to compile PyTorch (12.1).\n")
+                    "The detected CUDA version (11.8) mismatches the version that was used to compile "
+                    "PyTorch (12.1).\n")
     assert "cuda" not in report.facts.get("torch", {})
     assert any(c["fact"] == "torch.cuda" for c in report.conflicts)
     assert "GD102" in {f.rule for f in report.findings}

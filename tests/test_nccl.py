@@ -6,11 +6,10 @@ import pytest
 from conftest import FIXTURES
 
 from gpudoctor.catalog import find_rule, load_catalog
-from gpudoctor.facts.nccl_values import nccl_ifname_matches
-from gpudoctor.facts.nccl_values import c_strtoll, value_problems
 from gpudoctor.engine import evaluate
-from gpudoctor.readers.registry import read_file
+from gpudoctor.facts.nccl_values import c_strtoll, nccl_ifname_matches, value_problems
 from gpudoctor.model import Applicability
+from gpudoctor.readers.registry import read_file
 from gpudoctor.snapshot import Snapshot
 
 JOBS = FIXTURES / "jobs"

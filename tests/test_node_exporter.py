@@ -10,13 +10,12 @@ import pwd
 import shutil
 import socket
 import subprocess
-import time
 import tempfile
+import time
 import urllib.request
 from pathlib import Path
 
 import pytest
-
 from conftest import FIXTURES, gpudoctor_cmd, required_or_skip
 
 EXPORTER = "prometheus-node-exporter"
@@ -93,8 +92,10 @@ def test_node_exporter_reads_the_textfile_as_its_own_user(textfile_dir):
     assert 'gpudoctor_rule_status{check="gpudoctor",name="gpu-unhealthy",rule="GD506",status="error"} 1' in text
     assert 'gpudoctor_rule_status{check="gpudoctor",name="gpu-unhealthy",rule="GD506",status="passed"} 0' in text
     # no DeepSpeed config given: GD304 is not applicable, a state of its own, never passed
-    assert 'gpudoctor_rule_status{check="gpudoctor",name="ds-offload-param-needs-zero3",rule="GD304",status="not_applicable"} 1' in text
-    assert 'gpudoctor_rule_status{check="gpudoctor",name="ds-offload-param-needs-zero3",rule="GD304",status="passed"} 0' in text
+    assert ('gpudoctor_rule_status{check="gpudoctor",name="ds-offload-param-needs-zero3",rule="GD304",'
+            'status="not_applicable"} 1') in text
+    assert ('gpudoctor_rule_status{check="gpudoctor",name="ds-offload-param-needs-zero3",rule="GD304",'
+            'status="passed"} 0') in text
     assert 'gpudoctor_findings{check="gpudoctor",severity="error"} 2' in text
 
 

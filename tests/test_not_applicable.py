@@ -31,7 +31,8 @@ def test_a_plain_check_counts_what_it_had_nothing_to_judge_apart(run_cli):
     line = summary_paragraph(text)
     counts = report["summary"]
     assert line.startswith(f"✓ 0 errors · 0 warnings · 0 info · {counts['passed']} passed · 0 unknown · "
-                           f"{counts['not_applicable']} not applicable (no DeepSpeed config, no script, no launch command, "
+                           f"{counts['not_applicable']} not applicable (no DeepSpeed config, no script, "
+                           "no launch command, "
                            "no log, …)"), line
     fired = {finding["rule"] for finding in report["findings"]}
     assert counts["passed"] + counts["unknown"] + counts["not_applicable"] + len(fired) == len(load_catalog())
@@ -65,10 +66,14 @@ def test_markdown_says_not_applicable(run_cli):
 def test_prometheus_state_set_has_not_applicable(run_cli):
     _, out, _ = run_cli("check", "--snapshot", HEALTHY, "--select", "GD304,GD101", "--format", "prometheus")
     lines = set(out.splitlines())
-    assert 'gpudoctor_rule_status{check="gpudoctor",rule="GD304",name="ds-offload-param-needs-zero3",status="not_applicable"} 1' in lines
-    assert 'gpudoctor_rule_status{check="gpudoctor",rule="GD304",name="ds-offload-param-needs-zero3",status="passed"} 0' in lines
-    assert 'gpudoctor_rule_status{check="gpudoctor",rule="GD101",name="driver-too-old",status="not_applicable"} 0' in lines
-    assert 'gpudoctor_rules{check="gpudoctor",status="not_applicable"} 1' in lines and 'gpudoctor_rules{check="gpudoctor",status="passed"} 1' in lines
+    assert ('gpudoctor_rule_status{check="gpudoctor",rule="GD304",name="ds-offload-param-needs-zero3",'
+            'status="not_applicable"} 1') in lines
+    assert ('gpudoctor_rule_status{check="gpudoctor",rule="GD304",name="ds-offload-param-needs-zero3",'
+            'status="passed"} 0') in lines
+    assert ('gpudoctor_rule_status{check="gpudoctor",rule="GD101",name="driver-too-old",status="not_applicable"} 0'
+            in lines)
+    assert 'gpudoctor_rules{check="gpudoctor",status="not_applicable"} 1' in lines
+    assert 'gpudoctor_rules{check="gpudoctor",status="passed"} 1' in lines
 
 
 def test_a_rule_the_log_judges_applies_with_a_log(run_cli):

@@ -7,14 +7,13 @@ import json
 import os
 import subprocess
 import sys
-
 from types import SimpleNamespace
 
+import nvmlsim
 import pynvml
 import pytest
-
-import nvmlsim
 from conftest import gpudoctor_cmd
+
 from gpudoctor.probes import nvml_child
 
 GiB = 1024**3

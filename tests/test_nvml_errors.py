@@ -3,16 +3,12 @@ a query the GPU does not support leaves a fact unknown, a GPU hidden by cgroups 
 identity query failing with any other code is a broken GPU, reported as an error with what the code means and
 what to do. Both directions: a healthy node is never drained, a broken GPU never passes the Prolog."""
 
-import json
-import os
 import re
-import subprocess
-import sys
-
-import pytest
 
 import nvmlsim
+import pytest
 from conftest import ROOT
+
 from gpudoctor.catalog import find_rule, load_catalog, select_rules
 from gpudoctor.engine import evaluate
 from gpudoctor.knowledge import table

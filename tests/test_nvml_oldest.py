@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT, required_or_skip
 
 FLOOR = re.search(r'"nvidia-ml-py>=([0-9.]+)"', (ROOT / "pyproject.toml").read_text()).group(1)

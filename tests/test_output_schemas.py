@@ -6,9 +6,9 @@ import json
 
 import jsonschema
 import pytest
+from conftest import FIXTURES, ROOT, cli_in_process
 from junitparser import Failure, JUnitXml, Skipped
 
-from conftest import FIXTURES, ROOT, cli_in_process
 from gpudoctor.data import schemas_dir
 from gpudoctor.schema import json_schema
 

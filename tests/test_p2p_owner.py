@@ -13,7 +13,8 @@ IPC = ("z-pc:909608:910337 [0] NCCL INFO Channel 00 : 0[2d000] -> 1[2e000] via P
        "2.7.8\n")
 SHM = ("9b405963aa12:774:854 [0] transport/shm.cc:590 NCCL WARN Cuda failure 217 'peer access is not supported between "
        "these two devices'\n")
-NVLINK = ("P2P is disabled between NVLINK connected GPUs 1 and 0. This should not be the case given their connectivity, "
+NVLINK = ("P2P is disabled between NVLINK connected GPUs 1 and 0. "
+          "This should not be the case given their connectivity, "
           "and is probably due to a hardware issue. If you still want to proceed, you can set "
           "NCCL_IGNORE_DISABLED_P2P=1.\n")
 

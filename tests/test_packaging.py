@@ -11,9 +11,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT
-
 
 # The installed copy must be what runs: a PYTHONPATH pointing at a checkout would shadow it.
 CLEAN_ENV = {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}
@@ -44,6 +42,7 @@ def test_wheel_ships_rules_and_works_when_installed(tmp_path):
     schemas = {path.name for path in (ROOT / "docs" / "schemas").glob("*.schema.json")}
     assert {f"gpudoctor/_schemas/{name}" for name in schemas} <= names
     assert "gpudoctor/probes/torch_child.py" in names and "gpudoctor/probes/nvml_child.py" in names
+    assert "gpudoctor/py.typed" in names  # PEP 561: the library API (docs/library.md) is typed for its callers
 
     target = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "pip", "--python", str(_venv(target) / "python"), "install",
@@ -61,7 +60,8 @@ def test_wheel_ships_rules_and_works_when_installed(tmp_path):
 def test_the_readmes_install_line_for_a_local_clone_works(tmp_path):
     """The README's `pip install "gpudoctor @ git+file://localhost/…"`, its arguments as written with a clone of
     this repository in place of its example path (pip builds what is committed), into a fresh venv."""
-    (line,) = re.findall(r'^ +(pip install "gpudoctor @ git\+file://localhost(/\S+)")', (ROOT / "README.md").read_text(),
+    (line,) = re.findall(r'^ +(pip install "gpudoctor @ git\+file://localhost(/\S+)")',
+                         (ROOT / "README.md").read_text(),
                          re.M)
     if subprocess.run(["git", "-C", str(ROOT), "rev-parse"], capture_output=True).returncode:
         pytest.skip("not a git checkout")

@@ -4,8 +4,8 @@ lists, ldconfig and LD_LIBRARY_PATH — found anywhere in a text, as their produ
 import json
 
 import pytest
-
 from conftest import ROOT
+
 from gpudoctor.ingest.report import parse_report
 
 TOPO = """$ nvidia-smi topo -m
@@ -24,7 +24,8 @@ $ nvidia-smi topo -p2p r
  GPU2\tCNS\tCNS\tX\tOK
  GPU3\tCNS\tCNS\tOK\tX
 """
-NVLINK = "        GPU0    GPU1    NIC0    CPU Affinity\nGPU0     X      NV12    SYS     0-47\nGPU1    NV12     X      SYS     0-47\n"
+NVLINK = ("        GPU0    GPU1    NIC0    CPU Affinity\nGPU0     X      NV12    SYS     0-47\n"
+          "GPU1    NV12     X      SYS     0-47\n")
 NCCL_TESTS = """\x1b[0m$ ./build/all_reduce_perf -b 128M -e 128M -g 2\r
 # nThread 1 nGpus 2 minBytes 134217728 maxBytes 134217728 step: 1048576(bytes) warmup iters: 5 iters: 20 validation: 1\r
 #  Rank  0 Group  0 Pid  12345 on  node1 device  0 [0x18] NVIDIA H100 80GB HBM3\r
@@ -95,7 +96,8 @@ def test_transformers_env():
     assert facts["torch"]["version"] == "2.3.0+cu121" and facts["torch"]["cuda_available"] is True
     assert facts["torch"]["deepspeed"] == {"version": None}
     assert facts["nvml"]["gpus"] == [{"index": 0, "name": "Tesla V100-SXM2-32GB"}]
-    assert facts["nvml"]["gpus_counted"] is False and facts["nvml"]["health_read"] is False  # no `GPU number`: device 0 is named, how many is not said
+    # no `GPU number`: device 0 is named, how many is not said
+    assert facts["nvml"]["gpus_counted"] is False and facts["nvml"]["health_read"] is False
 
 
 def test_llama_factory_env():
@@ -269,7 +271,8 @@ def test_a_shadowing_cuda_library_in_a_log_is_gd111(run_cli, tmp_path, line, lib
 
 def test_an_undefined_symbol_of_torch_itself_is_not_gd111(run_cli, tmp_path):
     log = tmp_path / "ext.log"
-    log.write_text("ImportError: /venv/site-packages/flash_attn_2_cuda.so: undefined symbol: _ZN3c104cuda9SetDeviceEi\n")
+    log.write_text("ImportError: /venv/site-packages/flash_attn_2_cuda.so: "
+                   "undefined symbol: _ZN3c104cuda9SetDeviceEi\n")
     code, out, _ = run_cli("check", "--from", log, "--select", "GD111", "--format", "json")
     assert json.loads(out)["findings"] == []
 
@@ -335,7 +338,8 @@ def test_an_unknown_with_its_reason_is_not_counted_again_under_its_fact_group(ru
     """GD111 says why torch's wheels are unknown; the summary does not add 'torch: cuda wheels not known' beside it."""
     paste = tmp_path / "collect_env.txt"
     paste.write_text("PyTorch version: 2.5.1+cu121\nIs CUDA available: True\nCUDA used to build PyTorch: 12.1\n"
-                     "GPU models and configuration: GPU 0: NVIDIA GeForce RTX 4090\nNvidia driver version: 535.183.01\n")
+                     "GPU models and configuration: GPU 0: NVIDIA GeForce RTX 4090\n"
+                     "Nvidia driver version: 535.183.01\n")
     code, out, _ = run_cli("check", "--from", paste)
     text = " ".join(out.split())
     assert "nvidia-* library wheels are not known" in text and "cuda wheels not known" not in text

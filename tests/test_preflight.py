@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT
 
 WORKER = str(Path(__file__).resolve().parent / "preflight_worker.py")

@@ -8,15 +8,14 @@ import json
 import os
 
 import pytest
+from conftest import cli_in_process
 
+from gpudoctor.model import PreflightPhase as Phase
 from gpudoctor.model import Severity
 from gpudoctor.preflight import layout
 from gpudoctor.preflight.layout import Expected, Member, expected_layout, label_nodes, node_table
 from gpudoctor.preflight.measure import neighbour_pairs, rounds
-from gpudoctor.model import PreflightPhase as Phase
 from gpudoctor.preflight.result import bad_nodes, build, next_steps, odd_nodes
-
-from conftest import cli_in_process
 
 
 def member(launcher="torchrun", rank=0, world=6):

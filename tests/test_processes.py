@@ -10,7 +10,6 @@ import sys
 import time
 
 import pytest
-
 from conftest import ROOT, gpudoctor_cmd
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl and /proc are Linux's")

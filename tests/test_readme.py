@@ -7,8 +7,8 @@ import shlex
 import sys
 
 import pytest
-
 from conftest import ROOT
+
 from gpudoctor.catalog import load_catalog
 from gpudoctor.hub import known_model
 

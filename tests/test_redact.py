@@ -11,10 +11,10 @@ import string
 import time
 
 import pytest
+from conftest import FIXTURES
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from conftest import FIXTURES
 from gpudoctor.cli import main
 from gpudoctor.ingest.source import HEAD_BYTES, snapshot_from_reports
 from gpudoctor.redact import REDACTED, redact_bytes, redact_text, remember, remembering

@@ -11,7 +11,6 @@ import sys
 import typing
 
 import pytest
-
 from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "tools"))
@@ -19,8 +18,8 @@ from record_docs import PAGES, blocks  # noqa: E402  (tools/ is no package)
 
 from gpudoctor.cli import COMMANDS, build_parser  # noqa: E402
 from gpudoctor.ingest import registry  # noqa: E402
-from gpudoctor.ingest.source import _nothing  # noqa: E402
 from gpudoctor.ingest.report import ParsedReport  # noqa: E402
+from gpudoctor.ingest.source import _nothing  # noqa: E402
 from gpudoctor.render import BY_NAME, FLEET_NAMES, FORMATS, NAMES, render_report  # noqa: E402
 
 
@@ -114,8 +113,8 @@ def test_every_report_renderer_is_registered():
 
 @pytest.mark.parametrize("name", NAMES)
 def test_every_output_format_writes_a_report(name):
-    from gpudoctor.engine import evaluate
     from gpudoctor.catalog import rules_for_run
+    from gpudoctor.engine import evaluate
     from gpudoctor.snapshot import Snapshot
 
     snapshot = Snapshot(facts={"env": {"NCCL_P2P_DISABLE": "1"}}, probes=[], source={"kind": "files", "paths": []})

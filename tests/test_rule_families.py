@@ -5,8 +5,8 @@ import ast
 import inspect
 
 import pytest
-
 from conftest import ROOT
+
 from gpudoctor.catalog import FAMILIES, family_of, load_catalog, markdown
 
 CHECKS = ROOT / "gpudoctor" / "checks"

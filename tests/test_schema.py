@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import FIXTURES, ROOT, SHARED
+
 from gpudoctor import schema
 from gpudoctor.catalog import load_catalog
 from gpudoctor.facts import Facts, contract
@@ -67,7 +67,8 @@ def test_probes_and_schema_name_each_other():
 def test_every_rule_reads_only_declared_facts():
     for rule in load_catalog():
         for need in rule.needs + rule.optional:
-            assert schema.path_error(need.split(".")) is None, f"{rule.id} needs {need}: {schema.path_error(need.split('.'))}"
+            error = schema.path_error(need.split("."))
+            assert error is None, f"{rule.id} needs {need}: {error}"
 
 
 def test_undeclared_finds_unknown_groups_keys_and_fields():
@@ -201,7 +202,8 @@ def test_file_readers_write_only_declared_fields():
 def test_policy_validates_fact_paths_against_the_schema():
     from gpudoctor.policy import compile_rule, known_groups
 
-    table = {"id": "SITE001", "name": "x", "severity": "warning", "message": "m", "require": {"fact": "nvml.gpus[*].colour", "op": "eq", "value": 1}}
+    table = {"id": "SITE001", "name": "x", "severity": "warning", "message": "m",
+             "require": {"fact": "nvml.gpus[*].colour", "op": "eq", "value": 1}}
     with pytest.raises(Exception, match="nvml.gpus has no key 'colour'"):
         compile_rule(table, known_groups())
     table["require"] = {"fact": "model.paramz", "op": "gt", "value": 1}

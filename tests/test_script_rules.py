@@ -5,8 +5,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import FIXTURES, ROOT, cli_in_process
+
 from gpudoctor.catalog import load_catalog
 from gpudoctor.engine import evaluate
 from gpudoctor.readers.registry import read_file
@@ -140,7 +140,8 @@ def test_gd601_severity_follows_the_machine():
 
 def test_seed_003_requests_feed_gd201():
     snapshot, _ = lint(SCRIPTS / "seed_003_late_visible_devices.py")
-    assert [(r["line"], r["what"]) for r in snapshot.facts["requests"]["bf16"]] == [(17, "TrainingArguments(bf16=True)")]
+    bf16 = snapshot.facts["requests"]["bf16"]
+    assert [(r["line"], r["what"]) for r in bf16] == [(17, "TrainingArguments(bf16=True)")]
     snapshot.facts["nvml"] = {"status": "ok", "gpus": [{"name": "Tesla V100-SXM2-16GB", "cc": "7.0"}]}
     report = evaluate(snapshot, [r for r in load_catalog() if r.id == "GD201"])
     [finding] = report.findings

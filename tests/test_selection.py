@@ -3,10 +3,9 @@
 import json
 
 import pytest
+from conftest import FIXTURES
 
 from gpudoctor.catalog import load_catalog
-
-from conftest import FIXTURES
 
 HEALTHY = FIXTURES / "machines" / "h100x8-healthy.json"
 POLICY = FIXTURES / "policies" / "site.toml"

@@ -28,7 +28,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import FIXTURES, ROOT, required_or_skip
 
 PROLOG = ROOT / "deploy" / "slurm" / "prolog.sh"
@@ -89,7 +88,8 @@ class Cluster:
         for path in [self.base / "log" / "slurmd.log", self.base / "log" / "slurmctld.log",
                      self.logdir / "prolog.log"]:
             if path.exists():
-                text.append(f"--- {path.name} (tail)\n" + "\n".join(path.read_text(errors="replace").splitlines()[-25:]))
+                tail = path.read_text(errors="replace").splitlines()[-25:]
+                text.append(f"--- {path.name} (tail)\n" + "\n".join(tail))
         return "\n".join(text)
 
     def configure(self, **settings):

@@ -4,8 +4,8 @@ import json
 import subprocess
 
 import pytest
-
 from conftest import gpudoctor_cmd
+
 from gpudoctor.redact import REDACTED, redact_data
 
 

@@ -12,8 +12,8 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import FIXTURES, ROOT, gpudoctor_cmd
+
 from gpudoctor.cli import main
 
 MACHINE = FIXTURES / "machines" / "rtx6000ada-nvcc115-cu124.json"
@@ -158,7 +158,8 @@ def test_rank_0_without_peers_is_bounded_by_timeout(monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "2")
     monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
     monkeypatch.setenv("MASTER_PORT", str(port))
-    _usage_error(("check", "--fleet", "--quick", "--timeout", "0.5"), "could not reach the others within 2 s (no answer)")
+    _usage_error(("check", "--fleet", "--quick", "--timeout", "0.5"),
+                 "could not reach the others within 2 s (no answer)")
 
 
 @pytest.mark.parametrize("part", ["a", " a\t", '"\\""', '"a\\\\"', "'a'", '"\\u0041"', "1"], ids=repr)
@@ -348,7 +349,8 @@ def _human_outputs(tmp_path, payload):
     text = "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in payload)  # a TOML escape
     policy.write_text(f'schema = "gpudoctor.policy/1"\n[[rule]]\nid = "SITE001"\nname = "n"\nseverity = "info"\n'
                       f'summary = "s{text}s"\nmessage = "m{text}m"\n'
-                      f'require = {{ fact = "env.NCCL_IB_HCA", op = "eq", value = "v{text}v" }}\nfix = {{ summary = "f{text}f" }}\n')
+                      f'require = {{ fact = "env.NCCL_IB_HCA", op = "eq", value = "v{text}v" }}\n'
+                      f'fix = {{ summary = "f{text}f" }}\n')
     outputs = {}
     for fmt in ("plain", "rich"):
         outputs[("estimate", fmt)] = _run("estimate", "--model", model, "--gpu", "4090", "--format", fmt)
@@ -404,9 +406,11 @@ def test_mcp_tools_read_nothing_outside_their_roots(mcp_tools, tmp_path):
     (root / "proc").symlink_to("/proc/self")
     for path in (str(outside), str(root / "link.env"), str(root / ".." / "job.env"), "/proc/self/environ",
                  str(root / "proc" / "environ"), "/sys/kernel/notes", "/dev/zero"):
-        for call in (lambda: tools.preview_fix(env_file=path), lambda: tools.lint_files(paths=[path]),
-                     lambda: tools.diagnose_text(paths=[path]), lambda: tools.check_machine(script=[path]),
-                     lambda: tools.estimate_memory(model=path)):
+        for call in (lambda path=path: tools.preview_fix(env_file=path),
+                     lambda path=path: tools.lint_files(paths=[path]),
+                     lambda path=path: tools.diagnose_text(paths=[path]),
+                     lambda path=path: tools.check_machine(script=[path]),
+                     lambda path=path: tools.estimate_memory(model=path)):
             _refused(call, "outside the folders this server may read", str(root))
     _refused(lambda: tools.lint_files(paths=["/"]), "outside the folders", "never /proc, /sys, /dev")
 

@@ -189,7 +189,8 @@ GPU_REQ = {
     "nvlink": str, "p2p_consumer": bool, "source": str, "status": str,
 }
 GPU_OPT = {
-    "memory_gib": (int, float), "memory_reported_mib": int, "bf16_dense_tflops": (int, float), "nvlink_gbps": (int, float),
+    "memory_gib": (int, float), "memory_reported_mib": int, "bf16_dense_tflops": (int, float),
+    "nvlink_gbps": (int, float),
     "nvlink_bridge": bool, "note": str,
 }
 ARCH_REQ = {

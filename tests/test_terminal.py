@@ -10,8 +10,8 @@ import re
 
 import pytest
 import yaml
-
 from conftest import FIXTURES
+
 from gpudoctor.catalog import load_catalog
 from gpudoctor.cli import build_parser
 from gpudoctor.render.terminal import command_line, fix_block, width, wrap

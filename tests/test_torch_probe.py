@@ -10,6 +10,7 @@ import sys
 
 import nvmlsim
 from conftest import ROOT
+
 from gpudoctor.catalog import find_rule
 from gpudoctor.engine import evaluate
 from gpudoctor.snapshot import Snapshot

@@ -9,8 +9,8 @@ import itertools
 import json
 
 import pytest
-
 from conftest import ROOT
+
 from gpudoctor.catalog import Rule, find_rule
 from gpudoctor.engine import evaluate
 from gpudoctor.facts import ABSENT, STATED, UNKNOWN, Facts, MissingFact, Read

@@ -12,8 +12,8 @@ import threading
 import time
 
 import pytest
-
 from conftest import FIXTURES, ROOT, cli_in_process, gpudoctor_cmd
+
 from gpudoctor import files
 from gpudoctor.cli import main
 from gpudoctor.files import ReadOnlyError, write_file

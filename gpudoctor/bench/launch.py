@@ -22,6 +22,7 @@ from gpudoctor.bench import BenchError
 from gpudoctor.errors import InputError
 from gpudoctor.rendezvous import Rank, env_int, launched_rank
 
+
 def cuda_device_count(torch) -> int:
     """CUDA's own device count, for a rank that is about to use CUDA: torch.cuda.device_count() before CUDA
     initialises is NVML's count of the GPUs CUDA_VISIBLE_DEVICES names (torch/cuda/__init__.py `_device_count_nvml`,

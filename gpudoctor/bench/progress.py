@@ -1,7 +1,8 @@
 """A progress bar for the benchmarks: rich's, on standard error, only where a person watches a terminal.
 
 Rank 0 draws it (one bar per run: sizes for `bench nccl`, steps for `bench train`); other ranks, a pipe, a dumb
-terminal or `--format json` get none. The bar is transient: the result printed after it is all that stays (after Ctrl-C the bar stays, its line ended).
+terminal or `--format json` get none. The bar is transient: the result printed after it is all that stays (after
+Ctrl-C the bar stays, its line ended).
 """
 
 from __future__ import annotations

@@ -8,7 +8,6 @@ from gpudoctor.checks import check
 from gpudoctor.facts.nccl_settings import debug_switch, settings, unique_findings
 from gpudoctor.model import EnvChange
 
-
 # --- GD406 nccl-debug-verbose -----------------------------------------------------------------------------
 
 @check("GD406")

@@ -15,10 +15,10 @@ from numbers import Number
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from gpudoctor.checks import check
-from gpudoctor.facts.devices import job_gpus
-from gpudoctor.facts.log_evidence import cited, log_events
 from gpudoctor.facts import MissingFact
 from gpudoctor.facts.cuda import resolved, toolkit_version_at, torch_cuda
+from gpudoctor.facts.devices import job_gpus
+from gpudoctor.facts.log_evidence import cited, log_events
 from gpudoctor.knowledge import major_minor, table, version
 from gpudoctor.model import EnvChange, Location, Severity
 from gpudoctor.redact import cut
@@ -698,7 +698,8 @@ class _KeyTable:
         severity = _since_severity(self.facts, since, Severity.ERROR)
         if severity is None:
             return None
-        scope = f"DeepSpeed {self.ds}" if severity == Severity.ERROR else f"DeepSpeed ≥ {since} (version in use unknown)"
+        scope = (f"DeepSpeed {self.ds}" if severity == Severity.ERROR
+                 else f"DeepSpeed ≥ {since} (version in use unknown)")
         return self.rule.finding(
             f"\"{full}\" is rejected by {scope}: {self.removed[full]['message']}",
             evidence={"key": full, "removed_in": since, "deepspeed": self.ds},

@@ -7,6 +7,7 @@ import difflib
 from gpudoctor.checks import check
 from gpudoctor.model import Location, Severity
 
+
 def _probe_findings(facts, rule, status: str, fix):
     """A finding for each probe that ended with `status`; `fix(name)` is the Fix for the probe `name`."""
     for probe in facts.get("probes"):

@@ -7,15 +7,31 @@ import shlex
 from typing import Optional
 
 from gpudoctor.checks import check
-from gpudoctor.facts.devices import (HIDES_ALL, job_gpus, limit_mig, mig_dropped, mig_rule, named_devices,
-                                     require_count, usable_gpus)
-from gpudoctor.facts.log_evidence import cited, log_events
 from gpudoctor.facts import MissingFact
 from gpudoctor.facts.cuda import require_torch, toolkit_version_at, torch_cuda
-from gpudoctor.knowledge import (driver_max_cuda, gpu_cc, major_minor, min_driver, mvc_floor, releases_with_wheel,
-                                 table, version, wheel_archs)
+from gpudoctor.facts.devices import (
+    HIDES_ALL,
+    job_gpus,
+    limit_mig,
+    mig_dropped,
+    mig_rule,
+    named_devices,
+    require_count,
+    usable_gpus,
+)
+from gpudoctor.facts.log_evidence import cited, log_events
+from gpudoctor.knowledge import (
+    driver_max_cuda,
+    gpu_cc,
+    major_minor,
+    min_driver,
+    mvc_floor,
+    releases_with_wheel,
+    table,
+    version,
+    wheel_archs,
+)
 from gpudoctor.model import EnvChange, Severity
-
 
 
 def driver_cuda(facts) -> Optional[str]:
@@ -477,7 +493,8 @@ CUDA_INIT_ERRORS = (
      "CUDA error 802 (system not yet initialized): on an NVSwitch system the fabric manager is not running or its "
      "version differs from the driver's"),
     (re.compile(r"[Ee]rror 804\b|forward compatibility was attempted on non supported HW"
-                r"|cudaErrorCompatNotSupportedOnDevice"), "forward_compat", "CUDA error 804: the CUDA forward-compatibility package is in use on a GPU that does not "
+                r"|cudaErrorCompatNotSupportedOnDevice"), "forward_compat",
+     "CUDA error 804: the CUDA forward-compatibility package is in use on a GPU that does not "
      "support it (only data-center GPUs do)"),
 )
 
@@ -569,7 +586,8 @@ def cuda_visible_devices_invalid(facts, rule):
         elif entry.isdigit() and gpus and int(entry) >= len(gpus):
             require_count(facts)
             problem = f"index {entry} does not exist: CUDA can open {len(gpus)} GPU(s) here, 0–{len(gpus) - 1}"
-        elif entry.startswith(("GPU-", "MIG-")) and "/" not in entry and uuids and not any(u.startswith(entry) for u in uuids):
+        elif (entry.startswith(("GPU-", "MIG-")) and "/" not in entry and uuids
+              and not any(u.startswith(entry) for u in uuids)):
             problem = f"{entry} matches no GPU or MIG device UUID on this machine"
         if problem:
             dropped = "" if position == len(entries) - 1 else "; CUDA ignores it and every entry after it"

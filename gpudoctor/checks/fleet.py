@@ -12,7 +12,6 @@ from collections import Counter
 from typing import Callable, Dict, List, Tuple
 
 from gpudoctor.checks import check
-
 from gpudoctor.facts import MissingFact
 from gpudoctor.knowledge import Release, version
 from gpudoctor.model import Severity

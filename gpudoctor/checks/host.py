@@ -8,7 +8,8 @@ from gpudoctor.facts.devices import is_mig, job_gpus, mig_without_instances, req
 from gpudoctor.facts.log_evidence import cited, log_count, log_events
 from gpudoctor.knowledge import table
 from gpudoctor.model import Severity
-from gpudoctor.units import GiB, MiB, size, parse as size_of
+from gpudoctor.units import GiB, MiB, size
+from gpudoctor.units import parse as size_of
 
 SHM_MINIMUM = 1 * GiB  # Docker's 64 MiB default and 512 MiB pods fail DataLoader workers and NCCL's SHM transport
 
@@ -39,7 +40,8 @@ def shm_too_small(facts, rule):
 def _pinned_memory_users(facts) -> list:
     """What on this host needs locked memory: RDMA devices, EFA, DeepSpeed pinned offload."""
     devices = [d["name"] for d in facts.get("host.ib_devices", [])]
-    users = [f"{len(devices)} RDMA device(s) ({', '.join(devices[:2])}{'…' if len(devices) > 2 else ''})"] if devices else []
+    more = "…" if len(devices) > 2 else ""
+    users = [f"{len(devices)} RDMA device(s) ({', '.join(devices[:2])}{more})"] if devices else []
     if (facts.env("FI_PROVIDER") or "").lower() == "efa":
         users.append("EFA (FI_PROVIDER=efa)")
     return users

@@ -8,9 +8,18 @@ from typing import Optional, Tuple
 
 from gpudoctor.checks import check
 from gpudoctor.facts import MissingFact
+from gpudoctor.facts.jobs import (
+    gpus_of,
+    gpus_text,
+    job_label,
+    jobs,
+    jobs_with_scripts,
+    names,
+    script_of,
+    scripts,
+    where,
+)
 from gpudoctor.facts.srun_command import per_node
-from gpudoctor.facts.jobs import (gpus_of, gpus_text, job_label, jobs, jobs_with_scripts, names, script_of, scripts,
-                                  where)
 from gpudoctor.model import Location, Severity
 
 TORCH_INIT = {"init_process_group", "DistributedDataParallel", "FullyShardedDataParallel", "fully_shard"}

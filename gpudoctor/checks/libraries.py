@@ -7,8 +7,8 @@ import posixpath
 from typing import Optional
 
 from gpudoctor.checks import check
-from gpudoctor.facts.log_evidence import cited, log_events
 from gpudoctor.facts import MissingFact
+from gpudoctor.facts.log_evidence import cited, log_events
 from gpudoctor.knowledge import version
 from gpudoctor.model import Severity
 
@@ -46,7 +46,8 @@ def _loaded_differs(facts, rule):
     """Live: the cuDNN / NCCL torch loaded against the wheel installed for it. Only the torch probe (which records
     `torch.python`) states what torch loaded: collect_env's cuDNN line lists the system's files. cuDNN's is
     torch.backends.cudnn.version() (cudnnGetVersion at run time); NCCL's the library's own ncclGetVersion
-    (`torch.nccl_loaded`), never torch.cuda.nccl.version(), the header torch was built with (torch/csrc/cuda/nccl.cpp)."""
+    (`torch.nccl_loaded`), never torch.cuda.nccl.version(), the header torch was built with
+    (torch/csrc/cuda/nccl.cpp)."""
     if not facts.get("torch.python", None):
         return
     wheels = facts.get("torch.cuda_wheels", None) or {}

@@ -1,7 +1,7 @@
-"""GD609: the local rank on the command line — the argument a launcher passes (`torch.distributed.launch`: `--local-rank=N`
-from torch 2.0, `--local_rank=N` before; the deepspeed launcher: `--local_rank=N`) against the option the script's
-argparse takes (or a parser with no such option, Hydra's included, that refuses it), and scripts that wait for an
-argument their launcher (torchrun, accelerate) never passes."""
+"""GD609: the local rank on the command line — the argument a launcher passes (`torch.distributed.launch`:
+`--local-rank=N` from torch 2.0, `--local_rank=N` before; the deepspeed launcher: `--local_rank=N`) against the
+option the script's argparse takes (or a parser with no such option, Hydra's included, that refuses it), and
+scripts that wait for an argument their launcher (torchrun, accelerate) never passes."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from gpudoctor.facts.jobs import jobs_with_scripts, where
 from gpudoctor.facts.log_evidence import cited, log_events
 from gpudoctor.knowledge import SETS_LOCAL_RANK_ENV, version
 from gpudoctor.model import Severity
+
 
 def _flag(launcher: str, torch: Optional[str]) -> Tuple[str, Optional[bool]]:
     """(the option the launcher passes, whether that is known) — `torch.distributed.launch` changed it in torch 2.0."""

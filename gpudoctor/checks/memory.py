@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Optional
 
 from gpudoctor.checks import check
-from gpudoctor.facts.devices import job_gpus
 from gpudoctor.estimate import HEADROOM_WARNING, estimate, from_facts, setup_from_facts
-from gpudoctor.remedies import remedies, summary
-from gpudoctor.units import gib
+from gpudoctor.facts.devices import job_gpus
 from gpudoctor.knowledge import gpu_memory_bytes
 from gpudoctor.model import Severity
+from gpudoctor.remedies import remedies, summary
+from gpudoctor.units import gib
 
 
 def _params_text(params: int) -> str:

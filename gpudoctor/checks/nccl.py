@@ -321,7 +321,8 @@ def _deprecation_case(replacement: Optional[str], new_value: Optional[str], sett
 
 
 _DEPRECATION_NOTES = {
-    "debug_switch": "; its replacement {replacement}={value} is a debugging switch (GD409): remove it, do not rename it",
+    "debug_switch":
+        "; its replacement {replacement}={value} is a debugging switch (GD409): remove it, do not rename it",
     "forced_knob": "; its replacement {replacement} pins the same tuning choice (GD411): remove it, do not rename it",
     "replacement_set": "; use {replacement}{replacement_value}",
     "replace": "; use {replacement}{replacement_value}",
@@ -466,7 +467,7 @@ def env_conflicting_values(facts, rule):
                 continue
             by_scope.setdefault(str(item.get("scope", item.get("path", ""))), []).append(item)
         env = facts.get("env", {})
-        for scope, items in by_scope.items():
+        for items in by_scope.values():
             if len(items) < 2:
                 continue
             values = []

@@ -12,7 +12,6 @@ from gpudoctor.facts.nccl_settings import location_of, value_of
 from gpudoctor.facts.nccl_values import c_strtoll, nccl_ifname_matches
 from gpudoctor.model import EnvChange
 
-
 # --- GD403 nccl-socket-ifname-missing ----------------------------------------------------------------------
 
 def _usable(interface: dict, family: Optional[str]) -> bool:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from gpudoctor.checks import check
-from gpudoctor.facts.devices import job_gpus
 from gpudoctor.facts import MissingFact
+from gpudoctor.facts.devices import job_gpus
 from gpudoctor.knowledge import gpu_cc, version
 from gpudoctor.model import Severity
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Dict, Optional, Tuple
 
 from gpudoctor.checks import check
+from gpudoctor.estimate import from_facts
 from gpudoctor.facts.devices import job_gpus
 from gpudoctor.facts.log_evidence import cited, log_count, log_events
-from gpudoctor.estimate import from_facts
 from gpudoctor.knowledge import table
 from gpudoctor.model import Severity
 from gpudoctor.units import gib

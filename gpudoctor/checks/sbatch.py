@@ -23,7 +23,7 @@ def sbatch_directive_ignored(facts, rule):
             seen.add((job.get("path"), item.get("line")))
             first = item.get("first_command") or {}
             resource = bool(RESOURCES.search(item.get("text", "")))
-            why = (f"is not an #SBATCH directive: sbatch reads only lines that start with `#SBATCH` exactly"
+            why = ("is not an #SBATCH directive: sbatch reads only lines that start with `#SBATCH` exactly"
                    if item.get("misspelt") else
                    f"comes after the batch script's first command (line {first.get('line')}: `{first.get('text')}`): "
                    "sbatch stops reading #SBATCH directives there")

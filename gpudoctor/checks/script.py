@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Optional, Tuple
 
-from gpudoctor.suppress import suppressed
 from gpudoctor.checks import check
 from gpudoctor.facts.log_evidence import cited, log_events
 from gpudoctor.knowledge import version
 from gpudoctor.model import Location, Severity
+from gpudoctor.suppress import suppressed
 
 GUARD = 'if __name__ == "__main__":'
 START_METHODS_DOCS = "https://docs.python.org/3/library/multiprocessing.html#the-spawn-and-forkserver-start-methods"

@@ -10,7 +10,6 @@ from gpudoctor.facts.nccl_settings import knowledge, location_of, value_of
 from gpudoctor.facts.nccl_values import c_strtoll
 from gpudoctor.model import EnvChange, Location, Severity
 
-
 # --- GD408 cuda-device-max-connections -----------------------------------------------------------------
 
 TP_FRAMEWORKS = {"megatron", "nemo", "nemo_run", "transformer_engine"}

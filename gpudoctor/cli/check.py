@@ -7,8 +7,18 @@ import os
 import sys
 import time
 
-from gpudoctor.cli.common import (UsageError, add_output_options, add_selection_options, fleet_format, output_format,
-                                  output_stream, path, render_fleet, selected_rules, to_file)
+from gpudoctor.cli.common import (
+    UsageError,
+    add_output_options,
+    add_selection_options,
+    fleet_format,
+    output_format,
+    output_stream,
+    path,
+    render_fleet,
+    selected_rules,
+    to_file,
+)
 from gpudoctor.cli.options import add_env_file_option, add_from_option, add_machine_options, gather_request
 from gpudoctor.cli.training import add_training_options
 from gpudoctor.engine import evaluate
@@ -93,8 +103,14 @@ def run_fleet(args: argparse.Namespace) -> int:
     """`check --fleet` on one rank: probe this machine, send the snapshot to rank 0, which reports for everyone
     and tells the others its exit status."""
     from gpudoctor.fleet import FleetError, evaluate_fleet, gloo_interface, node_name, snapshots_from_payloads
-    from gpudoctor.rendezvous import (SNAPSHOT_LIMIT, Group, PeerDataError, RendezvousError, import_distributed,
-                                      launched_rank)
+    from gpudoctor.rendezvous import (
+        SNAPSHOT_LIMIT,
+        Group,
+        PeerDataError,
+        RendezvousError,
+        import_distributed,
+        launched_rank,
+    )
 
     started = time.monotonic()
     if getattr(args, "snapshot", None) or getattr(args, "from_reports", None):

@@ -6,8 +6,15 @@ from __future__ import annotations
 import argparse
 import time
 
-from gpudoctor.cli.common import (UsageError, add_output_options, add_selection_options, output_format,
-                                  output_stream, path, selected_rules)
+from gpudoctor.cli.common import (
+    UsageError,
+    add_output_options,
+    add_selection_options,
+    output_format,
+    output_stream,
+    path,
+    selected_rules,
+)
 from gpudoctor.engine import evaluate
 from gpudoctor.gather import Request, gather
 from gpudoctor.model import exit_code
@@ -18,7 +25,8 @@ def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("lint", help="check job files (env, sbatch, k8s, Dockerfile, scripts) only")
     parser.add_argument("files", type=path, nargs="*", metavar="PATH",
                         help="job files (env, shell/sbatch, K8s, Dockerfile, DeepSpeed config, .py), folders to "
-                             "lint recursively (what .gitignore names is skipped), or - for standard input; none: `paths` "
+                             "lint recursively (what .gitignore names is skipped), or - for standard input; "
+                             "none: `paths` "
                              "of [tool.gpudoctor] in pyproject.toml")
     parser.add_argument("--stdin-filename", type=path, default="<stdin>", metavar="NAME",
                         help="with -: the name the text from standard input has, which can decide its format "

@@ -64,7 +64,8 @@ def add_parser(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from gpudoctor.catalog import rules_for_run
-    from gpudoctor.preflight.run import DEFAULT_SELECT, Options, run as run_preflight
+    from gpudoctor.preflight.run import DEFAULT_SELECT, Options
+    from gpudoctor.preflight.run import run as run_preflight
 
     if args.timeout > args.budget:
         raise UsageError(f"--timeout {args.timeout:g} is longer than --budget {args.budget:g}: the ranks would "

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any, Dict, Optional
 
-from gpudoctor.cli.common import UsageError, path
 from gpudoctor.adapters import QUANTIZE, parse_targets
+from gpudoctor.cli.common import UsageError, path
 from gpudoctor.estimate import ATTENTIONS, DEFAULTS, OPTIMIZERS, PRECISIONS
 
 TRAINING_FLAGS = ("micro_batch", "seq_len", "precision", "optimizer", "zero_stage", "offload", "world_size",
@@ -67,7 +67,8 @@ def training_flags(args: argparse.Namespace) -> Dict[str, Any]:
         "precision": getattr(args, "precision", None), "optimizer": getattr(args, "optimizer", None),
         "zero_stage": getattr(args, "zero_stage", None), "world_size": getattr(args, "world_size", None),
         "checkpointing": getattr(args, "grad_checkpointing", None), "attention": getattr(args, "attention", None),
-        "lora_rank": getattr(args, "lora_rank", None), "lora_targets": parse_targets(getattr(args, "lora_targets", None)),
+        "lora_rank": getattr(args, "lora_rank", None),
+        "lora_targets": parse_targets(getattr(args, "lora_targets", None)),
         "quantize": getattr(args, "quantize", None),
         "offload_optimizer": None if offload is None else ("none" if offload == "none" else "cpu"),
         "offload_param": None if offload is None else ("cpu" if offload == "all" else "none"),

@@ -1,4 +1,5 @@
-"""Whether a benchmark's result (`bench.nccl`: `gpudoctor bench nccl`, or pasted nccl-tests output) measured anything."""
+"""Whether a benchmark's result (`bench.nccl`: `gpudoctor bench nccl`, or pasted nccl-tests output) measured
+anything."""
 
 from __future__ import annotations
 

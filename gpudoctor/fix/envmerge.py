@@ -30,8 +30,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-from gpudoctor.readers.dotenv import grammar
 from gpudoctor.fix import Change, dotenv_value, one_line
+from gpudoctor.readers.dotenv import grammar
 
 BEGIN = "# >>> gpudoctor (do not edit inside; re-run gpudoctor fix to update)"
 END = "# <<< gpudoctor"

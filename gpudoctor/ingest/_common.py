@@ -6,7 +6,6 @@ import copy
 import re
 from typing import Any, Dict, List, Optional, Tuple
 
-
 MAX_EVIDENCE_CHARS = 160
 
 # Values that collect_env, nvidia-smi and ds_report print when they could not find something.

@@ -123,7 +123,7 @@ def any_of(words: Iterable[str]) -> str:
 
 
 def match(line: str, anchors: Tuple[str, ...], following: Callable[[], str] = str,
-          preceding: Callable[[], str] = str) -> Optional[Tuple[Message, "re.Match[str]"]]:
+          preceding: Callable[[], str] = str) -> Optional[Tuple[Message, re.Match[str]]]:
     """The first entry, among those of the anchors found in the line, whose trigger and pattern match it
     (`following()`: the next line, read by the entries whose message wraps; `preceding()`: the text above the line,
     read by the entries that name what must stand there)."""
@@ -175,7 +175,7 @@ def _sm(text: str) -> str:
 _FORMS: Dict[str, Callable[[str], Any]] = {"words": str.split, "cuda_int": _cuda_int, "sm": _sm}
 
 
-def fact_values(message: Message, found: "re.Match[str]") -> Dict[str, Any]:
+def fact_values(message: Message, found: re.Match[str]) -> Dict[str, Any]:
     """fact path → the value the message states (only the groups that matched)."""
     groups = found.groupdict()
     values = {}
@@ -197,7 +197,8 @@ def render() -> str:
     for message in messages():
         projects.setdefault(message.project, []).append(message)
     for project, found in projects.items():
-        out += [f"## {project}", "", "| message | printed by | proves | rule | sample |", "| --- | --- | --- | --- | --- |"]
+        out += [f"## {project}", "", "| message | printed by | proves | rule | sample |",
+                "| --- | --- | --- | --- | --- |"]
         for m in found:
             first = m.samples[0] if m.samples else None
             line = next((ln.strip() for ln in first.text.splitlines() if m.trigger in ln), "") if first else ""

@@ -193,7 +193,8 @@ def parse(lines: Lines, name: str) -> Builder:
     return builder
 
 
-Lookup = Callable[[str], Tuple[Optional[str], Optional[int]]]  # a field's (value, line index), (None, None) when the report lacks it
+# a field's (value, line index), (None, None) when the report lacks it
+Lookup = Callable[[str], Tuple[Optional[str], Optional[int]]]
 
 
 def _interpret(builder: Builder, values: Dict[str, Tuple[str, int]], gpu_lines: List[Tuple[int, str]],

@@ -83,7 +83,8 @@ _CONNECT_FAILED = re.compile(r"(?:[Cc]onnect to (\S{1,80}) (?:failed : |returned
                              r"(?:failed|timeout) : )([^)]{1,120})")
 # A work completion InfiniBand returned with an error: `NET/IB : Got completion with error 12, opcode 1, len 0, vendor
 # err 129` (NCCL <= 2.11), `NET/IB : Got completion from peer 10.1.0.8<54862> with status=12 opcode=0 len=0 vendor err
-# 129 (Recv)` (later; `NET/IBext`, `NET/IBP` from plugins; `from peer with error 4` where the paste left the address out)
+# 129 (Recv)` (later; `NET/IBext`, `NET/IBP` from plugins; `from peer with error 4` where the paste left the address
+# out)
 _IB_COMPLETION = re.compile(r"Got completion (?:from peer ?(\S{0,80}) )?with (?:error |status=)(\d{1,3})")
 _NCCL_ERROR = re.compile(r"(unhandled system error|unhandled cuda error|invalid usage|internal error|"
                          r"remote process exited or there was a network error|invalid argument)")
@@ -125,16 +126,19 @@ _KILLED_PROCESS = re.compile(r"Killed process (\d{1,10}) \(([^)]{1,64})\)(?:.{0,
                              r"(?:.{0,40}?anon-rss:(\d+)kB)?")
 _KILL_PROCESS = re.compile(r"out of memory: Kill process (\d{1,10}) \(([^)]{1,64})\)")
 # `oom-kill:constraint=CONSTRAINT_MEMCG,…,task=python3,pid=14750,uid=1000`
-_OOM_KILL_SUMMARY = re.compile(r"oom-kill:constraint=(CONSTRAINT_\w{1,20})(?:.{0,600}?,task=([^,]{1,64}),pid=(\d{1,10}))?")
+_OOM_KILL_SUMMARY = re.compile(r"oom-kill:constraint=(CONSTRAINT_\w{1,20})"
+                               r"(?:.{0,600}?,task=([^,]{1,64}),pid=(\d{1,10}))?")
 _INVOKED = re.compile(r"(\S{1,64}) invoked oom-killer:")
 _MEMORY_EVENTS = re.compile(r"^oom_kill (\d{1,12})$")  # cgroup memory.events (v2) / memory.oom_control (v1)
 # slurmstepd: `Detected 1 oom-kill event(s) in StepId=191.batch cgroup.` (older: `in step 3495064.0 cgroup`;
 # newer: `Detected 2 oom_kill events in StepId=1234.13. Some of the step tasks have been OOM Killed.`)
-_SLURM_OOM = re.compile(r"Detected (\d{1,9}) oom[-_]kill events?(?:\(s\))? in (?:StepId=|step )([\w.]{1,40}?)\.?(?: |$)")
+_SLURM_OOM = re.compile(r"Detected (\d{1,9}) oom[-_]kill events?(?:\(s\))? "
+                        r"in (?:StepId=|step )([\w.]{1,40}?)\.?(?: |$)")
 _SRUN_OOM = re.compile(r"srun: error: ([\w.\-]{1,200}): tasks? ([\d\-,]{1,40}): Out Of Memory")
 # Kubernetes: `Reason:       OOMKilled` (kubectl describe), `"reason": "OOMKilled"`, a STATUS column; Docker's
 # `"OOMKilled": true` (never its `false`)
-_K8S_OOM = re.compile(r"(?:Reason:\s{1,40}OOMKilled\b|\"reason\":\s?\"OOMKilled\"|\s\d{1,3}/\d{1,3}\s{1,40}OOMKilled\s)")
+_K8S_OOM = re.compile(r"(?:Reason:\s{1,40}OOMKilled\b|\"reason\":\s?\"OOMKilled\""
+                      r"|\s\d{1,3}/\d{1,3}\s{1,40}OOMKilled\s)")
 _MODULE_FRAME = re.compile(r'File "([^"]{1,500})", line (\d{1,7}), in <module>')
 # A CUDA library that is not the one torch was built with (a system copy on LD_LIBRARY_PATH ahead of the wheels):
 # the dynamic loader's `libtorch_cuda.so: undefined symbol: ncclCommRegister` / `undefined symbol:
@@ -310,7 +314,8 @@ class LogScanner:
             return
         fields = {k: v for k, v in m.groupdict().items() if v is not None}
         self._event(name, message.event, where, line, message=message.id, rule=message.rule, proves=message.proves,
-                    severity=message.severity, fix=message.fix, **{k: v for k, v in fields.items() if k not in _MESSAGE_KEYS})
+                    severity=message.severity, fix=message.fix,
+                    **{k: v for k, v in fields.items() if k not in _MESSAGE_KEYS})
 
     def _state(self, path: str, value: Any, where: str, line: str) -> None:
         """Keep a fact a message states; another message that states another value makes it contradicted."""
@@ -716,7 +721,8 @@ def named_hosts(logs: Dict[str, Any]) -> List[str]:
 def split_by_host(logs: Dict[str, Any]) -> Tuple[Dict[str, Dict[str, Any]], Optional[Dict[str, Any]]]:
     """A run's `logs` facts as one `logs` group per named host (its NCCL facts, the variables NCCL echoed there,
     the events placed on it), and the rest: what no host claims (None when nothing is left). Each part keeps the
-    run's files, `hosts_in_run` and the parts of the run the logs show, so a rule that needs several hosts still knows the run had them."""
+    run's files, `hosts_in_run` and the parts of the run the logs show, so a rule that needs several hosts still
+    knows the run had them."""
     events = [e for e in logs.get("events") or [] if isinstance(e, dict)] if isinstance(logs.get("events"), list) \
         else []
     hosts = _object(logs.get("hosts"))

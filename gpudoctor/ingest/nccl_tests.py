@@ -34,7 +34,7 @@ def _number(text: str) -> Any:
     return None if text == "N/A" else float(text)
 
 
-def _row(m: "re.Match[str]", op: str) -> Dict[str, Any]:
+def _row(m: re.Match[str], op: str) -> Dict[str, Any]:
     size, count, dtype, redop, root = m.group(1), m.group(2), m.group(3), m.group(4), m.group(5)
     out = [_number(m.group(k)) for k in range(6, 14)]
     wrong = [int(v) for v in (out[3], out[7]) if v is not None]

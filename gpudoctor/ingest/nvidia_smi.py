@@ -20,7 +20,6 @@ import xml.etree.ElementTree as ET
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from gpudoctor.knowledge import major_minor
-
 from gpudoctor.units import find as size_bytes
 
 from ._common import Builder, first_version, to_int, yes_no
@@ -356,10 +355,10 @@ class _Node:
         self.key = key
         self.value = value
         self.indent = indent
-        self.children: List["_Node"] = []
+        self.children: List[_Node] = []
         self.idx = idx
 
-    def child(self, *path: str) -> Optional["_Node"]:
+    def child(self, *path: str) -> Optional[_Node]:
         node: Optional[_Node] = self
         for p in path:
             if node is None:
@@ -767,7 +766,7 @@ def _gpu_from_xml(g: ET.Element, index: int) -> Optional[Dict[str, Any]]:
 # ------------------------------------------------------------------------------------------------
 # errors
 # ------------------------------------------------------------------------------------------------
-_ERRORS: Tuple[Tuple[str, "re.Pattern[str]"], ...] = (
+_ERRORS: Tuple[Tuple[str, re.Pattern[str]], ...] = (
     ("driver_mismatch", re.compile(r"Driver/library version mismatch", re.I)),
     ("driver_not_loaded", re.compile(r"couldn.{0,2}t communicate with the NVIDIA driver", re.I)),
     ("no_devices", re.compile(r"No devices were found", re.I)),

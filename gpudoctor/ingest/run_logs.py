@@ -403,7 +403,7 @@ class RunReader:
                 into["rank"] = target
             elif target[0] == "local":
                 into["local_rank"], into["node"] = target[2], target[1]
-        ranks = [merged[k] for k in sorted((k for k in merged if isinstance(k, int)))]
+        ranks = [merged[k] for k in sorted(k for k in merged if isinstance(k, int))]
         ranks += [merged[k] for k in merged if not isinstance(k, int)]
         for entry in ranks:
             entry.setdefault("rank", None)

@@ -15,10 +15,17 @@ import codecs
 from typing import BinaryIO, Callable, Dict, Iterator, List, Optional, Sequence
 
 from gpudoctor.files import open_stream
-from gpudoctor.ingest.report import (NothingRecognised, _names_agree, ParsedReport, ReportError, merge_reports,
-                                     missing_facts, parse_report)
 from gpudoctor.ingest.logs import LogScanner
 from gpudoctor.ingest.registry import in_words
+from gpudoctor.ingest.report import (
+    NothingRecognised,
+    ParsedReport,
+    ReportError,
+    _names_agree,
+    merge_reports,
+    missing_facts,
+    parse_report,
+)
 from gpudoctor.ingest.run_files import expand, is_run
 from gpudoctor.provenance import LOG, REPORT
 from gpudoctor.redact import redact_bytes
@@ -231,7 +238,8 @@ def _stated(scanner: LogScanner) -> ParsedReport:
         other = stated.get("contradicted")
         if other:  # two messages say different things: the fact stays unknown
             conflicts.append({"fact": path, "values": [stated["value"], other["value"]],
-                              "sources": [f"{stated['where']}: '{stated['line']}'", f"{other['where']}: '{other['line']}'"]})
+                              "sources": [f"{stated['where']}: '{stated['line']}'",
+                                          f"{other['where']}: '{other['line']}'"]})
             continue
         *parents, last = path.split(".")
         node = facts
@@ -239,7 +247,8 @@ def _stated(scanner: LogScanner) -> ParsedReport:
             node = node.setdefault(part, {})
         node[last] = stated["value"]
         evidence[path] = f"{stated['where']}: '{stated['line']}'"
-    return ParsedReport(kind="message", facts=facts, evidence=evidence, missing=[], name="messages", conflicts=conflicts)
+    return ParsedReport(kind="message", facts=facts, evidence=evidence, missing=[], name="messages",
+                        conflicts=conflicts)
 
 
 def _name_gpus(facts: dict, evidence: dict, conflicts: list, stated: dict) -> None:

@@ -152,8 +152,9 @@ def rounds(pairs: List[tuple]) -> List[List[tuple]]:
 
 def sweep_figures(device, group, min_bytes: int, max_bytes: int, iters: int, warmup: int, timeout: float) -> dict:
     """`bench nccl`'s all-reduce sweep among `group`: its rows and summary (bus bandwidth over the large sizes)."""
-    from gpudoctor.bench.nccl import NcclConfig, bus_factor, summarize, sweep
     import torch.distributed as dist
+
+    from gpudoctor.bench.nccl import NcclConfig, bus_factor, summarize, sweep
 
     config = NcclConfig(op="all_reduce", min_bytes=min_bytes, max_bytes=max_bytes, iters=iters, warmup=warmup,
                         timeout=timeout)

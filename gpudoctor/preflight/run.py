@@ -14,10 +14,10 @@ import time
 from dataclasses import dataclass, field
 from typing import List, Optional, Sequence
 
+from gpudoctor.model import PreflightPhase, PreflightReport
 from gpudoctor.preflight import PreflightError
 from gpudoctor.preflight.layout import Member, expected_layout, member_from_env, node_table
 from gpudoctor.preflight.meeting import Meeting, StepFailed
-from gpudoctor.model import PreflightPhase, PreflightReport
 
 VERDICT_RULES = ("GD806", "GD807", "GD808", "GD809")
 DEFAULT_SELECT = ("GD1", "GD5", "GD8")  # the node rules that judge health, the fleet's and preflight's own
@@ -205,8 +205,7 @@ class Preflight:
 
     # --- phase 4 -----------------------------------------------------------------------------------------------
     def fabric(self, dist, device, sizes) -> None:
-        from gpudoctor.preflight.measure import (first_ranks, neighbour_pairs, new_group, rounds,
-                                                 sweep_figures)
+        from gpudoctor.preflight.measure import first_ranks, neighbour_pairs, new_group, rounds, sweep_figures
 
         self.begin("fabric")
         backend = self.facts["backend"]

@@ -445,7 +445,8 @@ def collect(nvml=None, module_path: str = "/proc/driver/nvidia/version") -> dict
     # without persistence mode the driver initialises every GPU here: seconds that are the node's, not gpudoctor's
     facts["init_seconds"] = round(time.monotonic() - started, 3)
     try:
-        if not hasattr(nvml, "nvmlDeviceGetMigMode"):  # in every nvidia-ml-py since R450; nvidia-ml-py3 (7.352) lacks it
+        # in every nvidia-ml-py since R450; nvidia-ml-py3 (7.352) lacks it
+        if not hasattr(nvml, "nvmlDeviceGetMigMode"):
             facts.update(status="error", error_kind="bindings", error=f"{getattr(nvml, '__file__', 'pynvml')} is "
                          "not nvidia-ml-py's pynvml: it lacks nvmlDeviceGetMigMode (nvidia-ml-py3's pynvml.py, "
                          "installed over nvidia-ml-py's)")

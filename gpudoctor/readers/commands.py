@@ -376,7 +376,8 @@ def _accelerate(words: Sequence[Word], index: int, line: int) -> Tuple[dict, Opt
         if one and two == 2 * one:
             entry.pop("unresolved")
             entry.update(ranks_per_node=one, source=entry["source"] + f" over --num_machines {machines_unknown}")
-    elif isinstance(per_node, int) and machines_unknown:  # --num_processes counts every machine, and how many is run-time
+    # --num_processes counts every machine, and how many is run-time
+    elif isinstance(per_node, int) and machines_unknown:
         entry.update(ranks_per_node=None, unresolved=machines_unknown)
         entry["source"] += f" over --num_machines {machines_unknown}"
     elif isinstance(per_node, int) and machines and machines > 1:

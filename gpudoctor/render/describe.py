@@ -15,6 +15,7 @@ from gpudoctor.model import Applicability, Report
 from gpudoctor import schema
 from gpudoctor.units import size
 
+
 def plural(count: int, word: str) -> str:
     return f"{count} {word}{'' if count == 1 else 's'}"
 
@@ -134,7 +135,8 @@ def unknown_reasons(facts: Facts, unknown) -> str:
             unseen.append(GROUP_WORDS.get(group, group))
             continue
         else:
-            paths = sorted({item.missing for item in unknown if item.missing.split(".")[0] == group and not item.reason})
+            paths = sorted({item.missing for item in unknown
+                            if item.missing.split(".")[0] == group and not item.reason})
             why = ", ".join(_fact_words(path) for path in paths[:2])
         reasons.append((why, count))
     if unseen:

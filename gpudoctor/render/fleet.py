@@ -8,11 +8,11 @@ from typing import IO, Iterator, Optional
 
 from rich.text import Text
 
-from gpudoctor.version import __version__
 from gpudoctor.model import FleetReport, Severity
 from gpudoctor.render.describe import not_applicable_reasons, plural
 from gpudoctor.render.terminal import keep, say, screen, wrap
 from gpudoctor.render.text import MARKS, render_finding
+from gpudoctor.version import __version__
 
 SCHEMA = "gpudoctor.fleet/1"
 
@@ -135,7 +135,8 @@ def _not_applicable(fleet) -> str:
 
 def _node_findings(fleet, console) -> None:
     """Each node's findings in full; one that every node has (same rule, same message) is shown once."""
-    key = lambda f: (f.rule, f.message)
+    def key(f):
+        return f.rule, f.message
     everywhere = set.intersection(*[{key(f) for f in report.findings} for _, report in fleet.nodes]) \
         if fleet.nodes else set()
     sections = []

@@ -6,8 +6,8 @@ import json
 from typing import IO
 
 from gpudoctor.facts.run import summary as run_summary
-from gpudoctor.version import __version__
 from gpudoctor.model import Report
+from gpudoctor.version import __version__
 
 SCHEMA = "gpudoctor.report/1"
 

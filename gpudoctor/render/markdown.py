@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import IO
 
-from gpudoctor.version import __version__
 from gpudoctor.facts import Facts
 from gpudoctor.knowledge import gpu_cc
 from gpudoctor.model import Report
 from gpudoctor.render.describe import machine_line, not_applicable_text, plural, python_line
 from gpudoctor.units import size
+from gpudoctor.version import __version__
 
 SEVERITY_ICON = {"error": "❌", "warning": "⚠️", "info": "ℹ️"}
 

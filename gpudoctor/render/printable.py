@@ -17,7 +17,7 @@ _CONTROL_OR_NEWLINE = re.compile("[\t\n]|" + _CONTROL.pattern)
 _PATH_KEYS = ("path", "paths", "file", "name")  # one-line values: a newline in a file name is escaped too
 
 
-def _escape(match: "re.Match") -> str:
+def _escape(match: re.Match) -> str:
     code = ord(match.group(0))
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 

@@ -22,8 +22,8 @@ import time
 from collections.abc import Iterable
 from typing import IO
 
-from gpudoctor.version import __version__
 from gpudoctor.model import Report, Severity
+from gpudoctor.version import __version__
 
 SEVERITIES = ("error", "warning", "info")
 # a fired rule's state is its worst severity; not_applicable: the input the rule judges was not given

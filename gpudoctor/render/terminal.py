@@ -81,7 +81,7 @@ def fix_block(text: str) -> Tuple[str, List[str]]:
     return first, textwrap.dedent(block).splitlines()
 
 
-def say_block(console: "Console", lines: List[str], *indents: str) -> None:
+def say_block(console: Console, lines: List[str], *indents: str) -> None:
     """Lines to paste exactly as written: never wrapped, after the first of `indents` (else none) that keeps the
     widest within the width; past the width when even that cannot hold it."""
     from rich.text import Text
@@ -98,7 +98,7 @@ def command_line(command: str, line_width: int, prompt: str, short_prompt: str =
     return (prompt if len(prompt) + len(command) <= line_width else short_prompt) + command
 
 
-def say(console: "Console", text: str, first: str = "", rest: str = "", style: str = "") -> None:
+def say(console: Console, text: str, first: str = "", rest: str = "", style: str = "") -> None:
     """Print `text` wrapped to the console's width, every line in `style`."""
     from rich.text import Text
 
@@ -107,7 +107,7 @@ def say(console: "Console", text: str, first: str = "", rest: str = "", style: s
 
 
 @contextmanager
-def screen(stream: IO, colored: bool, line_width: Optional[int] = None) -> Iterator["Console"]:
+def screen(stream: IO, colored: bool, line_width: Optional[int] = None) -> Iterator[Console]:
     """A rich console that draws into `stream` at the terminal's width, trailing spaces removed."""
     from rich.console import Console
 

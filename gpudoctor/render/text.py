@@ -7,18 +7,26 @@ from typing import IO, Optional
 from rich.console import Console
 from rich.text import Text
 
-from gpudoctor.version import __version__
 from gpudoctor.facts import Facts
 from gpudoctor.model import Applicability, Finding, Report, Severity
-from gpudoctor.render.describe import (fix_command, header_items, machine_line, not_applicable_text, plural, python_line,
-                                       unknown_reasons)
+from gpudoctor.render.describe import (
+    fix_command,
+    header_items,
+    machine_line,
+    not_applicable_text,
+    plural,
+    python_line,
+    unknown_reasons,
+)
 from gpudoctor.render.run_timeline import timeline_lines
 from gpudoctor.render.terminal import command_line, fix_block, keep, say, say_block, screen, wrap
+from gpudoctor.version import __version__
 
 MARKS = {Severity.ERROR: ("✗", "bold red"), Severity.WARNING: ("!", "bold yellow"), Severity.INFO: ("i", "bold blue")}
 FAMILY_TITLES = {
     "doctor": "gpudoctor itself", "driver-cuda": "Driver, CUDA and torch build", "precision": "Precision",
-    "deepspeed": "DeepSpeed", "nccl": "NCCL and distributed environment", "memory-host": "Memory, host limits, GPU health",
+    "deepspeed": "DeepSpeed", "nccl": "NCCL and distributed environment",
+    "memory-host": "Memory, host limits, GPU health",
     "script": "Training script and launch", "bench": "Benchmarks", "fleet": "Fleet", "job-spec": "Job specification",
 }
 

@@ -7,7 +7,8 @@ description of a node, loaded by the real nvidia-ml-py through LD_LIBRARY_PATH.
 
 The description (every key optional; a fact left out makes its query answer NOT_SUPPORTED):
   driver_version, cuda_version (12040 = 12.4), process_record_bytes (the _v3 record the driver writes, 24 or 32;
-  default: 32 on 535.43 to before 535.86, as those drivers do), init_error ("unknown", "driver_not_loaded", … or a number),
+  default: 32 on 535.43 to before 535.86, as those drivers do), init_error ("unknown", "driver_not_loaded", … or a
+  number),
   missing_symbols (entry points an old driver lacks, e.g. "nvmlDeviceGetComputeRunningProcesses_v3"),
   p2p: {"default": STATUS, "pairs": [[A, B, STATUS], …]} (STATUS: ok, chipset_not_supported, gpu_not_supported,
   topology_not_supported, disabled_by_regkey, not_supported), gpus: [{
@@ -34,6 +35,7 @@ import sys
 from pathlib import Path
 
 from conftest import required_or_skip
+
 from gpudoctor.knowledge import table
 from gpudoctor.probes.nvml import child_argv, named
 

@@ -92,7 +92,7 @@ def _words(text: str, chars: List[int], offset: int, escape: str) -> List[Tuple[
 
 
 class Stage:
-    def __init__(self, parent: Optional["Stage"] = None, path: str = ""):
+    def __init__(self, parent: Optional[Stage] = None, path: str = ""):
         # name -> (value or None when unknown, Assignment) of the latest assignment, inherited ones included
         self.env: Dict[str, tuple] = dict(parent.env) if parent else {}
         self.inherited = [item for _, item in self.env.values()]

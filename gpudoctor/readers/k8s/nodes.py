@@ -8,7 +8,6 @@ from typing import List, Optional, Sequence, Tuple
 
 import yaml
 
-
 Documents = List[Tuple[int, yaml.Node]]
 MAX_DEPTH = 60
 SKIPPED = ("env", "command", "args")  # read by the collectors from their container, never walked into

@@ -108,7 +108,8 @@ class _Finder:
         return qualified_name(node, self.aliases)
 
     def run(self) -> Dict[str, Any]:
-        found: Dict[str, Any] = {"hf_trainer": None, "init": [], "spawns": [], "reads_rank_env": [], "data_parallel": [],
+        found: Dict[str, Any] = {"hf_trainer": None, "init": [], "spawns": [], "reads_rank_env": [],
+                                 "data_parallel": [],
                                  "sets_visible_devices": [], "nemo_env_ignored": []}
         executors: Dict[str, dict] = {}
         self.factories = self.executor_factories()
@@ -190,7 +191,8 @@ class _Finder:
         used += [n for n in before if self.hands_to_a_reader(n, name, functions)]
         first = min(used, key=lambda n: n.lineno) if used else None
         return {"line": call.lineno, "what": segment(self.lines, call, 70), "by": "deepspeed.initialize",
-                "used_before": None if first is None else {"line": first.lineno, "what": segment(self.lines, first, 70)}}
+                "used_before": None if first is None
+                else {"line": first.lineno, "what": segment(self.lines, first, 70)}}
 
     def initialize_calls(self) -> Iterator[Tuple[List[ast.AST], ast.Call, str]]:
         """(the nodes of its scope, the call, the name of the namespace it is given) of each

@@ -197,7 +197,8 @@ class Finder:
 
     def call_setdefault(self, node: ast.Call, func: ast.Attribute) -> None:
         if self.is_environ(func.value) and len(node.args) >= 2:
-            self.add(node.args[0], node.args[1], f"{self.path}:os.environ{self.function}", "os.environ.setdefault (only "
+            self.add(node.args[0], node.args[1], f"{self.path}:os.environ{self.function}",
+                     "os.environ.setdefault (only "
                      "when not already set)", conditional=True)
 
     def call_putenv(self, node: ast.Call, func: ast.Attribute) -> None:

@@ -36,7 +36,8 @@ CANONICAL_PREFIXES = (
 
 
 def canonical(name: Optional[str]) -> Optional[str]:
-    """One spelling for names that several modules export (`torch.multiprocessing.Process` → `multiprocessing.Process`)."""
+    """One spelling for names that several modules export (`torch.multiprocessing.Process` →
+    `multiprocessing.Process`)."""
     if not name:
         return name
     for prefix, replacement in CANONICAL_PREFIXES:

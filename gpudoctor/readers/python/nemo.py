@@ -7,9 +7,9 @@ from __future__ import annotations
 import ast
 from typing import Dict, List
 
+from gpudoctor.readers.launch import finish_job
 from gpudoctor.readers.python.names import literal, qualified_name, segment
 from gpudoctor.readers.python.tree import Tree
-from gpudoctor.readers.launch import finish_job
 
 GPU_KEYWORDS = ("gpus_per_node", "num_gpus")
 

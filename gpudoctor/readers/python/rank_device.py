@@ -62,7 +62,8 @@ class _Finder:
             if len(values) == 1 and "".join(texts).strip() == "cuda:":
                 return self.source(values[0])
             return None
-        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) and literal(node.left) in ("cuda:%d", "cuda:%s"):
+        if (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod)
+                and literal(node.left) in ("cuda:%d", "cuda:%s")):
             return self.source(node.right)
         if isinstance(node, ast.Call) and self.qualified(node.func) == "torch.device":
             if len(node.args) == 2 and literal(node.args[0]) == "cuda":

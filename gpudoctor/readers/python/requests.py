@@ -16,13 +16,14 @@ from gpudoctor.readers.python.tree import Tree
 
 DTYPE_KEYWORDS = {"torch_dtype", "dtype", "compute_dtype", "bnb_4bit_compute_dtype", "param_dtype", "reduce_dtype",
                   "autocast_dtype", "params_dtype", "pipeline_dtype", "mixed_precision_dtype", "amp_dtype"}
-BF16_PRECISIONS = {"bf16", "bf16-mixed", "bf16-true", "bf16_mixed", "bf16-true", "bfloat16"}
+BF16_PRECISIONS = {"bf16", "bf16-mixed", "bf16-true", "bf16_mixed", "bfloat16"}
 FP16_PRECISIONS = {"16", "16-mixed", "16-true", "fp16", "fp16-mixed", "half", "float16"}
 FP8_PRECISIONS = {"fp8", "transformer-engine", "transformer-engine-float16", "fp8-mixed"}
 TP_KEYWORDS = {"tensor_model_parallel_size", "tensor_parallelism", "tensor_parallel_size"}
 FRAMEWORKS = {
     "megatron": "megatron", "nemo": "nemo", "nemo_run": "nemo_run", "transformer_engine": "transformer_engine",
-    "deepspeed": "deepspeed", "lightning": "lightning", "pytorch_lightning": "lightning", "transformers": "transformers",
+    "deepspeed": "deepspeed", "lightning": "lightning", "pytorch_lightning": "lightning",
+    "transformers": "transformers",
     "accelerate": "accelerate", "trl": "trl", "vllm": "vllm",
 }
 
@@ -262,8 +263,8 @@ class RequestFinder:
         return None
 
     def attribute_assign(self, node: ast.AST) -> None:
-        """`args.bf16 = True`, `cfg.tensor_model_parallel_size = 2`, `trainer.precision = "bf16-mixed"` (ATTRIBUTE_FORMS:
-        the method that reads the value of each attribute)."""
+        """`args.bf16 = True`, `cfg.tensor_model_parallel_size = 2`, `trainer.precision = "bf16-mixed"`
+        (ATTRIBUTE_FORMS: the method that reads the value of each attribute)."""
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         value = node.value
         for target in targets if value is not None else []:

@@ -56,8 +56,8 @@ def _analyse_tree(path: str, tree: Tree, lines: List[str], text: str, problems: 
     from gpudoctor.readers.python.distributed import distributed_features
     from gpudoctor.readers.python.names import is_main_guard
     from gpudoctor.readers.python.requests import find_requests
-    from gpudoctor.suppress import find_suppressions
     from gpudoctor.readers.python.walker import Walker
+    from gpudoctor.suppress import find_suppressions
 
     walker = Walker(tree, lines)
     events = walker.run()

@@ -21,8 +21,17 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
 from gpudoctor.readers.env import CVD
-from gpudoctor.readers.python.names import (NO_VALUE, attribute_path, canonical, dotted, has_value, imports_of,
-                                      is_main_guard, literal, segment)
+from gpudoctor.readers.python.names import (
+    NO_VALUE,
+    attribute_path,
+    canonical,
+    dotted,
+    has_value,
+    imports_of,
+    is_main_guard,
+    literal,
+    segment,
+)
 from gpudoctor.readers.python.tree import Tree
 
 MAX_SUMMARY_EVENTS = 400
@@ -74,7 +83,7 @@ class Event:
     data: Dict[str, Any] = field(default_factory=dict)
     guarded: bool = False
 
-    def relocated(self, frame: str, line: int, guarded: bool) -> "Event":
+    def relocated(self, frame: str, line: int, guarded: bool) -> Event:
         return Event(self.kind, self.line, self.column, (f"{frame}:{line}",) + self.path, self.data,
                      self.guarded or guarded)
 
@@ -89,7 +98,7 @@ class EventList(list):
         self.seen: set = set()
         self.cuda_seen = False
 
-    def add(self, event: "Event") -> bool:
+    def add(self, event: Event) -> bool:
         if event.kind == "cuda":
             if self.cuda_seen:
                 return True
@@ -118,9 +127,9 @@ class Val:
 class Func:
     name: str
     node: ast.AST
-    parent: "Scope"
-    cls: Optional["Klass"] = None
-    scope: Optional["Scope"] = None  # after walking
+    parent: Scope
+    cls: Optional[Klass] = None
+    scope: Optional[Scope] = None  # after walking
     events: Optional[List[Event]] = None
     returns: List[ast.AST] = field(default_factory=list)
 
@@ -156,7 +165,7 @@ class Klass:
 class Scope:
     """Names bound in a module or function body, filled in statement order while it is walked."""
 
-    def __init__(self, parent: Optional["Scope"], func: Optional[Func] = None):
+    def __init__(self, parent: Optional[Scope], func: Optional[Func] = None):
         self.parent = parent
         self.func = func
         self.aliases: Dict[str, str] = {}
@@ -520,7 +529,7 @@ class Walker:
         kind = _call_kind(target) if isinstance(target, str) else None
         return getattr(self, f"made_{kind}")(call, target, scope, depth) if kind else None
 
-    def returned(self, func: "Func", scope: Scope, depth: int) -> Optional[Val]:
+    def returned(self, func: Func, scope: Scope, depth: int) -> Optional[Val]:
         """The first value the function is seen to return."""
         if func.events is None and self.depth < MAX_CALL_DEPTH:
             self.summary(func)
@@ -675,7 +684,7 @@ class Walker:
                 for start in inner:
                     self.emit(out, Event(start.kind, moved.line, moved.column, moved.path, start.data, moved.guarded))
 
-    def emit(self, out: "EventList", event: Event) -> None:
+    def emit(self, out: EventList, event: Event) -> None:
         if not out.add(event):
             self.truncated = True
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from gpudoctor.readers import TEXT_SUFFIXES
 from gpudoctor.files import is_dotenv
+from gpudoctor.readers import TEXT_SUFFIXES
 from gpudoctor.readers.file_facts import FileFacts
 
 SHELL_SUFFIXES = {".sh", ".bash", ".zsh", ".ksh", ".sbatch", ".slurm", ".job", ".pbs", ".qsub", ".lsf", ".envrc"}

@@ -76,7 +76,7 @@ class Word:
         elif text:
             self.parts.append((kind, text))
 
-    def split_assignment(self) -> Optional[Tuple[str, "Word"]]:
+    def split_assignment(self) -> Optional[Tuple[str, Word]]:
         """(NAME, value word) when this word is `NAME=value` with an unquoted, literal NAME."""
         if not self.parts or self.parts[0][0] != "lit":
             return None
@@ -515,7 +515,7 @@ class Walker:
         conditional = chained or bool(self.stack)
         self.tensor_parallel(words)
         prefix = []
-        for index, word in enumerate(words):
+        for word in words:
             split = word.split_assignment()
             if split is None:
                 break
