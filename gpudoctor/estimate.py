@@ -38,8 +38,8 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from gpudoctor.adapters import LLAMA_LIKE, decoder_linears, lora_summary
 from gpudoctor.errors import InputError
-from gpudoctor.units import GiB, gib
 from gpudoctor.redact import cut
+from gpudoctor.units import GiB, gib
 
 OVERHEAD_BYTES = 1 * GiB  # CUDA context + workspaces + NCCL buffers + fragmentation (see module docstring)
 HOST_BUFFER_FACTOR = 1.5  # DeepSpeed's additional_buffer_factor default

@@ -30,8 +30,9 @@ MIN_REMEMBERED = 6  # shorter values (`1`, `false`) under secret-looking names a
 # Every pattern below is linear in the text: each quantifier that could run on is bounded or possessive, and each
 # pattern starts only at the beginning of a run of its first characters (a 15 MB token is scanned a few times, not
 # once per character).
-# URL credentials are found word by word (a word ends at whitespace), each word scanned a fixed number of times: scheme://user[:password]@host, and user:password@host without a scheme (pip's --index-url
-# pasted without it, an `.npmrc`-style line). The password may hold '/', ':' and '@': the last '@' of the word
+# URL credentials are found word by word (a word ends at whitespace), each word scanned a fixed number of times:
+# scheme://user[:password]@host, and user:password@host without a scheme (pip's --index-url pasted without it, an
+# `.npmrc`-style line). The password may hold '/', ':' and '@': the last '@' of the word
 # followed by a host ends it.
 _WORDS = re.compile(r"(\s++)")
 _HOST_START = re.compile(r"[A-Za-z0-9\[]")
@@ -172,7 +173,7 @@ def remember_facts(node: Any, record_of_secret: bool = False, walked: Optional[s
             remember_facts(getattr(node, item.name), False, walked)
 
 
-def _named(match: "re.Match") -> str:
+def _named(match: re.Match) -> str:
     groups = match.groupdict()
     name = groups.get("name") or groups.get("option") or groups.get("upper") or ""
     if not is_secret_name(name.lstrip("-")) or match.group("value") in (REDACTED, f'"{REDACTED}"'):

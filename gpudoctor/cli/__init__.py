@@ -10,15 +10,13 @@ import traceback
 from functools import lru_cache
 from typing import Iterator, List, Optional
 
-from gpudoctor.version import __version__
 from gpudoctor.cli import bench as bench_cmd
 from gpudoctor.cli import check as check_cmd
 from gpudoctor.cli import completion as completion_cmd
-from gpudoctor.cli import config
+from gpudoctor.cli import config, helptext
 from gpudoctor.cli import estimate as estimate_cmd
 from gpudoctor.cli import fix as fix_cmd
 from gpudoctor.cli import fleet as fleet_cmd
-from gpudoctor.cli import helptext
 from gpudoctor.cli import lint as lint_cmd
 from gpudoctor.cli import mcp as mcp_cmd
 from gpudoctor.cli import preflight as preflight_cmd
@@ -27,8 +25,9 @@ from gpudoctor.cli import snapshot as snapshot_cmd
 from gpudoctor.cli.guard import EXIT_SIGINT, EXIT_SIGTERM, Terminated, closed_streams, guarded, unwritable
 from gpudoctor.errors import InputError
 from gpudoctor.files import waited_for_at_most
-from gpudoctor.spelling import one_slip
 from gpudoctor.render.printable import printable
+from gpudoctor.spelling import one_slip
+from gpudoctor.version import __version__
 
 # The one list of commands, in the order `gpudoctor --help` lists them: a command is a module of gpudoctor.cli with
 # `add_parser(subparsers)` (its parser, or several: `rules` also adds `explain`) that sets `run`, and one entry here.

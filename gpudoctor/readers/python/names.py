@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 from typing import Any, Dict, List, Optional
+
 from gpudoctor.redact import cut
 
 MAX_DEPTH = 40

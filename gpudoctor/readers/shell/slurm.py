@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from typing import Dict, List, Optional, Tuple
 
-from gpudoctor.spelling import one_slip
 from gpudoctor.redact import cut
+from gpudoctor.spelling import one_slip
 
 SHORT = {"-N": "--nodes", "-n": "--ntasks", "-G": "--gpus", "-c": "--cpus-per-task", "-p": "--partition"}
 Value = Tuple[str, int, bool]  # (text, line, known)
