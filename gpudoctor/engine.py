@@ -7,14 +7,14 @@ import traceback
 from dataclasses import replace
 from typing import Iterable, List, Sequence
 
-from gpudoctor.suppress import finding_suppressed
 from gpudoctor.catalog import INPUTS, Rule, find_rule, load_catalog
-from gpudoctor.facts.log_evidence import log_findings
 from gpudoctor.facts import Facts, MissingFact
 from gpudoctor.facts.contract import UndeclaredFact
+from gpudoctor.facts.log_evidence import log_findings
 from gpudoctor.model import Finding, NotApplicable, Report, Severity, Unknown
 from gpudoctor.provenance import base_origin
 from gpudoctor.snapshot import Snapshot
+from gpudoctor.suppress import finding_suppressed
 from gpudoctor.verdict import Run, decide, not_applicable
 
 _SEVERITY_ORDER = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}

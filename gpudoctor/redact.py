@@ -17,8 +17,8 @@ import base64
 import dataclasses
 import enum
 import re
-from contextlib import contextmanager
 from collections.abc import Mapping
+from contextlib import contextmanager
 from typing import Any, Iterable, Iterator, Optional
 
 from gpudoctor.errors import InputError

@@ -7,8 +7,8 @@ by each group's `probe`, and docs/snapshot.md is generated from it: `python -m g
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
+from functools import cache, lru_cache
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from gpudoctor.data import load_toml, rules_dir
 
@@ -75,8 +75,8 @@ class Shape:
     its items' shape), a map's values (`values`: any name is a key), or nothing declared below it (both None).
     `table` names the table of facts.toml that declares the record's keys."""
 
-    fields: Optional[Dict[str, "Shape"]] = None
-    values: Optional["Shape"] = None
+    fields: Optional[Dict[str, Shape]] = None
+    values: Optional[Shape] = None
     table: str = ""
 
 
@@ -97,7 +97,7 @@ def _quoted(path: str) -> str:
     return f'"{path}"' if "." in path else path
 
 
-@lru_cache(maxsize=None)
+@cache
 def shape_of(group: str) -> Shape:
     """The shape of a group's value (FREE for a map of plain values: env)."""
     known = groups()[group]

@@ -5,14 +5,14 @@ hidden GPUs of a SLURM cgroup left out and a MIG-partitioned GPU seen as its MIG
 import json
 import subprocess
 
-import pytest
-
 import nvmlsim
+import pytest
 from conftest import ROOT, gpudoctor_cmd
+
 from gpudoctor.catalog import find_rule
-from gpudoctor.facts.devices import is_mig, job_gpus
 from gpudoctor.engine import evaluate
 from gpudoctor.facts import Facts
+from gpudoctor.facts.devices import is_mig, job_gpus
 from gpudoctor.snapshot import Snapshot
 
 GiB = 1024**3
@@ -212,7 +212,8 @@ def test_gd201_judges_bf16_on_the_visible_gpus(tmp_path):
 def test_gd107_counts_the_gpus_cuda_can_open(node):
     """Seven GPUs answer (GPU 5 is lost): index 6 is GPU 7, index 7 does not exist, whatever the MIG devices."""
     assert run("GD107", node, {"CUDA_VISIBLE_DEVICES": "6"}) == []
-    assert "index 7 does not exist: CUDA can open 7 GPU(s)" in run("GD107", node, {"CUDA_VISIBLE_DEVICES": "7"})[0].message
+    finding = run("GD107", node, {"CUDA_VISIBLE_DEVICES": "7"})[0]
+    assert "index 7 does not exist: CUDA can open 7 GPU(s)" in finding.message
     assert run("GD107", node, {"CUDA_VISIBLE_DEVICES": MIG_1G}) == []
 
 

@@ -7,10 +7,9 @@ import shutil
 import subprocess
 import sys
 
-
 import pytest
-
 from conftest import ROOT
+
 from gpudoctor.data import cache_dir, load_tomls, rules_dir, tomllib
 
 RULE_FILES = sorted(rules_dir().rglob("*.toml"))

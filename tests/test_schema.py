@@ -11,11 +11,11 @@ from conftest import FIXTURES, ROOT, SHARED
 
 from gpudoctor import schema
 from gpudoctor.catalog import load_catalog
+from gpudoctor.errors import InputError
+from gpudoctor.fact_types import type_error
 from gpudoctor.facts import Facts, contract
 from gpudoctor.facts.contract import UndeclaredFact
 from gpudoctor.gather import Request, gather
-from gpudoctor.errors import InputError
-from gpudoctor.fact_types import type_error
 from gpudoctor.probes import ProbeContext, all_probes, run_probes
 
 CHECKS = ROOT / "gpudoctor" / "checks"
@@ -97,7 +97,7 @@ def test_a_misspelt_fact_read_fails_in_tests_and_says_where_to_declare_it():
     with pytest.raises(UndeclaredFact, match=r"launch.jobs has no key 'comand'; declare it in \[launch.fields.jobs\]"):
         job.get("comand")
     with pytest.raises(UndeclaredFact, match=r'\[launch.fields."jobs.launchers"\] of rules/facts.toml'):
-        "option" in job["launchers"][0]
+        _ = "option" in job["launchers"][0]
     with pytest.raises(UndeclaredFact, match=r"logs.hosts.node-1 has no key 'netwrok'.*\[logs.fields.hosts\]"):
         facts.get("logs.hosts")["node-1"].get("netwrok")
     with pytest.raises(UndeclaredFact, match=r"launch has no key 'jbos'.*\[launch.keys\]"):

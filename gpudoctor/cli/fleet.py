@@ -5,8 +5,14 @@ from __future__ import annotations
 import argparse
 import time
 
-from gpudoctor.cli.common import (add_output_options, add_selection_options, fleet_format, path, render_fleet,
-                                  selected_rules)
+from gpudoctor.cli.common import (
+    add_output_options,
+    add_selection_options,
+    fleet_format,
+    path,
+    render_fleet,
+    selected_rules,
+)
 from gpudoctor.render import FLEET_NAMES
 
 

@@ -27,10 +27,9 @@ def run(args: argparse.Namespace) -> int:
     if why:
         raise UsageError(why)
     import os
+    import sys
 
     from gpudoctor.mcpserver.server import serve
-
-    import sys
 
     if sys.stdin is None:
         raise UsageError("gpudoctor mcp talks over standard input and output, and standard input is closed")

@@ -12,8 +12,8 @@ which GPUs a job uses (`devices`), the CUDA it gets (`cuda`), the jobs the job f
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Optional
 
 from gpudoctor.facts import contract

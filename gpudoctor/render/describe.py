@@ -8,11 +8,11 @@ from collections import Counter
 from pathlib import Path
 from typing import List, Tuple
 
+from gpudoctor import schema
 from gpudoctor.facts import Facts
 from gpudoctor.files import is_dotenv
 from gpudoctor.knowledge import gpu_cc, gpu_memory_bytes, major_minor
 from gpudoctor.model import Applicability, Report
-from gpudoctor import schema
 from gpudoctor.units import size
 
 
