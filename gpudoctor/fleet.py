@@ -88,7 +88,9 @@ def _digest(data) -> Tuple[Optional[str], Optional[str]]:
     digest for a document that is not a snapshot (from_json says what is wrong with it) or whose host name is not a
     string."""
     facts = data.get("facts") if isinstance(data, dict) else None
-    host = facts.get("host") if isinstance(facts, dict) else None
+    if not isinstance(facts, dict):
+        return None, None
+    host = facts.get("host")
     if not isinstance(host, dict) or not isinstance(host.get("hostname"), str):
         return None, None
     judged = {key: data.get(key) for key in ("schema", "probes", "evidence", "conflicts", "origins")}
@@ -111,8 +113,9 @@ def file_node_names(snapshots: Sequence[Snapshot], paths: Sequence[str]) -> List
     """Names for snapshot files: the recorded hostnames (or the one host a log snapshot names) when every file
     has one and they are all different, otherwise the file names (the paths as given where two share a name)."""
     hosts = [_hostname(snapshot) for snapshot in snapshots]
-    if all(isinstance(h, str) and h for h in hosts) and len(set(hosts)) == len(hosts):
-        return list(hosts)
+    named = [h for h in hosts if isinstance(h, str) and h]
+    if len(named) == len(hosts) and len(set(named)) == len(named):
+        return named
     names = [Path(path).name for path in paths]
     return names if len(set(names)) == len(names) else list(paths)
 

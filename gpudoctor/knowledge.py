@@ -93,9 +93,9 @@ def table(name: str) -> dict:
 def min_driver(cuda: str) -> Optional[Release]:
     """The lowest Linux driver that supports CUDA major.minor (its GA release), or None if unknown."""
     wanted = major_minor(cuda)
-    drivers = [version(row["linux_min_driver"]) for row in table("cuda_driver").get("toolkit", [])
-               if major_minor(row["version"]) == wanted and row.get("linux_min_driver")]
-    drivers = [d for d in drivers if d is not None]
+    found = [version(row["linux_min_driver"]) for row in table("cuda_driver").get("toolkit", [])
+             if major_minor(row["version"]) == wanted and row.get("linux_min_driver")]
+    drivers = [d for d in found if d is not None]
     return min(drivers) if drivers else None
 
 

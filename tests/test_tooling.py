@@ -5,6 +5,7 @@ import importlib.util
 import subprocess
 import sys
 
+import pytest
 from conftest import ROOT, required_or_skip
 
 LINTED = ("gpudoctor", "tests", "tools", "benchmarks")
@@ -31,3 +32,20 @@ def test_ruff_reads_the_projects_rules(tmp_path):
     assert done.returncode == 1
     codes = {word for word in done.stdout.split() if word[:1] in "EFI" and word[1:].isdigit()}
     assert {"E501", "F401", "I001"} <= codes
+
+
+@pytest.mark.slow
+def test_mypy_finds_nothing_in_the_package():
+    done = _tool("mypy", "--config-file", str(ROOT / "pyproject.toml"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Success: no issues found" in done.stdout
+
+
+@pytest.mark.slow
+def test_mypy_reads_the_projects_configuration(tmp_path):
+    """Without this the test above could pass because mypy checked nothing: a module that returns a str where it
+    says int fails under pyproject.toml's configuration."""
+    (tmp_path / "bad.py").write_text("def f() -> int:\n    return 'x'\n")
+    done = _tool("mypy", "--config-file", str(ROOT / "pyproject.toml"), "--no-incremental", str(tmp_path / "bad.py"),
+                 cwd=tmp_path)
+    assert done.returncode == 1 and "[return-value]" in done.stdout

@@ -10,7 +10,7 @@ from typing import Optional, Tuple
 from gpudoctor.checks import check
 from gpudoctor.facts.jobs import jobs_with_scripts, where
 from gpudoctor.facts.log_evidence import cited, log_events
-from gpudoctor.knowledge import SETS_LOCAL_RANK_ENV, version
+from gpudoctor.knowledge import SETS_LOCAL_RANK_ENV, Release, version
 from gpudoctor.model import Severity
 
 
@@ -21,7 +21,7 @@ def _flag(launcher: str, torch: Optional[str]) -> Tuple[str, Optional[bool]]:
     have = version(torch)
     if have is None:
         return "--local-rank", None
-    return ("--local-rank" if have >= version("2.0") else "--local_rank"), True
+    return ("--local-rank" if have >= Release("2.0") else "--local_rank"), True
 
 
 def _refused_by_parser(job: dict, script: dict, features: dict, torch: Optional[str], rule):

@@ -7,7 +7,7 @@ from typing import Optional, Tuple
 
 from gpudoctor.checks import check
 from gpudoctor.facts.log_evidence import cited, log_events
-from gpudoctor.knowledge import version
+from gpudoctor.knowledge import Release, version
 from gpudoctor.model import Location, Severity
 from gpudoctor.suppress import suppressed
 
@@ -61,7 +61,7 @@ def default_start_method(facts) -> Tuple[Optional[str], str]:
         parsed = version(python)
         if parsed is None:
             return None, ""
-        if parsed >= version("3.14"):
+        if parsed >= Release("3.14"):
             return "forkserver", f"Linux, Python {python}: forkserver is the default from Python 3.14"
         return "fork", f"Linux, Python {python}: fork is the default up to Python 3.13"
     return None, ""

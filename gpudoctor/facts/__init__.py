@@ -14,14 +14,14 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from gpudoctor.facts import contract
 from gpudoctor.provenance import PARTIAL, PROBE, origin_of
 
 _RAISE = object()
 _ABSENT = object()
-_EMPTY = (None, "", [], {})
+_EMPTY: Tuple[Any, ...] = (None, "", [], {})
 
 STATED = "stated"  # a value that says something
 ABSENT = "absent"  # known to be none: null or empty, or a variable a complete environment does not set

@@ -8,7 +8,7 @@ import os
 import re
 import shutil
 from pathlib import Path
-from typing import Optional
+from typing import Any, Dict, Optional
 
 from gpudoctor.probes import Probe, ProbeContext
 from gpudoctor.probes.command import Deadline, run_command
@@ -54,8 +54,8 @@ def probe_nvcc(ctx: ProbeContext) -> dict:
     """nvcc on PATH, then each toolkit's version: every command within one deadline of ctx.timeout."""
     deadline = Deadline(ctx.timeout)
     path = shutil.which("nvcc", path=ctx.environ.get("PATH", os.defpath))
-    facts = {"path": path, "version": None, "build": None,
-             "cuda_home": ctx.environ.get("CUDA_HOME"), "cuda_path": ctx.environ.get("CUDA_PATH")}
+    facts: Dict[str, Any] = {"path": path, "version": None, "build": None,
+                             "cuda_home": ctx.environ.get("CUDA_HOME"), "cuda_path": ctx.environ.get("CUDA_PATH")}
     if path:
         result = run_command([path, "--version"], deadline.left(path), env=ctx.environ)
         if result.returncode != 0:

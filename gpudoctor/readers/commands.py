@@ -15,7 +15,7 @@ A count that is not a literal stays unknown (None with the text in `unresolved`)
 from __future__ import annotations
 
 import re
-from typing import Collection, List, Optional, Sequence, Tuple
+from typing import Collection, Dict, List, Optional, Sequence, Tuple
 
 Word = tuple  # (text, known) or (text, known, line)
 
@@ -217,7 +217,8 @@ OUTER_LAUNCHERS = {"srun": _srun, "mpirun": _mpirun, "mpiexec": _mpirun, "orteru
 def _options(words: Sequence[Word], index: int, flags: set) -> Tuple[dict, bool, int]:
     """A Python launcher's options up to the script: ({option: value word, or None for a flag}, `-m` given, index
     of the script). Names are written with dashes (`--use_env` → `--use-env`)."""
-    found, module = {}, False
+    found: Dict[str, Optional[str]] = {}
+    module = False
     while index < len(words) and words[index][0].startswith("-"):
         text = words[index][0]
         if text in flags:

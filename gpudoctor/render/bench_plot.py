@@ -5,7 +5,7 @@ or PNG by the file's suffix, drawn with matplotlib (the `plot` extra), imported 
 from __future__ import annotations
 
 import io
-from typing import Optional, Sequence, Tuple
+from typing import Optional, Sequence, Set, Tuple
 
 from gpudoctor.errors import InputError
 from gpudoctor.units import size
@@ -40,7 +40,7 @@ def draw(runs: Sequence[Tuple[str, dict]], fmt: str, title: Optional[str] = None
     from matplotlib.ticker import FixedLocator, FuncFormatter
 
     figure, axes = plt.subplots(figsize=(8, 4.5))
-    sizes = set()
+    sizes: Set[int] = set()
     for label, result in runs:
         for op in dict.fromkeys(row["op"] for row in result["rows"]):
             rows = sorted((row for row in result["rows"] if row["op"] == op), key=lambda row: row["bytes"])

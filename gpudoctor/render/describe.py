@@ -29,7 +29,7 @@ def machine_line(facts: Facts) -> str:
         return "no NVIDIA driver or GPU"
     if status == "error":
         return f"NVIDIA driver unusable: {facts.get('nvml.error', None) or facts.get('nvml.error_kind', '?')}"
-    parts = []
+    parts: List[str] = []
     gpus = facts.get("nvml.gpus", None)
     counted = Counter()
     for gpu in gpus or []:

@@ -11,7 +11,7 @@ import json
 import os
 import re
 from pathlib import Path, PurePosixPath
-from typing import IO, Dict, Optional
+from typing import IO, Dict, List, Optional
 
 from gpudoctor.catalog import find_rule
 from gpudoctor.model import Finding, Report, Severity
@@ -83,7 +83,8 @@ def rule_descriptor(rule_id: str, finding: Finding) -> dict:
 
 def to_sarif(report: Report) -> dict:
     rules: Dict[str, int] = {}
-    descriptors, results = [], []
+    descriptors: List[dict] = []
+    results: List[dict] = []
     seen: Dict[str, int] = {}
     for finding in report.findings:
         if finding.rule not in rules:

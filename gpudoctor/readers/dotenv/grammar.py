@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import codecs
 import re
+from typing import Optional
 
 from gpudoctor.readers.env import Assignment, ReadResult, is_env_name
 from gpudoctor.redact import cut
@@ -62,7 +63,7 @@ class _Reader:
         self.pos = match.end()
         return match.groups()
 
-    def line(self, pos: int = None) -> int:
+    def line(self, pos: Optional[int] = None) -> int:
         """The line number at `pos`, counted on from the last position asked (the reader moves forward: linear)."""
         pos = self.pos if pos is None else pos
         if pos < self._counted:

@@ -12,7 +12,7 @@ them: reported with the line), and `bash -c` scripts in `command`/`args`, read w
 from __future__ import annotations
 
 import re
-from typing import List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import yaml
 
@@ -63,7 +63,7 @@ class EnvReader(nodes.Collector):
         where = f"container {name}" if name else "env of " + ".".join(trail[-3:])
         context = f"{where} of {label}" + (f" ({role})" if role else "")
         container_scope = f"{scope}:{'.'.join(trail)}:{name or ''}"
-        known = {}
+        known: Dict[str, Any] = {}
         if "envFrom" in fields and isinstance(fields["envFrom"][1], yaml.SequenceNode):
             for item in fields["envFrom"][1].value:  # first: `env` entries override what envFrom gives
                 self.env_from(item, known, container_scope, context)

@@ -4,7 +4,7 @@ walked once: every collector (the env reader, the pod reader) is handed each nod
 from __future__ import annotations
 
 import re
-from typing import List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import yaml
 
@@ -82,7 +82,8 @@ def mapping(node, depth: int = 0) -> dict:
     keys included (`<<: *gpu`, Compose's `x-` anchors): the keys written in the mapping win over the merged ones."""
     if not isinstance(node, yaml.MappingNode):
         return {}
-    found, merged = {}, {}
+    found: Dict[str, Any] = {}
+    merged: Dict[str, Any] = {}
     for key, value in node.value:
         if isinstance(key, yaml.ScalarNode) and key.value == "<<" and key.tag.endswith(":merge") and depth < 8:
             for source in value.value if isinstance(value, yaml.SequenceNode) else [value]:

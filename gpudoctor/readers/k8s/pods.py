@@ -13,7 +13,7 @@ and in an MPIJob `mpirun` starts `slotsPerWorker` ranks on each worker pod.
 from __future__ import annotations
 
 import re
-from typing import List, Optional
+from typing import Any, Dict, List, Optional
 
 import yaml
 
@@ -49,7 +49,8 @@ class PodReader(nodes.Collector):
         self.scripts = scripts or Scripts(path)
         self.jobs: List[dict] = []
         self.pods: List[dict] = []
-        self.label, self.extra, self.first = "", {}, (0, 0)
+        self.label, self.first = "", (0, 0)
+        self.extra: Dict[str, Any] = {}
 
     def document(self, index: int, top: dict, kind: Optional[str], label: str) -> None:
         spec = _map(top["spec"][1]) if "spec" in top else {}
@@ -141,7 +142,7 @@ class PodReader(nodes.Collector):
 
     @staticmethod
     def efa_env(fields: dict) -> List[dict]:
-        found = []
+        found: List[dict] = []
         env = fields.get("env")
         if not isinstance(env, yaml.SequenceNode):
             return found

@@ -14,7 +14,7 @@ call) is unknown and kept verbatim. Code inside branches and loops is marked con
 from __future__ import annotations
 
 import ast
-from typing import Dict, List
+from typing import Dict, List, Set
 
 from gpudoctor.readers.env import Assignment, ReadResult, is_env_name
 from gpudoctor.readers.python.tree import Tree
@@ -50,7 +50,7 @@ class Finder:
         self.environ_names = {name for name, target in aliases.items() if target == "os.environ"}
         self.os_names = {"os"} | {name for name, target in aliases.items() if target == "os"}
         self.depth = 0
-        self.seen_dicts = set()
+        self.seen_dicts: Set[int] = set()
         self.function = ""  # os.environ assignments of different functions are different runs
         self.functions: List[str] = []  # the enclosing functions' names, innermost last
         self.bindings: dict = {}  # `env = base.copy()` again: a new dict, so its items are a new environment

@@ -92,8 +92,10 @@ def _misspelt(line: str) -> bool:
     """`#SBATCh --gres=gpu:4`, `#sbatch …`, `#SBTACH …`: a directive sbatch does not recognise (it reads `#SBATCH`
     exactly). `# SBATCH` and `##SBATCH` are how directives are switched off on purpose: not these."""
     match = re.match(r"^#([A-Za-z]{5,7})\s+-", line)
-    return bool(match) and match.group(1) != "SBATCH" and (match.group(1).upper() == "SBATCH"
-                                                            or one_slip(match.group(1).upper(), "SBATCH"))
+    if match is None:
+        return False
+    return match.group(1) != "SBATCH" and (match.group(1).upper() == "SBATCH"
+                                           or one_slip(match.group(1).upper(), "SBATCH"))
 
 
 def _int(value: Optional[str]) -> Optional[int]:
