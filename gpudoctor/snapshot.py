@@ -78,16 +78,18 @@ def from_json(data: Any, path: str = "<snapshot>") -> Snapshot:
         if isinstance(item, dict) and isinstance(item.get("name"), str):
             seconds = item.get("seconds")
             probes.append(ProbeResult(item["name"], str(item.get("status", "ok")),
-                                      float(seconds) if type(seconds) in (int, float) else 0.0,
+                                      float(seconds) if isinstance(seconds, (int, float))
+                                      and not isinstance(seconds, bool) else 0.0,
                                       item.get("error") if isinstance(item.get("error"), str) else None))
-    source = data.get("source") if isinstance(data.get("source"), dict) else {}
-    recorded = source.get("kind", "live")
+    source = data.get("source")
+    recorded = source.get("kind", "live") if isinstance(source, dict) else "live"
+    evidence, conflicts = data.get("evidence"), data.get("conflicts")
     return Snapshot(
         facts=facts,
         probes=probes,
         source={"kind": "snapshot", "paths": [path], "recorded": recorded},
-        evidence=data.get("evidence") if isinstance(data.get("evidence"), dict) else {},
-        conflicts=data.get("conflicts") if isinstance(data.get("conflicts"), list) else [],
+        evidence=evidence if isinstance(evidence, dict) else {},
+        conflicts=conflicts if isinstance(conflicts, list) else [],
         created=str(data.get("created") or ""),
         origins=_origins(data.get("origins"), facts),
     )

@@ -64,8 +64,9 @@ def local_layout(environ: Optional[Mapping[str, str]] = None) -> Tuple[int, bool
     (--gpus-per-task implies --gpu-bind=per_task unless --gpu-bind says otherwise: SLURM's srun manual), else
     they share the GPUs they see. Every rank reads the same, so a bad layout fails on all of them at once."""
     env = os.environ if environ is None else environ
-    if env_int(env, "LOCAL_WORLD_SIZE"):
-        return env_int(env, "LOCAL_WORLD_SIZE"), False, f"LOCAL_WORLD_SIZE={env['LOCAL_WORLD_SIZE']}"
+    local_world = env_int(env, "LOCAL_WORLD_SIZE")
+    if local_world:
+        return local_world, False, f"LOCAL_WORLD_SIZE={env['LOCAL_WORLD_SIZE']}"
     tasks = _tasks_here(env) if "SLURM_PROCID" in env else None
     if not tasks:
         return 1, False, ""

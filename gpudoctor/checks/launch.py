@@ -60,7 +60,7 @@ def _trainer_alone(job: dict, script: dict, features: dict) -> Optional[tuple]:
     trainer = features.get("hf_trainer")
     engine = trainer and plain_python(job) and trainer_engine(job, trainer)
     gpus = gpus_of(job)
-    if not engine or (gpus is not None and gpus <= 1):
+    if not trainer or not engine or (gpus is not None and gpus <= 1):
         return None
     on = f"{gpus} GPUs ({gpus_text(job)})" if gpus else "the node's GPUs"
     return (f"{job_label(job)} starts the Hugging Face Trainer with {engine} ({script['path']}:"

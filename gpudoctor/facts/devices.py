@@ -257,8 +257,8 @@ SLURM_INDEX_ASSUMED = ("Slurm's GPU IDs are GRES indices, read in NVML's PCI ord
 
 def gpu_minors(files: List[str]) -> Optional[List[int]]:
     """The minor numbers of /dev/nvidiaN device files; None when one is not such a file."""
-    numbers = [re.fullmatch(r".*/nvidia(\d+)", name) for name in files]
-    return [int(match.group(1)) for match in numbers] if numbers and all(numbers) else None
+    numbers = [match for match in (re.fullmatch(r".*/nvidia(\d+)", name) for name in files) if match]
+    return [int(match.group(1)) for match in numbers] if files and len(numbers) == len(files) else None
 
 
 def _slurm_order(facts, gpus: list) -> tuple:

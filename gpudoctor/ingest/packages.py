@@ -33,7 +33,7 @@ _CONDA_CUDA = re.compile(r"cuda(\d{1,2}\.\d{1,2})")
 _TORCH_NAMES = ("torch", "pytorch")
 
 
-def record(builder: Builder, pkg: str, version: str, idx: int, build: Optional[str] = None) -> None:
+def record(builder: Builder, pkg: str, version: str, idx: Optional[int], build: Optional[str] = None) -> None:
     """The facts one installed package states."""
     pkg = pkg.lower().replace("_", "-")
     wheel = _NVIDIA_WHEEL.match(pkg)

@@ -41,8 +41,9 @@ def parse(lines: Lines, name: str) -> Builder:
                 t = text_lines[ahead].strip()
                 if not t or t.startswith("Name:") or t == "---":
                     break
-                if _VERSION.match(t) and version is None:
-                    version, vi = _VERSION.match(t).group(1), ahead
+                found = _VERSION.match(t)
+                if found and version is None:
+                    version, vi = found.group(1), ahead
                 elif t.startswith("Requires:"):
                     ri = ahead
             if version is None:

@@ -31,7 +31,7 @@ def machine_line(facts: Facts) -> str:
         return f"NVIDIA driver unusable: {facts.get('nvml.error', None) or facts.get('nvml.error_kind', '?')}"
     parts: List[str] = []
     gpus = facts.get("nvml.gpus", None)
-    counted = Counter()
+    counted: Counter[str] = Counter()
     for gpu in gpus or []:
         if gpu.get("error_kind"):
             counted["GPU lost" if gpu["error_kind"] == "gpu_lost" else f"GPU failing ({gpu['error_kind']})"] += 1

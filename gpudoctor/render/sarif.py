@@ -11,7 +11,7 @@ import json
 import os
 import re
 from pathlib import Path, PurePosixPath
-from typing import IO, Dict, List, Optional
+from typing import IO, Any, Dict, List, Optional
 
 from gpudoctor.catalog import find_rule
 from gpudoctor.model import Finding, Report, Severity
@@ -67,7 +67,7 @@ def rule_descriptor(rule_id: str, finding: Finding) -> dict:
     docs = rule.docs
     help_text = "\n\n".join(part for part in (docs.get("why", ""), docs.get("fix", ""),
                                                 f"gpudoctor explain {rule.id}") if part)
-    descriptor = {
+    descriptor: Dict[str, Any] = {
         "id": rule.id, "name": rule.name,
         "shortDescription": {"text": rule.summary},
         "fullDescription": {"text": docs.get("what") or rule.summary},

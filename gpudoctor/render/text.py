@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.text import Text
 
 from gpudoctor.facts import Facts
-from gpudoctor.model import Applicability, Finding, Report, Severity
+from gpudoctor.model import Applicability, Finding, Fix, Report, Severity
 from gpudoctor.render.describe import (
     fix_command,
     header_items,
@@ -31,8 +31,7 @@ FAMILY_TITLES = {
 }
 
 
-def _env_changes(finding: Finding) -> str:
-    fix = finding.fix
+def _env_changes(fix: Fix) -> str:
     env = [f"{k}={v}" for k, v in fix.env.set.items()] + [f"unset {k}" for k in fix.env.unset]
     if not env:
         return ""
@@ -62,7 +61,7 @@ def render_finding(console: Console, finding: Finding) -> None:
     if not finding.fix:
         return
     summary, block = fix_block(finding.fix.summary)
-    for label, style, text in (("fix", "bold", summary), ("env", "dim", _env_changes(finding))):
+    for label, style, text in (("fix", "bold", summary), ("env", "dim", _env_changes(finding.fix))):
         if text:
             _print_wrapped(console, text, Text.assemble(INDENT, (label, style), "  "), INDENT + " " * 5)
         if block and label == "fix":
