@@ -19,6 +19,7 @@ import enum
 import re
 from collections.abc import Mapping
 from contextlib import contextmanager
+from functools import lru_cache
 from typing import Any, Iterable, Iterator, Optional
 
 from gpudoctor.errors import InputError
@@ -97,6 +98,7 @@ def remembering() -> Iterator[None]:
         _known.update(saved)
 
 
+@lru_cache(maxsize=8192)  # the same keys come back in every record of a fleet, a snapshot, a report
 def is_secret_name(name: str) -> bool:
     """`HF_TOKEN`, `api_key`, `WANDB_API_KEY`: yes. A bare `key`/`keys` names a mapping's key (a DeepSpeed config
     key in a finding's evidence, a duplicated key), not a secret; an upper-case `KEY` variable is one."""

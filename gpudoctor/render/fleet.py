@@ -77,13 +77,23 @@ def json_chunks(fleet: FleetReport) -> Iterator[str]:
         key = (id(report.findings), id(report.unknown), id(report.not_applicable), id(report.passed))
         if key not in encoded:
             encoded[key] = _dumps(_verdicts(report))[2:]  # without its opening "{\n"
-        head = f'{{\n  "node": {_dumps(name)},\n  "host": {_indent(_dumps(_host(report)), 2)},\n'
+        host = _host(report)
+        head = (f'{{\n  "node": {_scalar(name)},\n  "host": {{\n    "hostname": {_scalar(host["hostname"])},\n'
+                f'    "os": {_scalar(host["os"])}\n  }},\n')
         yield ("    " if not number else ",\n    ") + _indent(head + encoded[key], 4)
     yield "\n  ]" + after
 
 
 def _dumps(value) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False)
+
+
+def _scalar(value) -> str:
+    """A value of the node's `host` as json.dumps(indent=2) writes it there: a string, number or null on one line
+    (indentation changes nothing for one value), anything else indented to its depth."""
+    if isinstance(value, (dict, list)):
+        return _indent(_dumps(value), 4)
+    return json.dumps(value, ensure_ascii=False)
 
 
 def _indent(text: str, spaces: int) -> str:
