@@ -35,7 +35,9 @@ def type_error(facts: Mapping[str, Any]) -> Optional[str]:
             for key, item in value.items():
                 if item is not None and not _fits(item, group.values):
                     return f"facts.{name}.{key} is {_describe(item)}, expected {group.values}"
-        for where, entry in _entries(value, f"facts.{name}"):
+        records = [(f"facts.{name}.{key}", item) for key, item in value.items()] if group.shape == "map" \
+            else _entries(value, f"facts.{name}")
+        for where, entry in records:
             wrong = _entry_error(where, entry, group.keys, group.fields)
             if wrong:
                 return wrong

@@ -99,11 +99,11 @@ def _quoted(path: str) -> str:
 
 @cache
 def shape_of(group: str) -> Shape:
-    """The shape of a group's value (FREE for a map of plain values: env)."""
+    """The shape of a group's value (a map's `keys` are those of each value's object: env_sources; FREE for a map
+    of plain values: env)."""
     known = groups()[group]
-    if known.shape == "map":
-        return FREE
-    return _shape(known, "", known.keys, f"[{group}.keys]")
+    record = _shape(known, "", known.keys, f"[{group}.keys]") if known.keys else FREE
+    return Shape(values=record) if known.shape == "map" and known.keys else FREE if known.shape == "map" else record
 
 
 def path_error(names: List[str]) -> Optional[str]:
@@ -265,7 +265,7 @@ def _record(keys: Dict[str, Key], fields: Dict[str, Dict[str, Key]], prefix: str
 
 def _group_schema(group: Group) -> dict:
     if group.shape == "map":
-        values = _json_type(group.values) if group.values else {}
+        values = _record(group.keys, group.fields) if group.keys else _json_type(group.values) if group.values else {}
         schema = {"type": "object", "additionalProperties": values}
     elif not group.keys:
         schema = {"type": JSON_TYPES["list" if group.shape == "list" else "object"]}
