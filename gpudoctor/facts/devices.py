@@ -228,8 +228,9 @@ def _from_torch(facts, gpus: list) -> Optional[JobGpus]:
     torch_devices = facts.get("torch.devices", None) or []
     if not torch_devices or not all(d.get("uuid") for d in torch_devices) or facts.get("torch.device_errors", None):
         return None  # no UUIDs, or a device whose properties could not be read: not every CUDA device is known
-    chosen = [device_by_uuid(gpus, d["uuid"]) for d in torch_devices]
-    if None in chosen:
+    found = [device_by_uuid(gpus, d["uuid"]) for d in torch_devices]
+    chosen = [gpu for gpu in found if gpu is not None]
+    if len(chosen) != len(found):
         return None  # torch sees a device NVML does not: fall back to the environment
     return JobGpus(chosen, "uuid")
 

@@ -56,9 +56,10 @@ def read_gres_conf(text: str, node: str) -> dict:
             continue
         if "autodetect" in fields and fields.get("name", "gpu") == "gpu":
             autodetect = fields["autodetect"].lower()
-        if fields.get("name") == "gpu" and (fields.get("file") or fields.get("files")):
-            files += expand(fields.get("file") or fields.get("files"))
-    numbered = [(int(_SUFFIX.search(name).group(1)) if _SUFFIX.search(name) else -1, name) for name in files]
+        listed = fields.get("file") or fields.get("files")
+        if fields.get("name") == "gpu" and listed:
+            files += expand(listed)
+    numbered = [(int(suffix.group(1)) if (suffix := _SUFFIX.search(name)) else -1, name) for name in files]
     return {"gpu_autodetect": None if autodetect in (None, "off") else autodetect,
             "gpu_files": [name for _number, name in sorted(numbered)]}
 
