@@ -16,7 +16,7 @@ from gpudoctor.model import Report
 from gpudoctor.snapshot import Snapshot
 
 __all__ = ["Request", "collect", "collect_pasted", "describe_rule", "estimate_memory", "evaluate", "evaluate_fleet",
-           "format_report", "message_atlas", "pasted_snapshots", "preview_fix", "rule_catalog"]
+           "format_report", "lint", "message_atlas", "pasted_snapshots", "preview_fix", "rule_catalog"]
 
 SNAPSHOT_MARK = '"gpudoctor.snapshot/'  # a snapshot document names its schema first (gpudoctor.snapshot.SCHEMA)
 
@@ -97,6 +97,25 @@ def evaluate(snapshot: Snapshot, rules: Optional[Sequence] = None, select: Seque
     if rules is None:
         rules = rules_for_run(select, ignore, host=snapshot.source.get("kind") != "files")
     return run_rules(snapshot, rules)
+
+
+def lint(paths: Sequence[str], rules: Optional[Sequence] = None, select: Sequence[str] = (), ignore: Sequence[str] = (),
+         known_ids: Sequence[str] = (), texts: Mapping[str, str] = {},  # noqa: B006 - never mutated
+         skip_unknown: bool = False) -> Report:
+    """The report of job files and folders alone, as `gpudoctor lint PATH...` gives it: the files grouped into the
+    jobs they make (a launch file and what it starts, sources and passes), each job judged apart, the reports joined
+    (a rule found in any job is found, else unknown in any is unknown). `rules`, `select`, `ignore` as `evaluate`;
+    `known_ids`: rule IDs known beyond them (a site policy's); `texts` and `skip_unknown` as Request's. InputError
+    for a named file that cannot be read."""
+    from gpudoctor.catalog import rules_for_run
+    from gpudoctor.engine import evaluate as run_rules
+    from gpudoctor.gather import job_snapshots
+    from gpudoctor.joined import joined
+
+    if rules is None:
+        rules = rules_for_run(select, ignore, host=False)
+    return joined([run_rules(snapshot, rules, known_ids=known_ids)
+                   for snapshot in job_snapshots(paths, texts, skip_unknown)])
 
 
 def format_report(report: Report, fmt: str = "plain", quiet: bool = False) -> str:

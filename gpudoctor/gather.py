@@ -126,6 +126,23 @@ def files_snapshot(names: Sequence[str], texts: Mapping[str, str] = {}, skip_unk
     return snapshot
 
 
+def job_snapshots(names: Sequence[str], texts: Mapping[str, str] = {},  # noqa: B006 - never mutated
+                  skip_unknown: bool = False) -> List[Snapshot]:
+    """Job files alone as `files_snapshot` reads them, one snapshot per job they make (a launch file and what it
+    starts, sources and passes: readers/reach.py), so that files which do not reach each other are judged apart; the
+    first also carries the folders with nothing to read and the walks cut short."""
+    from gpudoctor.readers.registry import add_named, job_files, read_named
+
+    named = read_named(names, texts, skip_unknown)
+    snapshots = []
+    for number, files in enumerate(job_files(named) or [[]]):
+        snapshot = Snapshot(facts={"env": {}}, source={"kind": "files", "paths": [str(read.path) for read in files]
+                                                       or list(names)})
+        add_named(snapshot, named, files, inputs=number == 0)
+        snapshots.append(snapshot)
+    return snapshots
+
+
 def _read(name: str, snapshot: Snapshot, part: Optional[str], what: str, as_format: Optional[str] = None) -> None:
     """Add one file's facts (or only `part` of them) as its format's reader gives them (`as_format`: that format's,
     whatever the file looks like); InputError when it cannot be read."""

@@ -9,6 +9,7 @@ from typing import Optional, Tuple
 from gpudoctor.checks import check
 from gpudoctor.facts import MissingFact
 from gpudoctor.facts.jobs import (
+    command_words,
     gpus_of,
     gpus_text,
     job_label,
@@ -19,7 +20,7 @@ from gpudoctor.facts.jobs import (
     scripts,
     where,
 )
-from gpudoctor.facts.srun_command import per_node
+from gpudoctor.facts.srun_command import per_node, shell_word
 from gpudoctor.model import Location, Severity
 
 TORCH_INIT = {"init_process_group", "DistributedDataParallel", "FullyShardedDataParallel", "fully_shard"}
@@ -31,8 +32,12 @@ def launcher_fix(job: dict, gpus: Optional[int]) -> Tuple[str, ...]:
     """The command(s) that start the job's script with a launcher: once per node under srun in a batch script."""
     if job.get("kind") == "sbatch":
         return per_node(job, gpus)
-    script = (job.get("script") or {}).get("path") or "train.py"
-    return (f"torchrun --nproc_per_node={gpus if gpus else 'NUM_GPUS'} {script}",)
+    script = job.get("script") or {}
+    return (" ".join([f"torchrun --nproc_per_node={gpus if gpus else 'NUM_GPUS'}", script.get("path") or "train.py",
+                      *map(shell_word, script.get("args") or [])]),)
+
+
+
 
 
 # --- GD604 distributed-script-without-launcher -------------------------------------------------------------
@@ -51,8 +56,12 @@ def distributed_script_without_launcher(facts, rule):
                                fix=rule.fix(commands=launcher_fix(job, evidence["gpus"])))
     unread = [job for job in jobs(facts) if script_of(facts, job) is None and not job.get("sets_rank_env")]
     if unread and not found_any:  # whether that script initialises torch.distributed is not known: never a pass
-        what = (unread[0].get("script") or {}).get("path") or "the script it starts"
-        raise MissingFact("scripts", f"{job_label(unread[0])} starts {what}, which was not among the files read")
+        script = unread[0].get("script") or {}
+        what = script.get("path") or (f"module {script['module']}" if script.get("module") else "a script")
+        where_run = ", in a folder the job files do not say (`cd` to a value set at run time)" \
+            if script.get("folder_unknown") else ""
+        raise MissingFact("scripts", f"{job_label(unread[0])} starts {what}{where_run}, which was not among the "
+                                     "files read")
 
 
 def _trainer_alone(job: dict, script: dict, features: dict) -> Optional[tuple]:
@@ -164,10 +173,10 @@ def plain_python(job: dict) -> bool:
 
 def trainer_engine(job: dict, trainer: dict) -> Optional[str]:
     """"DeepSpeed" / "FSDP" when the Trainer is given one, in TrainingArguments or on the job's command line."""
-    words = str(job.get("command", "")).split()
+    words = command_words(job)
     for flag, engine in (("deepspeed", "DeepSpeed"), ("fsdp", "FSDP")):
-        if trainer.get(flag) or trainer.get("command_line") and any(
-                w == f"--{flag}" or w.startswith(f"--{flag}=") for w in words):
+        passed = ([f"--{flag}"] if trainer.get("command_line") else []) + (trainer.get(f"{flag}_options") or [])
+        if trainer.get(flag) or any(w in passed or w.startswith(tuple(f"{o}=" for o in passed)) for w in words):
             return engine
     return None
 
@@ -229,8 +238,12 @@ def ranks_gpus_mismatch(facts, rule):
                                                       if not isinstance(ranks, int) else
                                                       "the job files do not say how many GPUs a node gets"))
             continue
-        if names(job)[-1] == "python" and starts_own_ranks(facts, job, set(names(job)) == {"training-operator",
-                                                                                         "python"}):
+        if names(job)[-1] == "python" and starts_own_ranks(facts, job, False):
+            continue
+        if set(names(job)) == {"training-operator", "python"} and script_of(facts, job) is None:
+            path = (job.get("script") or {}).get("path") or "its script"
+            undecided.append(f"{job_label(job)}: one process per pod on {gpus} GPU(s); whether {path} starts its "
+                             "own ranks (mp.spawn) is not known: it was not among the files read")
             continue
         more = ranks > gpus
         if not more and names(job)[-1] == "python" and not distributed(facts, job):

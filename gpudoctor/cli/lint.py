@@ -4,8 +4,10 @@ Kubernetes manifests, Dockerfiles, training scripts, DeepSpeed configs). No mach
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
 
+from gpudoctor.api import lint
 from gpudoctor.cli.common import (
     UsageError,
     add_output_options,
@@ -15,8 +17,6 @@ from gpudoctor.cli.common import (
     path,
     selected_rules,
 )
-from gpudoctor.engine import evaluate
-from gpudoctor.gather import Request, gather
 from gpudoctor.model import exit_code
 from gpudoctor.render import render_report
 
@@ -57,9 +57,9 @@ def run(args: argparse.Namespace) -> int:
     if "-" in files:
         files[files.index("-")] = args.stdin_filename
         texts[args.stdin_filename] = stdin_text()
-    snapshot = gather(Request(files=tuple(files), texts=texts, skip_unknown=args.skip_unknown))
-    rules = selected_rules(args, host=False)
-    report = evaluate(snapshot, rules, started, args.site_rule_ids)
+    report = lint(files, selected_rules(args, host=False), known_ids=args.site_rule_ids, texts=texts,
+                  skip_unknown=args.skip_unknown)
+    report = dataclasses.replace(report, seconds=time.monotonic() - started)
     with output_stream(args) as stream:
         render_report(report, output_format(args), stream, quiet=True)
     return exit_code(report.worst(), args.fail_on)

@@ -3,7 +3,9 @@ starts (`facts["scripts"]`), as the launch rules, GD609, GD614 and the Kubernete
 
 from __future__ import annotations
 
-from typing import Iterator, Optional, Tuple
+import re
+import shlex
+from typing import Iterator, List, Optional, Tuple
 
 from gpudoctor.model import Location
 from gpudoctor.redact import redact_text
@@ -25,10 +27,45 @@ def script_of(facts, job: dict) -> Optional[dict]:
 
 
 def jobs_with_scripts(facts) -> Iterator[Tuple[dict, dict, dict]]:
+    """(job, script, what the script does at launch) for each job whose script was read; a job whose GPUs the job
+    files do not say gets those the script keeps (`--gpus 0` where the script sets CUDA_VISIBLE_DEVICES from it)."""
     for job in jobs(facts):
         script = script_of(facts, job)
         if script is not None:
-            yield job, script, script.get("launch") or {}
+            features = script.get("launch") or {}
+            yield _with_script_gpus(job, features), script, features
+
+
+def command_words(job: dict) -> List[str]:
+    """The job's command line as words (as the shell splits it, where it can be)."""
+    command = str(job.get("command", ""))
+    try:
+        return shlex.split(command)
+    except ValueError:
+        return command.split()
+
+
+def option_value(words: List[str], options: List[str]) -> Optional[str]:
+    """The value the words give one of `options` (`--gpus 0,1`, `--gpus=0,1`); None when none is given."""
+    for index, word in enumerate(words):
+        name, equals, value = word.partition("=")
+        if name in options:
+            return value if equals else (words[index + 1] if index + 1 < len(words) else None)
+    return None
+
+
+def _with_script_gpus(job: dict, features: dict) -> dict:
+    if gpus_of(job) is not None:
+        return job
+    words = command_words(job)
+    for item in features.get("sets_visible_devices", []) or []:
+        options = item.get("options") or []
+        value = option_value(words, options)
+        if value and re.fullmatch(r"\d+(,\d+)*", value):
+            option = next(word.partition("=")[0] for word in words if word.partition("=")[0] in options)
+            return {**job, "gpus": {"count": len(value.split(",")), "what": f"{option} {value}",
+                                    "path": job.get("path"), "line": job.get("line")}}
+    return job
 
 
 def where(job: dict) -> Location:

@@ -21,7 +21,7 @@ PER_NODE = {"torchrun": ("node_rank", "master_addr", "master_port", "rdzv_backen
             "accelerate": ("machine_rank", "main_process_ip", "main_process_port", "num_machines")}
 
 
-def _word(text: str) -> str:
+def shell_word(text: str) -> str:
     """A script argument as the shell should see it again: bare when it is one plain word ($VAR kept live)."""
     if re.fullmatch(r"[\w@%+=:,./${}-]+", text):
         return text
@@ -49,7 +49,7 @@ def per_node(job: dict, gpus: Optional[int]) -> Tuple[str, ...]:
     command = job.get("command") or ""
     found = re.search(r"(?:^|\s)%s(?=\s|$)" % re.escape(path), command)
     launcher = command[:found.start()].split() if found else []
-    target = " ".join([path] + [_word(arg) for arg in script.get("args") or []])
+    target = " ".join([path] + [shell_word(arg) for arg in script.get("args") or []])
     name = (job.get("launchers") or [{}])[0].get("name", "")
     if name in TORCHRUN:
         words = _without(launcher, PER_NODE["torchrun"])

@@ -51,7 +51,12 @@ def _report(collect: Callable[[], Any], select: Optional[List[str]], detail: str
     only the keys of FINDINGS_ONLY."""
     started = time.monotonic()
     report = api.evaluate(collect(), select=select or ())
-    report = dataclasses.replace(report, seconds=time.monotonic() - started)
+    return _document(dataclasses.replace(report, seconds=time.monotonic() - started), detail)
+
+
+def _document(report, detail: str = "full") -> Dict[str, Any]:
+    """The report as a gpudoctor.report/1 document (rendered by gpudoctor, so redacted like every other output);
+    `detail="findings"`: only the keys of FINDINGS_ONLY."""
     document = json.loads(api.format_report(report, "json"))
     return {key: document[key] for key in FINDINGS_ONLY} if detail == "findings" else document
 
@@ -181,7 +186,7 @@ def lint_files(
         f"scripts) or folders to read recursively; each must exist ({RELATIVE})."))] = None,
     files: Annotated[Optional[List[JobFile]], Field(max_length=MAX_PATHS, description=(
         "Job files given by their contents (what an assistant has in hand), each with its name; linted with the "
-        "files of `paths` as one job."))] = None,
+        "files of `paths`, grouped into jobs as lint groups files (a launch file with the files it names)."))] = None,
     select: Select = None,
     detail: Detail = "full",
 ) -> Dict[str, Any]:
@@ -196,7 +201,9 @@ def lint_files(
     if len(texts) < len(files or ()):
         raise InputError("two files given by contents have the same name")
     names = (*_existing(paths, "path", folders=True), *texts)
-    return _report(lambda: api.collect(api.Request(files=names, texts=texts)), select, detail)
+    started = time.monotonic()
+    report = api.lint(names, select=select or (), texts=texts)
+    return _document(dataclasses.replace(report, seconds=time.monotonic() - started), detail)
 
 
 def estimate_memory(

@@ -19,7 +19,7 @@ def attach_script(job: dict, job_path: str, snapshot, reads) -> None:
 
     script = job.get("script") or {}
     written = script.get("path")
-    if not written:
+    if not written or script.get("folder_unknown"):  # `cd "$WORK/src"`: which train.py it is, is not known
         return
     for candidate in _candidates(job_path, written):
         existing = _analysed(snapshot, candidate)

@@ -154,9 +154,9 @@ def read_file(path: Path, snapshot, part: Optional[str] = None, text: Optional[s
     _join(snapshot, path, fmt.read_bounded(path, text) if fmt else None, part)
 
 
-def _tree(tree: Tree, reads: Reads, refused: List[Tuple[Path, str]]) -> List[Tuple[Path, FileFacts]]:
-    """Every file of the walk that a reader knows (like ruff, the rest is skipped silently), read; one beyond its
-    format's bounds is added to `refused`, with why."""
+def _tree(tree: Tree, reads: Reads, refused: List[Tuple[Path, str]]) -> List[Tuple[Path, FileFacts, str]]:
+    """Every file of the walk that a reader knows (like ruff, the rest is skipped silently), read, with its text;
+    one beyond its format's bounds is added to `refused`, with why."""
     found = []
     for path in tree:
         try:
@@ -175,7 +175,7 @@ def _tree(tree: Tree, reads: Reads, refused: List[Tuple[Path, str]]) -> List[Tup
                 refused.append((path, why))
             else:
                 reads.keep(path, fmt, facts)
-                found.append((path, facts))
+                found.append((path, facts, text))
     return found
 
 
@@ -188,46 +188,93 @@ def _read(reads: Reads, path: Path, fmt: Optional[Format], text: str) -> Optiona
     return facts
 
 
-def read_files(names: Sequence[str], snapshot, texts: Mapping[str, str] = {},  # noqa: B006 - never mutated
-               skip_unknown: bool = False) -> None:
-    """`lint FILE... DIR...`: each file named and each file a reader knows under each folder named, read once, all
-    before any joins the snapshot, so that a job's script among them is analysed from its own read, never again.
-    A folder with no such file is said (info), never passed in silence. A name in `texts` is read from there, as a
-    file of that name holding that text (its format found from both). `skip_unknown`: a named file is skipped, as in a
-    folder, where no reader knows it (README.md, package.json: what a pre-commit hook hands over). InputError for a
-    named file that cannot be read."""
-    reads = Reads()
-    read: List[Tuple[Path, Optional[FileFacts], bool]] = []  # (path, facts, named by the user)
-    refused: List[Tuple[Path, str]] = []
-    cut: List[Tree] = []
+@dataclass
+class Read:
+    """One file `lint` was given or met in a folder it was given."""
+
+    path: Path
+    facts: Optional[FileFacts]
+    given: bool  # named by the user (a file no reader knows is said); False: met in a folder
+    text: str = ""
+
+
+@dataclass
+class Named:
+    """What `lint FILE... DIR...` read: the files (`Read`), the files shared by their reads, and the inputs said
+    apart from any job (a folder with nothing to read, a folder's file beyond its bounds, a walk cut short)."""
+
+    files: List[Read]
+    reads: Reads
+    refused: List[Tuple[Path, str]]
+    empty: List[Path]
+    cut: List[Tree]
+
+
+def read_named(names: Sequence[str], texts: Mapping[str, str] = {},  # noqa: B006 - never mutated
+               skip_unknown: bool = False) -> Named:
+    """Each file named and each file a reader knows under each folder named, read once, all before any joins a
+    snapshot, so that a job's script among them is analysed from its own read, never again. A name in `texts` is
+    read from there, as a file of that name holding that text (its format found from both). `skip_unknown`: a named
+    file is skipped, as in a folder, where no reader knows it (README.md, package.json: what a pre-commit hook hands
+    over). InputError for a named file that cannot be read."""
+    named = Named([], Reads(), [], [], [])
     for name in names:
         path = Path(name)
         if name not in texts and path.is_dir():
-            before, tree = len(refused), Tree(path)
-            read += [(found, facts, False) for found, facts in _tree(tree, reads, refused)] or (
-                [(path, None, False)] if len(refused) == before and not tree.cut else [])
-            cut += [tree] if tree.cut else []
+            before, tree = len(named.refused), Tree(path)
+            found = _tree(tree, named.reads, named.refused)
+            named.files += [Read(met, facts, False, text) for met, facts, text in found]
+            if not found and len(named.refused) == before and not tree.cut:
+                named.empty.append(path)
+            named.cut += [tree] if tree.cut else []
             continue
         text = texts[name] if name in texts else read_input(name, "")
         fmt = find(path, text)
         if skip_unknown and (fmt is None or not fmt.in_tree(path)):
             continue
-        read.append((path, _read(reads, path, fmt, text), True))
-    for path, facts, given in read:
-        if given:
-            _join(snapshot, path, facts, reads=reads)
-        elif facts is not None:
-            add(snapshot, str(path), facts, reads=reads)
-        else:
-            add_input_error(snapshot, str(path), "folder", "no job files, training scripts or configs found in "
-                            "this folder (hidden folders, virtual environments and caches are skipped)",
-                            severity="info")
-    for path, why in refused:  # met in a folder (a library's long module): said, not an error of the job
+        named.files.append(Read(path, _read(named.reads, path, fmt, text), True, text))
+    return named
+
+
+def add_named(snapshot, named: Named, files: Optional[Sequence[Read]] = None, inputs: bool = True) -> None:
+    """Let the files read (`files`: those of one job; default all) join the snapshot; with `inputs`, also the
+    folders with nothing to read (info), the files met in a folder beyond their bounds, and the walks cut short."""
+    for read in named.files if files is None else files:
+        if read.given:
+            _join(snapshot, read.path, read.facts, reads=named.reads)
+        elif read.facts is not None:
+            add(snapshot, str(read.path), read.facts, reads=named.reads)
+    for path in named.empty if inputs else ():
+        add_input_error(snapshot, str(path), "folder", "no job files, training scripts or configs found in this "
+                        "folder (hidden folders, virtual environments and caches are skipped)", severity="info")
+    for path, why in named.refused if inputs else ():  # met in a folder (a library's long module)
         add_input_error(snapshot, str(path), "file", f"not read: {why}", severity="info")
-    for tree in cut:  # never a clean pass over files nobody read
+    for tree in named.cut if inputs else ():  # never a clean pass over files nobody read
         add_input_error(snapshot, str(tree.root), "folder", f"not all read: the walk {tree.cut}; the files after it "
                         "were not linted (add data folders to .gitignore, or lint the folders that hold the job "
                         "files)", severity="warning")
+
+
+def read_files(names: Sequence[str], snapshot, texts: Mapping[str, str] = {},  # noqa: B006 - never mutated
+               skip_unknown: bool = False) -> None:
+    """`lint FILE... DIR...` as one snapshot (the library's `collect`): every file read (read_named) joins it. A
+    folder with no such file is said (info), never passed in silence."""
+    add_named(snapshot, read_named(names, texts, skip_unknown))
+
+
+def job_files(named: Named) -> List[List[Read]]:
+    """The files read, grouped into the jobs they make (readers/reach.py): each judged apart by `lint`."""
+    from gpudoctor.readers.reach import jobs
+
+    files = named.files
+    return [[files[index] for index in group]
+            for group in jobs([str(read.path) for read in files], [read.text for read in files],
+                              [_starts_nothing(read.facts) for read in files])]
+
+
+def _starts_nothing(facts: Optional[FileFacts]) -> bool:
+    """A settings file: read, and neither a training script nor a file that starts one (a .env, a DeepSpeed config)."""
+    return facts is not None and facts.script is None and not facts.jobs and not facts.pods
 
 
 def read_env_files(names: Iterable[str], snapshot) -> None:

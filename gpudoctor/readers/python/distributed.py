@@ -36,7 +36,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from gpudoctor.readers.env import CVD
 from gpudoctor.readers.python.command_line import command_line
-from gpudoctor.readers.python.names import dotted, literal, module_aliases, qualified_name, segment
+from gpudoctor.readers.python.names import NO_VALUE, dotted, literal, module_aliases, qualified_name, segment
 from gpudoctor.readers.python.rank_device import global_rank_devices
 from gpudoctor.readers.python.tree import Tree
 
@@ -259,9 +259,22 @@ class _Finder:
         elif short.endswith("Trainer") and entry["line"] is None:
             entry.update(line=call.lineno, what=segment(self.lines, call, 70))
         for keyword in call.keywords:
-            if keyword.arg in ("deepspeed", "fsdp") and literal(keyword.value) not in (None, "", False, []):
+            if keyword.arg not in ("deepspeed", "fsdp"):
+                continue
+            value = literal(keyword.value)
+            options = self.options_read(keyword.value) if value is NO_VALUE else []
+            if options:  # `deepspeed=args.deepspeed`: set only where the command line passes that option
+                entry[f"{keyword.arg}_options"] = options
+            elif value not in (None, "", False, [], ()):
                 entry[keyword.arg] = True
         return True
+
+    def options_read(self, value: ast.AST) -> List[str]:
+        """The command-line options a value is taken from (`args.deepspeed`, `cfg.ds if args.use_ds else None`):
+        the attributes read from the parsed arguments, as `--name`."""
+        under = self.index.walk(value)
+        return sorted({f"--{node.attr}" for node in under if isinstance(node, ast.Attribute)
+                       and isinstance(node.value, ast.Name) and node.value.id in self.args_names})
 
     # -- CUDA_VISIBLE_DEVICES ----------------------------------------------------------------------------------
     def environ_assignment(self, target: ast.AST, value: ast.AST, node: ast.AST, found: Dict[str, Any]) -> None:
@@ -281,7 +294,7 @@ class _Finder:
         source = self.same_in_every_rank(value)
         if source:
             found["sets_visible_devices"].append({"line": node.lineno, "what": segment(self.lines, node, 70),
-                                                  "source": source})
+                                                  "source": source, "options": self.options_read(value)})
 
     def same_in_every_rank(self, value: ast.AST) -> Optional[str]:
         """"constant" / "argument" when the value is the same in every rank; None when it may differ per rank."""

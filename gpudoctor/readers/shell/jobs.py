@@ -4,6 +4,7 @@ what reaches the environment and the `#SBATCH` directives); values they cannot k
 
 from __future__ import annotations
 
+import os
 import re
 from typing import List, Optional, Tuple
 
@@ -14,6 +15,9 @@ from gpudoctor.readers.shell import parser as reader
 from gpudoctor.readers.shell import slurm
 
 SHELLS = {"bash", "sh", "zsh", "dash", "ksh"}
+FOLDER_COMMANDS = ("cd", "pushd", "popd")
+JOB_FOLDER = re.compile(r"""["']*(\$\{?(SLURM_SUBMIT_DIR|PBS_O_WORKDIR|PWD)\}?|\$\(\s*dirname\s+["']*\$\{?(0|BASH_SOURCE(\[0\])?)\}?"""
+                        r"""["']*\s*\))["']*""")  # the folder a job is submitted from, or the script's own
 
 
 
@@ -26,6 +30,7 @@ class LaunchWalker(reader.Walker):
         self.found: List[dict] = []
         self.prefix_cvd: Optional[tuple] = None
         self.batch = slurm.Directives()  # a script embedded in another file (line_offset) has none
+        self.folders: List[Optional[str]] = [""]  # the working folder relative to the script's (None: not known)
 
     def started(self, token):
         super().started(token)
@@ -49,6 +54,9 @@ class LaunchWalker(reader.Walker):
         super().add(name, word, line, conditional, how, unset, defaults, scope)
 
     def builtin(self, words, conditional):
+        if words[0].text in FOLDER_COMMANDS:
+            self.change_folder(words[0].text, words[1:])
+            return
         self.launch(words, conditional, [])
         self.prefix_cvd = None
         super().builtin(words, conditional)
@@ -62,8 +70,43 @@ class LaunchWalker(reader.Walker):
             self.inner_script(words, resolved, conditional, outer, line, depth)
             return
         self.found.append({"line": line, "conditional": conditional, "launchers": outer + parsed["launchers"],
-                           "script": parsed["script"], "cvd": self.visible_devices(),
+                           "script": self.in_folder(parsed["script"]), "cvd": self.visible_devices(),
                            "command": " ".join(word.text for word in words)[:200]})
+
+    def change_folder(self, command: str, args) -> None:
+        """`cd DIR`, `pushd DIR`, `popd`: where the commands after it run, relative to the script's folder (the
+        folder a job is submitted from: `cd "$SLURM_SUBMIT_DIR"`, `cd "$(dirname "$0")"`); None once unknown."""
+        operands = [word for word in args if not word.text.startswith("-") or word.text == "-"]
+        if command == "popd":
+            if len(self.folders) > 1:
+                self.folders.pop()
+            return
+        value, reason = self.resolve(operands[0]) if operands else ("", None)
+        if reason is not None:
+            start = JOB_FOLDER.match(operands[0].text)
+            rest = operands[0].text[start.end():].strip("\"'/") if start else "$"
+            folder = None if "$" in rest or "`" in rest else os.path.normpath(rest or ".").replace("\\", "/")
+            folder = "" if folder == "." else folder
+        elif value in ("", "~", "-") or value.startswith(("/", "~")):
+            folder = None if value else ""  # home or elsewhere on the machine: not the job folder
+        else:
+            current = self.folders[-1]
+            folder = None if current is None else os.path.normpath(os.path.join(current, value)).replace("\\", "/")
+            folder = "" if folder == "." else folder
+        if command == "pushd":
+            self.folders.append(folder)
+        else:
+            self.folders[-1] = folder
+
+    def in_folder(self, script: dict) -> dict:
+        """The script's path as written relative to the folder the command runs in (`cd src && python train.py`
+        starts src/train.py); where that folder is not known, `folder_unknown` says so."""
+        path, folder = script.get("path"), self.folders[-1]
+        if not path or path.startswith(("/", "~", "$")) or folder == "":
+            return script
+        if folder is None:
+            return {**script, "folder_unknown": True}
+        return {**script, "path": f"{folder}/{path}"}
 
     def fields(self, word, depth: int = 0) -> List[Tuple[str, Optional[str]]]:
         """The words one command word becomes, each (value, why it is unknown): `$CMD` whose value is
@@ -126,7 +169,7 @@ class LaunchWalker(reader.Walker):
                 self.command_string(words[rest], conditional, launchers, line, depth)
         elif rest < len(resolved) and resolved[rest][1] is None and resolved[rest][0].endswith(".sh"):
             self.found.append({"line": line, "conditional": conditional, "launchers": launchers,
-                               "script": {"path": resolved[rest][0], "line": line, "shell": True},
+                               "script": self.in_folder({"path": resolved[rest][0], "line": line, "shell": True}),
                                "cvd": self.visible_devices(),
                                "command": " ".join(word.text for word in words)[:200]})
 

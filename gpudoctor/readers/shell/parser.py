@@ -77,13 +77,15 @@ class Word:
             self.parts.append((kind, text))
 
     def split_assignment(self) -> Optional[Tuple[str, Word]]:
-        """(NAME, value word) when this word is `NAME=value` with an unquoted, literal NAME."""
+        """(NAME, value word) when this word is `NAME=value` with an unquoted, literal NAME; `NAME+=more` appends, as
+        bash does: its value is `${NAME}more`."""
         if not self.parts or self.parts[0][0] != "lit":
             return None
-        match = re.match(r"^([A-Za-z_][A-Za-z0-9_]*)\+?=", self.parts[0][1])
+        match = re.match(r"^([A-Za-z_][A-Za-z0-9_]*)(\+?)=", self.parts[0][1])
         if not match:
             return None
-        rest = Word([("lit", self.parts[0][1][match.end():])] + self.parts[1:], self.line)
+        appended = [("exp", f"${{{match.group(1)}}}")] if match.group(2) else []
+        rest = Word(appended + [("lit", self.parts[0][1][match.end():])] + self.parts[1:], self.line)
         rest.parts = [part for part in rest.parts if part[1]]
         return match.group(1), rest
 
@@ -480,9 +482,12 @@ class Walker:
             i += 1
         self.tensor_parallel(elements)  # Megatron's `GPT_ARGS=( --tensor-model-parallel-size 8 … )`
         value = Word(line=head.line)
+        appended = head.text.endswith("+=")  # `ARGS+=( --more )`: after the elements it had
         for n, element in enumerate(elements):
-            for kind, text in ([("lit", " ")] if n else []) + element.parts:
+            for kind, text in ([("lit", " ")] if n or appended else []) + element.parts:
                 value.add(kind, text)
+        if appended:
+            value.parts.insert(0, ("exp", f"${{{head.text[:-2]}}}"))
         value = self.stored(value)
         literal_value, reason, defaults = self.resolve_defaults(value)
         self.vars[head.text[:-1].rstrip("+")] = ShellVar(literal_value, head.line, reason is None,
