@@ -212,6 +212,15 @@ def wheel_archs(torch_version: str, cuda: str) -> Optional[dict]:
     return None
 
 
+def companion(name: str, release: str) -> Optional[str]:
+    """The major.minor of `name` (torchvision, torchaudio) built for torch `release` (major.minor), from
+    `[[companion]]` of rules/torch_wheels.toml; None where the table does not say."""
+    for row in table("torch_wheels").get("companion", []):
+        if row["torch"] == major_minor(release):
+            return row.get(name)
+    return None
+
+
 def releases_with_wheel(cuda: str) -> list:
     """The torch releases (major.minor, oldest first) that publish a Linux x86_64 wheel for CUDA major.minor on
     download.pytorch.org (`[[release]]` of rules/torch_wheels.toml)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from typing import Optional
+from typing import List, Optional, Sequence, Tuple
 
 from gpudoctor.checks import check
 from gpudoctor.facts import MissingFact
@@ -21,6 +21,7 @@ from gpudoctor.facts.devices import (
 )
 from gpudoctor.facts.log_evidence import cited, log_events
 from gpudoctor.knowledge import (
+    companion,
     driver_max_cuda,
     gpu_cc,
     major_minor,
@@ -67,33 +68,75 @@ def wheel_tag(cuda: str) -> str:
     return "cu" + cuda.replace(".", "")
 
 
-def best_wheel_cuda(driver: Optional[str], driver_cuda_version: Optional[str]) -> Optional[str]:
-    """The newest CUDA of an official torch wheel that this driver can run."""
+def best_wheel_cuda(driver: Optional[str], driver_cuda_version: Optional[str], ccs: Sequence[str] = (),
+                    torch_version: Optional[str] = None) -> Optional[str]:
+    """The newest CUDA of an official torch wheel that this driver can run and whose kernels run every GPU of
+    compute capability `ccs` (the wheel of the release `_pin` picks for the user's torch): one whose verified arch
+    list leaves a GPU out is never chosen (CUDA 13 wheels dropped the GPUs before sm_75), one whose list is not
+    verified only where no verified one fits."""
     candidates = {major_minor(row["cuda"]) for row in table("torch_wheels").get("wheel", [])} - {None}
     usable = [c for c in candidates if driver_supports(driver, driver_cuda_version, c)]
     have = version(driver_cuda_version or driver_max_cuda(driver))
-    native = [c for c in usable if have is not None and version(c) <= have]  # no minor-version compatibility needed
-    best = native or usable
-    return max(best, key=version) if best else None
+    fits = {c: _wheel_fits(c, torch_version, ccs) for c in usable}
+    ranked = [c for c in usable if fits[c] is not False]
+    if not ranked:
+        return None
+    return max(ranked, key=lambda c: (fits[c] is True, have is not None and version(c) <= have, version(c)))
 
 
-def _install_command(cuda: Optional[str], torch_version: Optional[str]) -> tuple:
-    """Reinstall torch built for `cuda`, pinned: the user's own version where its release publishes that build,
-    else the newest release that does not go past the user's (else the oldest after it) — never an unpinned jump
-    to whatever the index has newest."""
-    if not cuda:
-        return ()
+def _wheel_fits(cuda: str, torch_version: Optional[str], ccs: Sequence[str]) -> Optional[bool]:
+    """Whether the wheel for `cuda` of the release `_pin` picks runs every GPU of `ccs` (True: its verified arch
+    list says so; False: its verified list leaves one out; None: not known, or no GPU named)."""
+    if not ccs:
+        return None
+    release = _pin(cuda, torch_version)[0]
+    row = wheel_archs(release, cuda) if release else None
+    if row is None or (row.get("status") != "verified" and "archs" not in row.get("verified", [])):
+        return None
+    sass = [f"sm_{a.replace('.', '')}" for a in row["archs"]]
+    ptx = [f"compute_{a.replace('.', '')}" for a in row["ptx"]]
+    if all(_runs(cc, sass) for cc in ccs):
+        return True
+    if row.get("status") == "verified":
+        return all(_runs(cc, sass + ptx) for cc in ccs)
+    return None if all(_runs(cc, sass + ptx) for cc in ccs) else False
+
+
+def _pin(cuda: str, torch_version: Optional[str]) -> Tuple[Optional[str], str]:
+    """(the torch release major.minor to install for `cuda`, its pip requirement): the user's own version where
+    its release publishes that build, else the newest release that does not go past the user's (else the oldest
+    after it) — never an unpinned jump to whatever the index has newest."""
     have = str(torch_version or "").split("+")[0]
     releases = releases_with_wheel(cuda)
     if have and major_minor(have) in releases:
-        pin = f"torch=={have}"
-    elif releases:
+        return major_minor(have), f"torch=={have}"
+    if releases:
         older = [r for r in releases if version(have) is None or version(r) <= version(have)]
-        pin = f"torch=={older[-1] if older else releases[0]}.*"
-    else:
-        pin = "torch"
-    return (f"pip install --force-reinstall {shlex.quote(pin)} --index-url "
+        release = older[-1] if older else releases[0]
+        return release, f"torch=={release}.*"
+    return None, "torch"
+
+
+def _install_command(cuda: Optional[str], torch_version: Optional[str], facts=None) -> tuple:
+    """Reinstall torch built for `cuda`, pinned (`_pin`), with the torchvision and torchaudio the facts show
+    installed, each pinned to the release built for that torch (`[[companion]]` of rules/torch_wheels.toml; one
+    the table does not know is left for pip to match)."""
+    if not cuda:
+        return ()
+    release, pin = _pin(cuda, torch_version)
+    words = [pin]
+    for name in ("torchvision", "torchaudio"):
+        if facts is not None and facts.get(f"torch.{name}", None):
+            paired = companion(name, release) if release else None
+            words.append(f"{name}=={paired}.*" if paired else name)
+    return (f"pip install --force-reinstall {' '.join(shlex.quote(word) for word in words)} --index-url "
             f"https://download.pytorch.org/whl/{wheel_tag(cuda)}",)
+
+
+def gpu_ccs(facts) -> List[str]:
+    """The compute capabilities of the GPUs the facts list (none where none is known)."""
+    gpus = facts.get("nvml.gpus", None) or facts.get("torch.devices", None) or []
+    return sorted({cc for cc in (gpu_cc(gpu) for gpu in gpus if isinstance(gpu, dict)) if cc})
 
 
 def driver_too_old_in_log(facts, rule):
@@ -123,7 +166,7 @@ def driver_too_old(facts, rule):
     floor = mvc_floor(need.major) if need.major >= 11 else None
     ga = min_driver(runtime)
     minimum = min(v for v in (floor, ga) if v is not None) if (floor or ga) else None
-    better = best_wheel_cuda(driver, have_cuda)
+    better = best_wheel_cuda(driver, have_cuda, gpu_ccs(facts), facts.get("torch.version", None))
     shown = f"driver {driver}" if driver else "the driver"
     message = f"{shown} supports CUDA ≤ {have_cuda or '?'}, but torch {facts.get('torch.version', '')} is built for " \
               f"CUDA {runtime}"
@@ -131,7 +174,7 @@ def driver_too_old(facts, rule):
         message += f" (needs driver ≥ {minimum}{' through minor-version compatibility' if floor else ''})"
     evidence = {"driver": driver, "driver_cuda": have_cuda, "torch_cuda": runtime,
                 "min_driver": str(minimum) if minimum else None}
-    commands = _install_command(better, facts.get("torch.version", None))
+    commands = _install_command(better, facts.get("torch.version", None), facts)
     if minimum:
         fix = rule.fix(case="driver_or_wheel" if better else "driver", commands=commands,
                        values={"min_driver": minimum, "cuda": better} if better else {"min_driver": minimum})
@@ -254,8 +297,8 @@ def torch_cpu_only(facts, rule):
             raise MissingFact("nvml.gpus")
         return
     have_cuda = driver_cuda(facts)
-    better = best_wheel_cuda(driver, have_cuda)
-    commands = _install_command(better, facts.get("torch.version", None))
+    better = best_wheel_cuda(driver, have_cuda, gpu_ccs(facts), facts.get("torch.version", None))
+    commands = _install_command(better, facts.get("torch.version", None), facts)
     names = ", ".join(sorted({g.get("name", "?") for g in gpus or []})) or f"driver {driver}"
     yield rule.finding(
         f"torch {facts.get('torch.version', '')} is a CPU-only build, but this machine has {names}",
@@ -273,8 +316,12 @@ def _runs(cc: str, archs: list) -> bool:
         if not match:
             continue
         kind, a_major, a_minor, special = match.group(1), int(match.group(2)), int(match.group(3)), match.group(4)
+        if special == "a" and (a_major, a_minor) != (major, minor):
+            continue  # sm_90a: that exact architecture only (an H100 runs it, an H200 too: both 9.0)
+        if special == "f" and not (a_major == major and a_minor <= minor):
+            continue  # sm_100f: the family, the same major from that minor up
         if special:
-            continue  # sm_90a-style targets run only on that exact GPU
+            return True
         if kind == "sm" and a_major == major and a_minor <= minor:
             return True
         if kind == "compute" and (a_major, a_minor) <= (major, minor):
@@ -373,7 +420,11 @@ def gpu_arch_not_in_torch(facts, rule):
             f"{' '.join(archs) or 'no GPU arch'}: 'no kernel image is available for execution on the device'"
             f"{job.note()}",
             evidence={"gpu": gpu.get("name"), "cc": cc, "arch_list": archs, "arch_list_from": known_from},
-            fix=rule.fix(case="older_gpu" if float(cc) < 7.5 else "newer_gpu", values={"cc": cc}),
+            fix=rule.fix(case="older_gpu" if float(cc) < 7.5 else "newer_gpu", values={"cc": cc},
+                         commands=_install_command(best_wheel_cuda(
+                             facts.get("nvml.driver_version", None), driver_cuda(facts),
+                             sorted({c for c in map(gpu_cc, gpus) if c}), facts.get("torch.version")),
+                             facts.get("torch.version"), facts)),
         )
 
 
