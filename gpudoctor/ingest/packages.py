@@ -44,7 +44,7 @@ def record(builder: Builder, pkg: str, version: str, idx: Optional[int], build: 
             builder.set("torch.nccl", version, idx, "NCCL wheel torch loads")
     elif pkg == "deepspeed":
         builder.set("torch.deepspeed.version", version, idx)
-    elif pkg in ("torchvision", "torchaudio"):
+    elif pkg in ("torchvision", "torchaudio") and not builder.has(f"torch.{pkg}"):  # pip's and conda's, once
         builder.set(f"torch.{pkg}", version, idx, "from the package list")
     elif pkg in _TORCH_NAMES and not builder.has("torch.version"):
         builder.set("torch.version", version, idx, "from the package list")
