@@ -9,8 +9,10 @@ with their public source. `facts` maps a fact path (rules/facts.toml) to the gro
 `group|form` where the text needs converting (`words`: a space-separated list; `cuda_int`: CUDA's 11080 as 11.8;
 `sm`: sm_120 as 12.0); `gpu.name` and `gpu.cc` are a GPU the message names and its compute capability, given to the
 GPUs of that name the reports list. `fix` names the case of the rule's `docs.fixes` that remedies this message where
-the rule's general fix does not. `wraps = true`: the message may wrap onto the next line (the pattern reads the line
-and the one after it, joined by a space; the trigger stays on the first). `after`: literals one of which must
+the rule's general fix does not. `wraps = true`: the message goes on on the next line as its program prints it (the pattern
+reads the line and the one after it, joined by a space; the trigger stays on the first). Any entry is also read
+across a break a terminal or an issue tracker put in it (`wrapped`): its pattern on the line and the next one joined,
+and its trigger cut in two by the break. `after`: literals one of which must
 stand in the text above the line (the log reader's look-back window), where only that context makes the message mean
 this cause (torch missing inside pip's isolated build environment); such an entry comes before the one that reads the
 line alone.
@@ -123,10 +125,11 @@ def any_of(words: Iterable[str]) -> str:
 
 
 def match(line: str, anchors: Tuple[str, ...], following: Callable[[], str] = str,
-          preceding: Callable[[], str] = str) -> Optional[Tuple[Message, re.Match[str]]]:
+          preceding: Callable[[], str] = str, previous: Callable[[], str] = str) -> Optional[Tuple[Message, re.Match[str]]]:
     """The first entry, among those of the anchors found in the line, whose trigger and pattern match it
-    (`following()`: the next line, read by the entries whose message wraps; `preceding()`: the text above the line,
-    read by the entries that name what must stand there)."""
+    (`following()`: the next line, read where the message goes on past the line; `preceding()`: the text above
+    the line, read by the entries that name what must stand there; `previous()`: the line just above). A message a
+    terminal or an issue tracker broke over lines is read across the break (`wrapped`)."""
     table, gates = by_anchor(), _gates()
     above: List[str] = []
 
@@ -143,6 +146,8 @@ def match(line: str, anchors: Tuple[str, ...], following: Callable[[], str] = st
         for message in table[anchor]:
             if message.trigger in line and placed(message):
                 found = message.pattern.search(f"{line} {following().strip()}" if message.wraps else line)
+                if found is None and not message.wraps:  # the rest of the message on the next line
+                    found = message.pattern.search(f"{line} {following().strip()}")
                 if found:
                     return message, found
     if line.islower():  # a message retyped or pasted in lower case ("valueerror: bfloat16 is only supported …")
@@ -152,6 +157,39 @@ def match(line: str, anchors: Tuple[str, ...], following: Callable[[], str] = st
                     found = pattern.search(f"{line} {following().strip().lower()}" if message.wraps else line)
                     if found:
                         return message, found
+    return wrapped(line, anchors, following, previous, placed)
+
+
+WRAP_WIDTH = 40  # a line this long (indentation aside) may have been cut by a terminal inside a word
+
+
+@lru_cache(maxsize=1)
+def _longest_trigger() -> int:
+    return max(len(message.trigger) for message in messages())
+
+
+def wrapped(line: str, anchors: Tuple[str, ...], following: Callable[[], str], previous: Callable[[], str],
+            placed: Callable[[Message], bool]) -> Optional[Tuple[Message, re.Match[str]]]:
+    """A message whose trigger a line break cut in two (`… is killed by signal: Bus` / `error. It is possible …`):
+    the line joined with the one above or below it, at a space or (a long line a terminal cut) at nothing. Only the
+    seam is searched first, a few dozen characters, so reading every admitted line this way stays cheap."""
+    table, gates, reach = by_anchor(), _gates(), _longest_trigger()
+    for before, after, own in ((previous(), line, False), (line, following(), True)):
+        before, after = before.strip(), after.strip()
+        if not before or not after or before[:4] == after[:4]:
+            continue  # a line that starts as the one before it does is a record of its own (NCCL's host:pid prefix)
+        for glue in (" ", "") if len(before) >= WRAP_WIDTH else (" ",):
+            seam = before[-reach:] + glue + after[:reach]
+            for anchor in anchors:
+                if anchor not in gates or (not own and anchor in before) or not gates[anchor].search(seam):
+                    continue  # the line above holds the anchor too: its own reading joined it with this one
+                joined = before + glue + after
+                for message in table[anchor]:
+                    if message.trigger in seam and message.trigger not in before and message.trigger not in after \
+                            and placed(message):
+                        found = message.pattern.search(joined)
+                        if found:
+                            return message, found
     return None
 
 

@@ -44,7 +44,7 @@ ANCHORS = (
     b"NCCL", b"NVRM:", b"rror", b"emory", b"ill", b"exitcode", b"bootstrapping", b"river", b"xception",
     b"examples/s", b"apabilit", b"nsufficient", b"uilding wheel", b"nvcc fatal", b"return code",
     b"detected CUDA version", b"already in use", b"failed to connect", b"bf16", b" WARN ", b"[c10d]",
-    b"NVML library",
+    b"NVML library", b"Installed CUDA version",
 )
 # The parts of a run a log shows (catalog.LOG_PARTS), each proven by any of these bytes in it: a rule that judges
 # only the log passes only where the log shows the part it judges. Searched in each file's first SHOWS_HEAD_BYTES
@@ -299,7 +299,7 @@ class LogScanner:
                  shown: Optional[str] = None) -> None:
         """A message of the atlas (gpudoctor.ingest.atlas): the facts it states, and its event where no reader
         above explained the line (`shown`: the text the log holds, where `line` is how NCCL printed it)."""
-        found = atlas.match(line, anchors, self._next_line, self._look_back)
+        found = atlas.match(line, anchors, self._next_line, self._look_back, self._previous_line)
         if found is None:
             return
         message, m = found
@@ -312,7 +312,7 @@ class LogScanner:
             self._state_gpu(values["gpu.name"].strip(), values["gpu.cc"], where, line)
         if explained:
             return
-        fields = {k: v for k, v in m.groupdict().items() if v is not None}
+        fields = {k: int(v) if re.fullmatch(r"-?\d{1,18}", v) else v for k, v in m.groupdict().items() if v is not None}
         self._event(name, message.event, where, line, message=message.id, rule=message.rule, proves=message.proves,
                     severity=message.severity, fix=message.fix,
                     **{k: v for k, v in fields.items() if k not in _MESSAGE_KEYS})
@@ -344,6 +344,19 @@ class LogScanner:
             return ""
         after = data.find(b"\n", end + 1)
         return data[end + 1:after if after >= 0 else len(data)][:MAX_LINE_CHARS].decode("utf-8", errors="replace")
+
+    def _previous_line(self) -> str:
+        """The line before the one being read (the last of the previous chunk of the same file at a chunk's start),
+        as `_next_line` reads the one after it: for a message a line break cut (the line read is the evidence)."""
+        name, data, start = self._at
+        if start == 0:
+            data, start = self._tail.get(name, b""), len(self._tail.get(name, b""))
+            if data.endswith(b"\n"):
+                data, start = data + b"\n", start + 1
+        if start == 0:
+            return ""
+        first = data.rfind(b"\n", 0, start - 1) + 1
+        return data[first:start - 1][:MAX_LINE_CHARS].decode("utf-8", errors="replace")
 
     def _attribute(self, name: str, host: str) -> None:
         """Remember which host a file and an `srun --label` task belong to (for lines that name no host)."""
