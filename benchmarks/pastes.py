@@ -4,8 +4,8 @@
 
 Each paste is read as `gpudoctor check --from PASTE` reads it (in process). A paste with a cause counts as named when
 every rule its label lists fires (at the label's `severity`, where it gives one); a healthy one counts when no error
-or warning is reported. Prints one line per paste that misses, the score per class and overall; exits 1 when the
-score is under --min.
+or warning is reported. Prints one line per paste that misses, the score per class, on the pastes of the latest round
+(`added` in the label) apart from the older ones, and overall; exits 1 when the score is under --min.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ class Outcome:
     file: str
     source: str
     klass: str
+    added: int  # the round the paste was added in (0: before rounds were recorded)
     healthy: bool
     ok: bool
     wanted: Tuple[str, ...]
@@ -55,15 +56,15 @@ def judge(label: dict) -> Outcome:
     try:
         report = evaluate(snapshot_from_reports([str(PASTES / label["file"])]))
     except InputError:  # refused: nothing named
-        return Outcome(label["file"], label["source"], label["class"], label["healthy"], False, tuple(label["rules"]),
-                       ("refused",))
+        return Outcome(label["file"], label["source"], label["class"], label.get("added", 0), label["healthy"], False,
+                       tuple(label["rules"]), ("refused",))
     fired = {f.rule for f in report.findings}
     loud = [f for f in report.findings if f.severity >= Severity.WARNING]
     wanted = tuple(label["rules"])
     if label.get("severity"):  # the wanted rules fire at this severity, no louder, no softer
         fired = {f.rule for f in report.findings if f.severity.name.lower() == label["severity"]}
     ok = not loud if label["healthy"] else bool(wanted) and all(rule in fired for rule in wanted)
-    return Outcome(label["file"], label["source"], label["class"], label["healthy"], ok, wanted,
+    return Outcome(label["file"], label["source"], label["class"], label.get("added", 0), label["healthy"], ok, wanted,
                    tuple(sorted(f"{f.rule}:{f.severity.name.lower()}" for f in report.findings)))
 
 
@@ -89,6 +90,11 @@ def main() -> int:
     healthy = [o for o in outcomes if o.healthy]
     apart = [o for o in outcomes if o.source not in atlas_sources()]
     print(f"from threads that gave the message atlas no sample: {sum(o.ok for o in apart)}/{len(apart)}")
+    latest = max(o.added for o in outcomes)
+    new, old = [o for o in outcomes if o.added == latest], [o for o in outcomes if o.added != latest]
+    if latest and old:
+        print(f"added this round (round {latest}): {sum(o.ok for o in new)}/{len(new)}, score {score(new):.1%}; "
+              f"older: {sum(o.ok for o in old)}/{len(old)}, score {score(old):.1%}")
     print(f"causes named: {sum(o.ok for o in causes)}/{len(causes)}; healthy without error or warning: "
           f"{sum(o.ok for o in healthy)}/{len(healthy)}; score {score(outcomes):.1%}")
     return 0 if score(outcomes) >= args.min else 1
