@@ -65,10 +65,40 @@ def pcie_p2p_broken(facts, rule):
             "remapping them, or a GPU without working P2P)",
             evidence={"out_of_bounds": result.get("out_of_bounds"), "pcie_only": pcie}, fix=_fix(rule))
         return
+    bridged = _bridged_pairs(facts)
+    if bridged and not hangs and not corrupt:
+        yield from _what_to_check(facts, rule, bridged)
+        return
     if not facts.get("logs", None):
         if not result:
             raise MissingFact("logs")
         measured(result)  # corruption is judged only on sizes the benchmark measured
+
+
+BRIDGES = ("PIX", "PXB", "PHB")  # one PCIe switch, several, the CPU's host bridge: where ACS and the IOMMU sit
+
+
+def _bridged_pairs(facts) -> list:
+    """`GPU0-GPU1 PXB` for each pair a pasted `nvidia-smi topo -m` joins through PCIe bridges (no NVLink)."""
+    links = facts.get("nvml.topology.links", None) or {}
+    return [f"GPU{a}-GPU{b} {cell}" for a, row in sorted(links.items()) if isinstance(row, dict)
+            for b, cell in sorted(row.items()) if cell in BRIDGES and int(a) < int(b)]
+
+
+def _what_to_check(facts, rule, bridged: list):
+    """A pasted topology with GPUs behind PCIe bridges: where P2P is known to hang, what to check. A warning where the
+    paste says the job hangs, information on the bare matrix."""
+    said = facts.get("nvml.topology.stated_hang", None)
+    pairs = ", ".join(bridged[:4]) + (f" and {len(bridged) - 4} more" if len(bridged) > 4 else "")
+    if said:
+        message = (f"the paste says the job hangs (\"{said}\") on GPUs joined through PCIe bridges ({pairs}): "
+                   "peer-to-peer over PCIe is the usual cause there (the IOMMU remapping the GPUs' DMA, or ACS on a "
+                   "PCIe switch sending it up to the root complex)")
+    else:
+        message = (f"GPUs joined through PCIe bridges ({pairs}): where NCCL or P2P hangs on such a machine, the "
+                   "IOMMU or ACS on the PCIe switches is the usual cause")
+    yield rule.finding(message, severity=Severity.WARNING if said else Severity.INFO,
+                       evidence={"pairs": bridged, "stated_hang": said}, fix=rule.fix(case="topology"))
 
 
 # --- GD405 nccl-p2p-disabled -------------------------------------------------------------------------------

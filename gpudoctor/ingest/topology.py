@@ -95,5 +95,21 @@ def parse(lines: Lines, name: str) -> Builder:
                 builder.set("nvml.topology.pcie_only", True, i, "no NVLink between any two GPUs")
             elif kind == "links" and len(matrix) > 1:
                 builder.set("nvml.topology.pcie_only", False, i)
+            if kind == "links":
+                _stated_hang(builder, text, i, end)
         i = max(end, i + 1)
     return builder
+
+
+_HANG = re.compile(r"\b(?:hangs?|hanging|hung|stuck|freez(?:e|es|ing)|froze|stall(?:s|ed|ing)?|deadlock(?:s|ed)?)\b",
+                   re.IGNORECASE)
+
+
+def _stated_hang(builder: Builder, text: List[str], start: int, end: int) -> None:
+    """A line of the user's own words around a topo matrix that says the job hangs (`all_reduce_perf … will result in
+    hanging`): what the paste states, the matrix being the machine it hangs on."""
+    for at in list(range(end, min(end + 12, len(text)))) + list(range(max(0, start - 6), start)):
+        line = text[at].strip()
+        if _HANG.search(line) and not builder.has("nvml.topology.stated_hang"):
+            builder.set("nvml.topology.stated_hang", line[:200], at, "said beside the topology")
+            return
