@@ -5,7 +5,7 @@ import sys
 
 from conftest import ROOT
 
-FLOOR = 0.985  # the score docs/pastes.md reports; raise it with the score, never lower it
+FLOOR = 1.0  # the score docs/pastes.md reports; raise it with the score, never lower it
 
 
 def _scorer():

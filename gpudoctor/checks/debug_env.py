@@ -1,6 +1,7 @@
-"""GD406, GD409: debugging left on in a job's environment: NCCL's own logging (`NCCL_DEBUG`, `NCCL_DEBUG_SUBSYS`,
+"""GD406, GD409, GD434: what a job's environment leaves on or lets in: GD406, GD409 debugging left on: NCCL's own logging (`NCCL_DEBUG`, `NCCL_DEBUG_SUBSYS`,
 `NCCL_DEBUG_FILE`) and the switches rules/nccl_env.toml lists under [[debug_switch]] (`CUDA_LAUNCH_BLOCKING=1`,
-`TORCH_DISTRIBUTED_DEBUG=DETAIL` …). A setting made only on some paths of a script is a switch, not a leftover."""
+`TORCH_DISTRIBUTED_DEBUG=DETAIL` …). A setting made only on some paths of a script is a switch, not a leftover. GD434: an empty entry in PYTHONPATH or
+LD_LIBRARY_PATH, which puts the current directory on the search path."""
 
 from __future__ import annotations
 
@@ -65,4 +66,27 @@ def debug_env_left_on(facts, rule):
             location=setting.location, evidence=setting.evidence(),
             fix=rule.fix(applicability=item.get("fix", "safe"), values={"variable": setting.name},
                          env=EnvChange(unset=(setting.name,)))))
+    return unique_findings(findings)
+
+
+# --- GD434 search-path-current-directory ------------------------------------------------------------------
+
+SEARCH_PATHS = {"PYTHONPATH": "Python imports modules", "LD_LIBRARY_PATH": "the dynamic loader loads libraries"}
+
+
+@check("GD434")
+def search_path_current_directory(facts, rule):
+    findings = []
+    for setting in settings(facts):
+        value = setting.value
+        if setting.name not in SEARCH_PATHS or value is None or "$" in value or "" not in value.split(":"):
+            continue
+        kept = ":".join(part for part in value.split(":") if part)
+        findings.append(rule.finding(
+            f"{setting.name}={value}{setting.where} has an empty entry (a leading, trailing or doubled ':'), which "
+            f"means the current directory: {SEARCH_PATHS[setting.name]} from whatever folder the job starts in, "
+            "before the installed ones (a file named like a package there shadows it)",
+            location=setting.location, evidence=setting.evidence(),
+            fix=rule.fix(applicability="safe", values={"variable": setting.name, "value": kept},
+                         env=EnvChange(set={setting.name: kept}) if kept else EnvChange(unset=(setting.name,)))))
     return unique_findings(findings)
