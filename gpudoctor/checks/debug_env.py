@@ -1,11 +1,13 @@
 """GD406, GD409, GD434: what a job's environment leaves on or lets in: GD406, GD409 debugging left on: NCCL's own logging (`NCCL_DEBUG`, `NCCL_DEBUG_SUBSYS`,
 `NCCL_DEBUG_FILE`) and the switches rules/nccl_env.toml lists under [[debug_switch]] (`CUDA_LAUNCH_BLOCKING=1`,
 `TORCH_DISTRIBUTED_DEBUG=DETAIL` …). A setting made only on some paths of a script is a switch, not a leftover. GD434: an empty entry in PYTHONPATH or
-LD_LIBRARY_PATH, which puts the current directory on the search path."""
+LD_LIBRARY_PATH, which puts the current directory on the search path. GD435: NCCL and tensor-parallel settings on a
+job of one GPU, where they do nothing."""
 
 from __future__ import annotations
 
 from gpudoctor.checks import check
+from gpudoctor.facts.jobs import one_gpu_only
 from gpudoctor.facts.nccl_settings import debug_switch, settings, unique_findings
 from gpudoctor.model import EnvChange
 
@@ -89,4 +91,31 @@ def search_path_current_directory(facts, rule):
             location=setting.location, evidence=setting.evidence(),
             fix=rule.fix(applicability="safe", values={"variable": setting.name, "value": kept},
                          env=EnvChange(set={setting.name: kept}) if kept else EnvChange(unset=(setting.name,)))))
+    return unique_findings(findings)
+
+
+# --- GD435 distributed-settings-one-gpu -------------------------------------------------------------------
+
+ONE_GPU_NOOPS = {  # variable (or prefix) -> what it changes, which a job of one GPU does not have
+    "NCCL_": "NCCL's communication between GPUs",
+    "TORCH_NCCL_": "how torch drives NCCL's collectives",
+    "CUDA_DEVICE_MAX_CONNECTIONS": "the order of communication and compute kernels that tensor parallelism overlaps",
+}
+
+
+@check("GD435")
+def distributed_settings_one_gpu(facts, rule):
+    findings = []
+    for setting in settings(facts):
+        what = next((why for name, why in ONE_GPU_NOOPS.items()
+                     if setting.name == name or name.endswith("_") and setting.name.startswith(name)), None)
+        if what is None or setting.conditional or setting.location is None \
+                or not one_gpu_only(facts, setting.record.get("path")):
+            continue
+        findings.append(rule.finding(
+            f"{setting.name}={setting.value if setting.value is not None else setting.record.get('value')}"
+            f"{setting.where} is set for a job of one process on one GPU: it tunes {what}, which this job does not "
+            "have, so it does nothing here (harmless; set it where the job runs on several GPUs)",
+            location=setting.location, evidence=setting.evidence(),
+            fix=rule.fix(values={"variable": setting.name}, env=EnvChange(unset=(setting.name,)))))
     return unique_findings(findings)

@@ -8,19 +8,12 @@ from __future__ import annotations
 import difflib
 
 from gpudoctor.checks import check
-from gpudoctor.facts.jobs import jobs
-from gpudoctor.facts.nccl_settings import Setting, settings
+from gpudoctor.facts.jobs import jobs, one_gpu_only
+from gpudoctor.facts.nccl_settings import settings
 from gpudoctor.knowledge import table
 from gpudoctor.model import EnvChange, Severity
 
 SM_MARGINS = ("NVTE_FWD_LAYERNORM_SM_MARGIN", "NVTE_BWD_LAYERNORM_SM_MARGIN", "NVTE_INF_LAYERNORM_SM_MARGIN")
-
-
-def _one_gpu(facts, setting: Setting) -> bool:
-    """Every job of the file that sets it runs one process on one GPU (and at least one such job is there)."""
-    mine = [job for job in jobs(facts) if job.get("path") == setting.record.get("path")]
-    return bool(mine) and all(job.get("ranks_per_node") == 1 and (job.get("gpus") or {}).get("count") == 1
-                              and not (job.get("nodes") or {}).get("count", 1) > 1 for job in mine)
 
 
 def _fp8_only(name: str) -> bool:
@@ -67,7 +60,7 @@ def transformer_engine_env(facts, rule):
                 f"{name}{setting.where} tunes Transformer Engine's FP8 path, but no script of the job runs FP8 "
                 "(no fp8_autocast, FP8 recipe or fp8 precision, nothing about fp8 on its command lines): it has no "
                 "effect", severity=Severity.INFO, location=setting.location, evidence=setting.evidence(), fix=unset)
-        elif name in SM_MARGINS and setting.value not in (None, "", "0") and _one_gpu(facts, setting):
+        elif name in SM_MARGINS and setting.value not in (None, "", "0") and one_gpu_only(facts, setting.record.get("path")):
             yield rule.finding(
                 f"{name}={setting.value}{setting.where} keeps {setting.value} SMs free for communication kernels "
                 "that overlap the layernorm (tensor/sequence-parallel comm overlap), but the job runs one process "

@@ -106,3 +106,10 @@ def pod_gpus(pod: dict):
     gpus = pod.get("gpus") or {}
     count = gpus.get("count")
     return count if isinstance(count, int) else (gpus.get("unresolved") and "?")
+
+
+def one_gpu_only(facts, path: Optional[str]) -> bool:
+    """Every job the file at `path` starts runs one process on one GPU of one node (and it starts at least one)."""
+    mine = [job for job in jobs(facts) if job.get("path") == path]
+    return bool(mine) and all(job.get("ranks_per_node") == 1 and (job.get("gpus") or {}).get("count") == 1
+                              and not (job.get("nodes") or {}).get("count", 1) > 1 for job in mine)
