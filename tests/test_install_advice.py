@@ -13,7 +13,8 @@ from gpudoctor.knowledge import wheel_archs
 from gpudoctor.snapshot import Snapshot
 
 GPUS = {"V100": ("Tesla V100-SXM2-32GB", "7.0"), "P100": ("Tesla P100-PCIE-16GB", "6.0"),
-        "GTX 1080": ("NVIDIA GeForce GTX 1080", "6.1"), "T4": ("Tesla T4", "7.5"), "A100": ("NVIDIA A100-SXM4-80GB", "8.0"),
+        "GTX 1080": ("NVIDIA GeForce GTX 1080", "6.1"), "T4": ("Tesla T4", "7.5"),
+        "A100": ("NVIDIA A100-SXM4-80GB", "8.0"),
         "H100": ("NVIDIA H100 80GB HBM3", "9.0"), "RTX 5090": ("NVIDIA GeForce RTX 5090", "12.0"),
         "K80": ("Tesla K80", "3.7")}
 

@@ -1,8 +1,9 @@
-"""GD406, GD409, GD434: what a job's environment leaves on or lets in: GD406, GD409 debugging left on: NCCL's own logging (`NCCL_DEBUG`, `NCCL_DEBUG_SUBSYS`,
-`NCCL_DEBUG_FILE`) and the switches rules/nccl_env.toml lists under [[debug_switch]] (`CUDA_LAUNCH_BLOCKING=1`,
-`TORCH_DISTRIBUTED_DEBUG=DETAIL` …). A setting made only on some paths of a script is a switch, not a leftover. GD434: an empty entry in PYTHONPATH or
-LD_LIBRARY_PATH, which puts the current directory on the search path. GD435: NCCL and tensor-parallel settings on a
-job of one GPU, where they do nothing."""
+"""What a job's environment leaves on or lets in. GD406, GD409: debugging left on: NCCL's own logging
+(`NCCL_DEBUG`, `NCCL_DEBUG_SUBSYS`, `NCCL_DEBUG_FILE`) and the switches rules/nccl_env.toml lists under
+[[debug_switch]] (`CUDA_LAUNCH_BLOCKING=1`, `TORCH_DISTRIBUTED_DEBUG=DETAIL` …); a setting made only on some paths
+of a script is a switch, not a leftover. GD434: an empty entry in PYTHONPATH or LD_LIBRARY_PATH, which puts the
+current directory on the search path. GD435: NCCL and tensor-parallel settings on a job of one GPU, where they do
+nothing."""
 
 from __future__ import annotations
 

@@ -60,7 +60,8 @@ def transformer_engine_env(facts, rule):
                 f"{name}{setting.where} tunes Transformer Engine's FP8 path, but no script of the job runs FP8 "
                 "(no fp8_autocast, FP8 recipe or fp8 precision, nothing about fp8 on its command lines): it has no "
                 "effect", severity=Severity.INFO, location=setting.location, evidence=setting.evidence(), fix=unset)
-        elif name in SM_MARGINS and setting.value not in (None, "", "0") and one_gpu_only(facts, setting.record.get("path")):
+        elif name in SM_MARGINS and setting.value not in (None, "", "0") \
+                and one_gpu_only(facts, setting.record.get("path")):
             yield rule.finding(
                 f"{name}={setting.value}{setting.where} keeps {setting.value} SMs free for communication kernels "
                 "that overlap the layernorm (tensor/sequence-parallel comm overlap), but the job runs one process "

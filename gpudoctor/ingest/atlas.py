@@ -9,10 +9,10 @@ with their public source. `facts` maps a fact path (rules/facts.toml) to the gro
 `group|form` where the text needs converting (`words`: a space-separated list; `cuda_int`: CUDA's 11080 as 11.8;
 `sm`: sm_120 as 12.0); `gpu.name` and `gpu.cc` are a GPU the message names and its compute capability, given to the
 GPUs of that name the reports list. `fix` names the case of the rule's `docs.fixes` that remedies this message where
-the rule's general fix does not. `wraps = true`: the message goes on on the next line as its program prints it (the pattern
-reads the line and the one after it, joined by a space; the trigger stays on the first). Any entry is also read
-across a break a terminal or an issue tracker put in it (`wrapped`): its pattern on the line and the next one joined,
-and its trigger cut in two by the break. `after`: literals one of which must
+the rule's general fix does not. `wraps = true`: the message goes on on the next line as its program
+prints it (the pattern reads the line and the one after it, joined by a space; the trigger stays on the first). Any
+entry is also read across a break a terminal or an issue tracker put in it (`wrapped`): its pattern on the line and
+the next one joined, and its trigger cut in two by the break. `after`: literals one of which must
 stand in the text above the line (the log reader's look-back window), where only that context makes the message mean
 this cause (torch missing inside pip's isolated build environment); such an entry comes before the one that reads the
 line alone.
@@ -124,8 +124,8 @@ def any_of(words: Iterable[str]) -> str:
     return branch(root)
 
 
-def match(line: str, anchors: Tuple[str, ...], following: Callable[[], str] = str,
-          preceding: Callable[[], str] = str, previous: Callable[[], str] = str) -> Optional[Tuple[Message, re.Match[str]]]:
+def match(line: str, anchors: Tuple[str, ...], following: Callable[[], str] = str, preceding: Callable[[], str] = str,
+          previous: Callable[[], str] = str) -> Optional[Tuple[Message, re.Match[str]]]:
     """The first entry, among those of the anchors found in the line, whose trigger and pattern match it
     (`following()`: the next line, read where the message goes on past the line; `preceding()`: the text above
     the line, read by the entries that name what must stand there; `previous()`: the line just above). A message a

@@ -312,7 +312,8 @@ class LogScanner:
             self._state_gpu(values["gpu.name"].strip(), values["gpu.cc"], where, line)
         if explained:
             return
-        fields = {k: int(v) if re.fullmatch(r"-?\d{1,18}", v) else v for k, v in m.groupdict().items() if v is not None}
+        fields = {k: int(v) if re.fullmatch(r"-?\d{1,18}", v) else v  # numbers as the readers' own events have them
+                  for k, v in m.groupdict().items() if v is not None}
         self._event(name, message.event, where, line, message=message.id, rule=message.rule, proves=message.proves,
                     severity=message.severity, fix=message.fix,
                     **{k: v for k, v in fields.items() if k not in _MESSAGE_KEYS})
