@@ -136,8 +136,7 @@ def job_snapshots(names: Sequence[str], texts: Mapping[str, str] = {},  # noqa: 
     named = read_named(names, texts, skip_unknown)
     snapshots = []
     for number, files in enumerate(job_files(named) or [[]]):
-        snapshot = Snapshot(facts={"env": {}}, source={"kind": "files", "paths": [str(read.path) for read in files]
-                                                       or list(names)})
+        snapshot = Snapshot(facts={"env": {}}, source={"kind": "files", "paths": list(names)})  # as the user named
         add_named(snapshot, named, files, inputs=number == 0)
         snapshots.append(snapshot)
     return snapshots
