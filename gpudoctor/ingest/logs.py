@@ -166,6 +166,11 @@ _SYSLOG_HOST = re.compile(r"(?:\d{1,6}: )?(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\
 _SITE = ("site-packages", "dist-packages", "/lib/python", "<frozen", "\\lib\\")
 
 
+# An event's fields the fact schema types as integers ([logs.fields.events]): a message of the atlas states them as
+# text, the readers below as numbers (GD424 compares ranks)
+_INT_FIELDS = frozenset(("local_rank", "pid", "ran_ms", "rank", "script_line", "seq", "timeout_ms", "xid"))
+
+
 def _quote(line: str) -> str:
     return line if len(line) <= QUOTE_CHARS else line[:QUOTE_CHARS] + "..."
 
@@ -312,7 +317,7 @@ class LogScanner:
             self._state_gpu(values["gpu.name"].strip(), values["gpu.cc"], where, line)
         if explained:
             return
-        fields = {k: int(v) if re.fullmatch(r"-?\d{1,18}", v) else v  # numbers as the readers' own events have them
+        fields = {k: int(v) if k in _INT_FIELDS and re.fullmatch(r"-?\d{1,18}", v) else v
                   for k, v in m.groupdict().items() if v is not None}
         self._event(name, message.event, where, line, message=message.id, rule=message.rule, proves=message.proves,
                     severity=message.severity, fix=message.fix,
