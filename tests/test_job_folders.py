@@ -5,7 +5,6 @@ about a script that was not read."""
 import json
 
 import pytest
-
 from conftest import cli_in_process
 
 DDP = ("import torch\nimport torch.distributed as dist\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"

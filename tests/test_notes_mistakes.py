@@ -4,7 +4,6 @@ not (the catalog's examples run the same rules on facts; these run them on job f
 import json
 
 import pytest
-
 from conftest import cli_in_process
 
 

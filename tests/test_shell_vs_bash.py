@@ -9,7 +9,6 @@ import shutil
 import subprocess
 
 import pytest
-
 from conftest import FIXTURES
 
 from gpudoctor.readers.shell.jobs import read_script

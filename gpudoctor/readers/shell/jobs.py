@@ -16,8 +16,8 @@ from gpudoctor.readers.shell import slurm
 
 SHELLS = {"bash", "sh", "zsh", "dash", "ksh"}
 FOLDER_COMMANDS = ("cd", "pushd", "popd")
-JOB_FOLDER = re.compile(r"""["']*(\$\{?(SLURM_SUBMIT_DIR|PBS_O_WORKDIR|PWD)\}?|\$\(\s*dirname\s+["']*\$\{?(0|BASH_SOURCE(\[0\])?)\}?"""
-                        r"""["']*\s*\))["']*""")  # the folder a job is submitted from, or the script's own
+JOB_FOLDER = re.compile(r"""["']*(\$\{?(SLURM_SUBMIT_DIR|PBS_O_WORKDIR|PWD)\}?"""  # the folder a job is submitted from
+                        r"""|\$\(\s*dirname\s+["']*\$\{?(0|BASH_SOURCE(\[0\])?)\}?["']*\s*\))["']*""")  # or its own
 
 
 
