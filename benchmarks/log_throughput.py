@@ -51,14 +51,15 @@ def _cpu() -> float:
 
 
 def best(fn, runs: int) -> tuple:
-    """(wall seconds, CPU seconds), each the best of `runs`."""
-    walls, cpus = [], []
+    """(wall seconds, CPU seconds, what the last run returned), each time the best of `runs`
+    (benchmarks/run_throughput.py measures with it too)."""
+    walls, cpus, result = [], [], None
     for _ in range(runs):
         started, cpu = time.perf_counter(), _cpu()
-        fn()
+        result = fn()
         walls.append(time.perf_counter() - started)
         cpus.append(_cpu() - cpu)
-    return min(walls), min(cpus)
+    return min(walls), min(cpus), result
 
 
 def main() -> None:
@@ -87,7 +88,7 @@ def main() -> None:
     print(f"{lines:,} lines, {args.mb} MB, best of {args.runs}; load average {os.getloadavg()[0]:.1f} "
           f"on {os.cpu_count()} CPUs")
     print(f"  {'':24s} {'wall':>8s} {'lines/s':>14s} {'CPU':>8s} {'lines/CPU s':>14s}")
-    for name, (wall, cpu) in results.items():
+    for name, (wall, cpu, _) in results.items():
         print(f"  {name:24s} {wall:7.2f}s {lines / wall / 1e6:8.2f} M/s {cpu:7.2f}s "
               f"{lines / max(cpu, 1e-3) / 1e6:8.2f} M/s")
     reader, grep = results["gpudoctor (reader)"], results["grep -c NCCL"]

@@ -21,11 +21,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from log_throughput import best  # noqa: E402  (benchmarks/ is no package; the script's folder is on sys.path)
 
 WATCHDOG = ("[rank{r}]:[E1202 01:{m:02}:11.{us:06} ProcessGroupNCCL.cpp:616] [Rank {r}] Watchdog caught collective "
             "operation timeout: WorkNCCL(SeqNum=90211, OpType=ALLREDUCE, NumelIn=4194304, NumelOut=4194304, "
@@ -48,21 +49,6 @@ def write_rank(path: Path, rank: int, megabytes: int, failing: int) -> int:
         handle.write((OOM if rank == failing else WATCHDOG).format(r=rank, m=rank % 60, us=rank))
     with open(path, "rb") as handle:
         return sum(chunk.count(b"\n") for chunk in iter(lambda: handle.read(2 ** 24), b""))
-
-
-def _cpu() -> float:
-    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
-
-
-def best(fn, runs: int) -> tuple:
-    walls, cpus, result = [], [], None
-    for _ in range(runs):
-        started, cpu = time.perf_counter(), _cpu()
-        result = fn()
-        walls.append(time.perf_counter() - started)
-        cpus.append(_cpu() - cpu)
-    return min(walls), min(cpus), result
 
 
 def main() -> None:
