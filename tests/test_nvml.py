@@ -164,12 +164,25 @@ def test_several_processes_on_every_record_size(collect, driver):
 
 
 @pytest.mark.parametrize("struct", ["nvmlPciInfo_t", "c_nvmlMemory_t", "c_nvmlMemory_v2_t", "c_nvmlProcessInfo_v2_t",
-                                    "c_nvmlDeviceAttributes", "c_nvmlGpuFabricInfo_t",
-                                    "c_nvmlGpuFabricInfo_v2_t"])
+                                    "c_nvmlDeviceAttributes"])
 def test_simulator_structs_have_pynvml_layout(tmp_path, struct):
     library = ctypes.CDLL(str(nvmlsim.build(tmp_path) / "libnvidia-ml.so.1"))
     library.fake_nvml_struct_size.restype = ctypes.c_ulong
     assert library.fake_nvml_struct_size(struct.encode()) == ctypes.sizeof(getattr(pynvml, struct))
+
+
+@pytest.mark.parametrize("struct", ["c_nvmlGpuFabricInfo_t", "c_nvmlGpuFabricInfo_v2_t"])
+def test_fabric_structs_are_the_drivers_or_are_not_read(tmp_path, struct):
+    """The simulator writes the driver's layout (a 16-byte clusterUuid). An nvidia-ml-py that declares the struct so
+    (12.550+) has its size; an older one (80-byte clusterUuid, or no _v2 at all) is never used to read the state."""
+    from gpudoctor.probes.nvml_child import fabric_struct_usable
+
+    library = ctypes.CDLL(str(nvmlsim.build(tmp_path) / "libnvidia-ml.so.1"))
+    library.fake_nvml_struct_size.restype = ctypes.c_ulong
+    if fabric_struct_usable(pynvml, struct):
+        assert library.fake_nvml_struct_size(struct.encode()) == ctypes.sizeof(getattr(pynvml, struct))
+    else:
+        assert getattr(pynvml, "NVML_GPU_FABRIC_UUID_LEN", None) is None or not hasattr(pynvml, struct)
 
 
 def test_simulated_old_driver_really_lacks_the_symbol(tmp_path):

@@ -225,12 +225,24 @@ def _identity(nvml, handle, device: dict, strict: bool = False) -> None:
 FABRIC_STATES = {0: "not_supported", 1: "not_started", 2: "in_progress", 3: "completed"}  # NVML_GPU_FABRIC_STATE_*
 
 
+FABRIC_UUID_BYTES = 16  # nvml.h: NVML_GPU_FABRIC_UUID_LEN, the clusterUuid the driver writes
+
+
+def fabric_struct_usable(nvml, struct: str) -> bool:
+    """Whether this nvidia-ml-py declares the fabric struct as the driver writes it: before 12.550 it declared
+    clusterUuid as NVML_DEVICE_UUID_BUFFER_SIZE (80) bytes, so `status` and `state` would be read at offsets the
+    driver never writes (the fabric state is then not read at all, never guessed)."""
+    declared = getattr(nvml, struct, None)
+    uuid = getattr(declared, "clusterUuid", None)
+    return declared is not None and getattr(uuid, "size", None) == FABRIC_UUID_BYTES
+
+
 def _fabric_info(nvml, handle):
     """nvmlDeviceGetGpuFabricInfoV (nvidia-ml-py 12.550+), else the deprecated nvmlDeviceGetGpuFabricInfo. Both
     wrappers pass the struct on as given: the caller passes a pointer (pynvml.py)."""
     for function, struct in (("nvmlDeviceGetGpuFabricInfoV", "c_nvmlGpuFabricInfoV_t"),
                              ("nvmlDeviceGetGpuFabricInfo", "c_nvmlGpuFabricInfo_t")):
-        if not (hasattr(nvml, function) and hasattr(nvml, struct)):
+        if not (hasattr(nvml, function) and fabric_struct_usable(nvml, struct)):
             continue
         info = getattr(nvml, struct)()
         if _optional(nvml, getattr(nvml, function), handle, ctypes.byref(info)) is not None:
