@@ -607,9 +607,27 @@ def cuda_toolkit_ambiguous(facts, rule):
 
 
 _DEVICE = re.compile(r"^(\d+|GPU-[0-9a-fA-F-]+|MIG-[0-9A-Za-z/-]+)$")
+# CUDA's and torch's words for a device the process does not have (rules/messages: the atlas entries feeding GD107)
+_DEVICE_ERRORS = ("device_count_mismatch", "invalid_device_ordinal", "no_visible_device")
 
 
-@check("GD107")
+def mig_devices_in_log(facts, rule):
+    """A device error in a paste that also shows GPUs in MIG mode (its nvidia-smi table): CUDA gives a process one
+    MIG device (from R570 one per GPU instance) while torch counts the GPUs through NVML, so the cause is MIG's
+    device enumeration, whatever the error's general reading."""
+    in_mig = [gpu for gpu in facts.get("nvml.gpus", None) or [] if gpu.get("mig_enabled")]
+    event = next(iter(log_events(facts, *_DEVICE_ERRORS)), None)
+    if not in_mig or event is None or event.get("fix") == "one_mig_device_per_process":
+        return  # no MIG in the paste, no device error, or the atlas entry already reads it as MIG's (its own words)
+    gpus = ", ".join(str(gpu.get("index", "?")) for gpu in in_mig)
+    yield rule.finding(
+        f"GPU(s) {gpus} are in MIG mode, and a process gets one MIG device of them (from driver R570 one per GPU "
+        f"instance) while torch counts the GPUs through NVML: {event.get('line')}",
+        evidence={**cited(event), "mig_gpus": [gpu.get("index") for gpu in in_mig]},
+        fix=rule.fix(case="mig_visible_devices"))
+
+
+@check("GD107", from_log=mig_devices_in_log)
 def cuda_visible_devices_invalid(facts, rule):
     value = facts.env("CUDA_VISIBLE_DEVICES")
     if value is None:
