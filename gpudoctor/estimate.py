@@ -114,6 +114,57 @@ def _int(config: Mapping[str, Any], *names: str) -> Optional[int]:
     return None
 
 
+@dataclass(frozen=True)
+class _Layout:
+    """What count_params reads from a config: the dimensions, and how the layers are built."""
+
+    hidden: int
+    layers: int
+    heads: int
+    vocab: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int
+    experts: int
+    model_type: str
+    gated: bool  # SwiGLU/GeGLU: gate, up and down projections
+    attention_bias: bool
+    mlp_bias: bool
+    tied: bool  # the lm_head shares the embeddings' weights
+    gpt2: bool  # LayerNorm and linear biases everywhere, learned positions
+    positions: int  # learned position embeddings (GPT-2), else 0
+
+
+def _layout(config: Mapping[str, Any]) -> _Layout:
+    """The config's dimensions under their Hugging Face names (Llama's, GPT-2's, T5's), with transformers' defaults
+    where it leaves one out; a ModelError when a dimension count_params needs is missing."""
+    if isinstance(config.get("text_config"), dict) and _int(config, "hidden_size", "n_embd") is None:
+        config = config["text_config"]
+    experts = _int(config, "num_local_experts", "num_experts", "n_routed_experts") or 1
+    required = {"hidden_size": _int(config, "hidden_size", "n_embd", "d_model"),
+                "num_hidden_layers": _int(config, "num_hidden_layers", "n_layer", "num_layers"),
+                "num_attention_heads": _int(config, "num_attention_heads", "n_head"),
+                "vocab_size": _int(config, "vocab_size")}
+    missing = [name for name, value in required.items() if value is None]
+    if missing:
+        raise ModelError(f"the config has no {', '.join(missing)} (a Hugging Face transformer config.json?)")
+    hidden, layers, heads, vocab = (int(value or 0) for value in required.values())
+    kv_heads = _int(config, "num_key_value_heads") or heads
+    head_dim = _int(config, "head_dim") or hidden // heads
+    intermediate = _int(config, "intermediate_size", "n_inner", "ffn_hidden_size") or 4 * hidden
+    model_type = str(config.get("model_type") or "")
+    attention_bias = config.get("attention_bias")
+    gpt2 = model_type in ("gpt2", "gpt_bigcode")
+    return _Layout(
+        hidden=hidden, layers=layers, heads=heads, vocab=vocab, kv_heads=kv_heads, head_dim=head_dim,
+        intermediate=intermediate, experts=experts, model_type=model_type,
+        gated=model_type in GATED_TYPES or str(config.get("hidden_act", "")).lower() in ("silu", "swiglu"),
+        attention_bias=attention_bias if isinstance(attention_bias, bool) else model_type in ("qwen2", "gpt2"),
+        mlp_bias=config.get("mlp_bias") is True or gpt2,
+        tied=config.get("tie_word_embeddings", True) is not False,  # transformers' PretrainedConfig default is True
+        gpt2=gpt2, positions=(_int(config, "n_positions", "max_position_embeddings") or 0) if gpt2 else 0)
+
+
 def count_params(config: Mapping[str, Any]) -> Tuple[int, dict]:
     """Parameters of a decoder-only transformer from its Hugging Face config (and the shape used).
 
@@ -123,45 +174,22 @@ def count_params(config: Mapping[str, Any]) -> Tuple[int, dict]:
     Gemma 2/3; with biases in GPT-2's LayerNorm) and Qwen3's/Gemma 3's q/k norms of d; a final norm of h.
     Qwen2.5-0.5B gives 494,032,768; rules/models.toml's published counts are held against it in the tests.
     """
-    if isinstance(config.get("text_config"), dict) and _int(config, "hidden_size", "n_embd") is None:
-        config = config["text_config"]
-    experts = _int(config, "num_local_experts", "num_experts", "n_routed_experts") or 1
-    hidden = _int(config, "hidden_size", "n_embd", "d_model")
-    layers = _int(config, "num_hidden_layers", "n_layer", "num_layers")
-    heads = _int(config, "num_attention_heads", "n_head")
-    vocab = _int(config, "vocab_size")
-    missing = [name for name, value in (("hidden_size", hidden), ("num_hidden_layers", layers),
-                                        ("num_attention_heads", heads), ("vocab_size", vocab)) if value is None]
-    if missing:
-        raise ModelError(f"the config has no {', '.join(missing)} (a Hugging Face transformer config.json?)")
-    assert hidden and layers and heads and vocab
-    kv_heads = _int(config, "num_key_value_heads") or heads
-    head_dim = _int(config, "head_dim") or hidden // heads
-    intermediate = _int(config, "intermediate_size", "n_inner", "ffn_hidden_size") or 4 * hidden
-    model_type = str(config.get("model_type") or "")
-    gated = model_type in GATED_TYPES or str(config.get("hidden_act", "")).lower() in ("silu", "swiglu")
-    attention_bias = config.get("attention_bias")
-    if not isinstance(attention_bias, bool):
-        attention_bias = model_type in ("qwen2", "gpt2")
-    mlp_bias = config.get("mlp_bias") is True
-    tied = config.get("tie_word_embeddings", True) is not False  # transformers' PretrainedConfig default is True
-
-    gpt2 = model_type in ("gpt2", "gpt_bigcode")  # LayerNorm and linear biases everywhere, learned positions
-    mlp_bias = mlp_bias or gpt2
-    q, kv = heads * head_dim, kv_heads * head_dim
-    attention = (hidden * q + 2 * hidden * kv + q * hidden + ((q + 2 * kv) if attention_bias else 0)
-                 + (hidden if gpt2 else 0) + (2 * head_dim if model_type in QK_NORM_TYPES else 0))
-    bias = ((2 * intermediate if gated else intermediate) + hidden) if mlp_bias else 0
-    mlp = experts * ((3 if gated else 2) * hidden * intermediate + bias) + (hidden * experts if experts > 1 else 0)
-    norm = 2 * hidden if gpt2 else hidden
-    per_layer = attention + mlp + (4 if model_type in FOUR_NORM_TYPES else 2) * norm
-    positions = (_int(config, "n_positions", "max_position_embeddings") or 0) * hidden if gpt2 else 0
-    embeddings = vocab * hidden * (1 if tied else 2) + positions
-    total = embeddings + layers * per_layer + norm
-    shape = {"layers": layers, "hidden": hidden, "heads": heads, "kv_heads": kv_heads, "intermediate": intermediate,
-             "vocab": vocab, "largest_layer_params": max(vocab * hidden, hidden * intermediate, hidden * q),
-             "model_type": model_type or None, "experts": experts if experts > 1 else None,
-             "linears": None if experts > 1 else decoder_linears(model_type, hidden, q, kv, intermediate, gated)}
+    m = _layout(config)
+    hidden, intermediate, experts = m.hidden, m.intermediate, m.experts
+    q, kv = m.heads * m.head_dim, m.kv_heads * m.head_dim
+    attention = (hidden * q + 2 * hidden * kv + q * hidden + ((q + 2 * kv) if m.attention_bias else 0)
+                 + (hidden if m.gpt2 else 0) + (2 * m.head_dim if m.model_type in QK_NORM_TYPES else 0))
+    bias = ((2 * intermediate if m.gated else intermediate) + hidden) if m.mlp_bias else 0
+    mlp = experts * ((3 if m.gated else 2) * hidden * intermediate + bias) + (hidden * experts if experts > 1 else 0)
+    norm = 2 * hidden if m.gpt2 else hidden
+    per_layer = attention + mlp + (4 if m.model_type in FOUR_NORM_TYPES else 2) * norm
+    embeddings = m.vocab * hidden * (1 if m.tied else 2) + m.positions * hidden
+    total = embeddings + m.layers * per_layer + norm
+    shape = {"layers": m.layers, "hidden": hidden, "heads": m.heads, "kv_heads": m.kv_heads,
+             "intermediate": intermediate, "vocab": m.vocab,
+             "largest_layer_params": max(m.vocab * hidden, hidden * intermediate, hidden * q),
+             "model_type": m.model_type or None, "experts": experts if experts > 1 else None,
+             "linears": None if experts > 1 else decoder_linears(m.model_type, hidden, q, kv, intermediate, m.gated)}
     return total, shape
 
 
@@ -264,38 +292,51 @@ class Training:
 
 def _ds_settings(config: Mapping[str, Any]) -> Dict[str, Any]:
     """What a DeepSpeed config says (values "auto" or malformed are left out: they fall back to defaults)."""
-    found: Dict[str, Any] = {}
-    zero = config.get("zero_optimization")
-    if isinstance(zero, bool):
-        found["zero_stage"] = 1 if zero else 0
-    elif isinstance(zero, dict):
-        stage = zero.get("stage", 0)
-        if isinstance(stage, int) and not isinstance(stage, bool) and 0 <= stage <= 3:
-            found["zero_stage"] = stage
-        for key in ("offload_optimizer", "offload_param"):
-            section = zero.get(key)
-            if isinstance(section, dict) and isinstance(section.get("device"), str):
-                device = section["device"].lower()
-                found[key] = device if device in ("cpu", "nvme") else "none"
-        if isinstance(zero.get("cpu_offload"), bool) and zero["cpu_offload"]:  # the deprecated form
-            found.setdefault("offload_optimizer", "cpu")
-    else:
-        found["zero_stage"] = 0
+    found = _zero_settings(config.get("zero_optimization"))
     micro = config.get("train_micro_batch_size_per_gpu")
     if isinstance(micro, int) and not isinstance(micro, bool) and micro > 0:
         found["micro_batch"] = micro
-    for key in ("bf16", "bfloat16", "fp16"):
-        section = config.get(key)
-        if isinstance(section, dict) and section.get("enabled") is True:
-            found["precision"] = "fp16" if key == "fp16" else "bf16"
-    if "precision" not in found and all(
-            not (isinstance(config.get(k), dict) and config[k].get("enabled") in (True, "auto"))
-            for k in ("bf16", "bfloat16", "fp16")):
-        found["precision"] = "fp32"  # DeepSpeed trains in fp32 unless told otherwise
+    precision = _ds_precision(config)
+    if precision:
+        found["precision"] = precision
     optimizer = config.get("optimizer")
     if isinstance(optimizer, dict) and isinstance(optimizer.get("type"), str):
         name = optimizer["type"].lower()
         found["optimizer"] = "sgd" if "sgd" in name else "adamw" if "adamw" in name else "adam"
+    return found
+
+
+def _zero_settings(zero: Any) -> Dict[str, Any]:
+    """The ZeRO stage and offload devices of a DeepSpeed config's `zero_optimization` (a section or a bool)."""
+    if isinstance(zero, bool):
+        return {"zero_stage": 1 if zero else 0}
+    if not isinstance(zero, dict):
+        return {"zero_stage": 0}
+    found: Dict[str, Any] = {}
+    stage = zero.get("stage", 0)
+    if isinstance(stage, int) and not isinstance(stage, bool) and 0 <= stage <= 3:
+        found["zero_stage"] = stage
+    for key in ("offload_optimizer", "offload_param"):
+        section = zero.get(key)
+        if isinstance(section, dict) and isinstance(section.get("device"), str):
+            device = section["device"].lower()
+            found[key] = device if device in ("cpu", "nvme") else "none"
+    if isinstance(zero.get("cpu_offload"), bool) and zero["cpu_offload"]:  # the deprecated form
+        found.setdefault("offload_optimizer", "cpu")
+    return found
+
+
+def _ds_precision(config: Mapping[str, Any]) -> Optional[str]:
+    """The precision a DeepSpeed config enables; fp32 when no precision section is enabled or "auto" (DeepSpeed
+    trains in fp32 unless told otherwise); None when one is left to "auto"."""
+    found = None
+    for key in ("bf16", "bfloat16", "fp16"):
+        section = config.get(key)
+        if isinstance(section, dict) and section.get("enabled") is True:
+            found = "fp16" if key == "fp16" else "bf16"
+    if found is None and all(not (isinstance(config.get(k), dict) and config[k].get("enabled") in (True, "auto"))
+                             for k in ("bf16", "bfloat16", "fp16")):
+        return "fp32"
     return found
 
 
@@ -538,33 +579,11 @@ def estimate(model: ModelSpec, t: Training, sources: Optional[Mapping[str, str]]
         weights, gradients, optimizer, lora = adapter_states(model, t)
         offloaded = 0
         lora = {"rank": t.lora_rank, "quantize": t.quantize, **lora}
-        notes.append(f"LoRA r={t.lora_rank} on {','.join(lora['targets'])}: {lora['trainable']:,} trainable "
-                     "parameters in fp32 (PEFT's default), the base frozen"
-                     + (f" ({t.quantize} linear layers, the rest fp32 as prepare_model_for_kbit_training casts them)"
-                        if t.quantize else ""))
-        if t.offload_optimizer != "none" or t.offload_param != "none":
-            notes.append("offload is not modelled with LoRA: the adapters' states are counted on the GPU")
+        notes += _lora_notes(t, lora)
     else:
         weights, gradients, optimizer, offloaded = model_states(model.params, largest, t)
     activations = activation_bytes(model, t)
-    if model.shape_from:
-        notes.append(f"model shape: {model.shape_from}")
-    if activations is None:
-        notes.append("activations not estimated: " + (
-            f"a mixture of {model.experts} experts (tokens routed to some of them) is not modelled" if model.experts
-            else "--model is a size; give the model's config.json or Hub id for its shape"))
-    if (t.zero_stage if t.deepspeed else 0) == 3 and not model.largest_layer_params:
-        notes.append("ZeRO-3 working set of the largest layer not counted (unknown for a size)")
-    if t.offload_param != "none" and t.zero_stage != 3:
-        notes.append("offload_param is ignored below ZeRO stage 3")
-    if "nvme" in (t.offload_optimizer, t.offload_param):
-        notes.append("NVMe offload: the states go to disk; pinned host buffers not counted")
-    if not t.deepspeed and not lora:
-        notes.append("no DeepSpeed config: plain data parallel (DDP/AMP), model states 16 B/param mixed or fp32")
-    notes.append("data parallel only: tensor/pipeline parallelism not modelled; communication buckets not counted")
-    if t.world_size > 1 and t.gpus_per_node == t.world_size:
-        notes.append(f"host RAM assumes all {t.world_size} ranks on one node ({t.gpus_per_node} GPUs per node); "
-                     f"it is per node, so fewer GPUs per node need less")
+    notes += _setup_notes(model, t, activations is not None, bool(lora))
     offload = "cpu" in (t.offload_optimizer, t.offload_param if t.zero_stage == 3 else "none")
     assumptions = {
         "model": model.source, "params": model.params, "precision": t.precision, "optimizer": t.optimizer,
@@ -583,6 +602,41 @@ def estimate(model: ModelSpec, t: Training, sources: Optional[Mapping[str, str]]
                     activations=activations or 0, overhead=OVERHEAD_BYTES,
                     host_bytes=host_bytes(model.params, largest, offloaded, t), offload=offload,
                     assumptions=assumptions, activations_known=activations is not None)
+
+
+def _lora_notes(t: Training, lora: Dict[str, Any]) -> List[str]:
+    """What the estimate assumes of LoRA adapters (and leaves out with them)."""
+    notes = [f"LoRA r={t.lora_rank} on {','.join(lora['targets'])}: {lora['trainable']:,} trainable "
+             "parameters in fp32 (PEFT's default), the base frozen"
+             + (f" ({t.quantize} linear layers, the rest fp32 as prepare_model_for_kbit_training casts them)"
+                if t.quantize else "")]
+    if t.offload_optimizer != "none" or t.offload_param != "none":
+        notes.append("offload is not modelled with LoRA: the adapters' states are counted on the GPU")
+    return notes
+
+
+def _setup_notes(model: ModelSpec, t: Training, activations_known: bool, lora: bool) -> List[str]:
+    """What the estimate assumes of the model and the setup, and what it leaves out."""
+    notes = []
+    if model.shape_from:
+        notes.append(f"model shape: {model.shape_from}")
+    if not activations_known:
+        notes.append("activations not estimated: " + (
+            f"a mixture of {model.experts} experts (tokens routed to some of them) is not modelled" if model.experts
+            else "--model is a size; give the model's config.json or Hub id for its shape"))
+    if (t.zero_stage if t.deepspeed else 0) == 3 and not model.largest_layer_params:
+        notes.append("ZeRO-3 working set of the largest layer not counted (unknown for a size)")
+    if t.offload_param != "none" and t.zero_stage != 3:
+        notes.append("offload_param is ignored below ZeRO stage 3")
+    if "nvme" in (t.offload_optimizer, t.offload_param):
+        notes.append("NVMe offload: the states go to disk; pinned host buffers not counted")
+    if not t.deepspeed and not lora:
+        notes.append("no DeepSpeed config: plain data parallel (DDP/AMP), model states 16 B/param mixed or fp32")
+    notes.append("data parallel only: tensor/pipeline parallelism not modelled; communication buckets not counted")
+    if t.world_size > 1 and t.gpus_per_node == t.world_size:
+        notes.append(f"host RAM assumes all {t.world_size} ranks on one node ({t.gpus_per_node} GPUs per node); "
+                     f"it is per node, so fewer GPUs per node need less")
+    return notes
 
 
 # --- from snapshot facts (the rules) --------------------------------------------------------------------

@@ -4,7 +4,7 @@ scripts these rules pass silently: there is nothing to compare."""
 
 from __future__ import annotations
 
-from typing import Optional, Tuple
+from typing import Optional, Tuple, Union
 
 from gpudoctor.checks import check
 from gpudoctor.facts import MissingFact
@@ -134,24 +134,16 @@ def dataparallel_multi_gpu(facts, rule):
         run_by.setdefault(script["path"], []).append(job)
     for script in scripts(facts):
         counts = [gpus_of(job) for job in run_by.get(script["path"], []) if gpus_of(job) is not None]
-        wraps = []
-        for call in (script.get("launch") or {}).get("data_parallel", []) or []:
-            ids = call.get("device_ids")
-            several = (isinstance(ids, list) and len(ids) > 1) or any(count > 1 for count in counts)
-            if counts and not several:
-                continue  # every job runs it on one GPU: DataParallel does nothing there
-            wraps.append((not several, len(wraps), call, ids, several))
+        wraps = _data_parallel_wraps(script, counts)
         if not wraps:
             continue
         reported.add(script["path"])
         _, _, call, ids, several = min(wraps, key=lambda wrap: wrap[:2])
         others = sorted({c.get("line") for _, _, c, _, _ in wraps if c is not call and c.get("line")})
-        on = (f"on {max(counts)} GPUs" if counts and max(counts) > 1 else
-              f"on devices {ids}" if isinstance(ids, list) and len(ids) > 1 else "on every visible GPU")
         also = f" (the script wraps models in DataParallel again at line(s) {', '.join(map(str, others))})" \
             if others else ""
         yield rule.finding(
-            f"`{call['what']}` runs {on} in one process{also}: nn.DataParallel "
+            f"`{call['what']}` runs {_data_parallel_on(counts, ids)} in one process{also}: nn.DataParallel "
             f"copies the model to every GPU at each step and is bound by Python's GIL; PyTorch recommends "
             f"DistributedDataParallel, one process per GPU, even on one node",
             severity=None if several else Severity.INFO,
@@ -162,6 +154,26 @@ def dataparallel_multi_gpu(facts, rule):
                          commands=("torchrun --nproc_per_node=NUM_GPUS " + script["path"],),
                          docs="https://pytorch.org/tutorials/intermediate/ddp_tutorial.html"))
     yield from trainer_data_parallel(facts, rule, reported)
+
+
+def _data_parallel_wraps(script: dict, counts: list) -> list:
+    """(on one GPU, order, call, device_ids, on several GPUs) of each DataParallel wrap that may run on several
+    GPUs: all of them, unless every job that runs the script gives it one GPU (DataParallel does nothing there)."""
+    wraps: list = []
+    for call in (script.get("launch") or {}).get("data_parallel", []) or []:
+        ids = call.get("device_ids")
+        several = (isinstance(ids, list) and len(ids) > 1) or any(count > 1 for count in counts)
+        if counts and not several:
+            continue
+        wraps.append((not several, len(wraps), call, ids, several))
+    return wraps
+
+
+def _data_parallel_on(counts: list, ids) -> str:
+    """Where the wrap runs, in words: on the jobs' GPUs, on the devices it names, or on every visible GPU."""
+    if counts and max(counts) > 1:
+        return f"on {max(counts)} GPUs"
+    return f"on devices {ids}" if isinstance(ids, list) and len(ids) > 1 else "on every visible GPU"
 
 
 def plain_python(job: dict) -> bool:
@@ -228,59 +240,74 @@ def distributed(facts, job: dict) -> bool:
 def ranks_gpus_mismatch(facts, rule):
     undecided, reported = [], False
     for job in jobs(facts):
-        if not set(names(job)) & RANK_STARTERS and not any(n.startswith("nemo_run") for n in names(job)):
-            continue  # a plain python process: GD604/GD605 say what matters there
-        ranks, gpus = job.get("ranks_per_node"), gpus_of(job)
-        if ranks == "gpu" or gpus == 0 or isinstance(ranks, int) and ranks == gpus:
+        counts = _ranks_against_gpus(facts, job)
+        if isinstance(counts, str):
+            undecided.append(f"{job_label(job)}: {counts}")
             continue
-        if not isinstance(ranks, int) or gpus is None:
-            undecided.append(f"{job_label(job)}: " + (f"its ranks per node are not known ({job.get('ranks_what')})"
-                                                      if not isinstance(ranks, int) else
-                                                      "the job files do not say how many GPUs a node gets"))
+        if counts is None:
             continue
-        if names(job)[-1] == "python" and starts_own_ranks(facts, job, False):
-            continue
-        if set(names(job)) == {"training-operator", "python"} and script_of(facts, job) is None:
-            path = (job.get("script") or {}).get("path") or "its script"
-            undecided.append(f"{job_label(job)}: one process per pod on {gpus} GPU(s); whether {path} starts its "
-                             "own ranks (mp.spawn) is not known: it was not among the files read")
-            continue
+        ranks, gpus = counts
         more = ranks > gpus
-        if not more and names(job)[-1] == "python" and not distributed(facts, job):
-            continue  # `srun python preprocess.py`: a one-process step, not a training job missing ranks
         message = (f"{job_label(job)} starts {ranks} rank(s) per node ({job.get('ranks_what')}) but the node gets "
                    f"{gpus} GPU(s): {gpus_text(job)}; "
                    + (f"{ranks - gpus} rank(s) share a GPU or fail with \"invalid device ordinal\" (NCCL refuses "
                       f"two ranks on one GPU: \"Duplicate GPU detected\")" if more else
                       f"{gpus - ranks} GPU(s) stay idle"))
-        launcher = next((e.get("name") for e in job.get("launchers", [])
-                         if e.get("name") in ("torchrun", "deepspeed", "accelerate")), None)
-        counts = {"gpus": gpus, "ranks": ranks}
-        tasks = next((e.get("ranks_per_node") for e in job.get("launchers", []) if e.get("name") == "srun"), None)
-        if job.get("kind") == "nemo_run":
-            fix = rule.fix(case="nemo_run", values=counts)
-        elif launcher and isinstance(tasks, int) and tasks > 1:
-            fix = rule.fix(case="srun_launcher", values={"tasks": tasks, "ranks": ranks})
-        elif launcher == "torchrun" or job.get("kind") == "compose":
-            fix = rule.fix(values=counts)
-        elif launcher == "deepspeed":
-            fix = rule.fix(case="deepspeed", values=counts)
-        elif launcher == "accelerate":
-            fix = rule.fix(case="accelerate", values=counts)
-        elif "mpirun" in names(job) and "srun" not in names(job):
-            fix = rule.fix(case="mpirun", values=counts)
-        elif job.get("kind") == "k8s":
-            fix = rule.fix(case="pod", values=dict(counts, script=(job.get("script") or {}).get("path") or "train.py"))
-        else:
-            fix = rule.fix(case="tasks", values=counts)
         yield rule.finding(message, severity=None if more else Severity.WARNING, location=where(job),
                            evidence={"job": job.get("path"), "line": job.get("line"), "ranks_per_node": ranks,
                                      "ranks": job.get("ranks_what"), "gpus": gpus,
                                      "gpus_line": (job.get("gpus") or {}).get("line")},
-                           fix=fix)
+                           fix=_ranks_fix(rule, job, ranks, gpus))
         reported = True
     if undecided and not reported:  # a count the files leave to the run: not a match
         raise MissingFact("launch.jobs", "; ".join(undecided[:3]))
+
+
+def _ranks_against_gpus(facts, job: dict) -> Union[None, str, Tuple[int, int]]:
+    """A job's (ranks, GPUs) per node where they differ; why they are not known (a sentence); None where there is
+    nothing to compare (no launcher, a match, a script that starts its own ranks, a one-process step)."""
+    launchers = names(job)
+    if not set(launchers) & RANK_STARTERS and not any(n.startswith("nemo_run") for n in launchers):
+        return None  # a plain python process: GD604/GD605 say what matters there
+    ranks, gpus = job.get("ranks_per_node"), gpus_of(job)
+    if ranks == "gpu" or gpus == 0 or isinstance(ranks, int) and ranks == gpus:
+        return None
+    if not isinstance(ranks, int):
+        return f"its ranks per node are not known ({job.get('ranks_what')})"
+    if gpus is None:
+        return "the job files do not say how many GPUs a node gets"
+    if launchers[-1] == "python" and starts_own_ranks(facts, job, False):
+        return None
+    if set(launchers) == {"training-operator", "python"} and script_of(facts, job) is None:
+        path = (job.get("script") or {}).get("path") or "its script"
+        return (f"one process per pod on {gpus} GPU(s); whether {path} starts its own ranks (mp.spawn) is not "
+                "known: it was not among the files read")
+    if ranks < gpus and launchers[-1] == "python" and not distributed(facts, job):
+        return None  # `srun python preprocess.py`: a one-process step, not a training job missing ranks
+    return ranks, gpus
+
+
+def _ranks_fix(rule, job: dict, ranks: int, gpus: int):
+    """The fix in the words of what starts the ranks: NeMo-Run, a launcher under srun, torchrun, deepspeed,
+    accelerate, mpirun, a pod, or srun's tasks."""
+    launchers = names(job)
+    launcher = next((e.get("name") for e in job.get("launchers", [])
+                     if e.get("name") in ("torchrun", "deepspeed", "accelerate")), None)
+    counts = {"gpus": gpus, "ranks": ranks}
+    tasks = next((e.get("ranks_per_node") for e in job.get("launchers", []) if e.get("name") == "srun"), None)
+    if job.get("kind") == "nemo_run":
+        return rule.fix(case="nemo_run", values=counts)
+    if launcher and isinstance(tasks, int) and tasks > 1:
+        return rule.fix(case="srun_launcher", values={"tasks": tasks, "ranks": ranks})
+    if launcher == "torchrun" or job.get("kind") == "compose":
+        return rule.fix(values=counts)
+    if launcher in ("deepspeed", "accelerate"):
+        return rule.fix(case="deepspeed" if launcher == "deepspeed" else "accelerate", values=counts)
+    if "mpirun" in launchers and "srun" not in launchers:
+        return rule.fix(case="mpirun", values=counts)
+    if job.get("kind") == "k8s":
+        return rule.fix(case="pod", values=dict(counts, script=(job.get("script") or {}).get("path") or "train.py"))
+    return rule.fix(case="tasks", values=counts)
 
 
 # --- GD607 cuda-visible-devices-overwritten ---------------------------------------------------------------------
