@@ -639,8 +639,7 @@ def cuda_visible_devices_invalid(facts, rule):
         return
     nvml_gpus = facts.get("nvml.gpus", None) or []
     gpus = usable_gpus(nvml_gpus)  # what an index names: the GPUs this job may open that answer
-    uuids = [g["uuid"] for g in nvml_gpus if g.get("uuid")] + [
-        m["uuid"] for g in nvml_gpus for m in g.get("mig_devices", []) if m.get("uuid")]
+    uuids = _device_uuids(nvml_gpus)
     entries = [entry.strip() for entry in value.split(",")]  # CUDA strips the spaces around an entry
     repeated = next((entry for position, entry in enumerate(entries) if entry in entries[:position]), None)
     if repeated is not None:
@@ -649,15 +648,7 @@ def cuda_visible_devices_invalid(facts, rule):
                            evidence={"CUDA_VISIBLE_DEVICES": value, "repeated": repeated}, fix=fix_unset)
         return
     for position, entry in enumerate(entries):
-        problem = None
-        if not _DEVICE.match(entry):
-            problem = f"entry {entry!r} is malformed (spaces and names are not allowed)"
-        elif entry.isdigit() and gpus and int(entry) >= len(gpus):
-            require_count(facts)
-            problem = f"index {entry} does not exist: CUDA can open {len(gpus)} GPU(s) here, 0–{len(gpus) - 1}"
-        elif (entry.startswith(("GPU-", "MIG-")) and "/" not in entry and uuids
-              and not any(u.startswith(entry) for u in uuids)):
-            problem = f"{entry} matches no GPU or MIG device UUID on this machine"
+        problem = _entry_problem(facts, entry, gpus, uuids)
         if problem:
             dropped = "" if position == len(entries) - 1 else "; CUDA ignores it and every entry after it"
             yield rule.finding(f"CUDA_VISIBLE_DEVICES={value!r}: {problem}{dropped}",
@@ -668,6 +659,26 @@ def cuda_visible_devices_invalid(facts, rule):
             raise MissingFact("nvml.gpus")
         return  # no GPU at all: nothing to name (GD103/GD105 say why)
     yield from _more_than_cuda_uses(facts, rule, value)
+
+
+def _device_uuids(nvml_gpus: list) -> list:
+    """The UUIDs of the GPUs NVML lists and of their MIG devices."""
+    return [g["uuid"] for g in nvml_gpus if g.get("uuid")] + [
+        m["uuid"] for g in nvml_gpus for m in g.get("mig_devices", []) if m.get("uuid")]
+
+
+def _entry_problem(facts, entry: str, gpus: list, uuids: list) -> Optional[str]:
+    """What is wrong with one entry of CUDA_VISIBLE_DEVICES: malformed, an index past the GPUs this job may open,
+    or a UUID no device has; None when nothing is."""
+    if not _DEVICE.match(entry):
+        return f"entry {entry!r} is malformed (spaces and names are not allowed)"
+    if entry.isdigit() and gpus and int(entry) >= len(gpus):
+        require_count(facts)
+        return f"index {entry} does not exist: CUDA can open {len(gpus)} GPU(s) here, 0–{len(gpus) - 1}"
+    if (entry.startswith(("GPU-", "MIG-")) and "/" not in entry and uuids
+            and not any(u.startswith(entry) for u in uuids)):
+        return f"{entry} matches no GPU or MIG device UUID on this machine"
+    return None
 
 
 def _more_than_cuda_uses(facts, rule, value: str):

@@ -42,13 +42,6 @@ def _step(entry: dict) -> str:
 @check("GD430")
 def first_failure(facts, rule):
     found = postmortem(_run(facts))
-    stopped = [r for r in found.silent if r not in found.first]
-    others = []
-    if found.waiting:
-        others.append(f"{ranks_text(found.waiting)} only waited for it (their first error is a timeout or a lost "
-                      "peer)")
-    if stopped:
-        others.append(f"{ranks_text(stopped)} printed no error of {'its' if len(stopped) == 1 else 'their'} own")
     if found.alike:
         event = own_error(found.failed[0])
         yield rule.finding(
@@ -58,40 +51,61 @@ def first_failure(facts, rule):
             fix=rule.fix(case="alike"))
         return
     if not found.first:
-        if found.failed and "collective mismatch" in found.basis:
-            yield rule.finding(f"{ranks_text(found.failed)}: {found.basis}", severity=Severity.INFO,
-                               evidence={"ranks": [r.get("rank") for r in found.failed]}, fix=rule.fix(case="alike"))
-        elif len(found.failed) > 1:
-            yield rule.finding(
-                f"{found.basis}: " + "; ".join(f"{label(r)}: {own_error(r).get('what')} ({own_error(r).get('where')})"
-                                              for r in found.failed[:4]),
-                severity=Severity.WARNING, evidence={"ranks": [r.get("rank") for r in found.failed]},
-                fix=rule.fix(case="unordered"))
-        elif found.waiting:
-            yield rule.finding(
-                f"{ranks_text(found.waiting)} only waited (their first error is a timeout or a lost peer) and no rank "
-                "printed an error of its own: the rank they waited for is not among these logs, or the network "
-                "failed between them (the other findings say what the logs show of it)",
-                severity=Severity.WARNING, evidence={"waiting": [r.get("rank") for r in found.waiting]},
-                fix=rule.fix(case="silent"))
+        yield from _no_first(found, rule)
         return
-    for entry in found.first[:1]:
-        event = own_error(entry)
-        if event:
-            rule_id = f" ({event['rule']})" if event.get("rule") else ""
-            what = f"{event.get('what')}{rule_id}{_when(event)}, {event.get('where')}"
-        else:
-            what = "it printed no error of its own while the others waited for it (it hung, or died without a word" \
-                   + (f"; the launcher ended it with exit code {entry['exit']['code']}" if entry.get("exit") else "") \
-                   + ")"
-        named = ranks_text(found.first) if len(found.first) > 1 else label(entry)
+    entry = found.first[0]
+    event = own_error(entry)
+    others = _others(found)
+    named = ranks_text(found.first) if len(found.first) > 1 else label(entry)
+    yield rule.finding(
+        f"{named} failed first{_step(entry)}: {_what_failed(entry, event)}"
+        + (f"; {'; '.join(others)}" if others else "") + f" (order: {found.basis})",
+        evidence={"rank": entry.get("rank"), "node": entry.get("node"), "step": entry.get("step"),
+                  "log": (event or {}).get("where"), "line": (event or {}).get("line"),
+                  "waiting": [r.get("rank") for r in found.waiting]},
+        fix=rule.fix(case="silent") if event is None else rule.fix())
+
+
+def _others(found) -> list:
+    """What the other ranks did: only waited for the first, or printed no error of their own."""
+    stopped = [r for r in found.silent if r not in found.first]
+    others = []
+    if found.waiting:
+        others.append(f"{ranks_text(found.waiting)} only waited for it (their first error is a timeout or a lost "
+                      "peer)")
+    if stopped:
+        others.append(f"{ranks_text(stopped)} printed no error of {'its' if len(stopped) == 1 else 'their'} own")
+    return others
+
+
+def _what_failed(entry: dict, event) -> str:
+    """The first rank's own error and where it is; or that it printed none (and how the launcher ended it)."""
+    if event:
+        rule_id = f" ({event['rule']})" if event.get("rule") else ""
+        return f"{event.get('what')}{rule_id}{_when(event)}, {event.get('where')}"
+    return "it printed no error of its own while the others waited for it (it hung, or died without a word" \
+        + (f"; the launcher ended it with exit code {entry['exit']['code']}" if entry.get("exit") else "") + ")"
+
+
+def _no_first(found, rule):
+    """Where no rank is known to have failed first: a collective mismatch, several failures in no known order, or
+    ranks that only waited for one whose log is missing."""
+    if found.failed and "collective mismatch" in found.basis:
+        yield rule.finding(f"{ranks_text(found.failed)}: {found.basis}", severity=Severity.INFO,
+                           evidence={"ranks": [r.get("rank") for r in found.failed]}, fix=rule.fix(case="alike"))
+    elif len(found.failed) > 1:
         yield rule.finding(
-            f"{named} failed first{_step(entry)}: {what}" + (f"; {'; '.join(others)}" if others else "")
-            + f" (order: {found.basis})",
-            evidence={"rank": entry.get("rank"), "node": entry.get("node"), "step": entry.get("step"),
-                      "log": (event or {}).get("where"), "line": (event or {}).get("line"),
-                      "waiting": [r.get("rank") for r in found.waiting]},
-            fix=rule.fix(case="silent") if event is None else rule.fix())
+            f"{found.basis}: " + "; ".join(f"{label(r)}: {own_error(r).get('what')} ({own_error(r).get('where')})"
+                                          for r in found.failed[:4]),
+            severity=Severity.WARNING, evidence={"ranks": [r.get("rank") for r in found.failed]},
+            fix=rule.fix(case="unordered"))
+    elif found.waiting:
+        yield rule.finding(
+            f"{ranks_text(found.waiting)} only waited (their first error is a timeout or a lost peer) and no rank "
+            "printed an error of its own: the rank they waited for is not among these logs, or the network "
+            "failed between them (the other findings say what the logs show of it)",
+            severity=Severity.WARNING, evidence={"waiting": [r.get("rank") for r in found.waiting]},
+            fix=rule.fix(case="silent"))
 
 
 @check("GD431")

@@ -73,36 +73,38 @@ def postmortem(run: Dict[str, Any]) -> Postmortem:
     found.failed = [r for r in ranks if own_error(r)]
     found.waiting = [r for r in ranks if not own_error(r) and waited(r)]
     found.silent = [r for r in ranks if not own_error(r) and not waited(r)]
+    if found.failed:
+        found.first, found.alike, found.basis = _failed_first(found)
+    else:
+        found.first, found.basis = _silent_first(found)
+    return found
+
+
+def _silent_first(found: Postmortem) -> Tuple[List[Dict[str, Any]], str]:
+    """Where no rank printed an error of its own: the silent ranks came first when more ranks waited (for them)."""
+    if found.waiting and found.silent and len(found.silent) < len(found.waiting):
+        return found.silent, ("no rank printed an error of its own: the others waited for "
+                              f"{ranks_text(found.silent)}, which printed none (it hung, or died without a word)")
+    return [], "no rank printed an error of its own"
+
+
+def _failed_first(found: Postmortem) -> Tuple[List[Dict[str, Any]], bool, str]:
+    """(first, alike, basis) among the ranks with an error of their own: none first on a collective mismatch or
+    when all failed alike, the only one, or the earliest by the times on their lines."""
     failed = found.failed
-    if not failed:
-        if found.waiting and found.silent and len(found.silent) < len(found.waiting):
-            found.first = found.silent
-            found.basis = ("no rank printed an error of its own: the others waited for "
-                           f"{ranks_text(found.silent)}, which printed none (it hung, or died without a word)")
-        else:
-            found.basis = "no rank printed an error of its own"
-        return found
     if all(own_error(r).get("kind") == "collective_mismatch" for r in failed):
-        found.basis = ("the ranks stopped on a collective mismatch torch detected: no rank failed first, the rank that "
-                       "called another collective did (GD432)")
-        return found
-    if len(failed) > 1 and len(failed) == len(ranks) and len({_signature(own_error(r)) for r in failed}) == 1:
-        found.alike = True
-        found.basis = "every rank failed the same way"
-        return found
+        return [], False, ("the ranks stopped on a collective mismatch torch detected: no rank failed first, the rank "
+                           "that called another collective did (GD432)")
+    if len(failed) > 1 and len(failed) == len(found.ranks) and len({_signature(own_error(r)) for r in failed}) == 1:
+        return [], True, "every rank failed the same way"
     if len(failed) == 1:
-        found.first = failed
-        found.basis = ("the only rank with an error of its own; the others waited" if found.waiting else
-                       "the only rank with an error of its own")
-        return found
+        return failed, False, ("the only rank with an error of its own; the others waited" if found.waiting else
+                               "the only rank with an error of its own")
     first = _earliest(failed)
     if first:
-        found.first = first
-        found.basis = "by the times on the ranks' error lines (or the lines above them)"
-        return found
-    found.basis = (f"{ranks_text(failed)} failed on their own and not every error line carries a time: which was first "
-                   "cannot be told")
-    return found
+        return first, False, "by the times on the ranks' error lines (or the lines above them)"
+    return [], False, (f"{ranks_text(failed)} failed on their own and not every error line carries a time: which was "
+                       "first cannot be told")
 
 
 def _earliest(failed: List[Dict[str, Any]]) -> List[Dict[str, Any]]:

@@ -95,45 +95,62 @@ def plan_fixes(report: Report, unsafe: bool = False) -> Plan:
         if fix is None:
             continue
         summary = " ".join(fix.summary.split())
-        env = fix.env
-        if not env:
-            plan.left.append(Left(finding.rule, f"{fix.applicability.value}, not an env change", summary,
-                                  finding.location, tuple(fix.commands)))
-            continue
-        if fix.applicability == Applicability.DISPLAY_ONLY:
-            plan.left.append(Left(finding.rule, "display-only", summary, finding.location))
-            continue
-        if fix.applicability == Applicability.UNSAFE and not unsafe:
-            plan.left.append(Left(finding.rule, "unsafe: --unsafe applies it", summary, finding.location))
+        left = _not_applied(finding, summary, unsafe)
+        if left is not None:
+            plan.left.append(left)
             continue
         if fix.commands:
             plan.left.append(Left(finding.rule, "by hand", "run", finding.location, tuple(fix.commands)))
-        wanted = [(name, None) for name in env.unset if name not in env.set]
-        wanted += [(name, str(value)) for name, value in env.set.items()]
-        moved_secret = any(is_secret_name(name) for name in env.unset)  # a rename carries a secret's value
-        for name, value in wanted:
+        for name, value, secret in _wanted(fix.env):
             change = by_name.get(name)
             if change is None:
                 change = by_name[name] = Change(name, value)
-            if value is not None and (moved_secret or is_secret_name(name)):
+            if value is not None and secret:
                 change.secret = True
                 remember(value)
             elif change.value != value:
                 disputed.setdefault(name, [f"{rule} wants {change.describe()}" for rule in change.rules])
                 disputed[name].append(f"{finding.rule} wants {Change(name, value).describe()}")
                 continue
-            if finding.rule not in change.rules:
-                change.rules.append(finding.rule)
-                change.notes.append(summary)
-            if finding.location and finding.location not in change.locations:
-                change.locations.append(finding.location)
-                if (finding.evidence or {}).get("variable") == name:
-                    change.set_at.append(finding.location)
+            _asked_by(change, finding, summary)
     for name, wants in disputed.items():
         by_name.pop(name, None)
         plan.clashes.append(f"fixes disagree about {name} ({'; '.join(wants)}): none applied")
     plan.changes = list(by_name.values())
     return plan
+
+
+def _not_applied(finding, summary: str, unsafe: bool) -> Optional[Left]:
+    """Why a finding's fix is left to the user: not an env change, display-only, or unsafe without --unsafe."""
+    fix = finding.fix
+    if not fix.env:
+        return Left(finding.rule, f"{fix.applicability.value}, not an env change", summary, finding.location,
+                    tuple(fix.commands))
+    if fix.applicability == Applicability.DISPLAY_ONLY:
+        return Left(finding.rule, "display-only", summary, finding.location)
+    if fix.applicability == Applicability.UNSAFE and not unsafe:
+        return Left(finding.rule, "unsafe: --unsafe applies it", summary, finding.location)
+    return None
+
+
+def _wanted(env) -> List[Tuple[str, Optional[str], bool]]:
+    """(name, value or None to unset, whether the value is secret) of each variable an env change asks for; a
+    rename of a secret-looking variable carries a secret's value."""
+    moved_secret = any(is_secret_name(name) for name in env.unset)
+    wanted: List[Tuple[str, Optional[str]]] = [(name, None) for name in env.unset if name not in env.set]
+    wanted += [(name, str(value)) for name, value in env.set.items()]
+    return [(name, value, moved_secret or is_secret_name(name)) for name, value in wanted]
+
+
+def _asked_by(change: Change, finding, summary: str) -> None:
+    """Record that a finding asks for the change: its rule and fix, where it points (an assignment of the name)."""
+    if finding.rule not in change.rules:
+        change.rules.append(finding.rule)
+        change.notes.append(summary)
+    if finding.location and finding.location not in change.locations:
+        change.locations.append(finding.location)
+        if (finding.evidence or {}).get("variable") == change.name:
+            change.set_at.append(finding.location)
 
 
 def applied(facts: dict, changes: List[Change]) -> dict:
