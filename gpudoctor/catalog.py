@@ -6,7 +6,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Callable, Iterable, List, Mapping, NamedTuple, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Tuple
 
 from gpudoctor.data import load_tomls, rules_dir
 from gpudoctor.errors import InputError
@@ -238,11 +238,12 @@ def _rule_from_toml(data: dict) -> Rule:
         )
         for item in data.get("examples", [])
     )
+    family = family_of(data["id"])
     return Rule(
         id=data["id"],
         name=data["name"],
         severity=Severity.parse(data["severity"]),
-        family=data.get("family") or getattr(family_of(data["id"]), "name", "other"),
+        family=data.get("family") or (family.name if family else "other"),
         summary=data["summary"],
         needs=tuple(data.get("needs", [])),
         optional=tuple(data.get("optional", [])),
@@ -271,7 +272,7 @@ def find_rule(rule_id: str) -> Optional[Rule]:
 def rule_json(rule: Rule, full: bool = False) -> dict:
     """One rule as `gpudoctor rules --format json` lists it; `full`: as `explain --format json` shows it, with its
     documentation (fix cases included) and its firing and passing examples."""
-    data = {"id": rule.id, "name": rule.name, "severity": str(rule.severity), "family": rule.family,
+    data: Dict[str, Any] = {"id": rule.id, "name": rule.name, "severity": str(rule.severity), "family": rule.family,
             "summary": rule.summary, "fix_applicability": rule.fix_applicability}
     if full:
         data.update(needs=list(rule.needs), optional=list(rule.optional), host=rule.host, docs=dict(rule.docs),

@@ -34,7 +34,7 @@ import json
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Literal, Mapping, Optional, Tuple, TypedDict, get_args
 
 from gpudoctor.adapters import LLAMA_LIKE, decoder_linears, lora_summary
 from gpudoctor.errors import InputError
@@ -48,7 +48,8 @@ MAX_CONFIG_BYTES = 10 * 2**20  # a config.json is a few KiB
 MAX_DIMENSION = 10**9  # hidden size, layers, heads, vocabulary: anything larger is not a real model
 DEFAULTS = {"precision": "bf16", "optimizer": "adamw", "micro_batch": 1, "seq_len": 2048,
             "checkpointing": False, "attention": "flash"}
-PRECISIONS = ("fp32", "bf16", "fp16")
+Precision = Literal["fp32", "bf16", "fp16"]
+PRECISIONS: Tuple[str, ...] = get_args(Precision)
 OPTIMIZERS = ("adam", "adamw", "adamw8bit", "sgd")
 ATTENTIONS = ("flash", "eager")
 GATED_TYPES = LLAMA_LIKE | {"phi3", "mixtral"}
@@ -379,6 +380,48 @@ def resolve(flags: Mapping[str, Any], ds_config: Optional[Mapping[str, Any]], ds
 
 # --- the estimate --------------------------------------------------------------------------------------
 
+class Verdict(TypedDict):
+    """Whether an estimate fits a GPU (`fits` None: it leaves a term out and fits without it)."""
+
+    total_bytes: int
+    headroom_bytes: int
+    fits: Optional[bool]
+    tight: bool  # fits with less than HEADROOM_WARNING to spare
+    host_bytes: int
+
+
+class Remedy(Verdict):
+    """One change, or changes together, and the verdict after it (gpudoctor.remedies)."""
+
+    keys: List[str]
+    title: str
+    how: List[str]
+    saving_bytes: int
+    offload: bool
+
+
+class MoreGpus(TypedDict):
+    """The fewest data-parallel ranks with which ZeRO-3 fits."""
+
+    world_size: int
+    total_bytes: int
+    headroom_bytes: int
+    how: str
+
+
+class Plan(TypedDict):
+    """What would make a run fit a GPU of `memory_bytes` (gpudoctor.remedies.remedies)."""
+
+    memory_bytes: int
+    before: Verdict
+    needed: bool
+    single: List[Remedy]
+    combination: Optional[Remedy]
+    more_gpus: Optional[MoreGpus]
+    larger_gpu_bytes: Optional[int]
+    nothing_fits: bool
+
+
 @dataclass(frozen=True)
 class Estimate:
     params: int
@@ -391,7 +434,7 @@ class Estimate:
     offload: bool
     assumptions: Dict[str, Any] = field(default_factory=dict)
     activations_known: bool = True
-    remedies: Optional[Dict[str, Any]] = None  # what would make it fit the smallest GPU compared (gpudoctor.remedies)
+    remedies: Optional[Plan] = None  # what would make it fit the smallest GPU compared (gpudoctor.remedies)
 
     @property
     def total(self) -> int:

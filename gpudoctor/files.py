@@ -20,9 +20,12 @@ import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO, Callable, Iterator, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, BinaryIO, Callable, Iterator, List, Optional, Tuple, Union
 
 from gpudoctor.errors import InputError
+
+if TYPE_CHECKING:
+    from pathspec import GitIgnoreSpec
 
 MAX_BYTES = 20 * 1024 * 1024
 MAX_TREE_FILES = 20000
@@ -159,7 +162,7 @@ def _read_pseudo(fd: int, size: int) -> bytes:
     regular file's read would block). A read that does not return is left behind; OSError here."""
     import threading
 
-    from gpudoctor.waiting import patiently
+    from gpudoctor.waiting import joined, patiently
 
     outcome: list = []
 
@@ -172,7 +175,7 @@ def _read_pseudo(fd: int, size: int) -> bytes:
     reader = threading.Thread(target=run, daemon=True, name="gpudoctor-read")
     reader.start()
     deadline = _first_byte_deadline()
-    patiently(lambda slice_s: (reader.join(slice_s), not reader.is_alive())[1], deadline)
+    patiently(lambda slice_s: joined(reader, slice_s), deadline)
     if not outcome:
         raise OSError(errno.ETIMEDOUT, f"no data within {deadline:g} s (a file whose read blocks)")
     if isinstance(outcome[0], OSError):
@@ -500,7 +503,7 @@ def is_data_file(name: str) -> bool:
     return kind.startswith(DATA_MEDIA)
 
 
-IgnoreRules = List[Tuple[str, object]]  # (the folder of a .gitignore, its compiled patterns), outermost first
+IgnoreRules = List[Tuple[str, "GitIgnoreSpec"]]  # (the folder of a .gitignore, its compiled patterns), outermost first
 
 
 def _walked(path: str, name: str, rules: IgnoreRules) -> bool:
@@ -528,7 +531,7 @@ def _ignored(path: str, folder: bool, rules: IgnoreRules) -> bool:
     return bool(verdict)
 
 
-def _ignore_file(folder: str):
+def _ignore_file(folder: str) -> Optional[GitIgnoreSpec]:
     """The patterns of `folder/.gitignore` (pathspec's git semantics), or None without one."""
     path = os.path.join(folder, ".gitignore")
     try:

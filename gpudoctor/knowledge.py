@@ -227,5 +227,5 @@ def releases_with_wheel(cuda: str) -> list:
     wanted = major_minor(cuda)
     found = [row["torch"] for row in table("torch_wheels").get("release", [])
              if wanted in {major_minor(c) for c in row.get("cuda", [])}]
-    return sorted(found, key=version)
+    return sorted(found, key=Release)
 

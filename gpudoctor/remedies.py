@@ -15,7 +15,18 @@ import itertools
 from dataclasses import dataclass, replace
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from gpudoctor.estimate import HEADROOM_WARNING, Estimate, ModelSpec, Training, assumed_shape, estimate
+from gpudoctor.estimate import (
+    HEADROOM_WARNING,
+    Estimate,
+    ModelSpec,
+    MoreGpus,
+    Plan,
+    Remedy,
+    Training,
+    Verdict,
+    assumed_shape,
+    estimate,
+)
 
 MAX_GPUS = 4096  # the most data-parallel ranks "more GPUs" looks at
 LORA_RANK = 16
@@ -124,14 +135,14 @@ CHANGES: Sequence[Change] = (
 )
 
 
-def _verdict(est: Estimate, memory: int) -> Dict[str, object]:
+def _verdict(est: Estimate, memory: int) -> Verdict:
     headroom = memory - est.total
     fits = headroom >= 0 if not est.leaves_out() or headroom < 0 else None
     return {"total_bytes": est.total, "headroom_bytes": headroom, "fits": fits,
             "tight": bool(fits) and headroom < HEADROOM_WARNING * memory, "host_bytes": est.host_bytes}
 
 
-def _entry(changes: Sequence[Change], before: Estimate, after: Estimate, memory: int) -> Dict[str, object]:
+def _entry(changes: Sequence[Change], before: Estimate, after: Estimate, memory: int) -> Remedy:
     micro_batch = before.assumptions["micro_batch"]
     assumed = [note for note in after.assumptions["notes"] if note.startswith("model shape:")
                and note not in before.assumptions["notes"]]
@@ -151,7 +162,7 @@ def _apply(changes: Sequence[Change], model: ModelSpec, t: Training) -> Optional
     return model, t
 
 
-def singles(model: ModelSpec, t: Training, before: Estimate, memory: int) -> List[Dict[str, object]]:
+def singles(model: ModelSpec, t: Training, before: Estimate, memory: int) -> List[Remedy]:
     """Every change that applies alone, with its saving and the verdict after it, largest saving first."""
     rows = []
     for change in CHANGES:
@@ -162,7 +173,7 @@ def singles(model: ModelSpec, t: Training, before: Estimate, memory: int) -> Lis
     return [row for _, row in sorted(rows, key=lambda pair: (-pair[1]["saving_bytes"], pair[0]))]
 
 
-def combination(model: ModelSpec, t: Training, before: Estimate, memory: int) -> Optional[Dict[str, object]]:
+def combination(model: ModelSpec, t: Training, before: Estimate, memory: int) -> Optional[Remedy]:
     """The cheapest changes that fit together (fewest, then most headroom, among equally cheap), or None."""
     groups: Dict[str, List[Change]] = {}
     for change in CHANGES:
@@ -184,7 +195,7 @@ def combination(model: ModelSpec, t: Training, before: Estimate, memory: int) ->
     return None if best is None else _entry(best[1], before, best[2], memory)
 
 
-def more_gpus(model: ModelSpec, t: Training, memory: int) -> Optional[Dict[str, object]]:
+def more_gpus(model: ModelSpec, t: Training, memory: int) -> Optional[MoreGpus]:
     """The fewest data-parallel ranks (powers of two) with which ZeRO-3 fits, everything else kept; None when even
     MAX_GPUS do not (the activations and the largest layer alone exceed the GPU) or the run trains adapters."""
     if t.lora_rank:
@@ -199,14 +210,14 @@ def more_gpus(model: ModelSpec, t: Training, memory: int) -> Optional[Dict[str, 
     return None
 
 
-def remedies(model: ModelSpec, t: Training, memory: int) -> Dict[str, object]:
+def remedies(model: ModelSpec, t: Training, memory: int) -> Plan:
     """What would make the run fit a GPU of `memory` bytes (`needed` false where it fits with 10 % to spare)."""
     before = estimate(model, t)
     verdict = _verdict(before, memory)
-    result: Dict[str, object] = {"memory_bytes": memory, "before": verdict,
-                                 "needed": verdict["fits"] is not True or bool(verdict["tight"]),
-                                 "single": [], "combination": None, "more_gpus": None, "larger_gpu_bytes": None,
-                                 "nothing_fits": False}
+    result: Plan = {"memory_bytes": memory, "before": verdict,
+                    "needed": verdict["fits"] is not True or bool(verdict["tight"]),
+                    "single": [], "combination": None, "more_gpus": None, "larger_gpu_bytes": None,
+                    "nothing_fits": False}
     if not result["needed"]:
         return result
     single = singles(model, t, before, memory)
@@ -221,41 +232,41 @@ def remedies(model: ModelSpec, t: Training, memory: int) -> Dict[str, object]:
     return result
 
 
-def _after(row: Dict[str, object]) -> str:
+def _after(row: Remedy) -> str:
     from gpudoctor.units import gib
 
-    total, headroom = int(row["total_bytes"]), int(row["headroom_bytes"])  # type: ignore[call-overload]
+    total, headroom = row["total_bytes"], row["headroom_bytes"]
     if row["fits"] is None:
         verdict = "fits without the activations (not estimated)"
     elif row["fits"]:
         verdict = f"fits, {gib(headroom)} free" + (" (under 10 %)" if row.get("tight") else "")
     else:
         verdict = f"still {gib(-headroom)} short"
-    host = f"; needs {gib(int(row['host_bytes']))} host RAM per node" if row.get("offload") else ""  # type: ignore
+    host = f"; needs {gib(row['host_bytes'])} host RAM per node" if row["offload"] else ""
     return f"{gib(total)} per GPU, {verdict}{host}"
 
 
-def lines(plan: Optional[Dict[str, object]]) -> List[Tuple[str, str]]:
+def lines(plan: Optional[Plan]) -> List[Tuple[str, str]]:
     """The plan as (text, how) lines, largest saving first; [] where nothing is needed."""
     from gpudoctor.units import gib
 
     if not plan or not plan["needed"]:
         return []
-    out = [(f"−{gib(int(row['saving_bytes']))}  {row['title']} → {_after(row)}", "; ".join(row["how"]))
-           for row in plan["single"]]  # type: ignore[union-attr]
+    out = [(f"−{gib(row['saving_bytes'])}  {row['title']} → {_after(row)}", "; ".join(row["how"]))
+           for row in plan["single"]]
     together = plan["combination"]
     if together:
         out.append((f"together: {together['title']} → {_after(together)}", "; ".join(together["how"])))
     more = plan["more_gpus"]
     if more:
-        out.append((f"more GPUs: {more['how']} → {gib(int(more['total_bytes']))} per GPU, fits, "
-                    f"{gib(int(more['headroom_bytes']))} free", ""))
+        out.append((f"more GPUs: {more['how']} → {gib(more['total_bytes'])} per GPU, fits, "
+                    f"{gib(more['headroom_bytes'])} free", ""))
     if plan["nothing_fits"]:
         out.append(("nothing short of more or larger GPUs makes it fit: as it is, the run needs a GPU of at least "
-                    f"{gib(int(plan['larger_gpu_bytes']))}", ""))  # type: ignore[call-overload]
+                    f"{gib(plan['larger_gpu_bytes'])}", ""))
     return out
 
 
-def summary(plan: Optional[Dict[str, object]]) -> str:
+def summary(plan: Optional[Plan]) -> str:
     """The plan in one paragraph (GD501's fix): each change with its verdict, then what to set."""
     return " ".join(f"({n}) {text}{f' [{how}]' if how else ''}." for n, (text, how) in enumerate(lines(plan), 1))

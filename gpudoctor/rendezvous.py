@@ -40,7 +40,7 @@ from typing import Any, Callable, Iterator, List, Mapping, Optional
 
 from gpudoctor.errors import InputError
 from gpudoctor.files import MAX_BYTES, size_words
-from gpudoctor.waiting import patiently
+from gpudoctor.waiting import joined, patiently
 
 DEFAULT_PORT = "29500"
 SNAPSHOT_LIMIT = MAX_BYTES  # a peer's snapshot: at most what `check --snapshot` reads from a file
@@ -139,6 +139,18 @@ def _first_slurm_host(nodelist: str) -> Optional[str]:
     return hosts[0] if hosts else None
 
 
+def _torchrun_rank(command: str, env: Mapping[str, str]) -> Rank:
+    """The rank torchrun's RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT give (each must be set)."""
+    for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        if not env.get(name):
+            given = " and ".join(n for n in ("RANK", "WORLD_SIZE") if env.get(n))
+            raise RendezvousError(f"{command}: {given} set but {name} is not: start it with torchrun, or unset "
+                                  "RANK/WORLD_SIZE")
+    rank, world = _whole_number("RANK", env["RANK"]), _whole_number("WORLD_SIZE", env["WORLD_SIZE"])
+    _checked(rank, world, env["MASTER_ADDR"], env["MASTER_PORT"], command)
+    return Rank(rank, world, env_int(env, "LOCAL_RANK") or 0, "env://", "torchrun")
+
+
 def launched_rank(command: str, environ: Optional[Mapping[str, str]] = None) -> Optional[Rank]:
     """This process's rank when a launcher started it (torchrun: RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT; srun:
     SLURM_PROCID and SLURM_STEP_NUM_TASKS, or SLURM_NTASKS in a step), else None. Under srun it sets
@@ -146,14 +158,7 @@ def launched_rank(command: str, environ: Optional[Mapping[str, str]] = None) -> 
     Variables that cannot work: RendezvousError, before any connection."""
     env = os.environ if environ is None else environ
     if env.get("RANK") or env.get("WORLD_SIZE"):
-        for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
-            if not env.get(name):
-                given = " and ".join(n for n in ("RANK", "WORLD_SIZE") if env.get(n))
-                raise RendezvousError(f"{command}: {given} set but {name} is not: start it with torchrun, or unset "
-                                      "RANK/WORLD_SIZE")
-        rank, world = _whole_number("RANK", env["RANK"]), _whole_number("WORLD_SIZE", env["WORLD_SIZE"])
-        _checked(rank, world, env["MASTER_ADDR"], env["MASTER_PORT"], command)
-        return Rank(rank, world, env_int(env, "LOCAL_RANK") or 0, "env://", "torchrun")
+        return _torchrun_rank(command, env)
     # srun sets SLURM_STEP_NUM_TASKS for a job step; an sbatch script alone (one process) is not a step of N tasks.
     rank = env_int(env, "SLURM_PROCID")
     world = env_int(env, "SLURM_STEP_NUM_TASKS") or (env_int(env, "SLURM_NTASKS") if "SLURM_STEP_ID" in env else None)
@@ -219,7 +224,7 @@ def _bounded(call: Callable[[], Any], seconds: float) -> Any:
 
     helper = threading.Thread(target=run, daemon=True, name="gpudoctor-rendezvous")
     helper.start()
-    patiently(lambda slice_s: (helper.join(slice_s), not helper.is_alive())[1], seconds)
+    patiently(lambda slice_s: joined(helper, slice_s), seconds)
     if not outcome:
         raise _NoAnswer()
     ok, value = outcome[0]
@@ -245,7 +250,7 @@ class Group:
                  interface: Optional[str] = None):
         self.rank, self.command, self.timeout_s = rank, command, timeout_s
         self.backend, self.device, self.interface = backend, device, interface
-        self.dist = None
+        self.dist: Any = None  # torch.distributed once joined (torch is imported lazily, untyped here)
         self.broken = False  # a step failed: a helper may still be inside torch, the group is not used again
 
     def __enter__(self) -> Group:

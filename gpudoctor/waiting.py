@@ -7,6 +7,7 @@ bounds that delay to one slice."""
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Callable
 
@@ -23,3 +24,9 @@ def patiently(wait_once: Callable[[float], bool], seconds: float) -> bool:
             return True
         if left <= SLICE_S:
             return False
+
+
+def joined(thread: threading.Thread, slice_s: float) -> bool:
+    """A `wait_once` step for a thread: join it for at most `slice_s`; whether it has ended."""
+    thread.join(slice_s)
+    return not thread.is_alive()

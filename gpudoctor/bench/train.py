@@ -26,7 +26,7 @@ import re
 import statistics
 import time
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 from gpudoctor.bench import BenchError, progress, require_torch
 
@@ -59,7 +59,7 @@ def flops_per_step(params: int, config: TrainConfig) -> float:
 
 
 def build_model(torch, config: TrainConfig):
-    nn = torch.nn
+    nn: Any = torch.nn  # torch is imported lazily (require_torch); its classes are untyped here
     functional = torch.nn.functional
 
     class Block(nn.Module):

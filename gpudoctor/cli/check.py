@@ -156,7 +156,7 @@ def run_fleet(args: argparse.Namespace) -> int:
         try:
             gathered = group.gather_json(payload, SNAPSHOT_LIMIT, "its snapshot")
             code = 0
-            if rank.rank == 0:
+            if gathered is not None:  # rank 0, which received every rank's snapshot
                 code = render_fleet(args, evaluate_fleet(snapshots_from_payloads(gathered), rules, started), fmt)
         except Exception as exc:
             if rank.rank == 0 and (isinstance(exc, PeerDataError) or not isinstance(exc, RendezvousError)):

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from gpudoctor.cli.common import output_format, path
+from gpudoctor.cli.common import UsageError, output_format, path
 from gpudoctor.cli.training import add_training_options, model_option, training_flags
 
 
@@ -29,7 +29,10 @@ def run(args: argparse.Namespace) -> int:
     from gpudoctor.render.estimate import render_plain, render_rich
     from gpudoctor.render.printable import printable_data
 
-    est, gpus = fit(model_option(args), training_flags(args), args.ds_config, args.gpu)
+    model = model_option(args)
+    if model is None:  # the parser requires --model; a caller that built `args` itself is told the same
+        raise UsageError("estimate needs --model SIZE_OR_CONFIG")
+    est, gpus = fit(model, training_flags(args), args.ds_config, args.gpu)
     fmt = output_format(args)
     if fmt == "json":
         json.dump(est.to_json(gpus), sys.stdout, indent=2, ensure_ascii=False)

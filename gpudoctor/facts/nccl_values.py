@@ -166,7 +166,8 @@ class _AlgoList:
         if raw != token:
             self.problems.append(Problem(f"has spaces around {token!r}: NCCL does not trim them, so the token is "
                                          f"unknown (init fails since NCCL {self.strict}, ignored before)"))
-        if key in self.since and not (self.floor and version(self.since[key]) <= self.floor):
+        since = version(self.since.get(key))
+        if since is not None and not (self.floor and since <= self.floor):
             self.problems.append(Problem(f"uses {self.lowered[key]}, which NCCL accepts only since "
                                          f"{self.since[key]}", before=self.since[key]))
         if key in self.until:

@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 
 from gpudoctor import api
 from gpudoctor.errors import InputError
-from gpudoctor.estimate import PRECISIONS
+from gpudoctor.estimate import Precision
 from gpudoctor.ingest.registry import FORMATS as PASTED
 
 MAX_TEXT = 2_000_000  # characters of pasted text; a longer log is read from its file (`paths`)
@@ -41,8 +41,12 @@ FINDINGS_ONLY = ("schema", "tool", "source", "host", "summary", "findings")  # a
 
 
 def _paths(what: str) -> Any:
-    return Annotated[Optional[List[Name]], Field(max_length=MAX_PATHS,
-                                                 description=f"{what}; each must exist ({RELATIVE}).")]
+    return Field(max_length=MAX_PATHS, description=f"{what}; each must exist ({RELATIVE}).")
+
+
+LogPaths = Annotated[Optional[List[Name]], _paths("Log, report or snapshot files to read as well (any size, streamed)")]
+ScriptPaths = Annotated[Optional[List[Name]],
+                        _paths("Training scripts to analyse statically (parsed, never imported or run)")]
 
 
 def _report(collect: Callable[[], Any], select: Optional[List[str]], detail: str = "full") -> Dict[str, Any]:
@@ -130,7 +134,7 @@ def diagnose_text(
         "The pasted text: a failed run's log (NCCL INFO/WARN lines, tracebacks, kernel Xid lines, torchrun or SLURM "
         f"errors), a tool's output ({REPORTS}) or a `gpudoctor snapshot` JSON document; at most {MAX_TEXT:,} "
         "characters: give a longer log by path."))] = "",
-    paths: _paths("Log, report or snapshot files to read as well (any size, streamed)") = None,
+    paths: LogPaths = None,
     select: Select = None,
     detail: Detail = "full",
 ) -> Dict[str, Any]:
@@ -151,7 +155,7 @@ def diagnose_text(
 
 
 def check_machine(
-    script: _paths("Training scripts to analyse statically (parsed, never imported or run)") = None,
+    script: ScriptPaths = None,
     ds_config: Annotated[Optional[Name], Field(description=f"A DeepSpeed config (JSON) to check; {RELATIVE}.")]
     = None,
     model: Annotated[Optional[Name], Field(description=(
@@ -214,7 +218,7 @@ def estimate_memory(
     world_size: Annotated[Optional[int], Field(ge=1, le=1_000_000, description="Data-parallel ranks.")] = None,
     zero_stage: Annotated[Optional[int], Field(ge=0, le=3, description=(
         "DeepSpeed ZeRO stage, 0 to 3 (a number or its text, as clients send it)."))] = None,
-    precision: Annotated[Optional[Literal[PRECISIONS]], Field(description=(
+    precision: Annotated[Optional[Precision], Field(description=(
         "fp32, or bf16/fp16 mixed precision."))] = None,
     micro_batch: Annotated[Optional[int], Field(ge=1, le=1_000_000, description="Micro batch per GPU.")] = None,
     seq_len: Annotated[Optional[int], Field(ge=1, le=100_000_000, description="Sequence length.")] = None,
