@@ -47,7 +47,13 @@ def _signature(event: Dict[str, Any]) -> str:
 
 
 def own_error(entry: Dict[str, Any]) -> Optional[Dict[str, Any]]:
-    return entry.get("first_cause") if isinstance(entry.get("first_cause"), dict) else None
+    cause = entry.get("first_cause")
+    return cause if isinstance(cause, dict) else None
+
+
+def _failure(entry: Dict[str, Any]) -> Dict[str, Any]:
+    """The own error of a rank that failed ({} for one that did not)."""
+    return own_error(entry) or {}
 
 
 def waited(entry: Dict[str, Any]) -> Optional[Dict[str, Any]]:
@@ -92,10 +98,10 @@ def _failed_first(found: Postmortem) -> Tuple[List[Dict[str, Any]], bool, str]:
     """(first, alike, basis) among the ranks with an error of their own: none first on a collective mismatch or
     when all failed alike, the only one, or the earliest by the times on their lines."""
     failed = found.failed
-    if all(own_error(r).get("kind") == "collective_mismatch" for r in failed):
+    if all(_failure(r).get("kind") == "collective_mismatch" for r in failed):
         return [], False, ("the ranks stopped on a collective mismatch torch detected: no rank failed first, the rank "
                            "that called another collective did (GD432)")
-    if len(failed) > 1 and len(failed) == len(found.ranks) and len({_signature(own_error(r)) for r in failed}) == 1:
+    if len(failed) > 1 and len(failed) == len(found.ranks) and len({_signature(_failure(r)) for r in failed}) == 1:
         return [], True, "every rank failed the same way"
     if len(failed) == 1:
         return failed, False, ("the only rank with an error of its own; the others waited" if found.waiting else
@@ -110,7 +116,7 @@ def _failed_first(found: Postmortem) -> Tuple[List[Dict[str, Any]], bool, str]:
 def _earliest(failed: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     """The ranks whose error is known to come first: a time of its own (`t`) before every other rank's time, its
     own or the lower bound a line above it gives (`after`); [] when that cannot be told."""
-    bounds = [(own_error(r).get("t"), own_error(r).get("after"), r) for r in failed]
+    bounds = [(_failure(r).get("t"), _failure(r).get("after"), r) for r in failed]
     if any(t is None and after is None for t, after, _ in bounds):
         return []
     exact = sorted((t, id(r), r) for t, _, r in bounds if t is not None)
@@ -125,7 +131,7 @@ def _earliest(failed: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
 def reached(entry: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     """The last collective the rank is known to have entered: {seq, op, sizes, source, where}."""
     best: Optional[Dict[str, Any]] = None
-    dump = entry.get("dump") if isinstance(entry.get("dump"), dict) else {}
+    dump = _dump(entry)
     collectives = [c for c in main_group(dump.get("collectives") or []) if isinstance(c.get("seq"), int)]
     if collectives:
         last = collectives[-1]
@@ -139,6 +145,12 @@ def reached(entry: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     if isinstance(entry.get("enqueued"), int) and (best is None or entry["enqueued"] > best["seq"]):
         best = {"seq": entry["enqueued"], "op": None, "source": "last enqueued work", "where": None}
     return best
+
+
+def _dump(entry: Dict[str, Any]) -> Dict[str, Any]:
+    """The rank's flight-recorder dump ({} without one)."""
+    dump = entry.get("dump")
+    return dump if isinstance(dump, dict) else {}
 
 
 def main_group(collectives: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
@@ -159,7 +171,7 @@ def collectives_at(entry: Dict[str, Any]) -> Dict[int, Tuple[str, Any, str]]:
         item = entry.get(key)
         if isinstance(item, dict) and isinstance(item.get("seq"), int) and item.get("op"):  # the watchdog: no sizes
             seen.setdefault(item["seq"], (str(item["op"]), item.get("shape") if key == "fingerprint" else None, source))
-    dump = entry.get("dump") if isinstance(entry.get("dump"), dict) else {}
+    dump = _dump(entry)
     for c in main_group(dump.get("collectives") or []):
         if isinstance(c.get("seq"), int) and c.get("op"):
             seen.setdefault(c["seq"], (str(c["op"]), c.get("sizes"), "flight recorder"))
@@ -191,14 +203,15 @@ def mismatches(ranks: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
         if len(ops) < 2 and len({k for k in kinds if k[1] is not None}) < 2:
             continue
         (major_op, major_sizes), count = kinds.most_common(1)[0]
+        majority: Tuple[Optional[str], Optional[str]] = (major_op, major_sizes)
         if count * 2 <= len(calls):
             odd = calls  # no majority: every call is listed
-            major_op, major_sizes = None, None
+            majority = (None, None)
         else:
             odd = [c for c in calls if c[1] != major_op or (major_sizes is not None and _shape(c[2]) is not None
                                                             and _shape(c[2]) != major_sizes)]
         if odd:
-            found.append({"seq": seq, "majority": (major_op, major_sizes), "odd": odd, "calls": len(calls)})
+            found.append({"seq": seq, "majority": majority, "odd": odd, "calls": len(calls)})
     return found
 
 
@@ -218,7 +231,7 @@ def timeline(run: Dict[str, Any], rows: int = TIMELINE_ROWS) -> List[Dict[str, A
     """Each rank's first event, the earliest first (those with a time of their own, then those without in rank
     order); at most `rows`, the ranks that failed first and the silent ones kept."""
     found = postmortem(run)
-    items = []
+    items: List[Dict[str, Any]] = []
     for entry in found.ranks:
         event = own_error(entry) or waited(entry) or entry.get("first_waiting")
         if not isinstance(event, dict):
@@ -282,7 +295,7 @@ def summary(run: Dict[str, Any]) -> Dict[str, Any]:
 
 def last_seq(entry: Dict[str, Any], source: str) -> Optional[int]:
     if source == "flight recorder":
-        dump = entry.get("dump") if isinstance(entry.get("dump"), dict) else {}
+        dump = _dump(entry)
         seqs = [c["seq"] for c in main_group(dump.get("collectives") or []) if isinstance(c.get("seq"), int)]
         return max(seqs) if seqs else None
     if source == "last enqueued work":

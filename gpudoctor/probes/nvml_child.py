@@ -133,7 +133,7 @@ class ProcessInfoV3R535(ctypes.Structure):
 
 def _driver_writes_535_records(driver) -> bool:
     numbers = re.match(r"(\d+)\.(\d+)", driver or "")
-    return bool(numbers) and int(numbers.group(1)) == 535 and 43 <= int(numbers.group(2)) < 86
+    return numbers is not None and int(numbers.group(1)) == 535 and 43 <= int(numbers.group(2)) < 86
 
 
 def _record_size_disputed(driver) -> bool:
@@ -303,7 +303,8 @@ def _mig_devices(nvml, handle, gpu: dict) -> list:
     """The GPU's MIG devices: UUID, memory, SMs and their share of the GPU's compute slices, processes. Slots
     this process may not open are counted in `gpu["mig_devices_hidden"]`."""
     slots = _optional(nvml, nvml.nvmlDeviceGetMaxMigDeviceCount, handle) or 0
-    devices, refused = [], []
+    devices: list = []
+    refused: list = []
     for slot in range(slots):
         mig = _mig_handle(nvml, handle, slot, refused)
         if mig is None:
@@ -375,7 +376,7 @@ def _p2p_read(nvml, handles: dict) -> dict:
     judge is left out. nvidia-ml-py defines NVML_P2P_CAPS_INDEX_READ as the tuple (0,)."""
     index = nvml.NVML_P2P_CAPS_INDEX_READ
     index = index[0] if isinstance(index, tuple) else index
-    matrix = {i: {} for i in handles}
+    matrix: dict = {i: {} for i in handles}
     for i in handles:
         for j in handles:
             if j <= i:
@@ -411,13 +412,16 @@ def _handle(nvml, index: int):
 
 def _gpus(nvml, count: int, facts: dict) -> None:
     """Every GPU NVML counts: usable ones (broken ones with their error) in `gpus`, forbidden ones apart."""
-    gpus, hidden, handles = {}, [], {}
+    gpus: dict = {}
+    hidden: list = []
+    handles: dict = {}
     for index in range(count):
         if PROGRESS["on"]:
             so_far = dict(facts, gpus=list(gpus.values()), **({"hidden_gpus": hidden} if hidden else {}))
             sys.stderr.write(READING + json.dumps({"facts": so_far, "index": index, "count": count}) + "\n")
             sys.stderr.flush()
-        gpu = gpus[index] = {"index": index}
+        gpu: dict = {"index": index}
+        gpus[index] = gpu
         try:
             handle = _handle(nvml, index)
             _gpu(nvml, handle, gpu)
@@ -439,10 +443,11 @@ def collect(nvml=None, module_path: str = "/proc/driver/nvidia/version") -> dict
     facts = {"kernel_module": kernel_module_version(module_path)}
     if nvml is None:
         try:
-            import pynvml as nvml
+            import pynvml
         except ImportError as exc:
             facts.update(status="error", error_kind="other", error=f"nvidia-ml-py is not installed: {exc}")
             return facts
+        nvml = pynvml
     started = time.monotonic()
     try:
         nvml.nvmlInit()
