@@ -170,9 +170,13 @@ def gpu_by_user_name(name: str) -> Optional[dict]:
     return closest[0]
 
 
+_CC = re.compile(r"\d+\.\d+")
+
+
 def gpu_cc(gpu: dict) -> Optional[str]:
-    """A GPU's compute capability: as reported, else from the table by name."""
-    if gpu.get("cc"):
+    """A GPU's compute capability (`8.6`): as reported, else from the table by name (a recorded snapshot's `N/A` is
+    not one)."""
+    if _CC.fullmatch(str(gpu.get("cc") or "")):
         return str(gpu["cc"])
     spec = gpu_spec(gpu.get("name", ""))
     return str(spec["cc"]) if spec else None

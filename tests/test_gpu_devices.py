@@ -9,11 +9,11 @@ import nvmlsim
 import pytest
 from conftest import ROOT, gpudoctor_cmd
 
-from gpudoctor.catalog import find_rule
+from gpudoctor.catalog import find_rule, load_catalog
 from gpudoctor.engine import evaluate
 from gpudoctor.facts import Facts
 from gpudoctor.facts.devices import is_mig, job_gpus
-from gpudoctor.snapshot import Snapshot
+from gpudoctor.snapshot import Snapshot, from_json
 
 GiB = 1024**3
 MIG_1G = "MIG-4f6b8d0c-2e4a-5c6e-8f1a-3b5d7f9a1c33"
@@ -207,6 +207,23 @@ def test_gd201_judges_bf16_on_the_visible_gpus(tmp_path):
     requests = {"bf16": [{"source": "train.py", "line": 40, "what": "TrainingArguments(bf16=True)"}]}
     assert [f.evidence["gpus"] for f in run("GD201", facts, requests=requests)] == ["Tesla V100-SXM2-32GB (sm_70)"]
     assert run("GD201", facts, {"CUDA_VISIBLE_DEVICES": "GPU-22222222"}, requests=requests) == []
+
+
+def test_a_recorded_compute_capability_that_is_not_one_is_never_read_as_one():
+    """A snapshot written by hand or by another tool (`"cc": "N/A"`): the GPU's model tells its compute capability,
+    and where no table knows the model the rules that need it are unknown; none crashes (GD101, GD104 and GD201 did)."""
+    recorded = json.loads((ROOT / "fixtures" / "machines" / "a100-driver470-cu121.json").read_text(encoding="utf-8"))
+    as_recorded = evaluate(from_json(recorded), load_catalog())
+    for gpu in recorded["facts"]["nvml"]["gpus"]:
+        gpu["cc"] = "N/A"
+    report = evaluate(from_json(recorded), load_catalog())
+    assert [(f.rule, f.message) for f in report.findings] == [(f.rule, f.message) for f in as_recorded.findings]
+    assert "GD001" not in {f.rule for f in report.findings}
+
+    requests = {"bf16": [{"source": "train.py", "line": 40, "what": "TrainingArguments(bf16=True)"}]}
+    nvml = {"status": "ok", "gpus": [{"index": 0, "name": "Some Future GPU", "cc": "N/A"}]}
+    report = evaluate(Snapshot(facts={"nvml": nvml, "env": {}, "requests": requests}), [find_rule("GD201")])
+    assert not report.findings and [u.missing for u in report.unknown] == ["nvml.gpus.cc"]
 
 
 def test_gd107_counts_the_gpus_cuda_can_open(node):

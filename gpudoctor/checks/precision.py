@@ -5,7 +5,7 @@ from __future__ import annotations
 from gpudoctor.checks import check
 from gpudoctor.facts import MissingFact
 from gpudoctor.facts.devices import job_gpus
-from gpudoctor.knowledge import gpu_cc, version
+from gpudoctor.knowledge import Release, gpu_cc
 from gpudoctor.model import Severity
 
 ENV_REQUESTS = ("ACCELERATE_MIXED_PRECISION",)
@@ -43,7 +43,7 @@ def _where(request: dict) -> str:
 
 
 def _lacking(facts, min_cc: str) -> list:
-    return [(gpu, cc) for gpu, cc in _gpus_with_cc(facts) if version(cc) < version(min_cc)]
+    return [(gpu, cc) for gpu, cc in _gpus_with_cc(facts) if Release(cc) < Release(min_cc)]
 
 
 @check("GD201")
