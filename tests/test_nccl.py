@@ -472,3 +472,29 @@ def test_gd4xx_never_crash_on_random_environments(env, nccl, torch):
 def test_a_misspelt_nccl_prefix_is_caught(name, meant):
     report = run("GD401", {"env": {name: "1"}})
     assert [f.evidence.get("suggestion") for f in report.findings] == ([meant] if meant else [])
+
+
+# --- GD445: a transport's settings beside the setting that switches it off -----------------------------------
+
+def test_gd445_transports_name_only_documented_settings():
+    """Every setting [[transport_off]] lists, and every switch, is a variable NCCL documents (rules/nccl_env.toml)."""
+    documented = knowledge()["var"]
+    for transport in knowledge()["transport_off"]:
+        assert set(transport["reads"]) <= set(documented), transport["transport"]
+        assert {off["name"] for off in transport["off"]} <= set(documented), transport["transport"]
+
+
+@pytest.mark.parametrize("switch,fires", [
+    ({"NCCL_IB_DISABLE": "1"}, True), ({"NCCL_IB_DISABLE": "0x1"}, True), ({"NCCL_IB_DISABLE": "0"}, False),
+    ({"NCCL_IB_DISABLE": "true"}, False),  # NCCL's strtoll reads 0: IB stays on (GD402 says the value is wrong)
+    ({"NCCL_NET": "socket"}, True), ({"NCCL_NET": "IB"}, False),
+    ({"NCCL_NET": "AWS Libfabric"}, False),  # a plugin may read NCCL_IB_* itself: not known to be unused
+])
+def test_gd445_ib_switches_as_nccl_reads_them(switch, fires):
+    report = run("GD445", {"env": {"NCCL_IB_HCA": "mlx5_0", **switch}, "env_sources": {}})
+    assert bool(report.findings) is fires
+
+
+def test_gd445_p2p_level_is_read_only_when_p2p_disable_is_not_one():
+    assert run("GD445", {"env": {"NCCL_P2P_DISABLE": "1", "NCCL_P2P_LEVEL": "NVL"}, "env_sources": {}}).findings
+    assert not run("GD445", {"env": {"NCCL_P2P_DISABLE": "2", "NCCL_P2P_LEVEL": "NVL"}, "env_sources": {}}).findings

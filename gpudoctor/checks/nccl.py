@@ -486,3 +486,42 @@ def env_conflicting_values(facts, rule):
                           "lines": [item.get("line") for item in items], "path": last.get("path")},
                 fix=rule.fix(values={"variable": name, "line": last.get("line")})))
     return findings
+
+
+# --- GD445 nccl-settings-of-disabled-transport ---------------------------------------------------------------------
+
+def _switches_off(setting, when: str) -> bool:
+    """Whether `setting`'s value meets a [[transport_off]] `when`: "nonzero" or a number as NCCL's strtol reads the
+    value, else the value itself, without case."""
+    number, _ = c_strtoll(setting.value or "")
+    if when == "nonzero":
+        return bool(number)
+    return number == int(when) if when.isdigit() else (setting.value or "").strip().lower() == when.lower()
+
+
+@check("GD445")
+def nccl_settings_of_disabled_transport(facts, rule):
+    """A transport's own settings beside the setting that switches it off (rules/nccl_env.toml [[transport_off]]):
+    one finding per switch, naming the settings it leaves without effect. Settings made only on some paths of a
+    script are switches, not a contradiction."""
+    made = [setting for setting in settings(facts) if setting.effective and not setting.conditional]
+    findings = []
+    for transport in knowledge().get("transport_off", []):
+        moot = [setting for setting in made if setting.name in transport["reads"]]
+        switches = [setting for setting in made for off in transport["off"]
+                    if setting.name == off["name"] and _switches_off(setting, off["when"])]
+        for switch in switches if moot else []:
+            listed = ", ".join(f"{setting.name}={setting.value}{_line(setting)}" for setting in moot)
+            findings.append(rule.finding(
+                f"{switch.name}={switch.value} switches {transport['transport']} off ("
+                f"{transport['instead']}), so {listed} {'does' if len(moot) == 1 else 'do'} nothing: one of the two "
+                "was not meant", location=switch.location,
+                evidence=switch.evidence(moot=[setting.evidence() for setting in moot]),
+                fix=rule.fix(values={"switch": f"{switch.name}={switch.value}", "transport": transport["transport"],
+                                     "moot": ", ".join(setting.name for setting in moot),
+                                     "check": transport["check"]})))
+    return findings
+
+
+def _line(setting) -> str:
+    return f" (line {setting.location.line})" if setting.location and setting.location.line else ""
