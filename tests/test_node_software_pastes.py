@@ -1,0 +1,44 @@
+"""Pastes about the node's software and devices (MIG, NCCL's interfaces and graph file, the fabric manager, WSL's
+libcuda, memory no listed process holds, fp8 on GPUs without it): what fires, at what severity, with which fix, and
+the near misses that stay silent."""
+
+from gpudoctor.api import evaluate
+from gpudoctor.ingest.source import snapshot_from_reports
+
+TABLE = """\
++-----------------------------------------------------------------------------+
+| NVIDIA-SMI 535.104.05   Driver Version: 535.104.05   CUDA Version: 12.2     |
+|-------------------------------+----------------------+----------------------+
+| GPU  Name        Persistence-M| Bus-Id        Disp.A | Volatile Uncorr. ECC |
+| Fan  Temp  Perf  Pwr:Usage/Cap|         Memory-Usage | GPU-Util  Compute M. |
+|===============================+======================+======================|
+|   0  NVIDIA GeForce ...  Off  | 00000000:01:00.0 Off |                  N/A |
+| 30%   40C    P2    80W / 350W |  {used:>5}MiB / 24576MiB |      0%      Default |
++-------------------------------+----------------------+----------------------+
+
++-----------------------------------------------------------------------------+
+| Processes:                                                       GPU Memory |
+|  GPU       PID   Type   Process name                             Usage      |
+|=============================================================================|
+{rows}+-----------------------------------------------------------------------------+
+"""
+NONE_FOUND = "|  No running processes found                                                 |\n"
+
+
+def _findings(tmp_path, text):
+    path = tmp_path / "paste.txt"
+    path.write_text(text)
+    return {f.rule: f for f in evaluate(snapshot_from_reports([str(path)])).findings}
+
+
+def test_torchs_device_count_assert_names_mig_only_where_the_paste_shows_it(tmp_path):
+    error = ("RuntimeError: device >= 0 && device < num_gpus INTERNAL ASSERT FAILED at \"../aten/src/ATen/cuda/"
+             "CUDAContext.cpp\":50, please report a bug to PyTorch.\n")
+    alone = _findings(tmp_path, error)["GD107"]
+    assert "CUDA_VISIBLE_DEVICES before Python starts" in alone.fix.summary
+    mig = TABLE.replace("Compute M. |", "Compute M. |\n|                               |                      |"
+                                       "               MIG M. |")
+    mig = mig.replace("|                  N/A |\n| 30%", "|                   On |\n| 30%").replace(
+        "Default |\n", "Default |\n|                               |                      |              Enabled |\n")
+    in_mig = _findings(tmp_path, mig.format(used=50, rows=NONE_FOUND) + error)["GD107"]
+    assert "MIG mode" in in_mig.message
