@@ -42,3 +42,10 @@ def test_torchs_device_count_assert_names_mig_only_where_the_paste_shows_it(tmp_
         "Default |\n", "Default |\n|                               |                      |              Enabled |\n")
     in_mig = _findings(tmp_path, mig.format(used=50, rows=NONE_FOUND) + error)["GD107"]
     assert "MIG mode" in in_mig.message
+
+
+def test_the_fabric_managers_own_log_is_gd105_not_an_nccl_failure(tmp_path):
+    found = _findings(tmp_path, "nv-fabricmanager[3228]: fabric manager NVIDIA GPU driver interface version 530.30.02 "
+                                "don't match with driver version 530.41.03. Please update with matching NVIDIA driver "
+                                "package.\n")
+    assert "GD105" in found and "GD425" not in found

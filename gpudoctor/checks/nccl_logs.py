@@ -254,11 +254,17 @@ def _connect_failed(event: dict) -> str:
             "or security group between the nodes, or an address on an interface the other node cannot reach")
 
 
+def _own_events(facts, kind: str, rule_id: str) -> list:
+    """The log's events of this kind that NCCL's lines gave, or an atlas message that names this rule: not a message
+    of another program that another rule reports (the fabric manager's own log is GD105's)."""
+    return [event for event in log_events(facts, kind) if event.get("rule") in (None, rule_id)]
+
+
 @check("GD425")
 def nccl_runtime_error(facts, rule):
     explained = False
     for kind, what in _RUNTIME.items():
-        for event in log_events(facts, kind)[:1]:
+        for event in _own_events(facts, kind, rule.id)[:1]:
             explained = True
             yield rule.finding(f"{what}: {event['line']}", evidence=cited(event), fix=rule.fix(
                 case=kind if kind in ("duplicate_gpu", "fabric_manager", "no_socket_interface") else "nccl_error"))
