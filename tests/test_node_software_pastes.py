@@ -49,3 +49,18 @@ def test_the_fabric_managers_own_log_is_gd105_not_an_nccl_failure(tmp_path):
                                 "don't match with driver version 530.41.03. Please update with matching NVIDIA driver "
                                 "package.\n")
     assert "GD105" in found and "GD425" not in found
+
+
+def test_libcuda_not_found_under_wsl_gets_the_wsl_loader_path(tmp_path):
+    error = "OSError: libcuda.so: cannot open shared object file: No such file or directory\n"
+    under_wsl = _findings(tmp_path, "Ubuntu 22.04 on WSL 2\n" + error)["GD105"]
+    assert "/usr/lib/wsl/lib" in under_wsl.message and "/usr/lib/wsl/lib" in under_wsl.fix.summary
+    elsewhere = _findings(tmp_path, error)["GD105"]
+    assert "/usr/lib/wsl" not in elsewhere.fix.summary
+
+
+def test_nccls_own_libcuda_warning_under_wsl_is_routine(tmp_path):
+    text = ("WSL 2\nDESKTOP-VMBL43V:4163:4163 [0] misc/cudawrap.cc:179 NCCL WARN Failed to find CUDA library "
+            "libcuda.so "
+            "(NCCL_CUDA_PATH='') : libcuda.so: cannot open shared object file: No such file or directory\n")
+    assert "GD105" not in _findings(tmp_path, text)
