@@ -99,7 +99,7 @@ def min_driver(cuda: str) -> Optional[Release]:
     return min(drivers) if drivers else None
 
 
-def driver_max_cuda(driver: str) -> Optional[Release]:
+def driver_max_cuda(driver: Optional[str]) -> Optional[Release]:
     """The newest CUDA major.minor whose GA driver is <= this driver (what `nvidia-smi` shows as CUDA Version)."""
     have = version(driver)
     if have is None:

@@ -21,6 +21,7 @@ from gpudoctor.facts.devices import (
 )
 from gpudoctor.facts.log_evidence import cited, log_events
 from gpudoctor.knowledge import (
+    Release,
     companion,
     driver_max_cuda,
     gpu_cc,
@@ -61,7 +62,8 @@ def driver_supports(driver: Optional[str], driver_cuda_version: Optional[str], r
     if have_driver is not None:
         return have_driver >= floor
     reported_floor = min_driver(str(have_cuda))  # the least driver that reports this CUDA version
-    return have_cuda.major == need.major and reported_floor is not None and reported_floor >= floor
+    return (have_cuda is not None and have_cuda.major == need.major and reported_floor is not None
+            and reported_floor >= floor)
 
 
 def wheel_tag(cuda: str) -> str:
@@ -74,14 +76,14 @@ def best_wheel_cuda(driver: Optional[str], driver_cuda_version: Optional[str], c
     compute capability `ccs` (the wheel of the release `_pin` picks for the user's torch): one whose verified arch
     list leaves a GPU out is never chosen (CUDA 13 wheels dropped the GPUs before sm_75), one whose list is not
     verified only where no verified one fits."""
-    candidates = {major_minor(row["cuda"]) for row in table("torch_wheels").get("wheel", [])} - {None}
+    candidates = {cuda for cuda in (major_minor(row["cuda"]) for row in table("torch_wheels").get("wheel", [])) if cuda}
     usable = [c for c in candidates if driver_supports(driver, driver_cuda_version, c)]
     have = version(driver_cuda_version or driver_max_cuda(driver))
     fits = {c: _wheel_fits(c, torch_version, ccs) for c in usable}
     ranked = [c for c in usable if fits[c] is not False]
     if not ranked:
         return None
-    return max(ranked, key=lambda c: (fits[c] is True, have is not None and version(c) <= have, version(c)))
+    return max(ranked, key=lambda c: (fits[c] is True, have is not None and Release(c) <= have, Release(c)))
 
 
 def _wheel_fits(cuda: str, torch_version: Optional[str], ccs: Sequence[str]) -> Optional[bool]:
@@ -111,7 +113,8 @@ def _pin(cuda: str, torch_version: Optional[str]) -> Tuple[Optional[str], str]:
     if have and major_minor(have) in releases:
         return major_minor(have), f"torch=={have}"
     if releases:
-        older = [r for r in releases if version(have) is None or version(r) <= version(have)]
+        mine = version(have)
+        older = [r for r in releases if mine is None or Release(r) <= mine]
         release = older[-1] if older else releases[0]
         return release, f"torch=={release}.*"
     return None, "torch"

@@ -229,7 +229,7 @@ def render_dotenv(changes: List[Change]) -> str:
     lines = []
     for change in changes:
         lines.append(_comment(change))
-        if change.unset:
+        if change.shown is None:  # unset
             lines.append(f"# unset {change.name} (a .env file cannot unset a variable): remove its line where it is "
                          "set (gpudoctor fix --write-env comments it out)")
         else:
@@ -241,7 +241,8 @@ def render_shell(changes: List[Change]) -> str:
     lines = []
     for change in changes:
         lines.append(_comment(change))
-        lines.append(f"unset {change.name}" if change.unset else f"export {change.name}={shell_value(change.shown)}")
+        lines.append(f"unset {change.name}" if change.shown is None else
+                     f"export {change.name}={shell_value(change.shown)}")
     return "".join(line + "\n" for line in lines)
 
 
@@ -250,7 +251,7 @@ def render_slurm(changes: List[Change], left: Optional[List[Left]] = None) -> st
     no quotes, no escapes) and `unset NAME`, and ignores other lines (so `#` comments are harmless)."""
     lines = []
     for change in changes:
-        if not change.unset and ("\n" in change.value or "\r" in change.value
+        if change.value is not None and ("\n" in change.value or "\r" in change.value
                                  or len(change.name) + len(change.value) + 8 > SLURM_MAX_LINE):
             if left is not None:
                 left.append(Left(change.rules[0], "not expressible in a TaskProlog line", change.describe()))

@@ -216,7 +216,10 @@ def merge(old: str, changes: List[Change], path: str, force: bool = False) -> Me
     """The file's new text with `changes` applied (see the module docstring); `old` is '' for a new file."""
     merging = _Merge(old, path, force)
     for change in changes:
-        (merging.unset if change.unset else merging.set)(change)
+        if change.value is None:
+            merging.unset(change)
+        else:
+            merging.set(change, change.value)
     return merging.finish()
 
 
@@ -259,22 +262,23 @@ class _Merge:
             result.elsewhere.append((change, f"unset {change.name} where the job's environment gets it "
                                              f"(a .env file cannot unset it)"))
 
-    def set(self, change: Change) -> None:
+    def set(self, change: Change, value: str) -> None:
+        """Set the change's variable to `value` (its value, not None)."""
         result = self.result
         mine, covered = self.entries(change)
         others = [e for e in mine if e not in covered]
-        clashing = [e for e in others if e.value != change.value]
+        clashing = [e for e in others if e.value != value]
         if clashing:
             result.conflicts += [Conflict(change.name, e.first + 1, e.value, change) for e in clashing]
             return
         result.changed += _comment_all(self.lines, covered, change, self.eol, self.commented)
-        entry = (change.value, one_line(change.note, 200))
+        entry = (value, one_line(change.note, 200))
         if others and others[-1] is mine[-1]:
             pass  # the user's own line already gives this value: nothing to add
         elif change.name not in self.managed:
             self.managed[change.name] = entry
             result.added += 1
-        elif self.managed[change.name][0] != change.value:
+        elif self.managed[change.name][0] != value:
             self.managed[change.name] = entry
             result.changed += 1
         for loc in change.set_at:
