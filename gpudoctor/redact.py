@@ -178,8 +178,8 @@ def remember_facts(node: Any, record_of_secret: bool = False, walked: Optional[s
 def _named(match: re.Match) -> str:
     groups = match.groupdict()
     name = groups.get("name") or groups.get("option") or groups.get("upper") or ""
-    if not is_secret_name(name.lstrip("-")) or match.group("value") in (REDACTED, f'"{REDACTED}"'):
-        return match.group(0)
+    if not is_secret_name(name.lstrip("-")) or match.group("value") in (REDACTED, f'"{REDACTED}"', "[", "{"):
+        return match.group(0)  # hidden already, or a list or object that opens here (its items are lines of their own)
     # a bare value after a quoted name (`"api_key": 12345678`) becomes a quoted one: JSON stays JSON
     hidden = f'"{REDACTED}"' if match.group("sep")[:1] in "\"'" and not match.group("q") else REDACTED
     return f"{name}{match.group('sep')}{groups.get('scheme') or ''}{hidden}"

@@ -51,11 +51,14 @@ def fired(report):
 
 # --- seed 004 -----------------------------------------------------------------------------------------------
 
-def test_seed_config_lint_gives_gd304_at_offload_param_and_gd309(run_cli):
+def test_seed_config_lint_gives_gd304_at_offload_param_gd309_and_gd311(run_cli):
     code, out, err = run_cli("lint", SEED_CONFIG, "--format", "json")
     data = json.loads(out)
     got = sorted(f"{f['rule']}:{f['severity']}" for f in data["findings"])
-    assert got == ["GD304:warning", "GD309:info"], data["findings"]
+    assert got == ["GD304:warning", "GD309:info", "GD311:info"], data["findings"]
+    gd311 = next(f for f in data["findings"] if f["rule"] == "GD311")
+    line = next(i for i, text in enumerate(SEED_CONFIG.read_text().splitlines(), 1) if '"sub_group_size"' in text)
+    assert gd311["location"]["line"] == line and '"sub_group_size"' in gd311["message"]
     gd304 = next(f for f in data["findings"] if f["rule"] == "GD304")
     line = next(i for i, text in enumerate(SEED_CONFIG.read_text().splitlines(), 1) if '"offload_param"' in text)
     assert gd304["location"] == {"path": str(SEED_CONFIG), "line": line, "column": None}
@@ -69,7 +72,7 @@ def test_seed_machine_with_its_config_matches_the_ux_sketch(run_cli):
     code, out, err = run_cli("check", "--snapshot", SEED_MACHINE, "--ds-config", SEED_CONFIG, "--format", "json")
     data = json.loads(out)
     got = sorted(f"{f['rule']}:{f['severity']}" for f in data["findings"])
-    assert got == ["GD102:error", "GD303:warning", "GD304:warning", "GD309:info"]
+    assert got == ["GD102:error", "GD303:warning", "GD304:warning", "GD309:info", "GD311:info"]
     gd303 = next(f for f in data["findings"] if f["rule"] == "GD303")
     assert "nvcc 11.5" in gd303["message"] and "12.4" in gd303["message"] and "DS_BUILD_OPS=0" in gd303["message"]
     assert gd303["fix"]["env"]["unset"] == ["DS_SKIP_CUDA_CHECK"] and gd303["fix"]["applicability"] == "unsafe"
@@ -215,6 +218,32 @@ def test_gd304_deprecated_cpu_offload_param_and_nvme():
     report = rule_findings("GD304", config_facts('{"zero_optimization": {"stage": 2, "offload_param": '
                                                  '{"device": "none"}}}'))
     assert not report.findings
+
+
+def test_gd311_names_field_names_and_stage3_aliases_and_leaves_offload_param_to_gd304():
+    report = rule_findings("GD311", config_facts('{"zero_optimization": {"stage": 1, "prefetch_bucket_size": 1,\n'
+                                                 '"stage3_max_reuse_distance": 1, "offload_param": {"device": "cpu"}}}'))
+    assert [f.severity.name for f in report.findings] == ["INFO"]
+    assert report.findings[0].evidence["stage3_keys"] == ["prefetch_bucket_size", "stage3_max_reuse_distance"]
+    assert report.findings[0].location.line == 1 and "stage 1" in report.findings[0].message
+    for config in ('{"zero_optimization": {"stage": "auto", "sub_group_size": 1}}',  # GD309's
+                   '{"zero_optimization": {"stage": 2, "offload_param": {"device": "cpu"}}}'):  # GD304's
+        assert not rule_findings("GD311", config_facts(config)).findings
+
+
+@pytest.mark.slow
+@real_deepspeed
+def test_the_stage3_only_keys_are_those_the_installed_deepspeed_reads_only_at_stage_3():
+    """rules/deepspeed_config.toml `stage3_only` is what tools/gen_deepspeed_config.py derives from the installed
+    DeepSpeed's code; a DeepSpeed that reads one of them at stage 1/2 too, or a new stage-3 key, fails here."""
+    code = "import json, sys; sys.path.insert(0, 'tools'); import gen_deepspeed_config as g; " \
+           "print(json.dumps(g.stage3_only()))"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                            cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-2000:]
+    derived = json.loads(result.stdout.strip().splitlines()[-1])
+    assert {"sub_group_size", "stage3_max_live_parameters"} <= set(derived) and "reduce_bucket_size" not in derived
+    assert derived == table("deepspeed_config")["stage3_only"]["keys"]
 
 
 def test_gd305_reads_the_old_bfloat16_spelling():

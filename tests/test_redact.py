@@ -176,6 +176,12 @@ def test_a_redacted_json_document_stays_json():
                                                  "tokens_per_s": 99.5}
 
 
+def test_a_list_under_a_secret_looking_name_in_indented_json_stays_json():
+    """`"stage3_keys": [` opens a list whose items are the next lines: hiding the bracket broke the document."""
+    document = json.dumps({"evidence": {"stage3_keys": ["sub_group_size"], "auth_methods": {"a": 1}}}, indent=2)
+    assert json.loads(redact_text(document)) == json.loads(document)
+
+
 def test_pasted_text_is_redacted_before_a_reader_keeps_it():
     """Nothing a reader keeps (facts, evidence, quoted lines) can hold a credential: the report parsers get the head
     redacted, the log reader redacts each line it decodes and the text above it that it searches (a traceback's

@@ -9,7 +9,8 @@ How the keys are found (nothing is typed in by hand except where marked):
   (DeepSpeedConfigModel sets `extra="forbid"`, so any other key is a ValidationError);
 - enum values: the strict sections' fields typed with an Enum (ZeRO `stage`, the offload `device`s);
 - removed keys: DeepSpeed's own `_REMOVED_TOP_LEVEL_CONFIG_KEYS` / `_REMOVED_ZERO_CONFIG_KEYS` messages, with the
-  release that started rejecting them (REMOVED_SINCE, read off the 0.19.7 and 0.19.8 sdists).
+  release that started rejecting them (REMOVED_SINCE, read off the 0.19.7 and 0.19.8 sdists);
+- stage-3-only `zero_optimization` keys: the fields DeepSpeed's code reads only where ZeRO-3 runs (`stage3_only()`).
 Run by a maintainer, never by gpudoctor; tests/test_deepspeed.py checks the committed table against the installed
 DeepSpeed when there is one.
 """
@@ -153,6 +154,87 @@ def removed_keys() -> list:
     return [{"key": key, "since": since[key], "message": messages[key]} for key in sorted(messages)]
 
 
+# Where DeepSpeed reads a `zero_optimization` field only when ZeRO-3 runs: these modules exist for ZeRO-3 alone
+# (zero.Init, the stage-3 optimizer, its parameter offload); in engine.py, the stage-3 branch of
+# `_configure_zero_optimizer` and code under `if self.zero_optimization_partition_weights():`.
+STAGE3_MODULES = ("runtime/zero/partition_parameters.py", "runtime/zero/stage3.py",
+                  "runtime/zero/parameter_offload.py", "runtime/superoffload/superoffload_stage3.py")
+
+
+def _zero_field_reads(tree, accessors: dict):
+    """(field, node, ancestors) for every read of a ZeroConfig field: `….zero_config.FIELD` or an engine accessor
+    call `self.zero_X()` (accessors: method name -> field)."""
+    import ast
+
+    def visit(node, ancestors):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute) and \
+                node.value.attr == "zero_config":
+            yield node.attr, node, ancestors
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in accessors:
+            yield accessors[node.func.attr], node, ancestors
+        for child in ast.iter_child_nodes(node):
+            yield from visit(child, ancestors + (node,))
+
+    yield from visit(tree, ())
+
+
+def _stage3_context(ancestors, node) -> bool:
+    """Whether engine.py code runs only at ZeRO stage 3: the `zero_stage == ZeroStageEnum.weights` branch, or the
+    body of `if self.zero_optimization_partition_weights():`."""
+    import ast
+
+    chain = ancestors + (node,)
+    for parent, child in zip(chain, chain[1:]):
+        if not isinstance(parent, ast.If) or child not in parent.body:
+            continue
+        test = ast.unparse(parent.test)
+        if test in ("zero_stage == ZeroStageEnum.weights", "self.zero_optimization_partition_weights()"):
+            return True
+    return False
+
+
+def stage3_only() -> list:
+    """The `zero_optimization` keys (names and aliases) that DeepSpeed reads only when ZeRO-3 runs: a field read in
+    no other place. Deprecated fields follow the field that replaces them (`new_param`)."""
+    import ast
+    import pathlib
+
+    import deepspeed
+    from deepspeed.runtime.zero.config import DeepSpeedZeroConfig
+
+    root = pathlib.Path(deepspeed.__file__).parent
+    engine = ast.parse((root / "runtime/engine.py").read_text())
+    accessors, definitions = {}, set()
+    for node in ast.walk(engine):
+        if isinstance(node, ast.FunctionDef) and node.name.startswith("zero_") and len(node.body) == 1 and \
+                isinstance(node.body[0], ast.Return) and isinstance(node.body[0].value, ast.Attribute) and \
+                ast.unparse(node.body[0].value).startswith("self._config.zero_config."):
+            accessors[node.name] = node.body[0].value.attr
+            definitions.add(node.body[0].value)
+    stage3, elsewhere = set(), set()
+    for path in sorted(root.rglob("*.py")):
+        relative = path.relative_to(root).as_posix()
+        if relative == "runtime/zero/config.py":
+            continue
+        try:
+            tree = engine if relative == "runtime/engine.py" else ast.parse(path.read_text())
+        except (SyntaxError, UnicodeDecodeError):
+            continue
+        for field, node, ancestors in _zero_field_reads(tree, accessors if relative == "runtime/engine.py" else {}):
+            if node in definitions:
+                continue
+            in_stage3 = relative in STAGE3_MODULES or (relative == "runtime/engine.py" and
+                                                       _stage3_context(ancestors, node))
+            (stage3 if in_stage3 else elsewhere).add(field)
+    only = stage3 - elsewhere
+    keys = set()
+    for name, info in DeepSpeedZeroConfig.model_fields.items():
+        extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+        if name in only or (extra.get("deprecated") and extra.get("new_param") in only):
+            keys.update(key for key in (name, info.alias) if key)
+    return sorted(keys)
+
+
 def toml_list(items) -> str:
     """A TOML array of strings, wrapped at 100 columns."""
     quoted = [json.dumps(item) for item in items]
@@ -176,6 +258,7 @@ def main() -> None:
         removed = removed_keys()
         seen = recorded_keys()
         enums = enum_values()
+        zero3 = stage3_only()
     gone = {item["key"] for item in removed}
     sections = []
     for path in [""] + LOOSE:
@@ -188,8 +271,8 @@ def main() -> None:
         keys = [k for k in model_keys(target) if f"{path}.{k}" not in gone]
         sections.append((path, target, keys))
 
-    print(f"""# DeepSpeed config keys, for GD307 (unknown keys, with the closest real one; enum values) and GD304-GD306,
-# GD309.
+    print(f"""# DeepSpeed config keys, for GD307 (unknown keys, with the closest real one; enum values), GD304-GD306, GD309
+# and GD311.
 # GENERATED by tools/gen_deepspeed_config.py from DeepSpeed {deepspeed.__version__} (PyPI); do not edit by hand.
 # strict = true: a pydantic model with extra="forbid" validates the section, so DeepSpeed raises a
 # ValidationError ("Extra inputs are not permitted") for any other key. strict = false: DeepSpeed reads the keys
@@ -225,6 +308,10 @@ method = "keys DeepSpeedConfig looks up (recorded), pydantic fields and aliases,
         for name in ("key", "new", "since", "source"):
             print(f"{name} = {json.dumps(item[name])}")
         print()
+    print("# zero_optimization keys DeepSpeed reads only when ZeRO-3 runs (GD304, GD311): ignored at stages 0-2.")
+    print("[stage3_only]")
+    print(f"keys = {toml_list(zero3)}")
+    print()
     for item in removed:
         print("[[removed]]")
         print(f"key = {json.dumps(item['key'])}")

@@ -772,3 +772,29 @@ def ds_config_auto_values(facts, rule):
             + (f"; with a plain deepspeed.initialize {'; '.join(effects)}" if effects else ""),
             evidence={"auto": autos}, location=where(item, autos[0]),
             fix=rule.fix())
+
+
+# --- GD311: stage-3 keys below stage 3 ----------------------------------------------------------------------
+
+@check("GD311")
+def ds_stage3_keys_ignored(facts, rule):
+    """Keys only ZeRO-3 reads (rules/deepspeed_config.toml `stage3_only`, derived from DeepSpeed's code) set in a
+    config at stage 0, 1 or 2. offload_param is GD304's."""
+    stage3_keys = set(table("deepspeed_config").get("stage3_only", {}).get("keys", []))
+    for item, config in parsed_configs(facts):
+        zero = config.get("zero_optimization")
+        stage = _number(zero_stage(config))
+        if not isinstance(zero, dict) or stage is None or stage >= 3:
+            continue  # "auto" or a non-number: GD309 / GD307
+        keys = [key for key in zero if key in stage3_keys]
+        if not keys:
+            continue
+        stage_text = int(stage) if float(stage).is_integer() else stage
+        shown = ", ".join(f'"{key}"' for key in keys[:MAX_LISTED]) + (" …" if len(keys) > MAX_LISTED else "")
+        yield rule.finding(
+            f"{shown} {'is' if len(keys) == 1 else 'are'} read only by ZeRO stage 3; at stage {stage_text} "
+            f"DeepSpeed ignores {'it' if len(keys) == 1 else 'them'}, so {'it tunes' if len(keys) == 1 else 'they tune'}"
+            " nothing",
+            evidence={"stage": stage, "stage3_keys": keys},
+            location=where(item, f"zero_optimization.{keys[0]}"),
+            fix=rule.fix(values={"keys": shown}))
