@@ -221,8 +221,9 @@ def test_gd304_deprecated_cpu_offload_param_and_nvme():
 
 
 def test_gd311_names_field_names_and_stage3_aliases_and_leaves_offload_param_to_gd304():
-    report = rule_findings("GD311", config_facts('{"zero_optimization": {"stage": 1, "prefetch_bucket_size": 1,\n'
-                                                 '"stage3_max_reuse_distance": 1, "offload_param": {"device": "cpu"}}}'))
+    config = ('{"zero_optimization": {"stage": 1, "prefetch_bucket_size": 1,\n'
+              '"stage3_max_reuse_distance": 1, "offload_param": {"device": "cpu"}}}')
+    report = rule_findings("GD311", config_facts(config))
     assert [f.severity.name for f in report.findings] == ["INFO"]
     assert report.findings[0].evidence["stage3_keys"] == ["prefetch_bucket_size", "stage3_max_reuse_distance"]
     assert report.findings[0].location.line == 1 and "stage 1" in report.findings[0].message

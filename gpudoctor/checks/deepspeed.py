@@ -791,10 +791,10 @@ def ds_stage3_keys_ignored(facts, rule):
             continue
         stage_text = int(stage) if float(stage).is_integer() else stage
         shown = ", ".join(f'"{key}"' for key in keys[:MAX_LISTED]) + (" …" if len(keys) > MAX_LISTED else "")
+        one = len(keys) == 1
         yield rule.finding(
-            f"{shown} {'is' if len(keys) == 1 else 'are'} read only by ZeRO stage 3; at stage {stage_text} "
-            f"DeepSpeed ignores {'it' if len(keys) == 1 else 'them'}, so {'it tunes' if len(keys) == 1 else 'they tune'}"
-            " nothing",
+            f"{shown} {'is' if one else 'are'} read only by ZeRO stage 3; at stage {stage_text} DeepSpeed ignores "
+            f"{'it, so it tunes' if one else 'them, so they tune'} nothing",
             evidence={"stage": stage, "stage3_keys": keys},
             location=where(item, f"zero_optimization.{keys[0]}"),
             fix=rule.fix(values={"keys": shown}))
