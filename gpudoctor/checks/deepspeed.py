@@ -798,3 +798,68 @@ def ds_stage3_keys_ignored(facts, rule):
             evidence={"stage": stage, "stage3_keys": keys},
             location=where(item, f"zero_optimization.{keys[0]}"),
             fix=rule.fix(values={"keys": shown}))
+
+
+# --- GD312: optimizer offload with PEFT adapters ---------------------------------------------------------------
+
+def _offloaded_optimizer(zero: dict) -> Tuple[Optional[str], str]:
+    """(device, key) of the optimizer offload a zero_optimization section asks for; (None, "") for none."""
+    device = _device(zero.get("offload_optimizer"))
+    if device in ("cpu", "nvme"):
+        return device, "zero_optimization.offload_optimizer"
+    if zero.get("cpu_offload") is True and zero.get("offload_optimizer") is None:  # the deprecated spelling
+        return "cpu", "zero_optimization.cpu_offload"
+    return None, ""
+
+
+def _starts(job: dict, script: dict) -> bool:
+    analysed = (job.get("script") or {}).get("analysed_as")
+    return bool(analysed) and posixpath.normpath(str(analysed)) == posixpath.normpath(str(script.get("path")))
+
+
+def _job_names_deepspeed(job: dict) -> bool:
+    """A launch job that starts the deepspeed launcher or passes `--deepspeed` to its script."""
+    args = (job.get("script") or {}).get("args") or []
+    return any(launcher.get("name") == "deepspeed" for launcher in job.get("launchers") or []) or \
+        any(str(arg).startswith("--deepspeed") for arg in args)
+
+
+def _script_may_use_deepspeed(script: dict, jobs: List[dict]) -> bool:
+    """A script that imports DeepSpeed or gives the HF Trainer a config, or whose HF Trainer takes its arguments from
+    a command line that no job file read shows in full."""
+    trainer = (script.get("launch") or {}).get("hf_trainer") or {}
+    if "deepspeed" in (script.get("frameworks") or []) or trainer.get("deepspeed"):
+        return True
+    shown = [job for job in jobs if _starts(job, script) and (job.get("script") or {}).get("args_known")]
+    return bool(trainer.get("command_line")) and not shown
+
+
+def _may_use_deepspeed(facts) -> bool:
+    """Whether the job may run DeepSpeed with a config that was not read."""
+    jobs = facts.get("launch.jobs", None) or []
+    return any(_job_names_deepspeed(job) for job in jobs) or \
+        any(_script_may_use_deepspeed(script, jobs) for script in facts.get("scripts", None) or [])
+
+
+@check("GD312")
+def ds_offload_optimizer_peft_adapters(facts, rule):
+    """ZeRO optimizer offload where the script trains PEFT adapters: the state it moves is the adapters' alone."""
+    adapters = facts.get("requests.adapters")
+    if not configs(facts) and _may_use_deepspeed(facts):
+        raise MissingFact("ds_config")  # the job may have a DeepSpeed config that was not read
+    shown = ", ".join(f"{str(a.get('what')).split('(')[0]}(…) at {a.get('source')}:{a.get('line')}"
+                      for a in adapters[:2])
+    for item, config in parsed_configs(facts):
+        zero = config.get("zero_optimization")
+        stage = _number(zero_stage(config))
+        device, key = _offloaded_optimizer(zero) if isinstance(zero, dict) else (None, "")
+        if device is None or stage is None or stage < 1:
+            continue
+        yield rule.finding(
+            f"{key.split('.')[-1]} moves the optimizer to the {device.upper() if device == 'cpu' else 'NVMe'} while "
+            f"the script trains PEFT adapters ({shown}): only the adapters are trainable, so the optimizer state "
+            "moved is small, yet every step copies their gradients to the host and runs the optimizer there",
+            evidence={"offload_optimizer_device": device, "stage": stage,
+                      "adapters": [f"{a.get('source')}:{a.get('line')}" for a in adapters[:MAX_LISTED]]},
+            location=where(item, key),
+            fix=rule.fix(values={"key": key.split(".")[-1]}))

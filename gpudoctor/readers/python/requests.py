@@ -1,4 +1,5 @@
-"""What a script asks of the GPU: precision (bf16/fp16/fp8), tensor parallelism and DataLoader workers.
+"""What a script asks of the GPU: precision (bf16/fp16/fp8), tensor parallelism, DataLoader workers, and whether
+it trains PEFT adapters (LoRA and the other PEFT methods: only the adapters are trainable).
 
 Requests are taken from all code that can run — module level and every function or method that is referenced
 somewhere (called, passed to `mp.spawn`, decorated), not from functions nothing refers to. Only definite requests
@@ -78,7 +79,10 @@ ATTRIBUTE_FORMS = {"bf16": "bf16_flag", "fp16": "fp16_flag", "fp8": "fp8_value",
 NODE_FORMS = {"Call": "call", "Assign": "attribute_assign", "AnnAssign": "attribute_assign", "Dict": "config_dict",
               "IfExp": "if_expression"}
 CALL_FORMS = ("positional_dtypes", "cast_method", "nemo_recipe", "fp8_autocast", "float8_training", "autocast",
-              "workers")
+              "workers", "adapters")
+# PEFT calls that make a model whose only trainable parameters are adapters (peft's own API; unsloth wraps it)
+ADAPTER_CALLS = {"peft.get_peft_model", "peft.get_peft_config", "peft.inject_adapter_in_model",
+                 "peft.prepare_model_for_kbit_training"}
 
 
 class RequestFinder:
@@ -90,7 +94,8 @@ class RequestFinder:
         self.aliases: Dict[str, str] = {}
         imports_of(tree.body, self.aliases)
         self.constants = _bool_constants(tree.body)
-        self.found: Dict[str, List[dict]] = {"bf16": [], "fp16": [], "fp8": [], "tensor_parallel": [], "workers": []}
+        self.found: Dict[str, List[dict]] = {"bf16": [], "fp16": [], "fp8": [], "tensor_parallel": [], "workers": [],
+                                             "adapters": []}
         self.frameworks: Set[str] = set()
 
     def run(self) -> Dict[str, List[dict]]:
@@ -219,6 +224,17 @@ class RequestFinder:
             value = self.constants.get(node.id, NO_VALUE)
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             self.add("workers", call, f"{label}({keyword}={value})", count=value)
+
+    def adapters(self, call: ast.Call, name: str, short: str, label: str) -> None:
+        """A PEFT method's config (`LoraConfig(...)`, `IA3Config(...)`: a `peft.*Config` but the base PeftConfig),
+        `get_peft_model(...)` (peft's, or unsloth's `FastLanguageModel.get_peft_model`), and
+        `PeftModel.from_pretrained(..., is_trainable=True)`."""
+        root = name.split(".", 1)[0]
+        trainable = next((kw.value for kw in call.keywords if kw.arg == "is_trainable"), None)
+        if (root == "peft" and short.endswith("Config") and short != "PeftConfig") or name in ADAPTER_CALLS \
+                or (root == "unsloth" and short == "get_peft_model") \
+                or (root == "peft" and short == "from_pretrained" and trainable is not None and self.truthy(trainable)):
+            self.add("adapters", call, segment(self.lines, call, 60))
 
     def keyword(self, label: str, kw: ast.keyword, call: ast.Call) -> None:
         """A keyword argument that asks for a precision or tensor parallelism (KEYWORD_FORMS: the method that reads

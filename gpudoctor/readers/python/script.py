@@ -19,9 +19,9 @@ from gpudoctor.readers.inputs import add_input_error
 from gpudoctor.readers.python.source import Problem, Source, decode, parse
 from gpudoctor.readers.python.tree import Tree
 
-REQUEST_KINDS = ("bf16", "fp16", "fp8", "tensor_parallel", "workers")
+REQUEST_KINDS = ("bf16", "fp16", "fp8", "tensor_parallel", "workers", "adapters")
 # Which rule consumes which request, so that `# gpudoctor: ignore[GD201]` on the line drops the request.
-REQUEST_RULES = {"bf16": "GD201", "fp8": "GD202", "tensor_parallel": "GD408", "workers": "GD503"}
+REQUEST_RULES = {"bf16": "GD201", "fp8": "GD202", "tensor_parallel": "GD408", "workers": "GD503", "adapters": "GD312"}
 
 
 @dataclass
