@@ -81,8 +81,7 @@ NODE_FORMS = {"Call": "call", "Assign": "attribute_assign", "AnnAssign": "attrib
 CALL_FORMS = ("positional_dtypes", "cast_method", "nemo_recipe", "fp8_autocast", "float8_training", "autocast",
               "workers", "adapters")
 # PEFT calls that make a model whose only trainable parameters are adapters (peft's own API; unsloth wraps it)
-ADAPTER_CALLS = {"peft.get_peft_model", "peft.get_peft_config", "peft.inject_adapter_in_model",
-                 "peft.prepare_model_for_kbit_training"}
+ADAPTER_CALLS = {"peft.get_peft_model", "peft.get_peft_config", "peft.inject_adapter_in_model"}
 
 
 class RequestFinder:
