@@ -41,18 +41,26 @@ def nccl_debug_verbose(facts, rule):
                 location=setting.location, evidence=setting.evidence(),
                 fix=rule.fix(applicability="safe", case="subsys_all", env=EnvChange(unset=("NCCL_DEBUG_SUBSYS",)))))
     if debug_on:
-        for setting in all_settings:
-            value = setting.value or ""
-            if setting.name == "NCCL_DEBUG_FILE" and value and "%p" not in value and not setting.conditional and \
-                    value not in ("/dev/stdout", "/dev/stderr"):
-                suffix = ".%h.%p" if "%h" not in value else ".%p"
-                findings.append(rule.finding(
-                    f"NCCL_DEBUG_FILE={value}{setting.where} has no %p: every rank on a node opens and overwrites the "
-                    "same file, so the log is lost or interleaved", location=setting.location,
-                    evidence=setting.evidence(),
-                    fix=rule.fix(applicability="safe", case="debug_file", values={"file": value + suffix},
-                                 env=EnvChange(set={"NCCL_DEBUG_FILE": value + suffix}))))
+        findings += _shared_debug_files(rule, all_settings)
     return unique_findings(findings)
+
+
+def _shared_debug_files(rule, all_settings) -> list:
+    """NCCL_DEBUG_FILE without %p (the process id) where NCCL logs: every rank of a node writes one file."""
+    findings = []
+    for setting in all_settings:
+        value = setting.value or ""
+        if setting.name != "NCCL_DEBUG_FILE" or not value or "%p" in value or setting.conditional or \
+                value in ("/dev/stdout", "/dev/stderr"):
+            continue
+        suffix = ".%h.%p" if "%h" not in value else ".%p"
+        findings.append(rule.finding(
+            f"NCCL_DEBUG_FILE={value}{setting.where} has no %p: every rank on a node opens and overwrites the "
+            "same file, so the log is lost or interleaved", location=setting.location,
+            evidence=setting.evidence(),
+            fix=rule.fix(applicability="safe", case="debug_file", values={"file": value + suffix},
+                         env=EnvChange(set={"NCCL_DEBUG_FILE": value + suffix}))))
+    return findings
 
 # --- GD409 debug-env-left-on -----------------------------------------------------------------------------
 

@@ -98,35 +98,43 @@ def nccl_unknown_variable(facts, rule):
                 fix=_rename_fix(rule, setting, real, env)))
             continue
         if name in invented:
-            entry = invented[name]
-            suggestion = entry.get("suggest")
-            message = f"{shown}{setting.where}: no NCCL release, PyTorch release or known plugin reads {name}, so " \
-                      f"it has no effect. {entry.get('meant', '')}".rstrip()
-            if suggestion and suggestion in env and suggestion != name:
-                message += f" ({suggestion} is already set to {env[suggestion]!r})"
-            findings.append(rule.finding(
-                message, location=setting.location, evidence=setting.evidence(suggestion=suggestion),
-                fix=rule.fix(applicability="safe", case="invented_meant" if suggestion else "invented",
-                             values={"variable": name, **({"real": suggestion} if suggestion else {})},
-                             env=EnvChange(unset=(name,)))))
+            findings.append(_invented(rule, setting, shown, invented[name], env))
             continue
         family = families["TORCH_NCCL_" if name.startswith("TORCH_NCCL_") else "NCCL_"]
         close = difflib.get_close_matches(name, family, n=1, cutoff=0.8) if suggestions_left > 0 else []
         suggestions_left -= 1
-        if close:
-            real = close[0]
-            findings.append(rule.finding(
-                f"{shown}{setting.where}: {name} is not a variable NCCL, PyTorch or a known NCCL plugin reads; "
-                f"did you mean {real}?", location=setting.location, evidence=setting.evidence(suggestion=real),
-                fix=_rename_fix(rule, setting, real, env)))
-        else:
-            findings.append(rule.finding(
-                f"{shown}{setting.where}: {name} is not a variable NCCL, PyTorch or a known NCCL plugin reads, so it "
-                "has no effect (a typo, an invented name, or a plugin gpudoctor does not know)",
-                location=setting.location, evidence=setting.evidence(),
-                fix=rule.fix(applicability="safe", case="unknown", values={"variable": name},
-                             env=EnvChange(unset=(name,)))))
+        findings.append(_unknown(rule, setting, shown, close[0] if close else None, env))
     return unique_findings(findings)
+
+
+def _invented(rule, setting: Setting, shown: str, entry: dict, env: dict):
+    """A name no release reads that people write for another (rules/nccl_env.toml's `invented`), and what they meant."""
+    name, suggestion = setting.name, entry.get("suggest")
+    message = f"{shown}{setting.where}: no NCCL release, PyTorch release or known plugin reads {name}, so " \
+              f"it has no effect. {entry.get('meant', '')}".rstrip()
+    if suggestion and suggestion in env and suggestion != name:
+        message += f" ({suggestion} is already set to {env[suggestion]!r})"
+    return rule.finding(
+        message, location=setting.location, evidence=setting.evidence(suggestion=suggestion),
+        fix=rule.fix(applicability="safe", case="invented_meant" if suggestion else "invented",
+                     values={"variable": name, **({"real": suggestion} if suggestion else {})},
+                     env=EnvChange(unset=(name,))))
+
+
+def _unknown(rule, setting: Setting, shown: str, real: Optional[str], env: dict):
+    """A name nothing reads: a rename to the known name it is close to, else unset it."""
+    name = setting.name
+    if real:
+        return rule.finding(
+            f"{shown}{setting.where}: {name} is not a variable NCCL, PyTorch or a known NCCL plugin reads; "
+            f"did you mean {real}?", location=setting.location, evidence=setting.evidence(suggestion=real),
+            fix=_rename_fix(rule, setting, real, env))
+    return rule.finding(
+        f"{shown}{setting.where}: {name} is not a variable NCCL, PyTorch or a known NCCL plugin reads, so it "
+        "has no effect (a typo, an invented name, or a plugin gpudoctor does not know)",
+        location=setting.location, evidence=setting.evidence(),
+        fix=rule.fix(applicability="safe", case="unknown", values={"variable": name},
+                     env=EnvChange(unset=(name,))))
 
 
 def _rename_fix(rule, setting: Setting, real: str, env: dict):

@@ -97,11 +97,7 @@ def nccl_socket_fallback(facts, rule):
     if not meant:
         return  # an Ethernet-only cluster: sockets are what there is
     name, entry = next(iter(fell_back.items()))
-    why = []
-    for key, text in (("plugin_failed", "the net plugin failed"), ("ibverbs_missing", "libibverbs is missing"),
-                      ("ib_no_device", "NCCL found no IB device")):
-        if key in entry:
-            why.append(f"{text} ({entry[key]['where']}: '{entry[key]['line']}')")
+    why = _why_sockets(entry)
     at = entry.get("network_at") or entry.get("channel_network_at") or entry.get("socket_listed") or {}
     others = f" and {len(fell_back) - 1} other host(s)" if len(fell_back) > 1 else ""
     yield rule.finding(
@@ -109,6 +105,13 @@ def nccl_socket_fallback(facts, rule):
         f"({'; '.join(meant)}): " + ("; ".join(why) if why else "the log does not say why IB/EFA was not used"),
         evidence={"hosts": sorted(fell_back), "meant": meant, "log": at.get("where"), "line": at.get("line")},
         fix=rule.fix())
+
+
+def _why_sockets(entry: dict) -> List[str]:
+    """What a host's log says kept NCCL off IB/EFA: a failed net plugin, no libibverbs, no IB device."""
+    return [f"{text} ({entry[key]['where']}: '{entry[key]['line']}')"
+            for key, text in (("plugin_failed", "the net plugin failed"), ("ibverbs_missing", "libibverbs is missing"),
+                              ("ib_no_device", "NCCL found no IB device")) if key in entry]
 
 
 @check("GD421")
@@ -275,15 +278,7 @@ def nccl_runtime_error(facts, rule):
                            fix=rule.fix(case="connect_failed"))
     for event in log_events(facts, "ib_completion_error")[:1]:
         explained = True
-        status = event.get("status")
-        meaning, cause = _IB_STATUS.get(status, _IB_STATUS[None])
-        peer = f" with {event['peer']}" if event.get("peer") else ""
-        times = log_count(facts, "ib_completion_error")
-        yield rule.finding(
-            f"InfiniBand returned completion error {status}{peer} ({meaning}){f', {times} times' if times > 1 else ''}"
-            f": {cause}: {event['line']}",
-            evidence={**cited(event), "status": status, "peer": event.get("peer")},
-            fix=rule.fix(case="ib_protection_error" if status == 4 else "ib_completion_error"))
+        yield _ib_completion_error(rule, event, log_count(facts, "ib_completion_error"))
     nccl_oom = [e for e in log_events(facts, "cuda_oom") if e.get("source") == "nccl"]
     if explained or nccl_oom or log_events(facts, "ibv_reg_mr"):
         return  # torch's 'NCCL error … unhandled …' after it is the same failure (GD508, GD505 name the others)
@@ -291,13 +286,30 @@ def nccl_runtime_error(facts, rule):
                                              for e in log_events(facts)):
         return  # a WARN of the atlas states the cause: the engine reports it under its rule (log_evidence)
     for event in log_events(facts, "nccl_error")[:1]:
-        error = event.get("error") or "NCCL error"
-        reason = event.get("reason")
-        if "remote process exited" in error:
-            what = ("another rank exited or lost its connection first: this rank's error is a consequence — look "
-                    "for the first error in all ranks' logs")
-        else:
-            what = f"NCCL failed with '{error}'" + (f"; the NCCL warning before it: '{reason}'" if reason else
-                                                    " (run with NCCL_DEBUG=WARN to see the reason NCCL gives)")
-        yield rule.finding(f"{what}: {event['line']}", evidence={**cited(event), "reason": reason},
-                           fix=rule.fix(case="nccl_error"))
+        yield _nccl_error(rule, event)
+
+
+def _ib_completion_error(rule, event: dict, times: int):
+    """An InfiniBand work completion with an error status: what the status means and its usual cause."""
+    status = event.get("status")
+    meaning, cause = _IB_STATUS.get(status, _IB_STATUS[None])
+    peer = f" with {event['peer']}" if event.get("peer") else ""
+    return rule.finding(
+        f"InfiniBand returned completion error {status}{peer} ({meaning}){f', {times} times' if times > 1 else ''}"
+        f": {cause}: {event['line']}",
+        evidence={**cited(event), "status": status, "peer": event.get("peer")},
+        fix=rule.fix(case="ib_protection_error" if status == 4 else "ib_completion_error"))
+
+
+def _nccl_error(rule, event: dict):
+    """torch's 'NCCL error' with nothing above it that explains it: the reason NCCL gave, or a remote rank's exit."""
+    error = event.get("error") or "NCCL error"
+    reason = event.get("reason")
+    if "remote process exited" in error:
+        what = ("another rank exited or lost its connection first: this rank's error is a consequence — look "
+                "for the first error in all ranks' logs")
+    else:
+        what = f"NCCL failed with '{error}'" + (f"; the NCCL warning before it: '{reason}'" if reason else
+                                                " (run with NCCL_DEBUG=WARN to see the reason NCCL gives)")
+    return rule.finding(f"{what}: {event['line']}", evidence={**cited(event), "reason": reason},
+                        fix=rule.fix(case="nccl_error"))

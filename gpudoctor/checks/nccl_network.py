@@ -56,16 +56,11 @@ def nccl_socket_ifname_missing(facts, rule):
         return []  # no interface list (not probed on this OS): nothing to judge
     sources = facts.get("env_sources", {}) or {}
     family = env.get("NCCL_SOCKET_FAMILY")
-    usable = [i for i in interfaces if _usable(i, family if family in ("AF_INET", "AF_INET6") else None)]
-    usable_names = [i.get("name", "") for i in usable]
+    usable_names = [i.get("name", "") for i in interfaces
+                    if _usable(i, family if family in ("AF_INET", "AF_INET6") else None)]
     candidates = [n for n in usable_names if not n.startswith(("lo", "docker", "virbr", "veth"))]
     findings = []
-    elsewhere = [name for name in wanted if _for_other_nodes(facts, sources.get(name) or {})]
-    if elsewhere and elsewhere == wanted:
-        where = (sources.get(wanted[0]) or {}).get("path")
-        raise MissingFact("host.interfaces", f"{', '.join(wanted)} set in {where}, a job file for the nodes the job "
-                                             f"runs on: their interfaces are not known here")
-    for name in (name for name in wanted if name not in elsewhere):
+    for name in _set_for_this_host(facts, wanted, sources):
         value = str(env[name])
         message = IFNAME_PROBLEMS[name](value, interfaces, usable_names, family)
         if message is not None:
@@ -73,6 +68,17 @@ def nccl_socket_ifname_missing(facts, rule):
                 "variable": name, "value": value, "interfaces": [i.get("name") for i in interfaces],
                 "usable": usable_names}, fix=_interface_fix(rule, name, candidates)))
     return findings
+
+
+def _set_for_this_host(facts, wanted: List[str], sources: dict) -> List[str]:
+    """The variables to judge against this host's interfaces: not those a job file sets for other nodes (when
+    every one is, their interfaces are not known here: MissingFact)."""
+    elsewhere = [name for name in wanted if _for_other_nodes(facts, sources.get(name) or {})]
+    if elsewhere and elsewhere == wanted:
+        where = (sources.get(wanted[0]) or {}).get("path")
+        raise MissingFact("host.interfaces", f"{', '.join(wanted)} set in {where}, a job file for the nodes the job "
+                                             f"runs on: their interfaces are not known here")
+    return [name for name in wanted if name not in elsewhere]
 
 
 def _nccl_ifname_problem(value: str, interfaces: List[dict], usable_names: List[str], family) -> Optional[str]:

@@ -50,13 +50,7 @@ def pcie_p2p_broken(facts, rule):
     if facts.env("NCCL_P2P_DISABLE") == "1":
         return  # P2P is off: whatever hangs, it is not the P2P path (GD405 judges the setting)
     if hangs and (channels or pcie):
-        through = (f"NCCL set up P2P channels ({channels[0]['line']})" if channels
-                   else "the GPUs are joined by PCIe alone")
-        yield rule.finding(
-            f"the first collective never completed ({hangs[0]['line']}) and {through}: a PCIe peer-to-peer path "
-            "that hangs (IOMMU/VT-d remapping, ACS on a PCIe switch, a GPU without working P2P)",
-            evidence={**cited(hangs[0]), "p2p_channel": channels[0] if channels else None, "pcie_only": pcie},
-            fix=_fix(rule), severity=Severity.ERROR if channels else Severity.WARNING)
+        yield _first_collective_hangs(rule, hangs[0], channels, pcie)
         return
     corrupt = [row for row in result.get("rows", []) if row.get("wrong")] or result.get("out_of_bounds")
     if corrupt and pcie:
@@ -73,6 +67,17 @@ def pcie_p2p_broken(facts, rule):
         if not result:
             raise MissingFact("logs")
         measured(result)  # corruption is judged only on sizes the benchmark measured
+
+
+def _first_collective_hangs(rule, hang: dict, channels: list, pcie):
+    """The first collective timed out where NCCL set up P2P channels (an error) or the GPUs share only PCIe."""
+    through = (f"NCCL set up P2P channels ({channels[0]['line']})" if channels
+               else "the GPUs are joined by PCIe alone")
+    return rule.finding(
+        f"the first collective never completed ({hang['line']}) and {through}: a PCIe peer-to-peer path "
+        "that hangs (IOMMU/VT-d remapping, ACS on a PCIe switch, a GPU without working P2P)",
+        evidence={**cited(hang), "p2p_channel": channels[0] if channels else None, "pcie_only": pcie},
+        fix=_fix(rule), severity=Severity.ERROR if channels else Severity.WARNING)
 
 
 BRIDGES = ("PIX", "PXB", "PHB")  # one PCIe switch, several, the CPU's host bridge: where ACS and the IOMMU sit
