@@ -37,6 +37,15 @@ def _unique(items: Iterable) -> List:
     return list(seen.values())
 
 
+def _first_by_rule(items: Iterable, judged: set) -> Dict[str, Any]:
+    """Each rule's first item (unknown, not applicable), by rule, leaving out the rules already judged worse."""
+    first: Dict[str, Any] = {}
+    for item in items:
+        if item.rule not in judged:
+            first.setdefault(item.rule, item)
+    return first
+
+
 def joined(reports: Sequence[Report]) -> Report:
     """One report of the jobs' reports (at least one)."""
     if len(reports) == 1:
@@ -44,18 +53,10 @@ def joined(reports: Sequence[Report]) -> Report:
     findings = sorted(_unique(finding for report in reports for finding in report.findings),
                       key=lambda finding: (finding.rule, -finding.severity))
     found = {finding.rule for finding in findings}
-    unknown: Dict[str, Any] = {}
-    for report in reports:
-        for item in report.unknown:
-            if item.rule not in found:
-                unknown.setdefault(item.rule, item)
+    unknown = _first_by_rule((item for report in reports for item in report.unknown), found)
     passed = _unique(rule for report in reports for rule in report.passed if rule not in found and rule not in unknown)
     judged = found | set(unknown) | set(passed)
-    idle: Dict[str, Any] = {}
-    for report in reports:
-        for item in report.not_applicable:
-            if item.rule not in judged:
-                idle.setdefault(item.rule, item)
+    idle = _first_by_rule((item for report in reports for item in report.not_applicable), judged)
     facts: Any = {}
     evidence: Any = {}
     for report in reports:

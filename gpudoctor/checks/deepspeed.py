@@ -121,18 +121,7 @@ def ds_toolkit(facts) -> Tuple[Optional[str], Optional[str], str]:
         return home, nvcc_version, "the nvcc --version given"
     nvcc_path = facts.get("nvcc.path")
     if home:
-        at_home = toolkit_version_at(facts, home)
-        if at_home:
-            return home, at_home, f"{home}/bin/nvcc"
-        if nvcc_path and resolved(facts, _toolkit_root(nvcc_path)) == resolved(facts, home):
-            if nvcc_version is None:
-                raise MissingFact("nvcc.version")
-            return home, nvcc_version, nvcc_path
-        known = [t for t in facts.get("nvcc.toolkits", []) if resolved(facts, t.get("path") or "") ==
-                 resolved(facts, home)]
-        if known or not facts.has("nvcc.toolkits"):
-            raise MissingFact("nvcc.toolkits.version")
-        return home, None, f"{home}/bin/nvcc"
+        return _toolkit_at_home(facts, home, nvcc_path, nvcc_version)
     if nvcc_path:
         if nvcc_version is None:
             raise MissingFact("nvcc.version")
@@ -141,6 +130,23 @@ def ds_toolkit(facts) -> Tuple[Optional[str], Optional[str], str]:
         if resolved(facts, toolkit.get("path") or "") == resolved(facts, "/usr/local/cuda") and toolkit.get("version"):
             return "/usr/local/cuda", major_minor(toolkit["version"]), "/usr/local/cuda/bin/nvcc"
     return None, None, "no CUDA_HOME and no nvcc on PATH"
+
+
+def _toolkit_at_home(facts, home: str, nvcc_path, nvcc_version) -> Tuple[Optional[str], Optional[str], str]:
+    """ds_toolkit where CUDA_HOME (or CUDA_PATH) is set: the version of the toolkit there, that of the nvcc on PATH
+    when it is the same toolkit, or None where the directory does not exist."""
+    at_home = toolkit_version_at(facts, home)
+    if at_home:
+        return home, at_home, f"{home}/bin/nvcc"
+    if nvcc_path and resolved(facts, _toolkit_root(nvcc_path)) == resolved(facts, home):
+        if nvcc_version is None:
+            raise MissingFact("nvcc.version")
+        return home, nvcc_version, nvcc_path
+    known = [t for t in facts.get("nvcc.toolkits", []) if resolved(facts, t.get("path") or "") ==
+             resolved(facts, home)]
+    if known or not facts.has("nvcc.toolkits"):
+        raise MissingFact("nvcc.toolkits.version")
+    return home, None, f"{home}/bin/nvcc"
 
 
 def _toolkit_root(nvcc_path: str) -> str:

@@ -225,14 +225,18 @@ def fleet_gpu_mismatch(facts, rule):
         fix=rule.fix(commands=("nvidia-smi -L",)))
 
 
+def _nodes_where(nodes: list, verdicts: str, rule_id: str) -> List[str]:
+    """The nodes whose own report lists the rule among its `verdicts` (failed_rules, passed_rules)."""
+    return [node["node"] for node in nodes if rule_id in (node.get(verdicts) or [])]
+
+
 @check("GD805")
 def fleet_odd_one_out(facts, rule):
     nodes = _nodes(facts)
     failed: List[str] = sorted({rule_id for node in nodes for rule_id in node.get("failed_rules") or []
                                 if not rule_id.startswith("GD8")})
     for rule_id in failed:
-        fails = [node["node"] for node in nodes if rule_id in (node.get("failed_rules") or [])]
-        passes = [node["node"] for node in nodes if rule_id in (node.get("passed_rules") or [])]
+        fails, passes = _nodes_where(nodes, "failed_rules", rule_id), _nodes_where(nodes, "passed_rules", rule_id)
         if not fails or not passes:
             continue  # on every node, or the others could not tell: nothing odd
         unknown = [node["node"] for node in nodes if node["node"] not in fails and node["node"] not in passes]

@@ -205,25 +205,30 @@ def _health_unread(facts, gpus: list) -> list:
     return [gpu for gpu in gpus if not any(key in gpu for key in _HEALTH)]
 
 
+def _gpu_health(gpu: dict, rule):
+    """One GPU's health problems (errors, ECC, retired pages, row remapping) or a MIG mode change that waits for a
+    reset; None when it has neither."""
+    problems = _health_problems(gpu)
+    if problems:
+        what = ", ".join(str(v) for v in (gpu.get("name"), gpu.get("uuid")) if v)
+        return rule.finding(
+            f"GPU {gpu.get('index')}{f' ({what})' if what else ''}: {'; '.join(problems)}",
+            evidence={"gpu": gpu.get("index"), "uuid": gpu.get("uuid"), "problems": problems,
+                      **({"nvml_error": gpu["error_kind"]} if gpu.get("error_kind") else {})},
+            fix=_health_fix(gpu, rule))
+    if _mig_pending(gpu):
+        return rule.finding(
+            f"GPU {gpu.get('index')} ({gpu.get('name')}): {_mig_pending(gpu)}; until then jobs see the GPU as it "
+            "is now", evidence={"gpu": gpu.get("index"), "uuid": gpu.get("uuid"),
+                                "mig_enabled": gpu.get("mig_enabled"), "mig_pending": gpu["mig_pending"]},
+            fix=rule.fix(case="mig_pending", values={"index": gpu.get("index")}), severity=Severity.WARNING)
+    return None
+
+
 @check("GD506")
 def gpu_unhealthy(facts, rule):
     gpus = facts.get("nvml.gpus")
-    findings = []
-    for gpu in gpus:
-        problems = _health_problems(gpu)
-        if problems:
-            what = ", ".join(str(v) for v in (gpu.get("name"), gpu.get("uuid")) if v)
-            findings.append(rule.finding(
-                f"GPU {gpu.get('index')}{f' ({what})' if what else ''}: {'; '.join(problems)}",
-                evidence={"gpu": gpu.get("index"), "uuid": gpu.get("uuid"), "problems": problems,
-                          **({"nvml_error": gpu["error_kind"]} if gpu.get("error_kind") else {})},
-                fix=_health_fix(gpu, rule)))
-        elif _mig_pending(gpu):
-            findings.append(rule.finding(
-                f"GPU {gpu.get('index')} ({gpu.get('name')}): {_mig_pending(gpu)}; until then jobs see the GPU as it "
-                "is now", evidence={"gpu": gpu.get("index"), "uuid": gpu.get("uuid"),
-                                    "mig_enabled": gpu.get("mig_enabled"), "mig_pending": gpu["mig_pending"]},
-                fix=rule.fix(case="mig_pending", values={"index": gpu.get("index")}), severity=Severity.WARNING))
+    findings = [finding for finding in (_gpu_health(gpu, rule) for gpu in gpus) if finding is not None]
     allocated = _allocated(facts)
     working = [gpu for gpu in gpus if not gpu.get("error_kind")]  # a broken GPU is not one the job can use
     # from Slurm 21.08 gres.conf may list MIG devices as GPUs (gres.html, MIG Management): count them one by one; a

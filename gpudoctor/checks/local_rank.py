@@ -71,44 +71,62 @@ def local_rank_argument(facts, rule):
         if not isinstance(option, dict):
             yield from _refused_by_parser(job, script, features, torch, rule)
             continue
-        takes = option.get("options") or []
-        at = f"{script.get('path')}:{option.get('line')}"
-        values = {"script": script.get("path"), "line": option.get("line"), "option": " / ".join(takes)}
-        evidence = {"launcher": None, "options": takes, "default": option.get("default"), "torch": torch}
         passing = next((entry for entry in job.get("launchers", []) if entry.get("passes_local_rank")), None)
         if passing:
-            flag, known = _flag(passing.get("name"), torch)
-            if flag in takes:
-                continue
-            evidence.update(launcher=passing.get("name"), passes=flag)
-            version_note = "" if known else " (torch ≥ 2.0; the torch version is unknown here)"
-            if option.get("parse_known"):
-                if features.get("reads_local_rank_env") or _set_from_env(features):
-                    continue
-                yield rule.finding(
-                    f"{passing.get('name')} passes `{flag}=N`{version_note} but {at} takes only {' / '.join(takes)} "
-                    f"and the script parses with parse_known_args: the launcher's argument is ignored and the local "
-                    f"rank stays {option.get('default')!r} in every rank (all ranks on one GPU, or a crash)",
-                    severity=Severity.WARNING, location=where(job), evidence=evidence,
-                    fix=rule.fix(case="accept_both", values=values))
-                continue
-            yield rule.finding(
-                f"{passing.get('name')} passes `{flag}=N`{version_note} but {at} takes only {' / '.join(takes)}: "
-                f"argparse stops every rank with `error: unrecognized arguments: {flag}=0`",
-                severity=None if known else Severity.WARNING, location=where(job), evidence=evidence,
-                fix=rule.fix(case="accept_both", values=values))
-            continue
-        starter = next((entry.get("name") for entry in job.get("launchers", [])
-                        if entry.get("name") in SETS_LOCAL_RANK_ENV), None)
-        if starter and not features.get("reads_local_rank_env") and not _set_from_env(features):
-            evidence.update(launcher=starter)
-            set_by = features.get("local_rank_set_by") or {}
-            used = set_by.get("used_before") or {}
-            later = (f"; {set_by['by']} ({script.get('path')}:{set_by['line']}) sets it from LOCAL_RANK, but "
-                     f"line {used['line']} (`{used['what']}`) uses it before that" if used else "")
-            yield rule.finding(
-                f"{starter} sets LOCAL_RANK in the environment and passes no local-rank argument, but the script "
-                f"takes it only from {' / '.join(takes)} ({at}): it stays {option.get('default')!r} in every rank "
-                f"(all ranks on one GPU, or a crash){later}",
-                severity=Severity.WARNING, location=where(job), evidence=evidence,
-                fix=rule.fix(case="read_env", values=values))
+            yield from _argument_not_taken(job, script, features, option, passing, torch, rule)
+        else:
+            yield from _argument_never_passed(job, script, features, option, torch, rule)
+
+
+def _option_said(script: dict, option: dict, torch: Optional[str]) -> Tuple[list, str, dict, dict]:
+    """(the options the script takes, where, the fix's values, the finding's evidence) of its local-rank option."""
+    takes = option.get("options") or []
+    values = {"script": script.get("path"), "line": option.get("line"), "option": " / ".join(takes)}
+    evidence = {"launcher": None, "options": takes, "default": option.get("default"), "torch": torch}
+    return takes, f"{script.get('path')}:{option.get('line')}", values, evidence
+
+
+def _argument_not_taken(job: dict, script: dict, features: dict, option: dict, passing: dict, torch, rule):
+    """The launcher passes a local-rank argument the script's option is not spelt as: argparse stops every rank, or
+    parse_known_args drops it (unless the script reads LOCAL_RANK)."""
+    takes, at, values, evidence = _option_said(script, option, torch)
+    flag, known = _flag(passing.get("name") or "", torch)
+    if flag in takes:
+        return
+    evidence.update(launcher=passing.get("name"), passes=flag)
+    version_note = "" if known else " (torch ≥ 2.0; the torch version is unknown here)"
+    if option.get("parse_known"):
+        if features.get("reads_local_rank_env") or _set_from_env(features):
+            return
+        yield rule.finding(
+            f"{passing.get('name')} passes `{flag}=N`{version_note} but {at} takes only {' / '.join(takes)} "
+            f"and the script parses with parse_known_args: the launcher's argument is ignored and the local "
+            f"rank stays {option.get('default')!r} in every rank (all ranks on one GPU, or a crash)",
+            severity=Severity.WARNING, location=where(job), evidence=evidence,
+            fix=rule.fix(case="accept_both", values=values))
+        return
+    yield rule.finding(
+        f"{passing.get('name')} passes `{flag}=N`{version_note} but {at} takes only {' / '.join(takes)}: "
+        f"argparse stops every rank with `error: unrecognized arguments: {flag}=0`",
+        severity=None if known else Severity.WARNING, location=where(job), evidence=evidence,
+        fix=rule.fix(case="accept_both", values=values))
+
+
+def _argument_never_passed(job: dict, script: dict, features: dict, option: dict, torch, rule):
+    """A launcher that sets LOCAL_RANK in the environment and passes no argument, to a script that takes the local
+    rank only from its option: it stays the default in every rank."""
+    takes, at, values, evidence = _option_said(script, option, torch)
+    starter = next((entry.get("name") for entry in job.get("launchers", [])
+                    if entry.get("name") in SETS_LOCAL_RANK_ENV), None)
+    if starter and not features.get("reads_local_rank_env") and not _set_from_env(features):
+        evidence.update(launcher=starter)
+        set_by = features.get("local_rank_set_by") or {}
+        used = set_by.get("used_before") or {}
+        later = (f"; {set_by['by']} ({script.get('path')}:{set_by['line']}) sets it from LOCAL_RANK, but "
+                 f"line {used['line']} (`{used['what']}`) uses it before that" if used else "")
+        yield rule.finding(
+            f"{starter} sets LOCAL_RANK in the environment and passes no local-rank argument, but the script "
+            f"takes it only from {' / '.join(takes)} ({at}): it stays {option.get('default')!r} in every rank "
+            f"(all ranks on one GPU, or a crash){later}",
+            severity=Severity.WARNING, location=where(job), evidence=evidence,
+            fix=rule.fix(case="read_env", values=values))

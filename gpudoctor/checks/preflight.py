@@ -85,32 +85,41 @@ def preflight_gpu_straggler(facts, rule):
                           "value": gpu["unfinished_s"]},
                 fix=rule.fix(values={"node": gpu["node"]}))
     gpus = [gpu for gpu in listed if gpu.get("unfinished_s") is None]
-    for key, what, unit in METRICS:
-        figures = [gpu[key] for gpu in gpus if isinstance(gpu.get(key), (int, float))]
+    for metric in METRICS:
+        figures = [gpu[metric[0]] for gpu in gpus if isinstance(gpu.get(metric[0]), (int, float))]
         if len(figures) < len(gpus) or not figures:
             continue  # a GPU that measured nothing: its figure is unknown, and so is the median it would move
         judged = True
         middle = median(figures)
         for gpu in gpus:
-            floor = _datasheet_floor(gpu) if key == "gemm_tflops" else None
-            below_median = len(gpus) >= 2 and gpu[key] < fraction * middle
-            below_floor = floor is not None and gpu[key] < floor
-            if not (below_median or below_floor):
-                continue
-            reasons = []
-            if below_median:
-                reasons.append(f"{gpu[key] / middle:.0%} of the allocation's median {middle:.3g} {unit}")
-            if below_floor:
-                reasons.append(f"under {floor:.3g} {unit}, half of what a {gpu['name']} reaches")
-            device = "GPU" if gpu.get("index") is not None else "rank"
-            yield rule.finding(
-                f"{_gpu_name(gpu)} is a straggler: its {what} runs at {gpu[key]:.3g} {unit}, "
-                f"{' and '.join(reasons)}. Every step of the job waits for its slowest {device}",
-                evidence={"nodes": [gpu["node"]], "gpus": [_gpu_ref(gpu)], "metric": key, "value": gpu[key],
-                          "median": middle, **({"floor": round(floor, 3)} if below_floor else {})},
-                fix=rule.fix(values={"node": gpu["node"]}))
+            finding = _slow(rule, gpu, metric, middle, fraction * middle if len(gpus) >= 2 else None)
+            if finding is not None:
+                yield finding
     if not judged:
         raise MissingFact("preflight.gpus", "no GPU finished its timed runs")
+
+
+def _slow(rule, gpu: dict, metric: tuple, middle: float, slow_below: Optional[float]):
+    """A GPU whose figure falls below the share of the allocation's median (`slow_below`, None for a single GPU) or,
+    for the matmul, below its model's datasheet floor; None when it does neither."""
+    key, what, unit = metric
+    floor = _datasheet_floor(gpu) if key == "gemm_tflops" else None
+    below_median = slow_below is not None and gpu[key] < slow_below
+    below_floor = floor is not None and gpu[key] < floor
+    if not (below_median or below_floor):
+        return None
+    reasons = []
+    if below_median:
+        reasons.append(f"{gpu[key] / middle:.0%} of the allocation's median {middle:.3g} {unit}")
+    if below_floor:
+        reasons.append(f"under {floor:.3g} {unit}, half of what a {gpu['name']} reaches")
+    device = "GPU" if gpu.get("index") is not None else "rank"
+    return rule.finding(
+        f"{_gpu_name(gpu)} is a straggler: its {what} runs at {gpu[key]:.3g} {unit}, "
+        f"{' and '.join(reasons)}. Every step of the job waits for its slowest {device}",
+        evidence={"nodes": [gpu["node"]], "gpus": [_gpu_ref(gpu)], "metric": key, "value": gpu[key],
+                  "median": middle, **({"floor": round(floor, 3)} if floor is not None and below_floor else {})},
+        fix=rule.fix(values={"node": gpu["node"]}))
 
 
 def _gpu_ref(gpu: dict) -> dict:

@@ -237,6 +237,27 @@ def _check_netdevs(value: str) -> List[Problem]:
     return [Problem("is not AUTO, ALL or MAX:N")]
 
 
+def _check_torch_bool(value: str) -> List[Problem]:
+    if value.strip().lower() in ("1", "0", "true", "false"):
+        return []
+    return [Problem("is not 1/true or 0/false; PyTorch ignores it with a warning", _bool_fix(value))]
+
+
+def _check_fi_bool(value: str) -> List[Problem]:
+    if value.strip().lower() in TRUE_WORDS | FALSE_WORDS | {"1", "0"}:
+        return []
+    return [Problem("is not a libfabric boolean (1/0, yes/no, true/false, on/off)")]
+
+
+# the kinds of value (rules/nccl_env.toml) judged by their entry alone, and those whose check needs the name too
+_BY_ENTRY = {"enum": _check_enum, "flags": _check_flags, "level": _check_level}
+_BY_NAME = {"algo": _check_algo_proto, "proto": _check_algo_proto, "ifname": _check_ifname, "hca": _check_ifname}
+# the kinds judged by the value alone
+_BY_VALUE = {"gloo_ifname": _check_gloo, "torch_bool": _check_torch_bool, "fi_bool": _check_fi_bool,
+             "netdevs_policy": _check_netdevs}
+_READERS = {"nccl": "NCCL", "torch": "PyTorch", "cuda": "CUDA", "libfabric": "libfabric"}  # an owner, as named
+
+
 def value_problems(name: str, value: str) -> List[Problem]:
     """What is wrong with this value of a documented variable (empty: nothing)."""
     item = spec(name)
@@ -244,34 +265,16 @@ def value_problems(name: str, value: str) -> List[Problem]:
         return []
     kind = item.get("kind")
     owner = item.get("owner", "nccl")
+    if kind in _BY_ENTRY:
+        return _BY_ENTRY[kind](item, value)
+    if kind in _BY_NAME:
+        return _BY_NAME[kind](name, item, value)
+    if kind in _BY_VALUE:
+        return _BY_VALUE[kind](value)
     if kind == "bool" and owner in ("nccl", "cuda"):
         return _check_bool(item, value)
     if kind == "int":
-        reader = "NCCL" if owner == "nccl" else {"torch": "PyTorch", "cuda": "CUDA", "libfabric": "libfabric"}.get(
-            owner, owner)
-        return _check_int(item, value, reader)
-    if kind == "enum":
-        return _check_enum(item, value)
-    if kind == "flags":
-        return _check_flags(item, value)
-    if kind == "level":
-        return _check_level(item, value)
-    if kind in ("algo", "proto"):
-        return _check_algo_proto(name, item, value)
-    if kind in ("ifname", "hca"):
-        return _check_ifname(name, item, value)
-    if kind == "gloo_ifname":
-        return _check_gloo(value)
-    if kind == "torch_bool":
-        if value.strip().lower() in ("1", "0", "true", "false"):
-            return []
-        return [Problem("is not 1/true or 0/false; PyTorch ignores it with a warning", _bool_fix(value))]
-    if kind == "fi_bool":
-        if value.strip().lower() in TRUE_WORDS | FALSE_WORDS | {"1", "0"}:
-            return []
-        return [Problem("is not a libfabric boolean (1/0, yes/no, true/false, on/off)")]
-    if kind == "netdevs_policy":
-        return _check_netdevs(value)
+        return _check_int(item, value, _READERS.get(owner, owner))
     if kind == "path" and owner == "nccl" and value.startswith("~"):
         return [Problem("starts with `~`, which NCCL does not expand: use an absolute path")]
     return []

@@ -181,16 +181,24 @@ def _fix_output(report: Report, env_files: List[str]) -> List[str]:
     return ["--format", formats.pop() if len(formats) == 1 else "dotenv"]
 
 
+def _safe_fix_files(report: Report) -> List[str]:
+    """The job files (not JSON snapshots) the report's safe env fixes point into, each once, in order."""
+    env_files: List[str] = []
+    for finding in report.findings:
+        fix = finding.fix
+        if not (fix and fix.env and fix.applicability == Applicability.SAFE):
+            continue
+        path = finding.location.path if finding.location else None
+        if path and not path.endswith(".json") and path not in env_files:
+            env_files.append(path)
+    return env_files
+
+
 def fix_command(report: Report) -> str:
     """The `gpudoctor fix` command line that finds the same safe fixes as this report (for the text report's hint):
     the same snapshot or pasted reports, the job files the fixes point into as --env-file, and the output those
     files take."""
-    safe = [f for f in report.findings if f.fix and f.fix.env and f.fix.applicability == Applicability.SAFE]
-    env_files: List[str] = []
-    for finding in safe:
-        path = finding.location.path if finding.location else None
-        if path and not path.endswith(".json") and path not in env_files:
-            env_files.append(path)
+    env_files = _safe_fix_files(report)
     words = ["gpudoctor", "fix"]
     source = report.source if isinstance(report.source, dict) else {}
     paths = [str(p) for p in source.get("paths", []) or []]
