@@ -116,30 +116,9 @@ class FactExpr:
         """The value (a list of values when the path has `[*]`; a count for len()). Raises MissingFact if absent."""
         nodes = [data]
         for position, step in enumerate(self.steps):
-            following = []
+            following: list = []
             for node in nodes:
-                if step[0] == "key":
-                    if node is None:
-                        following.append(None)  # below a known-absent value everything is known-absent
-                    elif isinstance(node, Mapping) and step[1] in node:
-                        following.append(node[step[1]])
-                    elif isinstance(node, Mapping) and position == 1 and self.steps[0] == ("key", "env"):
-                        following.append(None)  # env was read: a variable it does not carry is unset
-                    else:
-                        raise MissingFact(self.path)
-                elif step[0] == "index":
-                    if node is None:
-                        following.append(None)
-                    elif isinstance(node, list):
-                        following.append(node[step[1]] if step[1] < len(node) else None)
-                    else:
-                        raise MissingFact(self.path)
-                else:
-                    if node is None:
-                        continue  # a known-absent list has no elements
-                    if not isinstance(node, list):
-                        raise NotComparable(f"{self.path} (not a list)")
-                    following.extend(node)
+                following.extend(self._step(node, step, position))
             nodes = following
         value: Any = nodes if self.wildcard else nodes[0]
         if not self.is_len:
@@ -149,6 +128,27 @@ class FactExpr:
         if value is None:
             return 0
         raise NotComparable(f"{self.path} (len() of a {type(value).__name__})")
+
+    def _step(self, node: Any, step: tuple, position: int) -> list:
+        """What one step of the path reaches from a node: a key's value, an index's item, every item for `[*]`.
+        Below a known-absent value (None) everything is known-absent, and a `[*]` of it has no items."""
+        if step[0] == "all":
+            if node is None:
+                return []
+            if not isinstance(node, list):
+                raise NotComparable(f"{self.path} (not a list)")
+            return node
+        if node is None:
+            return [None]
+        if step[0] == "index":
+            if not isinstance(node, list):
+                raise MissingFact(self.path)
+            return [node[step[1]] if step[1] < len(node) else None]
+        if isinstance(node, Mapping) and step[1] in node:
+            return [node[step[1]]]
+        if isinstance(node, Mapping) and position == 1 and self.steps[0] == ("key", "env"):
+            return [None]  # env was read: a variable it does not carry is unset
+        raise MissingFact(self.path)
 
 
 # ---------------------------------------------------------------------------------------------------- conditions
@@ -242,37 +242,56 @@ def _check_literal(op: str, table: Mapping[str, Any]) -> Any:
         return None
     if "value" not in table:
         raise _Invalid(f"operator {op!r} needs a value")
-    literal = table["value"]
-    kind = _kind(literal)
-    if op in ("eq", "ne") and kind not in ("string", "number", "bool"):
-        raise _Invalid(f"operator {op!r}: value must be a string, number or boolean, not {kind}")
-    if op in ("lt", "le", "gt", "ge"):
-        if kind != "number" or (isinstance(literal, float) and not math.isfinite(literal)):
-            raise _Invalid(f"operator {op!r}: value must be a number (compare versions with version_lt/version_ge)")
-    if op in ("version_lt", "version_ge"):
-        if kind not in ("string", "number"):
-            raise _Invalid(f"operator {op!r}: value must be a version string such as \"550\" or \"12.4\"")
-        literal = str(literal)
-        try:
-            Version(literal)
-        except InvalidVersion:
-            raise _Invalid(f"operator {op!r}: {literal!r} is not a version") from None
-    if op in ("in", "not_in"):
-        if not isinstance(literal, list) or not literal:
-            raise _Invalid(f"operator {op!r}: value must be a non-empty list")
-        kinds = {_kind(item) for item in literal}
-        if len(kinds) != 1 or not kinds <= {"string", "number", "bool"}:
-            raise _Invalid(f"operator {op!r}: list items must be strings, numbers or booleans, all of one kind")
-    if op == "matches":
-        if kind != "string":
-            raise _Invalid("operator 'matches': value must be a regular expression string")
-        if len(literal) > MAX_PATTERN:
-            raise _Invalid(f"operator 'matches': pattern longer than {MAX_PATTERN} characters")
-        try:
-            regex.compile(literal)
-        except regex.error as exc:
-            raise _Invalid(f"operator 'matches': bad regular expression {literal!r}: {exc}") from None
+    return _LITERALS[op](op, table["value"])
+
+
+def _scalar_literal(op: str, literal: Any) -> Any:
+    if _kind(literal) not in ("string", "number", "bool"):
+        raise _Invalid(f"operator {op!r}: value must be a string, number or boolean, not {_kind(literal)}")
     return literal
+
+
+def _number_literal(op: str, literal: Any) -> Any:
+    if _kind(literal) != "number" or (isinstance(literal, float) and not math.isfinite(literal)):
+        raise _Invalid(f"operator {op!r}: value must be a number (compare versions with version_lt/version_ge)")
+    return literal
+
+
+def _version_literal(op: str, literal: Any) -> str:
+    if _kind(literal) not in ("string", "number"):
+        raise _Invalid(f"operator {op!r}: value must be a version string such as \"550\" or \"12.4\"")
+    try:
+        Version(str(literal))
+    except InvalidVersion:
+        raise _Invalid(f"operator {op!r}: {str(literal)!r} is not a version") from None
+    return str(literal)
+
+
+def _list_literal(op: str, literal: Any) -> Any:
+    if not isinstance(literal, list) or not literal:
+        raise _Invalid(f"operator {op!r}: value must be a non-empty list")
+    kinds = {_kind(item) for item in literal}
+    if len(kinds) != 1 or not kinds <= {"string", "number", "bool"}:
+        raise _Invalid(f"operator {op!r}: list items must be strings, numbers or booleans, all of one kind")
+    return literal
+
+
+def _pattern_literal(op: str, literal: Any) -> Any:
+    if _kind(literal) != "string":
+        raise _Invalid("operator 'matches': value must be a regular expression string")
+    if len(literal) > MAX_PATTERN:
+        raise _Invalid(f"operator 'matches': pattern longer than {MAX_PATTERN} characters")
+    try:
+        regex.compile(literal)
+    except regex.error as exc:
+        raise _Invalid(f"operator 'matches': bad regular expression {literal!r}: {exc}") from None
+    return literal
+
+
+# what each operator that takes a value accepts as one (the value, validated; a version as its string)
+_LITERALS = {"eq": _scalar_literal, "ne": _scalar_literal, "lt": _number_literal, "le": _number_literal,
+             "gt": _number_literal, "ge": _number_literal, "version_lt": _version_literal,
+             "version_ge": _version_literal, "in": _list_literal, "not_in": _list_literal, "matches": _pattern_literal}
 
 
 class Condition:
@@ -286,20 +305,28 @@ class Condition:
         self.paths: List[FactExpr] = []
         combinators = [key for key in COMBINATORS if key in table]
         if combinators:
-            extra = set(table) - {combinators[0]}
-            if len(combinators) > 1 or extra:
-                raise _Invalid(f"a condition with {combinators[0]!r} takes no other key "
-                               f"(found {', '.join(sorted(set(table) - {combinators[0]}))})")
-            self.kind = combinators[0]
-            parts = table[self.kind]
-            if self.kind == "not":
-                parts = [parts]
-            elif not isinstance(parts, list) or not parts:
-                raise _Invalid(f"{self.kind!r} needs a non-empty list of conditions")
-            self.parts = [Condition(part, groups, depth + 1) for part in parts]
-            for part in self.parts:
-                self.paths.extend(part.paths)
-            return
+            self._combine(table, combinators, groups, depth)
+        else:
+            self._leaf(table, groups)
+
+    def _combine(self, table: Mapping[str, Any], combinators: List[str], groups: set, depth: int) -> None:
+        """`all` / `any` of a list of conditions, or `not` of one."""
+        extra = set(table) - {combinators[0]}
+        if len(combinators) > 1 or extra:
+            raise _Invalid(f"a condition with {combinators[0]!r} takes no other key "
+                           f"(found {', '.join(sorted(set(table) - {combinators[0]}))})")
+        self.kind = combinators[0]
+        parts = table[self.kind]
+        if self.kind == "not":
+            parts = [parts]
+        elif not isinstance(parts, list) or not parts:
+            raise _Invalid(f"{self.kind!r} needs a non-empty list of conditions")
+        self.parts = [Condition(part, groups, depth + 1) for part in parts]
+        for part in self.parts:
+            self.paths.extend(part.paths)
+
+    def _leaf(self, table: Mapping[str, Any], groups: set) -> None:
+        """A fact, an operator and its value (and a quantifier where the fact selects a list)."""
         unknown_keys = set(table) - {"fact", "op", "value", "quantifier"}
         if unknown_keys:
             raise _Invalid(f"unknown condition key(s) {', '.join(sorted(unknown_keys))} "
@@ -473,16 +500,7 @@ def compile_rule(table: Any, groups: set, source: str = "") -> Rule:
     extra = set(table) - RULE_KEYS
     if extra:
         raise _Invalid(f"unknown key(s) {', '.join(sorted(extra))} (known: {', '.join(sorted(RULE_KEYS))})")
-    rule_id = _string(table, "id", "id", required=True)
-    if not POLICY_ID.match(rule_id) or rule_id.startswith("GD"):
-        raise _Invalid(f"id {rule_id!r} must be capitals then digits (SITE001) and not start with GD "
-                       "(GD IDs are gpudoctor's own)")
-    name = _string(table, "name", "name") or rule_id.lower()
-    severity_text = _string(table, "severity", "severity", required=True)
-    try:
-        severity = Severity.parse(severity_text)
-    except ValueError as exc:
-        raise _Invalid(str(exc)) from None
+    rule_id, name, severity = _identity(table)
     message = Template(table.get("message"), groups, "message") if "message" in table else None
     if message is None:
         raise _Invalid("missing message")
@@ -498,12 +516,48 @@ def compile_rule(table: Any, groups: set, source: str = "") -> Rule:
                          f"{'true' if fires_when else 'false'}.", fix_parts[1].text if fix_parts else "")
     exprs = condition.paths + message.paths + (fix_parts[1].paths if fix_parts else [])
     needs = tuple(dict.fromkeys(expr.need for expr in exprs))
+    return Rule(
+        id=rule_id,
+        name=name,
+        severity=severity,
+        family="site",
+        summary=summary,
+        needs=needs,
+        host=_on_host(table, needs),
+        fix_applicability=fix_parts[2] if fix_parts else "display-only",
+        docs={**docs, "policy": source},
+        own_check=_policy_check(condition, fires_when, message, fix_parts),
+    )
+
+
+def _identity(table: Mapping[str, Any]) -> Tuple[str, str, Severity]:
+    """A rule's id (SITE001, never GD…), its name (the id in lower case when not given) and its severity."""
+    rule_id = _string(table, "id", "id", required=True)
+    if not POLICY_ID.match(rule_id) or rule_id.startswith("GD"):
+        raise _Invalid(f"id {rule_id!r} must be capitals then digits (SITE001) and not start with GD "
+                       "(GD IDs are gpudoctor's own)")
+    name = _string(table, "name", "name") or rule_id.lower()
+    severity_text = _string(table, "severity", "severity", required=True)
+    try:
+        severity = Severity.parse(severity_text)
+    except ValueError as exc:
+        raise _Invalid(str(exc)) from None
+    return rule_id, name, severity
+
+
+def _on_host(table: Mapping[str, Any], needs: tuple) -> bool:
+    """`host` as given; else whether the rule reads facts that only a machine has (not the job files alone)."""
     host = table.get("host")
     if host is None:
-        host = not {need.split(".")[0] for need in needs} <= schema.lint_groups()
-    elif not isinstance(host, bool):
+        return not {need.split(".")[0] for need in needs} <= schema.lint_groups()
+    if not isinstance(host, bool):
         raise _Invalid("host must be true or false")
+    return host
 
+
+def _policy_check(condition: Condition, fires_when: bool, message: Template, fix_parts):
+    """The rule's check: one finding, with its message and fix filled from the facts, when the condition is
+    `fires_when`."""
     def check(facts, rule):
         evidence: Dict[str, Any] = {}
         if condition.evaluate(facts.data, evidence) is not fires_when:
@@ -514,18 +568,7 @@ def compile_rule(table: Any, groups: set, source: str = "") -> Rule:
             fix = rule.fix(text=fix_summary.render(facts.data), applicability=applicability, **extras)
         return [rule.finding(message.render(facts.data), evidence=evidence, fix=fix)]
 
-    return Rule(
-        id=rule_id,
-        name=name,
-        severity=severity,
-        family="site",
-        summary=summary,
-        needs=needs,
-        host=host,
-        fix_applicability=fix_parts[2] if fix_parts else "display-only",
-        docs={**docs, "policy": source},
-        own_check=check,
-    )
+    return check
 
 
 def load_policy(path: str) -> tuple:
