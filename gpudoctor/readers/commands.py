@@ -217,7 +217,7 @@ OUTER_LAUNCHERS = {"srun": _srun, "mpirun": _mpirun, "mpiexec": _mpirun, "orteru
 def _options(words: Sequence[Word], index: int, flags: set) -> Tuple[dict, bool, int]:
     """A Python launcher's options up to the script: ({option: value word, or None for a flag}, `-m` given, index
     of the script). Names are written with dashes (`--use_env` → `--use-env`)."""
-    found: Dict[str, Optional[str]] = {}
+    found: Dict[str, Optional[Word]] = {}
     module = False
     while index < len(words) and words[index][0].startswith("-"):
         text = words[index][0]

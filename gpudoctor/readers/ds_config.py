@@ -16,7 +16,7 @@ import json
 import re
 from bisect import bisect_right
 from dataclasses import dataclass, field
-from json.decoder import scanstring
+from json.decoder import scanstring  # type: ignore[attr-defined]  # json's own string scanner; typeshed omits it
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 

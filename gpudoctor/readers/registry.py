@@ -63,7 +63,7 @@ class Format:
     def read_bounded(self, path: Path, text: str) -> FileFacts:
         """The file's facts; InputError in one line when it is beyond this format's bounds."""
         facts, why = self.read_within_bounds(path, text)
-        if why:
+        if facts is None:
             raise InputError(f"cannot read {str(path)!r}: {why}")
         return facts
 
@@ -110,7 +110,7 @@ class Reads:
             if not os.path.isfile(path):
                 return None
             facts, why = named(format_name).read_within_bounds(Path(path), read_bytes(path).decode("utf-8", "replace"))
-            if why:
+            if facts is None:
                 raise OSError(errno.EFBIG, why)
             self._facts[key] = facts
         return self._facts[key]
@@ -171,9 +171,9 @@ def _tree(tree: Tree, reads: Reads, refused: List[Tuple[Path, str]]) -> List[Tup
         fmt = find(path, text)
         if fmt is not None and fmt.in_tree(path):
             facts, why = fmt.read_within_bounds(path, text)
-            if why:
+            if why is not None:
                 refused.append((path, why))
-            else:
+            elif facts is not None:
                 reads.keep(path, fmt, facts)
                 found.append((path, facts, text))
     return found
@@ -291,9 +291,9 @@ def read_env_files(names: Iterable[str], snapshot) -> None:
         if facts is None or facts.env is None:
             facts = named("dotenv").read_bounded(path, text)
         read.append((str(path), facts))
-    for path, facts in read:
-        add(snapshot, path, facts, ("env",), scope="--env-file")
-    for path, facts in read:
-        add(snapshot, path, facts, ("launch",), reads=reads)
+    for source, facts in read:
+        add(snapshot, source, facts, ("env",), scope="--env-file")
+    for source, facts in read:
+        add(snapshot, source, facts, ("launch",), reads=reads)
     sources = snapshot.source.setdefault("paths", []) if isinstance(snapshot.source, dict) else []
     sources.extend(str(name) for name in names if str(name) not in sources)

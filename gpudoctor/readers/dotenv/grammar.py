@@ -133,7 +133,8 @@ def read(text: str, path: str) -> ReadResult:
             failed_at, reader.pos = reader.pos, start
             reader.read(_WS_MULTI)
             line = reader.line()
-            bad = _REST.match(reader.text, reader.pos).group(0).rstrip("\r\n")
+            rest = _REST.match(reader.text, reader.pos)  # matches anywhere (an empty rest too)
+            bad = rest.group(0).rstrip("\r\n") if rest else ""
             result.error(f"cannot parse {cut(bad.strip(), 60)!r} (python-dotenv skips this line)", line)
             reader.pos = failed_at  # as python-dotenv: skip the rest of the line where parsing stopped
             reader.read(_REST)

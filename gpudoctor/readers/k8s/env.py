@@ -188,13 +188,19 @@ class EnvReader(nodes.Collector):
     @staticmethod
     def _compose_items(env) -> List[Tuple[str, str, int]]:
         """(name, value, line) of a Compose `environment:` mapping (a null value passes the host's through) or list."""
+        found: List[Tuple[str, str, int]] = []
         if isinstance(env, yaml.MappingNode):
-            return [(nodes.scalar(key) or "", nodes.scalar(value), nodes.line(key)) for key, value in env.value
-                    if value.tag != NULL_TAG and nodes.scalar(value) is not None]
-        if isinstance(env, yaml.SequenceNode):
-            return [(*nodes.scalar(item).split("=", 1), nodes.line(item)) for item in env.value
-                    if nodes.scalar(item) and "=" in nodes.scalar(item)]
-        return []
+            for key, node in env.value:
+                value = nodes.scalar(node)
+                if node.tag != NULL_TAG and value is not None:
+                    found.append((nodes.scalar(key) or "", value, nodes.line(key)))
+        elif isinstance(env, yaml.SequenceNode):
+            for item in env.value:
+                setting = nodes.scalar(item)
+                if setting and "=" in setting:
+                    name, value = setting.split("=", 1)
+                    found.append((name, value, nodes.line(item)))
+        return found
 
     @staticmethod
     def _compose_reason(value: str) -> Optional[str]:

@@ -199,7 +199,7 @@ class PodReader(nodes.Collector):
                 entry["ranks_per_node"], entry["source"] = None, "PET_NPROC_PER_NODE from the operator"
                 continue
             count, value = _count(nproc), scalar(nproc)
-            entry["ranks_per_node"] = count if count is not None else {"gpu": "gpu", "auto": "gpu"}.get(value)
+            entry["ranks_per_node"] = count if count is not None else ("gpu" if value in ("gpu", "auto") else None)
             entry["source"] = f"spec.nprocPerNode: {value} (line {line(nproc)})"
 
     @staticmethod

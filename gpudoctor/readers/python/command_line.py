@@ -25,7 +25,7 @@ def command_line(tree: Tree, lines: List[str], parsers: set, qualified: Callable
     name, creation, parse = found
     holders = {name} | {target for target, call in assigned if any(_method(call, {name}, group) for group in GROUPS)}
     options, required = ["-h", "--help"], []
-    for node in (node for node in nodes if _method(node, holders, "add_argument")):
+    for node in (node for node in nodes if isinstance(node, ast.Call) and _method(node, holders, "add_argument")):
         taken = _option(node, qualified)
         if taken is None:
             return None  # options it cannot show, or a remainder that swallows the rest

@@ -32,7 +32,7 @@ Every entry carries its line.
 from __future__ import annotations
 
 import ast
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Set, Tuple, Union
 
 from gpudoctor.readers.env import CVD
 from gpudoctor.readers.python.command_line import command_line
@@ -103,6 +103,7 @@ class _Finder:
         self.constants = _string_constants(tree.body)
         self.parses_known = any(isinstance(node, ast.Attribute) and node.attr == "parse_known_args"
                                 for node in tree.walk())  # unknown options are left, not an error
+        self.factories: Dict[str, dict] = {}  # the script's functions that make an executor (`run` finds them)
 
     def qualified(self, node: ast.AST) -> str:
         return qualified_name(node, self.aliases)
@@ -146,7 +147,7 @@ class _Finder:
         if self.parses_known or any(isinstance(node, ast.Constant) and isinstance(node.value, str)
                                     and node.value.startswith(LOCAL_RANK_OPTIONS) for node in self.index.walk()):
             return None
-        found = []
+        found: List[Dict[str, Any]] = []
         parsers = self.own_parsers()
         for node in self.index.walk():
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "parse_args" \
@@ -186,7 +187,7 @@ class _Finder:
             return None
         body, call, name = found
         functions = {n.name: n for n in self.index.walk() if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
-        before = [n for n in body if getattr(n, "lineno", call.lineno) < call.lineno]
+        before = [n for n in body if isinstance(n, ast.expr) and n.lineno < call.lineno]  # what `used` can be
         used = [n for n in before if _reads_local_rank(n, name)]
         used += [n for n in before if self.hands_to_a_reader(n, name, functions)]
         first = min(used, key=lambda n: n.lineno) if used else None
@@ -207,7 +208,8 @@ class _Finder:
                     if isinstance(handed, ast.Name):
                         yield body, call, handed.id
 
-    def hands_to_a_reader(self, node: ast.AST, name: str, functions: Dict[str, ast.AST]) -> bool:
+    def hands_to_a_reader(self, node: ast.AST, name: str,
+                          functions: Dict[str, Union[ast.FunctionDef, ast.AsyncFunctionDef]]) -> bool:
         """`helper(ns)`: a function of the script given the namespace, which reads some `.local_rank`."""
         return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in functions \
             and any(isinstance(arg, ast.Name) and arg.id == name for arg in node.args) \
@@ -217,7 +219,8 @@ class _Finder:
         """Names of `argparse.ArgumentParser()`s whose every option this script shows: made here without `parents=`,
         and handed to no other function (a helper elsewhere may add `--local_rank`), deepspeed's config options
         aside."""
-        made, handed = set(), set()
+        made: Set[str] = set()
+        handed: Set[str] = set()
         for node in self.index.walk():
             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and len(node.targets) == 1 \
                     and isinstance(node.targets[0], ast.Name):
@@ -277,7 +280,7 @@ class _Finder:
                        and isinstance(node.value, ast.Name) and node.value.id in self.args_names})
 
     # -- CUDA_VISIBLE_DEVICES ----------------------------------------------------------------------------------
-    def environ_assignment(self, target: ast.AST, value: ast.AST, node: ast.AST, found: Dict[str, Any]) -> None:
+    def environ_assignment(self, target: ast.AST, value: ast.AST, node: ast.stmt, found: Dict[str, Any]) -> None:
         if isinstance(target, ast.Subscript) and self.qualified(target.value) == "os.environ" \
                 and literal(target.slice) == CVD:
             self.visible_devices(value, node, found)
@@ -290,7 +293,7 @@ class _Finder:
                 if key is not None and literal(key) == CVD:
                     self.visible_devices(value, call, found)
 
-    def visible_devices(self, value: ast.AST, node: ast.AST, found: Dict[str, Any]) -> None:
+    def visible_devices(self, value: ast.AST, node: Union[ast.expr, ast.stmt], found: Dict[str, Any]) -> None:
         source = self.same_in_every_rank(value)
         if source:
             found["sets_visible_devices"].append({"line": node.lineno, "what": segment(self.lines, node, 70),
@@ -319,7 +322,6 @@ class _Finder:
     def executor_factories(self) -> Dict[str, dict]:
         """Functions of the script that build an executor with env_vars (`def local_executor(): … return
         run.LocalExecutor(env_vars=…)`), so that `executor=local_executor()` counts too."""
-        self.factories: Dict[str, dict] = {}
         found = {}
         for node in self.index.walk():
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -330,7 +332,7 @@ class _Finder:
         return found
 
     def executor(self, call: ast.Call) -> Optional[dict]:
-        if isinstance(call.func, ast.Name) and call.func.id in getattr(self, "factories", {}):
+        if isinstance(call.func, ast.Name) and call.func.id in self.factories:
             return self.factories[call.func.id]
         name = self.qualified(call.func)
         if not name.startswith("nemo_run.") or not name.endswith("Executor"):
@@ -401,7 +403,7 @@ def _is_parse(value: ast.AST, helpers: set) -> bool:
 
 
 def _bound_names(tree: Tree, scope: Optional[ast.AST], helpers: set) -> set:
-    names = set()
+    names: Set[str] = set()
     for node in tree.walk(scope):
         if isinstance(node, ast.Assign) and _is_parse(node.value, helpers):
             for target in node.targets:

@@ -14,7 +14,7 @@ call) is unknown and kept verbatim. Code inside branches and loops is marked con
 from __future__ import annotations
 
 import ast
-from typing import Dict, List, Set
+from typing import Dict, List, Set, Tuple
 
 from gpudoctor.readers.env import Assignment, ReadResult, is_env_name
 from gpudoctor.readers.python.tree import Tree
@@ -24,7 +24,7 @@ ENV_KEYWORDS = {"env", "env_vars", "envs", "environment", "extra_env", "env_vari
                 "extra_env_vars", "envvars"}
 HINT_PREFIXES = ("NCCL_", "TORCH_", "CUDA_", "FI_", "GLOO_", "PYTORCH_", "NVTE_", "OMP_", "DS_", "NVIDIA_", "UCX_")
 # Code in a branch may not run (conditional). Function bodies are not: launchers keep their env dicts in functions.
-BRANCHES = (ast.If, ast.For, ast.While, ast.Try, ast.AsyncFor, ast.IfExp, ast.comprehension)
+BRANCHES: Tuple[type, ...] = (ast.If, ast.For, ast.While, ast.Try, ast.AsyncFor, ast.IfExp, ast.comprehension)
 if hasattr(ast, "TryStar"):  # Python 3.11+
     BRANCHES = BRANCHES + (ast.TryStar,)
 

@@ -183,7 +183,9 @@ def _guard_side(node: ast.AST) -> Optional[str]:
 
 
 def segment(lines: List[str], node: ast.AST, limit: int = 80) -> str:
-    """The source text of `node`, on one line, shortened to `limit` characters."""
+    """The source text of `node`, on one line, shortened to `limit` characters ("…" for a node of no position)."""
+    if not isinstance(node, (ast.expr, ast.stmt, ast.keyword, ast.arg, ast.excepthandler)):
+        return "…"
     try:
         start, end = node.lineno - 1, (node.end_lineno or node.lineno) - 1
         if start == end:

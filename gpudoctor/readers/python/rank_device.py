@@ -57,7 +57,7 @@ class _Finder:
         """The global-rank source of a device expression: the rank itself, `f"cuda:{rank}"`, `"cuda:%d" % rank`,
         `torch.device("cuda", rank)`."""
         if isinstance(node, ast.JoinedStr):
-            texts = [v.value for v in node.values if isinstance(v, ast.Constant)]
+            texts = [v.value for v in node.values if isinstance(v, ast.Constant) and isinstance(v.value, str)]
             values = [v.value for v in node.values if isinstance(v, ast.FormattedValue)]
             if len(values) == 1 and "".join(texts).strip() == "cuda:":
                 return self.source(values[0])
@@ -91,7 +91,7 @@ class _Finder:
     def device_call(self, node: ast.Call) -> Optional[dict]:
         """`set_device(rank)`, `torch.device(…)`, `.to(…)`/`.cuda(…)`, `device=`/`output_device=`/`device_ids=[…]`."""
         name = self.qualified(node.func)
-        candidates: List[ast.AST] = []
+        candidates: List[ast.expr] = []
         if name == "torch.device":
             candidates = [node]
         elif name in SET_DEVICE or isinstance(node.func, ast.Attribute) and node.func.attr in ("cuda", "to"):

@@ -10,7 +10,7 @@ capability is not a request. `bf16=torch.cuda.is_bf16_supported()` is one: it sa
 from __future__ import annotations
 
 import ast
-from typing import Any, Dict, List, Optional, Set
+from typing import Any, Dict, List, Optional, Set, Union
 
 from gpudoctor.readers.python.names import NO_VALUE, canonical, dotted, imports_of, literal, qualified_name, segment
 from gpudoctor.readers.python.tree import Tree
@@ -133,7 +133,7 @@ class RequestFinder:
                 if name.startswith("lightning.fabric"):
                     self.frameworks.add("lightning")
 
-    def add(self, kind: str, node: ast.AST, what: str, **extra: Any) -> None:
+    def add(self, kind: str, node: Union[ast.expr, ast.stmt], what: str, **extra: Any) -> None:
         entry = {"source": self.path, "line": node.lineno, "what": what}
         entry.update(extra)
         if any(e["line"] == entry["line"] and e["what"] == what for e in self.found[kind]):
@@ -277,12 +277,14 @@ class RequestFinder:
             return "tensor_parallel", "", {"size": size, "frameworks": sorted(self.frameworks)}
         return None
 
-    def attribute_assign(self, node: ast.AST) -> None:
+    def attribute_assign(self, node: Union[ast.Assign, ast.AnnAssign]) -> None:
         """`args.bf16 = True`, `cfg.tensor_model_parallel_size = 2`, `trainer.precision = "bf16-mixed"`
         (ATTRIBUTE_FORMS: the method that reads the value of each attribute)."""
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         value = node.value
-        for target in targets if value is not None else []:
+        if value is None:  # `x: int`
+            return
+        for target in targets:
             form = ATTRIBUTE_FORMS.get(target.attr) if isinstance(target, ast.Attribute) else None
             found = getattr(self, form)(value) if form else None
             if found:
@@ -300,8 +302,10 @@ class RequestFinder:
     def config_dict(self, node: ast.Dict) -> None:
         """A DeepSpeed-style config written in the script: {"bf16": {"enabled": True}}."""
         for key, value in zip(node.keys, node.values):
-            name = literal(key) if key is not None else None
-            if name in ("bf16", "fp16", "bfloat16") and isinstance(value, ast.Dict):
+            if key is None or not isinstance(value, ast.Dict):  # `**other`, or not a section
+                continue
+            name = literal(key)
+            if name in ("bf16", "fp16", "bfloat16"):
                 for inner_key, inner_value in zip(value.keys, value.values):
                     if inner_key is not None and literal(inner_key) == "enabled" and self.truthy(inner_value):
                         kind = "fp16" if name == "fp16" else "bf16"

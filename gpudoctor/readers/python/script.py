@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
@@ -65,8 +66,8 @@ def _analyse_tree(path: str, tree: Tree, lines: List[str], text: str, problems: 
     requests, frameworks = find_requests(tree, lines, path)
     for kind, rule in REQUEST_RULES.items():
         requests[kind] = [r for r in requests.get(kind, []) if not _suppressed(suppressions, rule, r.get("line"))]
-    guard = next((node.lineno for node in tree.body if type(node).__name__ == "If"
-                  and is_main_guard(node.test) is True), None)
+    guard = next((node.lineno for node in tree.body if isinstance(node, ast.If) and is_main_guard(node.test) is True),
+                 None)
     script = {
         "path": path,
         "main_guard_line": guard,

@@ -45,8 +45,8 @@ class Tree:
         """What `ast.walk(node)` gives, in its order (breadth first; the module's nodes when `node` is None). Within a
         level, depth-first order is breadth-first order, so a stable sort by depth gives it."""
         span = self._span(node)
-        if span is None:
-            return list(ast.walk(node))
+        if span is None:  # a node of no file: `_span` places the module (None) always
+            return list(ast.walk(node)) if node is not None else []
         if span.start == 0 and self._breadth_first is not None:
             return self._breadth_first
         found = [self.nodes[i] for i in sorted(span, key=self.depths.__getitem__)]

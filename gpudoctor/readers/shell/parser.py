@@ -132,6 +132,8 @@ class Tokenizer:
         self.heredocs: List[Tuple[str, bool]] = []
         self.errors: List[Tuple[str, int]] = []
         self.expect_delimiter: Optional[bool] = None  # strip-tabs flag while waiting for a heredoc delimiter
+        self._start = 0  # where the word being read starts
+        self._first_equals: Optional[int] = None  # where its first `=` is, once a `~` asks
 
     def run(self) -> List[Token]:
         text, n = self.text, len(self.text)
@@ -317,18 +319,23 @@ class Tokenizer:
             end = min(j + 1, n)
         else:
             match = re.compile(r"\$(?:[A-Za-z_][A-Za-z0-9_]*|[0-9@*#?$!-])?").match(text, start)
-            end = match.end()
+            end = match.end() if match else start + 1  # it matches: the text is at a `$`
         chunk = text[start:end]
         self._count(chunk)
         self.i = end
         return chunk
 
 
-def _unquoted(default: Optional[str]) -> Optional[str]:
+def _unquoted(default: str) -> str:
     """A `${NAME:-default}`'s default: in `${NGPU:-"8"}` the quotes are the shell's."""
-    if default and len(default) > 1 and default[0] == default[-1] and default[0] in "'\"":
+    if len(default) > 1 and default[0] == default[-1] and default[0] in "'\"":
         return default[1:-1]
     return default
+
+
+def _unknown(text: str) -> Tuple[str, Optional[str], List[str]]:
+    """An expansion whose value is known only when the script runs: as written, and why."""
+    return text, f"set by `{text}` at run time" if text != "~" else "`~` expands to $HOME", []
 
 
 # How a word goes on at each character PLAIN_RUN stops at (those that end a word aside).
@@ -385,17 +392,17 @@ class Walker:
     def expanded(self, text: str) -> Tuple[str, Optional[str], List[str]]:
         """One expansion of a word: its value (as written where unknown), why it is unknown, the defaults taken."""
         match = SIMPLE_VAR.match(text)
-        var = self.vars.get(match.group(1) or match.group(2)) if match else None
-        op, default = (match.group(3), _unquoted(match.group(4))) if match and match.group(2) else (None, None)
-        if text.startswith("$((") and not match:
-            return self.computed(text)
+        if match is None:
+            return self.computed(text) if text.startswith("$((") else _unknown(text)
+        name = match.group(1) or match.group(2)
+        var = self.vars.get(name)
+        op, default = match.group(3), _unquoted(match.group(4) or "")  # `${NAME:-default}`, `${NAME-default}`
         if var is not None and var.literal and not var.conditional:
             # `NGPU=${NGPU:-8}` then `$NGPU`: still the caller's to change
             return (default if op == ":-" and var.value == "" else var.value), None, list(var.defaults)
-        if op and var is None and not re.search(r"[$`]", default) and not runtime_variable(match.group(2)):
-            return default, None, [f"the default of `{text}`, which applies when the caller does not set "
-                                   f"{match.group(2)}"]
-        return text, f"set by `{text}` at run time" if text != "~" else "`~` expands to $HOME", []
+        if op and var is None and not re.search(r"[$`]", default) and not runtime_variable(name):
+            return default, None, [f"the default of `{text}`, which applies when the caller does not set {name}"]
+        return _unknown(text)
 
     def computed(self, text: str) -> Tuple[str, Optional[str], List[str]]:
         """`$((…))` of the integers the script sets: its value, else it as written and why it is unknown."""
@@ -430,8 +437,8 @@ class Walker:
                                                       self.scope, self.context, unset=True))
             return
         value, reason, found = self.resolve_defaults(word) if word is not None else ("", None, [])
-        defaults = list(defaults) + found
-        context = ", ".join(part for part in (self.context, how, *([] if reason else defaults)) if part)
+        taken = list(defaults) + found
+        context = ", ".join(part for part in (self.context, how, *([] if reason else taken)) if part)
         self.result.assignments.append(Assignment(name, value, self.path, self.line(line), reason, conditional,
                                                   scope, context))
         for prefix in CONTAINER_ENV_PREFIXES:
@@ -450,7 +457,7 @@ class Walker:
             token = tokens[i]
             if token.kind == "comment":
                 self.comment(token, previous is None or previous.line < token.line)
-            elif token.kind == "word":
+            elif token.word is not None:  # a word
                 if self.first_command is None:
                     self.started(token)
                 words.append(token.word)
@@ -477,8 +484,9 @@ class Walker:
         `${ARGS[@]}` expands it (elements joined by spaces); the index of the `)`."""
         elements: List[Word] = []
         while i < len(tokens) and not (tokens[i].kind == "op" and tokens[i].text == ")"):
-            if tokens[i].kind == "word":
-                elements.append(tokens[i].word)
+            word = tokens[i].word
+            if word is not None:
+                elements.append(word)
             i += 1
         self.tensor_parallel(elements)  # Megatron's `GPT_ARGS=( --tensor-model-parallel-size 8 … )`
         value = Word(line=head.line)
@@ -508,13 +516,13 @@ class Walker:
         """A comment; `#SBATCH …` in the leading comment block is read once into its words (`sbatch`)."""
         match = SBATCH.match(token.text) if self.first_command is None else None
         if match:
-            words = [t.word for t in Tokenizer(match.group(1)).run() if t.kind == "word"]
+            words = [t.word for t in Tokenizer(match.group(1)).run() if t.word is not None]
             for word in words:
                 word.line = token.line
             self.sbatch(words, token.line)
 
-    def command(self, words: List[Word], chained: bool) -> None:
-        words = self.reserved(words)
+    def command(self, written: List[Word], chained: bool) -> None:
+        words = self.reserved(written)
         if not words:
             return
         conditional = chained or bool(self.stack)
@@ -700,7 +708,7 @@ class Walker:
                 parts.append((kind, text))
         return Word(parts, word.line)
 
-    def _option_value(self, word: Word, nxt: Optional[Word], option: str) -> Word:
+    def _option_value(self, word: Word, nxt: Optional[Word], option: str) -> Optional[Word]:
         if word.text == option:
             return nxt
         return self._strip(word, len(option) + 1)
