@@ -226,8 +226,9 @@ def _rtx3090_535(report):
     f = report.facts["nvml"]
     assert (f["driver_version"], f["cuda_driver_version"]) == ("535.161.07", "12.2")
     assert f["gpus"] == [{"index": 0, "name": "NVIDIA GeForce RTX 3090", "pci_bus_id": "00000000:C1:00.0",
-                          "memory_used_bytes": 404 * MiB, "memory_total_bytes": 24576 * MiB}]
-    # ECC 'N/A': unknown; MIG 'N/A': unknown; processes header without rows: not listable, unknown
+                          "memory_used_bytes": 404 * MiB, "memory_total_bytes": 24576 * MiB,
+                          "processes_unnamed": True}]
+    # ECC 'N/A': unknown; MIG 'N/A': unknown; processes header without rows: not listable, unknown (marked unnamed)
 
 
 def _a100_575(report):

@@ -64,3 +64,21 @@ def test_nccls_own_libcuda_warning_under_wsl_is_routine(tmp_path):
             "libcuda.so "
             "(NCCL_CUDA_PATH='') : libcuda.so: cannot open shared object file: No such file or directory\n")
     assert "GD105" not in _findings(tmp_path, text)
+
+
+def test_memory_in_use_that_no_listed_process_holds_is_information(tmp_path):
+    for rows in (NONE_FOUND, ""):  # 'No running processes found', or a panel nvidia-smi could not fill (container)
+        found = _findings(tmp_path, TABLE.format(used=12799, rows=rows))
+        assert found["GD502"].severity.name == "INFO", rows
+        assert "no process is listed" in found["GD502"].message
+
+
+def test_memory_no_listed_process_holds_is_a_warning_where_the_paste_runs_out_of_memory(tmp_path):
+    oom = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+           "23.68 GiB of which 1.05 GiB is free.\n")
+    found = _findings(tmp_path, TABLE.format(used=12799, rows=NONE_FOUND) + oom)
+    assert found["GD502"].severity.name == "WARNING"
+
+
+def test_a_cuda_contexts_worth_of_memory_with_no_process_listed_says_nothing(tmp_path):
+    assert "GD502" not in _findings(tmp_path, TABLE.format(used=412, rows=NONE_FOUND))

@@ -133,8 +133,41 @@ def gpu_memory_occupied(facts, rule):
             evidence={"gpu": gpu.get("index"), "uuid": gpu.get("uuid"), "held_bytes": held, "mapping": job.basis,
                       "processes": [{"pid": p.get("pid"), "name": p.get("name")} for p in busy]},
             fix=rule.fix())
+    held = [gpu for gpu in job.devices if _held_by_no_listed_process(gpu)]
+    if held and not found:
+        yield _memory_without_process(facts, rule, held, job.note())
+        return
     if unlisted and not found:
         raise MissingFact("nvml.gpus.processes", "which processes hold GPU memory is not known (nvidia-smi lists them)")
+
+
+# More than a CUDA context and its libraries' workspaces take (about 0.3-1 GiB): memory someone's work holds
+UNLISTED_FLOOR = GiB
+
+
+def _held_by_no_listed_process(gpu: dict) -> bool:
+    """A whole GPU whose process list was read and is empty ('No running processes found') while memory is in use:
+    the processes of other containers (another PID namespace) are not listed, nor is a process that died holding it.
+    MIG mode: NVML lists the MIG devices' processes, not the GPU's."""
+    listed_none = gpu.get("processes") == [] or bool(gpu.get("processes_unnamed"))
+    return (listed_none and not is_mig(gpu) and not gpu.get("mig_enabled")
+            and (gpu.get("memory_used_bytes") or 0) > UNLISTED_FLOOR)
+
+
+def _memory_without_process(facts, rule, gpus: list, note: str):
+    """Memory in use that no listed process holds: information, a warning where the same log ran out of memory."""
+    first = gpus[0]
+    oom = log_events(facts, "cuda_oom")
+    more = f" (and {len(gpus) - 1} more GPU(s))" if len(gpus) > 1 else ""
+    return rule.finding(
+        f"GPU {first.get('index')} ({first.get('name')}) has {size(first['memory_used_bytes'])} in use{more} but no "
+        "process is listed on it: a process in another container (nvidia-smi lists only its own PID namespace's), "
+        "or one that died holding the memory (a zombie)"
+        + (f"; the job then ran out of memory: {oom[0].get('line')}" if oom else "") + note,
+        severity=Severity.WARNING if oom else Severity.INFO,
+        evidence={"gpus": [gpu.get("index") for gpu in gpus], "used_bytes": [gpu["memory_used_bytes"] for gpu in gpus],
+                  **(cited(oom[0]) if oom else {})},
+        fix=rule.fix(case="unlisted"))
 
 
 def _nvml_error(gpu: dict) -> dict:

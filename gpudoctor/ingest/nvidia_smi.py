@@ -8,7 +8,8 @@ columns, names truncated with ``...``), 450-470 (``MIG M.`` row, GI/CI columns),
 Names are kept as printed, truncation included.
 
 In the table, a Processes section with a header and no rows (and no ``No running processes found`` line) is
-what nvidia-smi prints in a container that cannot see the host's PIDs: the process list stays unknown.
+what nvidia-smi prints in a container that cannot see the host's PIDs: the process list stays unknown, and each GPU
+is marked ``processes_unnamed`` (processes run that nvidia-smi could not name).
 ECC: a number in ``Volatile Uncorr. ECC`` is the volatile uncorrectable count (ECC on); ``On`` (MIG mode, the
 counts are per MIG device) and ``Off`` give only the mode; ``N/A`` (no ECC on the board) leaves both unknown.
 """
@@ -305,8 +306,16 @@ def _parse_processes(text_lines: List[str], at: int, gpus: List[Dict[str, Any]])
                     proc["compute_instance_id"] = int(ci)
             procs.append((int(toks[0].group()), proc))
         ahead += 1
+    _assign_processes(gpus, procs, none_found)
+
+
+def _assign_processes(gpus: List[Dict[str, Any]], procs: List[Tuple[int, Dict[str, Any]]], none_found: bool) -> None:
+    """Each GPU's processes from the table's rows; a panel with no row and no ``No running processes found`` (a
+    container's nvidia-smi that could not name the host's PIDs) leaves them unknown and marks the GPUs."""
     if not procs and not none_found:
-        return  # header without rows: the processes could not be listed (container), unknown
+        for g in gpus:
+            g["processes_unnamed"] = True
+        return
     for g in gpus:
         g["processes"] = []
     index = _by_index(gpus)
