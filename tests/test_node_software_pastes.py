@@ -82,3 +82,16 @@ def test_memory_no_listed_process_holds_is_a_warning_where_the_paste_runs_out_of
 
 def test_a_cuda_contexts_worth_of_memory_with_no_process_listed_says_nothing(tmp_path):
     assert "GD502" not in _findings(tmp_path, TABLE.format(used=412, rows=NONE_FOUND))
+
+
+def test_transformers_dequantizing_an_fp8_model_is_not_a_refusal(tmp_path):
+    text = ("FP8 quantized models is only supported on GPUs with compute capability >= 8.9 (e.g 4090/H100), actual = "
+            "`8.6`. We will default to dequantizing the model to bf16. Feel free to use a different quantization "
+            "method like bitsandbytes or torchao\n")
+    assert "GD202" not in _findings(tmp_path, text)
+
+
+def test_triton_without_fp8e4nv_is_gd202(tmp_path):
+    text = ("ValueError(\"type fp8e4nv not supported in this architecture. The supported fp8 dtypes are ('fp8e4b15', "
+            "'fp8e5')\")\n")
+    assert "GD202" in _findings(tmp_path, text)
