@@ -450,3 +450,47 @@ def test_fixing_job_files_leaves_no_machine_finding_for_you():
     assert [item.rule for item in _about_the_files(args, left)] == ["GD402"]
     args.snapshot = "node.json"  # a machine was given: its findings are the user's too
     assert [item.rule for item in _about_the_files(args, left)] == ["GD110", "GD402"]
+
+
+# --- several jobs --------------------------------------------------------------------------------------------
+
+def _two_jobs(folder):
+    """Two batch scripts in one folder that do not reach each other: a.sbatch sets NCCL_TIMEOUT (GD401), b.sbatch
+    sets nothing gpudoctor fixes; and a .env neither names, loaded by hand beside both."""
+    (folder / "a.sbatch").write_text("#!/bin/bash\n#SBATCH --nodes=1\nexport NCCL_TIMEOUT=1800\nsrun python a.py\n")
+    (folder / "b.sbatch").write_text("#!/bin/bash\n#SBATCH --nodes=1\nsrun python b.py\n")
+    (folder / "site.env").write_text("CUDA_LAUNCH_BLOCKING=1\n")
+    return [folder / "a.sbatch", folder / "b.sbatch", folder / "site.env"]
+
+
+def test_write_env_refuses_files_of_several_jobs(tmp_path):
+    """One .env for two unrelated jobs would give b.sbatch a's fixes: refused in one line naming the jobs and how to
+    pick one, nothing written."""
+    a, b, site = _two_jobs(tmp_path)
+    target = tmp_path / ".env"
+    done = _run("--env-file", a, "--env-file", b, "--env-file", site, "--write-env", target)
+    assert done.returncode == 2 and not target.exists(), done.stderr
+    line, = done.stderr.strip().splitlines()
+    assert "2 jobs" in line and "a.sbatch" in line and "b.sbatch" in line and f"--env-file {a}" in line
+
+
+def test_write_env_of_one_job_and_the_env_file_it_is_run_with(tmp_path):
+    """A job with a .env it does not name (loaded by hand) is still one job: written as before."""
+    a, _, site = _two_jobs(tmp_path)
+    target = tmp_path / ".env"
+    done = _run("--env-file", a, "--env-file", site, "--write-env", target)
+    assert done.returncode == 0, done.stderr
+    assert "by hand: remove NCCL_TIMEOUT" in " ".join(done.stderr.split())
+    assert "by hand: remove CUDA_LAUNCH_BLOCKING" in " ".join(done.stderr.split())
+
+
+def test_printed_changes_of_several_jobs_are_each_job_s_own(tmp_path):
+    """Each job is judged with its own files (and the .env loaded beside both): a.sbatch's NCCL_TIMEOUT is unset in
+    a's section only."""
+    a, b, site = _two_jobs(tmp_path)
+    done = _run("--env-file", a, "--env-file", b, "--env-file", site, "--format", "shell", "--quiet")
+    assert done.returncode == 0, done.stderr
+    first, second = done.stdout.split(f"# job: {b}\n")
+    assert first.startswith(f"# job: {a}\n")
+    assert "unset NCCL_TIMEOUT" in first and "unset NCCL_TIMEOUT" not in second
+    assert "unset CUDA_LAUNCH_BLOCKING" in first and "unset CUDA_LAUNCH_BLOCKING" in second

@@ -3,13 +3,16 @@ TaskProlog, Kubernetes env list) or merge them into a .env file (`--write-env`, 
 
 Exit status: 0 when every change that was asked for is printed or written (or there is nothing to do); 1 when a
 conflict remains (a value the user set that no finding judged, or two fixes that disagree about one variable: those
-are left as they are and listed on stderr); 2 for a usage error or an unreadable or unwritable file.
+are left as they are and listed on stderr); 2 for a usage error or an unreadable or unwritable file. --env-file
+files of several jobs (files that do not start or source each other) are fixed job by job, and --write-env, which
+writes one job's env, refuses them.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 import time
 
@@ -69,6 +72,9 @@ def _note(text: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     _check_flags(args)
+    jobs = _jobs(args)
+    if len(jobs) > 1:
+        return _fix_each(args, jobs)
     if args.write_env and os.path.isfile(args.write_env):
         _judge_target(args)
     if not args.write_env or args.dry_run:  # a dry run writes nothing, not even the lock file
@@ -85,6 +91,34 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"cannot write {args.write_env!r}: {exc.strerror or exc}") from None
 
 
+def _jobs(args: argparse.Namespace) -> list:
+    """The jobs the --env-file files make (readers/registry.py launched_jobs): one env is written for one job only,
+    so --write-env over files of several jobs is a usage error that names them."""
+    if len(args.env_file) < 2:
+        return []
+    from gpudoctor.readers.registry import launched_jobs
+
+    jobs = launched_jobs(args.env_file)
+    if len(jobs) > 1 and args.write_env:
+        names = ", ".join(first for first, _ in jobs[:4]) + (f" and {len(jobs) - 4} more" if len(jobs) > 4 else "")
+        raise UsageError(f"--write-env writes one job's env, and these files make {len(jobs)} jobs that do not "
+                         f"start or source each other ({names}): run fix once per job, with that job's files "
+                         f"(--env-file {shlex.quote(jobs[0][0])} --write-env …)")
+    return jobs
+
+
+def _fix_each(args: argparse.Namespace, jobs: list) -> int:
+    """The changes for each job apart, under a `# job: FILE` line (every format takes # comments): files that do not
+    reach each other are not one environment."""
+    code = 0
+    with output_stream(args) as stream:
+        for number, (first, files) in enumerate(jobs):
+            stream.write(("\n" if number else "") + f"# job: {printable(first, one_line=True)}\n")
+            _note(f"job {first}:")
+            code = max(code, _fix(argparse.Namespace(**{**vars(args), "env_file": files}), stream))
+    return code
+
+
 def _judge_target(args: argparse.Namespace) -> None:
     """The file is the job's env: judge its lines, not only this process's."""
     from gpudoctor.fix.envmerge import same_file
@@ -93,7 +127,7 @@ def _judge_target(args: argparse.Namespace) -> None:
         args.env_file = [*args.env_file, args.write_env]  # a new list: the parser's default is shared by every run
 
 
-def _fix(args: argparse.Namespace) -> int:
+def _fix(args: argparse.Namespace, stream=None) -> int:
     started = time.monotonic()
     rules = selected_rules(args)
     snapshot = gather(gather_request(args, groups_for(rules)))
@@ -104,8 +138,11 @@ def _fix(args: argparse.Namespace) -> int:
         conflicts += _write_env(args, plan, report)
     else:
         text = render(plan, args.format)
-        with output_stream(args) as stream:
+        if stream is not None:
             stream.write(text)
+        else:
+            with output_stream(args) as out:
+                out.write(text)
         if not plan.changes:
             _note("no env changes to make" + (" (unsafe fixes left: --unsafe applies them)"
                                               if any(item.why.startswith("unsafe") for item in plan.left) else ""))

@@ -297,3 +297,26 @@ def read_env_files(names: Iterable[str], snapshot) -> None:
         add(snapshot, source, facts, ("launch",), reads=reads)
     sources = snapshot.source.setdefault("paths", []) if isinstance(snapshot.source, dict) else []
     sources.extend(str(name) for name in names if str(name) not in sources)
+
+
+def launched_jobs(names: Sequence[str]) -> List[Tuple[str, List[str]]]:
+    """The jobs that files given together as one environment (`fix --env-file A --env-file B`) make: each the name
+    of the file that starts it (a batch or shell script, a manifest, a Dockerfile, a training script) and the names
+    given that belong to it (what the file leads to: readers/reach.py). Files that start nothing and that no such
+    file names (a .env loaded by hand) belong to every job; where fewer than two files start anything, the files are
+    one job. InputError for a file that cannot be read."""
+    named = read_named(names)
+    given = {str(Path(name)): str(name) for name in names}
+    groups = [(starting[0], files) for files in job_files(named)
+              for starting in [[read for read in files if _starts_something(read.facts)]] if starting]
+    if len(groups) < 2:
+        return [(str(names[0]), [str(name) for name in names])] if names else []
+    in_a_job = {read.path for _, files in groups for read in files}
+    loose = [read for read in named.files if read.path not in in_a_job]
+    return [(given.get(str(first.path), str(first.path)),
+             [given.get(str(read.path), str(read.path)) for read in files + loose]) for first, files in groups]
+
+
+def _starts_something(facts: Optional[FileFacts]) -> bool:
+    """A file that starts a job or is one: a launch file (jobs, pods) or a training script."""
+    return facts is not None and (facts.script is not None or bool(facts.jobs) or bool(facts.pods))
