@@ -1153,6 +1153,37 @@ def test_transformer_engine_settings_of_a_one_gpu_job():
     assert "NVTE_FP8_DPA_BWD" not in {f.evidence["variable"] for f in again.findings}
 
 
+def test_transformer_engine_sm_margins_of_a_one_gpu_nemo_run_job():
+    """GD426 and GD435 on a NeMo-Run launcher: its LocalExecutor starts one task and its recipe asks for one GPU
+    (num_gpus_per_node=1, recipe.trainer.devices = 1), so the executor's env_vars tune what one GPU has not; the
+    same launcher on eight GPUs keeps them."""
+    _, report = lint(LAUNCH / "nemo_run_lora_1gpu_te.py")
+    found = {(f.rule, f.evidence["variable"], str(f.severity), f.location.line) for f in report.findings
+             if f.rule in ("GD426", "GD435")}
+    assert found == {("GD426", "NVTE_FWD_LAYERNORM_SM_MARGIN", "info", 10),
+                     ("GD426", "NVTE_BWD_LAYERNORM_SM_MARGIN", "info", 11),
+                     ("GD435", "TORCH_NCCL_AVOID_RECORD_STREAMS", "info", 9)}
+    job, = report.facts["launch"]["jobs"]
+    assert job["gpus"]["count"] == 1 and job["gpus"]["what"] == "num_gpus_per_node=1 (the recipe)"
+    _, report = lint(LAUNCH / "nemo_run_lora_8gpu_te.py")
+    assert not [f for f in report.findings if f.rule in ("GD426", "GD435", "GD606")]
+    assert report.facts["launch"]["jobs"][0]["gpus"]["count"] == 8
+
+
+@pytest.mark.parametrize("recipe", [
+    "recipe = llm.llama3_8b.finetune_recipe(num_gpus_per_node=1)\nrecipe.trainer.devices = 2\n",  # they disagree
+    "recipe = llm.llama3_8b.finetune_recipe(num_gpus_per_node=args.gpus)\n",  # read at run time
+    "",  # no recipe in the file
+])
+def test_nemo_run_gpus_stay_unknown_where_the_recipe_does_not_say(tmp_path, recipe):
+    path = tmp_path / "launch.py"
+    path.write_text("import nemo_run as run\nfrom nemo.collections import llm\n\n" + recipe +
+                    "executor = run.LocalExecutor(ntasks_per_node=1, env_vars={'NVTE_FWD_LAYERNORM_SM_MARGIN': '8'})\n")
+    snapshot, report = lint(path)
+    assert snapshot.facts["launch"]["jobs"][0]["gpus"] is None
+    assert not [f for f in report.findings if f.rule == "GD426"]
+
+
 def test_one_connection_beside_fsdp():
     _, report = lint(LAUNCH / "fsdp_one_connection.sh")
     (finding,) = [f for f in report.findings if f.rule == "GD408"]
