@@ -22,7 +22,7 @@ def _keyword(call: ast.Call, name: str):
     return next((kw.value for kw in call.keywords if kw.arg == name), None)
 
 
-def _asked(value: ast.AST, what: str) -> Tuple[Any, int, str]:
+def _asked(value: ast.expr, what: str) -> Tuple[Any, int, str]:
     """(the count a request asks for, or NO_VALUE; its line; `what=count`)."""
     count = literal(value)
     return count, value.lineno, f"{what}={count}" if isinstance(count, int) else what
