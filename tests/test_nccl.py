@@ -55,6 +55,8 @@ def test_seed_002_shell_export_block():
         ("GD411", "NCCL_MAX_NCHANNELS", 18, "warning"),
         ("GD411", "NCCL_MIN_NCHANNELS", 17, "warning"),
         ("GD411", "NCCL_P2P_LEVEL", 44, "info"),
+        # "use InfiniBand" beside FI_PROVIDER=efa: NCCL's default, and EFA is not reached through NET/IB
+        ("GD436", "NCCL_IB_DISABLE", 30, "info"),
     ]
     assert not report.unknown
     by_variable = {f.evidence["variable"]: f for f in report.findings}
@@ -84,9 +86,11 @@ def nccl_only(report):
 
 def test_seed_002_kubernetes_yaml():
     report = lint("seed002_nccl_pod.yaml")
-    # NCCL_PROTO=simple is AWS's EFA setting; the two topology cutoffs are not (info)
+    # NCCL_PROTO=simple is AWS's EFA setting; the two topology cutoffs are not (info); the InfiniBand settings
+    # beside EFA are said for what they do there (info)
     assert nccl_only(report) == [("GD406", "NCCL_DEBUG", 14, "info"), ("GD411", "NCCL_NET_GDR_LEVEL", 26, "info"),
-                                 ("GD411", "NCCL_P2P_LEVEL", 28, "info")]
+                                 ("GD411", "NCCL_P2P_LEVEL", 28, "info"), ("GD436", "NCCL_CROSS_NIC", 30, "info"),
+                                 ("GD436", "NCCL_IB_DISABLE", 22, "info")]
     assert "container trainer of Pod distributed-training" in report.findings[0].message
     # the pod of the seed also configures EFA without requesting the device, and has no /dev/shm (GD9xx)
     assert [(f.rule, f.location.line, str(f.severity)) for f in report.findings if f.rule.startswith("GD9")] == [

@@ -1,5 +1,7 @@
 """GD411: NCCL performance knobs pinned in a job (rules/nccl_env.toml `[tuning]`), unless a vendor's network profile
-set up in the same environment publishes that knob with that value (rules/nccl_env.toml [[tuning.vendor]])."""
+set up in the same environment publishes that knob with that value (rules/nccl_env.toml [[tuning.vendor]]). GD436:
+InfiniBand-minded settings (`NCCL_IB_DISABLE=0`, `NCCL_CROSS_NIC`) beside AWS EFA, which NCCL reaches through the
+aws-ofi-nccl plugin, not its verbs transport."""
 
 from __future__ import annotations
 
@@ -63,5 +65,43 @@ def nccl_tuning_forced(facts, rule):
             f"size and NCCL version (default: {default}); NCCL documents it for debugging and experiments, not "
             f"production: {why}{beside}", severity=Severity.INFO if topology else None,
             location=setting.location, evidence=setting.evidence(default=default),
+            fix=rule.fix(values={"variable": setting.name}, env=EnvChange(unset=(setting.name,)))))
+    return unique_findings(findings)
+
+
+# --- GD436 nccl-ib-settings-beside-efa ----------------------------------------------------------------------
+
+EFA = "AWS EFA"  # the vendor profile (rules/nccl_env.toml [[tuning.vendor]]) whose markers say EFA is set up
+BESIDE_EFA = {  # variable -> (the values it is said for, what it does where NCCL reaches EFA through aws-ofi-nccl)
+    "NCCL_IB_DISABLE": (("0",), "it only keeps NCCL's built-in InfiniBand/RoCE verbs transport (NET/IB) on, which "
+                        "is already NCCL's default; it does not turn EFA on: NCCL reaches EFA through the "
+                        "aws-ofi-nccl net plugin (NET/Libfabric or NET/OFI in NCCL's INFO log), never through "
+                        "NET/IB, and whether EFA is used depends on that plugin being found (NCCL_NET_PLUGIN, "
+                        "LD_LIBRARY_PATH), not on this variable"),
+    "NCCL_CROSS_NIC": (("0", "1"), "it tells NCCL's ring/tree search whether traffic may enter a node through one "
+                       "network device and leave through another (0: never, for rail-optimised InfiniBand "
+                       "fabrics whose per-rail switches are slow to cross; 1: freely; 2, the default: only where "
+                       "that is faster); over EFA the devices are the ones aws-ofi-nccl exposes (one per GPU-local "
+                       "group of EFA NICs, placed by the topology the plugin gives NCCL), and AWS's EFA settings "
+                       "(aws-ofi-nccl's EFA cheat sheet and its per-instance defaults) leave it at NCCL's default, "
+                       "so a value copied from an InfiniBand cluster only narrows NCCL's choice"),
+}
+
+
+@check("GD436")
+def nccl_ib_settings_beside_efa(facts, rule):
+    everything = settings(facts)
+    vendors = vendor_profiles(everything)
+    findings = []
+    for setting in everything:
+        values, what = BESIDE_EFA.get(setting.name, ((), ""))
+        if (setting.value or "").strip() not in values or setting.conditional:
+            continue
+        if not any(vendor["name"] == EFA for vendor in vendors.get(environment(setting), [])):
+            continue
+        findings.append(rule.finding(
+            f"{setting.name}={setting.value}{setting.where} is set beside AWS EFA (FI_PROVIDER=efa, FI_EFA_* or "
+            f"OFI_NCCL_* in the same environment), which is not InfiniBand verbs to NCCL: {what}",
+            location=setting.location, evidence=setting.evidence(),
             fix=rule.fix(values={"variable": setting.name}, env=EnvChange(unset=(setting.name,)))))
     return unique_findings(findings)
