@@ -1,13 +1,16 @@
 """GD411: NCCL performance knobs pinned in a job (rules/nccl_env.toml `[tuning]`), unless a vendor's network profile
 set up in the same environment publishes that knob with that value (rules/nccl_env.toml [[tuning.vendor]]). GD436:
 InfiniBand-minded settings (`NCCL_IB_DISABLE=0`, `NCCL_CROSS_NIC`) beside AWS EFA, which NCCL reaches through the
-aws-ofi-nccl plugin, not its verbs transport."""
+aws-ofi-nccl plugin, not its verbs transport. GD437: an `NCCL_TOPO_FILE` a job file sets that NCCL cannot load, that
+describes another machine, or that keeps aws-ofi-nccl from giving NCCL its own (facts `topology_files`)."""
 
 from __future__ import annotations
 
 from typing import Dict, List, Optional
 
 from gpudoctor.checks import check
+from gpudoctor.facts import MissingFact
+from gpudoctor.facts.jobs import gpus_of, jobs, pod_gpus, pods
 from gpudoctor.facts.nccl_settings import Setting, is_tuning_knob, settings, spec, tuning, unique_findings
 from gpudoctor.facts.nccl_values import value_problems
 from gpudoctor.model import EnvChange, Severity
@@ -104,4 +107,61 @@ def nccl_ib_settings_beside_efa(facts, rule):
             f"OFI_NCCL_* in the same environment), which is not InfiniBand verbs to NCCL: {what}",
             location=setting.location, evidence=setting.evidence(),
             fix=rule.fix(values={"variable": setting.name}, env=EnvChange(unset=(setting.name,)))))
+    return unique_findings(findings)
+
+
+# --- GD437 nccl-topo-file-unfit ------------------------------------------------------------------------------
+
+def _node_gpus(facts, path: Optional[str]) -> Optional[int]:
+    """The GPUs each node of the file's jobs gets, where the file's jobs and pods all say one count."""
+    counts = {gpus_of(job) for job in jobs(facts) if job.get("path") == path}
+    counts |= {pod_gpus(pod) for pod in pods(facts) if pod.get("path") == path}
+    counts.discard(None)
+    return counts.pop() if len(counts) == 1 and isinstance(next(iter(counts)), int) else None
+
+
+def _topology_problem(entry: dict, gpus: Optional[int]) -> Optional[tuple]:
+    """(severity, what is wrong) for one topology file read, None when nothing is."""
+    if entry.get("error"):
+        return (Severity.ERROR if entry.get("fatal") else Severity.WARNING), entry["error"]
+    described = entry.get("gpus")
+    if gpus is not None and described and described != gpus:
+        return Severity.WARNING, (f"it describes {described} GPU(s) and {entry.get('nics')} NIC(s), but the job gives "
+                                  f"each node {gpus} GPU(s): it was written for another machine, and NCCL builds its "
+                                  "rings and trees on the PCI tree it states, not the one these nodes have")
+    return None
+
+
+@check("GD437")
+def nccl_topo_file_unfit(facts, rule):
+    read = {(entry.get("path"), entry.get("line")): entry for entry in facts.get("topology_files", None) or []}
+    everything = settings(facts)
+    efa = {env for env, found in vendor_profiles(everything).items() if any(v["name"] == EFA for v in found)}
+    undecided, findings = [], []
+    for setting in everything:
+        if setting.name != "NCCL_TOPO_FILE" or setting.value is None:
+            continue
+        entry = read.get((setting.record.get("path"), setting.record.get("line")))
+        if environment(setting) in efa and "aws-ofi-nccl" not in setting.value:
+            findings.append(rule.finding(
+                f"NCCL_TOPO_FILE={setting.value}{setting.where} is set beside AWS EFA: aws-ofi-nccl gives NCCL its "
+                "own topology of the instance (its GPUs and their EFA NIC groups) only when NCCL_TOPO_FILE is unset; "
+                f"with it set the plugin uses none of its own (\"NCCL_TOPO_FILE environment variable is already set "
+                f"to {setting.value}\" in NCCL's INFO log)", severity=Severity.INFO, location=setting.location,
+                evidence=setting.evidence(), fix=rule.fix(case="efa", values={"variable": setting.name},
+                                                          env=EnvChange(unset=(setting.name,)))))
+        if entry is None or entry.get("read") is None:
+            undecided.append(f"{setting.name}={setting.value}{setting.where}: the file is not among the job's files")
+            continue
+        problem = _topology_problem(entry, _node_gpus(facts, setting.record.get("path")))
+        if problem is not None:
+            severity, what = problem
+            findings.append(rule.finding(
+                f"NCCL_TOPO_FILE={setting.value}{setting.where} points at {entry['read']}, and {what}",
+                severity=severity, location=setting.location,
+                evidence=setting.evidence(file=entry["read"], gpus=entry.get("gpus"), nics=entry.get("nics"),
+                                          version=entry.get("version")),
+                fix=rule.fix()))
+    if undecided and not findings:
+        raise MissingFact("topology_files", "; ".join(undecided[:3]))
     return unique_findings(findings)

@@ -21,7 +21,7 @@ def attach_script(job: dict, job_path: str, snapshot, reads) -> None:
     written = script.get("path")
     if not written or script.get("folder_unknown"):  # `cd "$WORK/src"`: which train.py it is, is not known
         return
-    for candidate in _candidates(job_path, written):
+    for candidate in candidates(job_path, written):
         existing = _analysed(snapshot, candidate)
         if existing:
             script["analysed_as"] = existing
@@ -36,7 +36,7 @@ def attach_script(job: dict, job_path: str, snapshot, reads) -> None:
             return
 
 
-def _candidates(job_path: str, written: str) -> List[str]:
+def candidates(job_path: str, written: str) -> List[str]:
     """Where a file a job names may be: relative to the job file, and (an absolute or home path, as inside a
     container) its name beside the job file."""
     folder = os.path.dirname(job_path)
@@ -55,7 +55,7 @@ def shell_script_jobs(job: dict, job_path: str, depth: int = 0) -> List[dict]:
     from gpudoctor.files import read_bytes
     from gpudoctor.readers.shell.jobs import read_script
 
-    for candidate in _candidates(job_path, script["path"]) if depth < 3 else []:
+    for candidate in candidates(job_path, script["path"]) if depth < 3 else []:
         try:
             text = read_bytes(candidate).decode("utf-8", "replace")
         except OSError:
@@ -84,7 +84,7 @@ def attach_launcher_config(job: dict, job_path: str) -> None:
         if not written or entry.get("ranks_per_node") is not None or entry.get("unresolved"):
             continue
         reader = launcher_files.deepspeed_ranks if entry["name"] == "deepspeed" else launcher_files.accelerate_ranks
-        for candidate in _candidates(job_path, written):
+        for candidate in candidates(job_path, written):
             try:
                 said = reader(read_bytes(candidate).decode("utf-8", "replace"), written)
             except OSError:

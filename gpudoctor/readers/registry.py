@@ -122,9 +122,13 @@ def add(snapshot, path: str, facts: FileFacts, parts: Sequence[str] = PARTS, sco
     `reads`: the files read with it, where a job's script is read)."""
     from gpudoctor.readers.follow import add_to_snapshot as add_launch
     from gpudoctor.readers.python.script import add_to_snapshot as add_script
+    from gpudoctor.readers.topology_file import topology_files
 
     if "env" in parts and facts.env is not None:
         apply(snapshot, facts.env, path, scope_override=scope)
+        found = topology_files(facts.env.assignments, path)
+        if found:
+            snapshot.facts.setdefault("topology_files", []).extend(found)
     if "script" in parts and facts.script is not None:
         add_script(snapshot, path, facts.script)
     if "ds_config" in parts and facts.ds_config is not None:
