@@ -1,10 +1,12 @@
 """GD901–GD903: what a Kubernetes GPU pod asks for, from `facts["launch"]["pods"]` (gpudoctor.readers.k8s.pods). The
-fixes show the YAML to add."""
+fixes show the YAML to add. GD904: a pod's one process on several GPUs, from the pod's job (`facts["launch"]["jobs"]`)
+and the script it starts."""
 
 from __future__ import annotations
 
 from gpudoctor.checks import check
-from gpudoctor.facts.jobs import pod_gpus, pods
+from gpudoctor.facts import MissingFact
+from gpudoctor.facts.jobs import gpus_of, gpus_text, job_label, jobs, names, pod_gpus, pods, script_of, where
 from gpudoctor.model import Location, Severity
 
 
@@ -93,3 +95,47 @@ def k8s_rdma_no_memlock(facts, rule):
             location=Location(pod.get("path", "?"), pod.get("line")),
             evidence={"container": pod.get("context"), "rdma": rdma, "ipc_lock": False},
             fix=rule.fix())
+
+
+
+# --- GD904 k8s-one-process-many-gpus --------------------------------------------------------------------------
+
+SPREADS_ITSELF = {"deepspeed", "lightning", "accelerate", "vllm", "nemo", "nemo_run", "megatron"}  # start or spread
+
+
+def _one_gpu_script(script: dict, features: dict) -> bool:
+    """The script drives one GPU: it starts no torch.distributed, no ranks, no DataParallel or Trainer (GD604,
+    GD605, GD606 say those), uses no framework that starts or spreads processes itself, and places nothing on
+    several GPUs (gpudoctor.readers.python.devices)."""
+    return not (features.get("init") or features.get("spawns") or features.get("data_parallel")
+                or features.get("hf_trainer") or features.get("several_devices")
+                or set(script.get("frameworks") or ()) & SPREADS_ITSELF)
+
+
+@check("GD904")
+def k8s_one_process_many_gpus(facts, rule):
+    undecided, found = [], False
+    for job in jobs(facts):
+        gpus = gpus_of(job)
+        if job.get("kind") != "k8s" or not isinstance(gpus, int) or gpus < 2 or job.get("ranks_per_node") != 1 \
+                or not set(names(job)) <= {"python", "training-operator"}:
+            continue  # a launcher that starts a process per GPU, or a pod of one GPU
+        script = script_of(facts, job)
+        module = str((job.get("script") or {}).get("module") or "")
+        if script is None and module.split(".")[0] in SPREADS_ITSELF:
+            continue  # `python -m nemo.collections.llm…`: the framework starts its own processes
+        if script is None:
+            undecided.append(f"{job_label(job)}: its script was not among the files read")
+            continue
+        if not _one_gpu_script(script, script.get("launch") or {}):
+            continue
+        found = True
+        yield rule.finding(
+            f"{job_label(job)} starts one process in a pod that gets {gpus} GPUs ({gpus_text(job)}), and "
+            f"{script['path']} drives one GPU (no torch.distributed, DataParallel, mp.spawn, device_map or second "
+            f"device): it trains on one GPU while {gpus - 1} stay idle",
+            location=where(job), evidence={"job": job.get("path"), "line": job.get("line"), "gpus": gpus,
+                                          "script": script["path"]},
+            fix=rule.fix(values={"gpus": gpus, "script": (job.get("script") or {}).get("path") or script["path"]}))
+    if undecided and not found:  # whether those scripts use the other GPUs is not known: never a pass
+        raise MissingFact("scripts", "; ".join(undecided[:3]))

@@ -22,6 +22,8 @@
   `deepspeed`/`fsdp`, and `command_line` when an `HfArgumentParser` takes them from the command line;
 - `global_rank_device`: calls that make a global rank (RANK, `dist.get_rank()`, SLURM_PROCID …) a CUDA device
   (gpudoctor.readers.python.rank_device);
+- `several_devices`: where the script uses several GPUs from one process (`device_map="auto"`,
+  `torch.cuda.device_count()`, a device index other than 0, a tensor-parallel size: gpudoctor.readers.python.devices);
 - `local_rank_set_by`: beside a local-rank option, the `deepspeed.initialize(args=ns, …)` that sets `ns.local_rank`
   from LOCAL_RANK, with `used_before`, the first read of `ns.local_rank` ahead of it (still the option's default);
 - `command_line`: the options the script's own argparse parser takes and requires, where the script shows all of
@@ -36,6 +38,7 @@ from typing import Any, Dict, Iterator, List, Optional, Set, Tuple, Union
 
 from gpudoctor.readers.env import CVD
 from gpudoctor.readers.python.command_line import command_line
+from gpudoctor.readers.python.devices import several_devices
 from gpudoctor.readers.python.names import NO_VALUE, dotted, literal, module_aliases, qualified_name, segment
 from gpudoctor.readers.python.rank_device import global_rank_devices
 from gpudoctor.readers.python.tree import Tree
@@ -136,6 +139,7 @@ class _Finder:
         found["reads_local_rank_env"] = any(isinstance(node, ast.Constant) and node.value == "LOCAL_RANK"
                                             for node in self.index.walk())
         found["global_rank_device"] = global_rank_devices(self.index, self.lines, self.qualified)
+        found["several_devices"] = several_devices(self.index, self.lines, self.qualified)
         found["local_rank_set_by"] = self.local_rank_set_by() if found["local_rank_option"] else None
         found["argv_parser"] = None if found["local_rank_option"] else self.argv_parser()
         found["command_line"] = None if self.parses_known else command_line(self.index, self.lines,
