@@ -484,6 +484,14 @@ def test_write_env_of_one_job_and_the_env_file_it_is_run_with(tmp_path):
     assert "by hand: remove CUDA_LAUNCH_BLOCKING" in " ".join(done.stderr.split())
 
 
+@pytest.mark.parametrize("other", ["missing.env", "."])
+def test_several_files_one_not_a_file_is_still_one_line(tmp_path, other):
+    a, _, _ = _two_jobs(tmp_path)
+    done = _run("--env-file", a, "--env-file", tmp_path / other)
+    assert done.returncode == 2 and done.stderr.startswith("gpudoctor: error: cannot read env file")
+    assert len(done.stderr.strip().splitlines()) == 1 and not done.stdout
+
+
 def test_printed_changes_of_several_jobs_are_each_job_s_own(tmp_path):
     """Each job is judged with its own files (and the .env loaded beside both): a.sbatch's NCCL_TIMEOUT is unset in
     a's section only."""

@@ -94,8 +94,8 @@ def run(args: argparse.Namespace) -> int:
 def _jobs(args: argparse.Namespace) -> list:
     """The jobs the --env-file files make (readers/registry.py launched_jobs): one env is written for one job only,
     so --write-env over files of several jobs is a usage error that names them."""
-    if len(args.env_file) < 2:
-        return []
+    if len(args.env_file) < 2 or not all(os.path.isfile(name) for name in args.env_file):
+        return []  # one file, or one that is not there (a folder, a typo): said as before, in one line
     from gpudoctor.readers.registry import launched_jobs
 
     jobs = launched_jobs(args.env_file)
