@@ -52,6 +52,20 @@ class EventList(list):
         return True
 
 
+@dataclass(frozen=True)
+class At:
+    """Where the walk is: the function it walks (`frame`: its name, or `<module>`), whether under an
+    `if __name__ == "__main__":` guard, and the list its events go to."""
+
+    frame: str
+    guarded: bool
+    out: EventList
+
+    def under(self, guard: bool) -> At:
+        """The same place inside a block that runs only when `guard` (a `__main__` guard's side) is true."""
+        return At(self.frame, self.guarded or guard, self.out)
+
+
 class Trace:
     """Records events into a walk's list; `truncated` once one was dropped (a list full, calls nested too deep)."""
 
@@ -62,6 +76,7 @@ class Trace:
         if not out.add(event):
             self.truncated = True
 
-    def event(self, out: EventList, kind: str, node: Located, frame: str, guarded: bool, **data: Any) -> None:
-        """An event at `node`, seen from `frame`."""
-        self.emit(out, Event(kind, node.lineno, node.col_offset + 1, (f"{frame}:{node.lineno}",), data, guarded))
+    def event(self, at: At, kind: str, node: Located, **data: Any) -> None:
+        """An event at `node`, in the frame the walk is at."""
+        self.emit(at.out, Event(kind, node.lineno, node.col_offset + 1, (f"{at.frame}:{node.lineno}",), data,
+                                at.guarded))

@@ -25,7 +25,7 @@ from typing import Any, Dict, List, Optional, Union
 from gpudoctor.readers.python.calls import Calls, names_cvd
 from gpudoctor.readers.python.constants import dict_literal, module_constants, passed
 from gpudoctor.readers.python.definitions import collect_definitions
-from gpudoctor.readers.python.events import Event, EventList, Trace
+from gpudoctor.readers.python.events import At, Event, EventList, Trace
 from gpudoctor.readers.python.names import attribute_path, imports_of, is_main_guard, segment
 from gpudoctor.readers.python.recipes import Recipes
 from gpudoctor.readers.python.scopes import MAX_CALL_DEPTH, Func, FunctionNode, Scope, Val, qualified
@@ -61,7 +61,7 @@ class Walker:
         collect_definitions(body, self.module, None, self.registry, self.values.resolve)
         self.module.constants = module_constants(body)
         events = EventList(MAX_EVENTS)
-        self.walk_block(body, self.module, "<module>", False, events)
+        self.walk_block(body, self.module, At("<module>", False, events))
         return list(events)
 
     # ----- functions ------------------------------------------------------------------------------------------
@@ -88,135 +88,130 @@ class Walker:
         events = EventList(MAX_SUMMARY_EVENTS)
         self.depth += 1
         try:
-            self.walk_block(node.body, scope, func.name, False, events)
+            self.walk_block(node.body, scope, At(func.name, False, events))
         finally:
             self.depth -= 1
         func.events = list(events)
         return func.events
 
-    def replay(self, func: Func, line: int, frame: str, guarded: bool, out: EventList,
-               call: Optional[ast.Call] = None, scope: Optional[Scope] = None) -> None:
+    def replay(self, func: Func, line: int, at: At, call: Optional[ast.Call] = None,
+               scope: Optional[Scope] = None) -> None:
         """The events of `func` as seen from a call at `line`; a parameter the function iterates becomes the
         DataLoader the call passes (`train(model, train_loader)`), or a parameter of the caller in turn."""
         if self.depth >= MAX_CALL_DEPTH:
             self.trace.truncated = True
             return
         for event in self.summary(func):
-            moved = event.relocated(frame, line, guarded)
+            moved = event.relocated(at.frame, line, at.guarded)
             if event.kind != "param_iter":
-                self.trace.emit(out, moved)
+                self.trace.emit(at.out, moved)
                 continue
             argument = passed(func, call, event.data["param"]) if call is not None and scope is not None else None
             loaders = self.values.iterated(argument, scope) if argument is not None and scope is not None else []
             for loader in loaders:
                 if loader.kind == "param":
-                    self.trace.emit(out, Event("param_iter", moved.line, moved.column, moved.path,
-                                               {"param": loader.data["name"], "how": event.data["how"],
-                                                "call": f"parameter {loader.data['name']}"}, moved.guarded))
+                    self.trace.emit(at.out, Event("param_iter", moved.line, moved.column, moved.path,
+                                                  {"param": loader.data["name"], "how": event.data["how"],
+                                                   "call": f"parameter {loader.data['name']}"}, moved.guarded))
                     continue
                 inner = EventList(1)
                 self.calls.loader_iterated(loader, func.node, f"(passed as `{event.data['param']}`) "
-                                           f"{event.data['how']}", frame, guarded, inner)
+                                           f"{event.data['how']}", At(at.frame, at.guarded, inner))
                 for start in inner:
-                    self.trace.emit(out, Event(start.kind, moved.line, moved.column, moved.path, start.data,
-                                               moved.guarded))
+                    self.trace.emit(at.out, Event(start.kind, moved.line, moved.column, moved.path, start.data,
+                                                  moved.guarded))
 
     # ----- statements -----------------------------------------------------------------------------------------
-    def walk_block(self, body: List[ast.stmt], scope: Scope, frame: str, guarded: bool, out: EventList) -> None:
+    def walk_block(self, body: List[ast.stmt], scope: Scope, at: At) -> None:
         for stmt in body:
-            self.walk_stmt(stmt, scope, frame, guarded, out)
+            self.walk_stmt(stmt, scope, at)
 
-    def walk_stmt(self, stmt: ast.stmt, scope: Scope, frame: str, guarded: bool, out: EventList) -> None:
+    def walk_stmt(self, stmt: ast.stmt, scope: Scope, at: At) -> None:
         """One statement, dispatched on its kind as ast.NodeVisitor does (`stmt_If`, `stmt_For` …); any other kind
         has its expressions walked."""
-        getattr(self, f"stmt_{type(stmt).__name__}", self.stmt_other)(stmt, scope, frame, guarded, out)
+        getattr(self, f"stmt_{type(stmt).__name__}", self.stmt_other)(stmt, scope, at)
 
-    def stmt_other(self, stmt: ast.stmt, scope: Scope, frame: str, guarded: bool, out: EventList) -> None:
+    def stmt_other(self, stmt: ast.stmt, scope: Scope, at: At) -> None:
         for child in ast.iter_child_nodes(stmt):
             if isinstance(child, ast.expr):
-                self.walk_expr(child, scope, frame, guarded, out)
+                self.walk_expr(child, scope, at)
 
-    def stmt_FunctionDef(self, stmt: FunctionNode, scope: Scope, frame: str, guarded: bool, out: EventList) -> None:
+    def stmt_FunctionDef(self, stmt: FunctionNode, scope: Scope, at: At) -> None:
         for decorator in stmt.decorator_list:
-            self.walk_expr(decorator, scope, frame, guarded, out)
+            self.walk_expr(decorator, scope, at)
 
     stmt_AsyncFunctionDef = stmt_FunctionDef
 
-    def stmt_ClassDef(self, stmt: ast.ClassDef, scope: Scope, frame: str, guarded: bool, out: EventList) -> None:
+    def stmt_ClassDef(self, stmt: ast.ClassDef, scope: Scope, at: At) -> None:
         klass = scope.classes.get(stmt.name)
         # a class body runs where it is written; its methods do not
         body = [s for s in stmt.body if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
         if klass is not None or body:
-            self.walk_block(body, scope, frame, guarded, out)
+            self.walk_block(body, scope, at)
 
-    def stmt_If(self, stmt: ast.If, scope: Scope, frame: str, guarded: bool, out: EventList) -> None:
+    def stmt_If(self, stmt: ast.If, scope: Scope, at: At) -> None:
         guard = is_main_guard(stmt.test)
         if guard is None:
-            self.walk_expr(stmt.test, scope, frame, guarded, out)
-        self.walk_block(stmt.body, scope, frame, guarded or guard is True, out)
-        self.walk_block(stmt.orelse, scope, frame, guarded or guard is False, out)
+            self.walk_expr(stmt.test, scope, at)
+        self.walk_block(stmt.body, scope, at.under(guard is True))
+        self.walk_block(stmt.orelse, scope, at.under(guard is False))
 
-    def stmt_For(self, stmt: Union[ast.For, ast.AsyncFor], scope: Scope, frame: str, guarded: bool,
-                 out: EventList) -> None:
-        self.walk_expr(stmt.iter, scope, frame, guarded, out)
+    def stmt_For(self, stmt: Union[ast.For, ast.AsyncFor], scope: Scope, at: At) -> None:
+        self.walk_expr(stmt.iter, scope, at)
         for loader in self.values.iterated(stmt.iter, scope):
-            self.calls.loader_iterated(loader, stmt, f"in `for … in {segment(self.lines, stmt.iter, 50)}`", frame,
-                                       guarded, out)
+            self.calls.loader_iterated(loader, stmt, f"in `for … in {segment(self.lines, stmt.iter, 50)}`", at)
         self.bind_loop(stmt, scope)
-        self.walk_block(stmt.body, scope, frame, guarded, out)
-        self.walk_block(stmt.orelse, scope, frame, guarded, out)
+        self.walk_block(stmt.body, scope, at)
+        self.walk_block(stmt.orelse, scope, at)
 
     stmt_AsyncFor = stmt_For
 
-    def stmt_While(self, stmt: ast.While, scope: Scope, frame: str, guarded: bool, out: EventList) -> None:
-        self.walk_expr(stmt.test, scope, frame, guarded, out)
-        self.walk_block(stmt.body, scope, frame, guarded, out)
-        self.walk_block(stmt.orelse, scope, frame, guarded, out)
+    def stmt_While(self, stmt: ast.While, scope: Scope, at: At) -> None:
+        self.walk_expr(stmt.test, scope, at)
+        self.walk_block(stmt.body, scope, at)
+        self.walk_block(stmt.orelse, scope, at)
 
-    def stmt_With(self, stmt: Union[ast.With, ast.AsyncWith], scope: Scope, frame: str, guarded: bool,
-                  out: EventList) -> None:
+    def stmt_With(self, stmt: Union[ast.With, ast.AsyncWith], scope: Scope, at: At) -> None:
         for item in stmt.items:
-            self.walk_expr(item.context_expr, scope, frame, guarded, out)
+            self.walk_expr(item.context_expr, scope, at)
             if isinstance(item.optional_vars, ast.Name):
                 self.bind(item.optional_vars.id, item.context_expr, scope)
-        self.walk_block(stmt.body, scope, frame, guarded, out)
+        self.walk_block(stmt.body, scope, at)
 
     stmt_AsyncWith = stmt_With
 
-    def stmt_Try(self, stmt: ast.Try, scope: Scope, frame: str, guarded: bool, out: EventList) -> None:
-        self.walk_block(stmt.body, scope, frame, guarded, out)
+    def stmt_Try(self, stmt: ast.Try, scope: Scope, at: At) -> None:
+        self.walk_block(stmt.body, scope, at)
         for handler in stmt.handlers:
-            self.walk_block(handler.body, scope, frame, guarded, out)
-        self.walk_block(stmt.orelse, scope, frame, guarded, out)
-        self.walk_block(stmt.finalbody, scope, frame, guarded, out)
+            self.walk_block(handler.body, scope, at)
+        self.walk_block(stmt.orelse, scope, at)
+        self.walk_block(stmt.finalbody, scope, at)
 
     stmt_TryStar = stmt_Try
 
-    def stmt_Match(self, stmt: Any, scope: Scope, frame: str, guarded: bool, out: EventList) -> None:
+    def stmt_Match(self, stmt: Any, scope: Scope, at: At) -> None:
         """`match` (Python 3.10+, so its node is not named here: the doctor runs on 3.9)."""
-        self.walk_expr(stmt.subject, scope, frame, guarded, out)
+        self.walk_expr(stmt.subject, scope, at)
         for case in stmt.cases:
-            self.walk_block(case.body, scope, frame, guarded, out)
+            self.walk_block(case.body, scope, at)
 
-    def stmt_Assign(self, stmt: Union[ast.Assign, ast.AnnAssign, ast.AugAssign], scope: Scope, frame: str,
-                    guarded: bool, out: EventList) -> None:
+    def stmt_Assign(self, stmt: Union[ast.Assign, ast.AnnAssign, ast.AugAssign], scope: Scope, at: At) -> None:
         value = stmt.value
         if value is not None:
-            self.walk_expr(value, scope, frame, guarded, out)
+            self.walk_expr(value, scope, at)
         targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
         for target in targets:
-            self.assign(target, value, stmt, scope, frame, guarded, out, augmented=isinstance(stmt, ast.AugAssign))
+            self.assign(target, value, stmt, scope, at, augmented=isinstance(stmt, ast.AugAssign))
 
     stmt_AnnAssign = stmt_AugAssign = stmt_Assign
 
-    def stmt_Return(self, stmt: ast.Return, scope: Scope, frame: str, guarded: bool, out: EventList) -> None:
+    def stmt_Return(self, stmt: ast.Return, scope: Scope, at: At) -> None:
         if stmt.value is not None:
-            self.walk_expr(stmt.value, scope, frame, guarded, out)
+            self.walk_expr(stmt.value, scope, at)
             if scope.func is not None:
                 scope.func.returns.append(stmt.value)
 
-    def stmt_Import(self, stmt: Union[ast.Import, ast.ImportFrom], scope: Scope, frame: str, guarded: bool,
-                    out: EventList) -> None:
+    def stmt_Import(self, stmt: Union[ast.Import, ast.ImportFrom], scope: Scope, at: At) -> None:
         if scope is not self.module:
             imports_of([stmt], scope.aliases)
 
@@ -244,8 +239,8 @@ class Walker:
         else:
             scope.values.pop(name, None)
 
-    def assign(self, target: ast.expr, value: Optional[ast.expr], stmt: ast.stmt, scope: Scope, frame: str,
-               guarded: bool, out: EventList, augmented: bool = False) -> None:
+    def assign(self, target: ast.expr, value: Optional[ast.expr], stmt: ast.stmt, scope: Scope, at: At,
+               augmented: bool = False) -> None:
         if isinstance(target, ast.Name):
             if augmented:
                 scope.assigned[target.id] = scope.assigned.get(target.id, 0) + 2
@@ -267,15 +262,15 @@ class Walker:
                     scope.klass.attrs[target.attr] = found
         elif isinstance(target, ast.Subscript):
             if qualified(target.value, scope) == "os.environ" and names_cvd(target.slice, scope):
-                self.trace.event(out, "cvd", stmt, frame, guarded, what=segment(self.lines, stmt, 80))
+                self.trace.event(at, "cvd", stmt, what=segment(self.lines, stmt, 80))
 
     # ----- expressions ----------------------------------------------------------------------------------------
-    def walk_expr(self, expr: ast.AST, scope: Scope, frame: str, guarded: bool, out: EventList) -> None:
+    def walk_expr(self, expr: ast.AST, scope: Scope, at: At) -> None:
         for node in self.index.postorder(expr):
             if isinstance(node, ast.Call):
-                self.calls.call(node, scope, frame, guarded, out)
+                self.calls.call(node, scope, at)
             elif isinstance(node, ast.comprehension):
                 for loader in self.values.iterated(node.iter, scope):
-                    self.calls.loader_iterated(loader, node.iter, "in a comprehension", frame, guarded, out)
+                    self.calls.loader_iterated(loader, node.iter, "in a comprehension", at)
             elif isinstance(node, ast.NamedExpr) and isinstance(node.target, ast.Name):
                 self.bind(node.target.id, node.value, scope)
