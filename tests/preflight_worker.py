@@ -3,7 +3,7 @@
     python tests/preflight_worker.py MODE [preflight arguments]
 
 MODE: `plain` (nothing staged); `stall` (hangs in start-up before preflight, as on a stuck file system); `die`
-(SIGKILLs itself 0.3 s into its first all-reduce, while its peers are in the collective); `hang` (SIGSTOPs itself
+(SIGKILLs itself inside its first all-reduce, its peers in the collective with it); `hang` (SIGSTOPs itself
 there instead: alive, its sockets open, and silent); `slow` (while it times its
 device, its measuring thread is pinned to CPU 0 at nice 10, beside a busy loop it started there at nice 0: the
 kernel's scheduler gives it about a tenth of what the loop gets, whatever else the machine does).
@@ -12,7 +12,6 @@ kernel's scheduler gives it about a tenth of what the loop gets, whatever else t
 import os
 import signal
 import sys
-import threading
 import time
 
 
@@ -21,15 +20,19 @@ def stall() -> None:
 
 
 def _in_first_all_reduce(signum: int) -> None:
-    """Send this process `signum` 0.3 s into its first all-reduce (the fabric phase's), its peers in it too."""
+    """Send this process `signum` inside its first all-reduce (the fabric phase's first collective): the all-reduce
+    is started, so its peers are in it with this rank, and the signal comes before it can finish. Staged where the
+    collective runs, not after a delay: on a fast machine the whole fabric phase is over within a fraction of a
+    second, and a signal sent later would land after the report."""
     import torch.distributed as dist
 
     real = dist.all_reduce
 
     def signalled(*args, **kwargs):
-        threading.Timer(0.3, os.kill, (os.getpid(), signum)).start()
         dist.all_reduce = real
-        return real(*args, **kwargs)
+        work = real(*args, **{**kwargs, "async_op": True})  # under way in gloo's threads
+        os.kill(os.getpid(), signum)
+        work.wait()  # frozen (SIGSTOP) never returns; killed (SIGKILL) never gets here
 
     dist.all_reduce = signalled
 

@@ -121,8 +121,10 @@ class Meeting:
         return [self.get_json(f"arrived/{rank}") for rank in range(self.member.world_size)
                 if self.has(f"arrived/{rank}")]
 
-    def process_group(self, seconds: float):
-        """The gloo process group of every rank, on a store connection of its own."""
+    def process_group(self, seconds: float, collective_s: float):
+        """The gloo process group of every rank, on a store connection of its own, started within `seconds`. Its
+        collectives time out after `collective_s` (the rest of the budget): preflight's own deadline for each step
+        comes first, and names the ranks that did not finish."""
         import torch.distributed as dist
 
         store = self._connect(seconds, False)
@@ -130,7 +132,7 @@ class Meeting:
         def start():
             dist.init_process_group("gloo", store=dist.PrefixStore("group/", store), rank=self.member.rank,
                                     world_size=self.member.world_size,
-                                    timeout=datetime.timedelta(seconds=max(seconds, 1.0)))
+                                    timeout=datetime.timedelta(seconds=max(seconds, collective_s, 1.0)))
 
         self.step("starting the process group", start, seconds)
         return dist

@@ -126,7 +126,7 @@ class Preflight:
         return Outcome(self.meeting, self.finish(), listeners=len(ranks) - 1)
 
     def process_group(self):
-        dist = self.meeting.process_group(self.clock.until_reserve(cap=30.0))
+        dist = self.meeting.process_group(self.clock.until_reserve(cap=30.0), self.clock.left())
         from gpudoctor.rendezvous import Group
 
         self.group = Group(self.member.launched, "preflight", self.clock.until_reserve())
