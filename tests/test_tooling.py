@@ -56,7 +56,7 @@ def test_mypy_reads_the_projects_configuration(tmp_path):
 # 21 or more). A ratchet: these numbers only go down — lower them when you land work that lowers them, never raise
 # them. The goal is no function above 25 and at most 15 at 21 or more.
 MOST_COMPLEX = 43
-AT_21_OR_MORE = 19
+AT_21_OR_MORE = 18
 
 
 def _functions(source: str) -> list:
