@@ -44,7 +44,7 @@ ANCHORS = (
     b"NCCL", b"NVRM:", b"rror", b"emory", b"ill", b"exitcode", b"bootstrapping", b"river", b"xception",
     b"examples/s", b"apabilit", b"nsufficient", b"uilding wheel", b"nvcc fatal", b"return code",
     b"detected CUDA version", b"already in use", b"failed to connect", b"bf16", b" WARN ", b"[c10d]",
-    b"NVML library", b"Installed CUDA version",
+    b"NVML library", b"Installed CUDA version", b"fp8e4nv",
 )
 # The parts of a run a log shows (catalog.LOG_PARTS), each proven by any of these bytes in it: a rule that judges
 # only the log passes only where the log shows the part it judges. Searched in each file's first SHOWS_HEAD_BYTES
