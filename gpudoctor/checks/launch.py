@@ -54,7 +54,8 @@ def distributed_script_without_launcher(facts, rule):
             found_any = True
             yield rule.finding(message, severity=severity, location=where(job), evidence=evidence,
                                fix=rule.fix(commands=launcher_fix(job, evidence["gpus"])))
-    unread = [job for job in jobs(facts) if script_of(facts, job) is None and not job.get("sets_rank_env")]
+    unread = [job for job in jobs(facts) if script_of(facts, job) is None and not job.get("sets_rank_env")
+              and job.get("kind") != "nemo_run"]  # an executor starts its task itself: no script to start plainly
     if unread and not found_any:  # whether that script initialises torch.distributed is not known: never a pass
         script = unread[0].get("script") or {}
         what = script.get("path") or (f"module {script['module']}" if script.get("module") else "a script")
