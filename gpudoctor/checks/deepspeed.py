@@ -11,7 +11,6 @@ from __future__ import annotations
 import difflib
 import json
 import posixpath
-from numbers import Number
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from gpudoctor.checks import check
@@ -19,7 +18,7 @@ from gpudoctor.facts import MissingFact
 from gpudoctor.facts.cuda import resolved, toolkit_version_at, torch_cuda
 from gpudoctor.facts.devices import job_gpus
 from gpudoctor.facts.log_evidence import cited, log_events
-from gpudoctor.knowledge import major_minor, table, version
+from gpudoctor.knowledge import Release, major_minor, table, version
 from gpudoctor.model import EnvChange, Location, Severity
 from gpudoctor.redact import cut
 
@@ -64,10 +63,15 @@ def _section(config: dict, path: str) -> Any:
 
 
 def _number(value: Any) -> Optional[float]:
-    """A JSON number (not a bool), else None."""
-    if isinstance(value, bool) or not isinstance(value, Number):
+    """A JSON number (an int or a float, not a bool), else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return value
+
+
+def _object(value: Any) -> Dict[str, Any]:
+    """A JSON object, else {} (a section that is absent or not an object sets nothing)."""
+    return value if isinstance(value, dict) else {}
 
 
 def zero_stage(config: dict) -> Any:
@@ -88,12 +92,12 @@ def _device(section: Any) -> Optional[str]:
 def needed_ops(config: dict) -> List[Tuple[str, str]]:
     """[(op, why)] of the DeepSpeed ops a training config makes DeepSpeed load."""
     ops: List[Tuple[str, str]] = []
-    zero = config.get("zero_optimization") if isinstance(config.get("zero_optimization"), dict) else {}
+    zero = _object(config.get("zero_optimization"))
     stage = _number(zero_stage(config))
     offload_opt = _device(zero.get("offload_optimizer")) in ("cpu", "nvme")
-    optimizer = config.get("optimizer") if isinstance(config.get("optimizer"), dict) else {}
+    optimizer = _object(config.get("optimizer"))
     name = str(optimizer.get("type", "")).lower()
-    params = optimizer.get("params") if isinstance(optimizer.get("params"), dict) else {}
+    params = _object(optimizer.get("params"))
     row = table("deepspeed_env").get("ops_for_optimizer", {}).get(name)
     if row and not (name in ("adam", "adamw") and params.get("torch_adam") is True):
         op = row.get("offload" if offload_opt else "gpu")
@@ -158,7 +162,7 @@ def ds_rejects(nvcc: str, torch_cuda: str) -> bool:
     """Whether DeepSpeed's assert_no_cuda_mismatch refuses nvcc X.Y with torch CUDA X'.Y' (without the skip)."""
     if nvcc == torch_cuda:
         return False
-    ours, theirs = version(nvcc), version(torch_cuda)
+    ours, theirs = Release(nvcc), Release(torch_cuda)  # major.minor (or a major) as ds_toolkit and torch_cuda give
     if ours.major != theirs.major:
         return True
     allowed = table("deepspeed_env").get("cuda_minor_mismatch_ok", {}).get(str(ours.major), [])
@@ -461,7 +465,7 @@ UNKNOWN_WORLD = object()  # the batch settings can only be judged with the world
 
 def _invalid_batch_setting(rule, item, raw: dict, evidence: dict):
     """A batch setting that is not a positive integer (DeepSpeed raises TypeError or asserts)."""
-    odd = [n for n in BATCH_SETTINGS if n in raw and (_integer(raw[n]) is None or _integer(raw[n]) <= 0)]
+    odd = [n for n in BATCH_SETTINGS if n in raw and (_integer(raw[n]) or 0) <= 0]  # not an integer, or not > 0
     if not odd:
         return None
     name, value = odd[0], raw[odd[0]]
@@ -556,7 +560,7 @@ def _since_severity(facts, since: str, at_full: Severity) -> Optional[Severity]:
     installed = version(ds.get("version")) if isinstance(ds, dict) and ds.get("version") else None
     if installed is None:
         return Severity.INFO
-    return at_full if installed >= version(since) else None
+    return at_full if installed >= Release(since) else None
 
 
 @check("GD307")
