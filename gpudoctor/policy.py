@@ -16,7 +16,7 @@ import json
 import math
 import re
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Literal, Mapping, Optional, Tuple, overload
 
 import regex
 from packaging.version import InvalidVersion, Version
@@ -433,7 +433,17 @@ class Template:
 
 # ---------------------------------------------------------------------------------------------------- rules
 
+@overload
+def _string(table: Mapping[str, Any], key: str, what: str, required: Literal[True]) -> str: ...
+
+
+@overload
+def _string(table: Mapping[str, Any], key: str, what: str, required: bool = False) -> Optional[str]: ...
+
+
 def _string(table: Mapping[str, Any], key: str, what: str, required: bool = False) -> Optional[str]:
+    """The non-empty string at `key`; None where it is absent, unless `required` (then _Invalid, as for a value
+    that is not a non-empty string)."""
     value = table.get(key)
     if value is None:
         if required:
