@@ -152,27 +152,52 @@ def remember_facts(node: Any, record_of_secret: bool = False, walked: Optional[s
     (`env_sources["HF_TOKEN"]`, `{"name": "HF_TOKEN", "value": …}`) — not its path or context — and a secret a
     fix renames. Dataclasses (a Report, a fleet report) are walked field by field; a container met again (what
     identical fleet nodes share) is walked once."""
+    if type(node) in _LEAVES:  # nothing to walk: the common case, decided without an isinstance of an ABC
+        return
     walked = set() if walked is None else walked
-    if isinstance(node, (Mapping, list, tuple)) or dataclasses.is_dataclass(node):
+    fields = _dataclass_fields(node)
+    if _is_mapping(node) or isinstance(node, (list, tuple)) or fields is not None:
         if (id(node), record_of_secret) in walked:
             return
         walked.add((id(node), record_of_secret))
-    if isinstance(node, Mapping):
+    if _is_mapping(node):
         _remember_moved(node)
         record_of_secret = record_of_secret or _secret_record(node)
         for key, value in node.items():
             if isinstance(value, str):
                 if _secret_slot(key, record_of_secret):
                     remember(value)
-            else:
+            elif type(value) not in _LEAVES:
                 remember_facts(value, record_of_secret or _secret_slot(key, False), walked)
     elif isinstance(node, (list, tuple)):
         for item in node:
-            remember_facts(item, record_of_secret, walked)
-    elif dataclasses.is_dataclass(node) and not isinstance(node, type):
+            if type(item) not in _LEAVES:
+                remember_facts(item, record_of_secret, walked)
+    elif fields is not None:
         _remember_moved(node)
-        for item in dataclasses.fields(node):
-            remember_facts(getattr(node, item.name), False, walked)
+        for name in fields[0]:
+            value = getattr(node, name)
+            if type(value) not in _LEAVES:
+                remember_facts(value, False, walked)
+
+
+_LEAVES = frozenset((str, int, float, bool, type(None)))  # values that hold no other value (exactly these types)
+_FIELDS: dict = {}
+
+
+def _is_mapping(node: Any) -> bool:
+    return type(node) is dict or isinstance(node, Mapping)
+
+
+def _dataclass_fields(node: Any) -> Optional[tuple]:
+    """(every field's name, the names of those `__init__` takes) of a dataclass instance, else None (a class too:
+    `dataclasses.is_dataclass` of its type is false); computed once per type."""
+    kind = type(node)
+    if kind not in _FIELDS:
+        fields = dataclasses.fields(kind) if dataclasses.is_dataclass(kind) else None
+        _FIELDS[kind] = None if fields is None else (tuple(f.name for f in fields),
+                                                     tuple(f.name for f in fields if f.init))
+    return _FIELDS[kind]
 
 
 def _named(match: re.Match) -> str:
@@ -281,27 +306,31 @@ def redact_data(node: Any) -> Any:
 
 
 def _redacted(node: Any, record_of_secret: bool, memo: dict) -> Any:
-    if isinstance(node, enum.Enum) or node is None or isinstance(node, (bool, int, float)):
+    if type(node) in _SCALARS or node is None or isinstance(node, (enum.Enum, bool, int, float)):
         return node
     key = (node if isinstance(node, str) else id(node), record_of_secret)
     if key in memo:
         return memo[key][0]
+    fields = None
     if isinstance(node, str):
         done: Any = redact_text(node)
-    elif isinstance(node, Mapping):
+    elif _is_mapping(node):
         secret = record_of_secret or _secret_record(node)
         done = {name: (REDACTED if isinstance(value, str) and _secret_slot(name, secret)
                        else _redacted(value, secret or _secret_slot(name, False), memo))
                 for name, value in node.items()}
     elif isinstance(node, (list, tuple)):
         done = type(node)(_redacted(item, record_of_secret, memo) for item in node)
-    elif dataclasses.is_dataclass(node) and not isinstance(node, type):
-        done = dataclasses.replace(node, **{f.name: _redacted(getattr(node, f.name), False, memo)
-                                            for f in dataclasses.fields(node) if f.init})
     else:
-        return node
+        fields = _dataclass_fields(node)
+        if fields is None:
+            return node
+        done = type(node)(**{name: _redacted(getattr(node, name), False, memo) for name in fields[1]})  # replace()
     memo[key] = (done, node)  # the node is kept alive with its copy: its id is never reused within the walk
     return done
+
+
+_SCALARS = frozenset((int, float, bool))
 
 
 class UnwritableStream(InputError):

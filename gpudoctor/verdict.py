@@ -22,7 +22,7 @@ parts of a run the logs show. With the rule's catalog entry (`input`, `needs`, `
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Mapping, Optional, Tuple
+from typing import Callable, Dict, Iterable, Mapping, Optional, Tuple
 
 from gpudoctor.catalog import INPUTS, LOG_PARTS, Rule
 from gpudoctor.facts import ABSENT, STATED, MissingFact, Read
@@ -59,7 +59,13 @@ def not_applicable(rule: Rule, given: Iterable[str], from_log: Iterable[Finding]
     """The rule has nothing to judge: none of the inputs it declares was given and no log line proves it."""
     if not rule.inputs or any(name in given for name in rule.inputs) or any(True for _ in from_log):
         return None
-    return NotApplicable(rule.id, INPUTS[rule.inputs[0]].reason)
+    key = (rule.id, INPUTS[rule.inputs[0]].reason)
+    if key not in _IDLE:  # one value for every node of a fleet: walked, redacted and encoded once (render.fleet)
+        _IDLE[key] = NotApplicable(*key)
+    return _IDLE[key]
+
+
+_IDLE: Dict[Tuple[str, str], NotApplicable] = {}
 
 
 def decide(rule: Rule, run: Run) -> Verdict:
