@@ -59,6 +59,22 @@ def _family_modules(rule_id: str) -> Optional[Tuple[str, ...]]:
     return family.modules if family else None
 
 
+_LOGIC: Dict[str, Tuple[Callable, Optional[Callable]]] = {}
+
+
+def _logic(rule_id: str) -> Tuple[Optional[Callable], Optional[Callable]]:
+    """(check, log reader) that gpudoctor/checks/ registers for the rule (gpudoctor.checks.registered_check), looked
+    up once per rule: a check, once registered, is never replaced (a second one for an ID is refused)."""
+    if rule_id not in _LOGIC:
+        from gpudoctor.checks import registered_check
+
+        found = registered_check(rule_id, _family_modules(rule_id))
+        if found[0] is None:  # none (yet): asked again next time
+            return found
+        _LOGIC[rule_id] = found  # type: ignore[assignment]
+    return _LOGIC[rule_id]
+
+
 @dataclass(frozen=True)
 class Input:
     """Something a rule judges that a run may not have: a file the user gives, a benchmark, several nodes. A rule
@@ -146,18 +162,14 @@ class Rule:
         modules of its family are imported the first time, not the whole package); None where there is none."""
         if self.own_check is not None:
             return self.own_check
-        from gpudoctor.checks import registered_check
-
-        return registered_check(self.id, _family_modules(self.id))[0]
+        return _logic(self.id)[0]
 
     @property
     def from_log(self) -> Optional[Callable]:
         """What a log proves for the rule (`check(..., from_log=fn)`), or None."""
         if self.own_check is not None:
             return None
-        from gpudoctor.checks import registered_check
-
-        return registered_check(self.id, _family_modules(self.id))[1]
+        return _logic(self.id)[1]
 
     def finding(
         self,

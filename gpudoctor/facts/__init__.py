@@ -14,7 +14,8 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from functools import lru_cache
+from typing import Any, Dict, Iterator, Optional, Tuple
 
 from gpudoctor.facts import contract
 from gpudoctor.provenance import PARTIAL, PROBE, origin_of
@@ -48,9 +49,10 @@ class Read:
 _BOOKKEEPING = ("rules", "probes")  # what the engine adds to every snapshot's facts: not something a run states
 
 
-def _parts(path: str) -> List[str]:
+@lru_cache(maxsize=4096)  # the rules read the same paths on every node of a fleet
+def _parts(path: str) -> Tuple[str, ...]:
     """A path's segments; a variable's name after `env.` is one segment whatever it holds."""
-    return ["env", path[4:]] if path.startswith("env.") else path.split(".")
+    return ("env", path[4:]) if path.startswith("env.") else tuple(path.split("."))
 
 
 class Facts:
@@ -81,8 +83,8 @@ class Facts:
     def _note(self, path: str, state: str) -> None:
         """The one place every read passes (a check of each path against the fact schema belongs here): recorded
         while a rule runs (engine.evaluate)."""
-        if self.reads is not None and not path.startswith(_BOOKKEEPING):
-            self.reads.setdefault(path, Read(state, self.origin(path)))
+        if self.reads is not None and path not in self.reads and not path.startswith(_BOOKKEEPING):
+            self.reads[path] = Read(state, self.origin(path))
 
     @property
     def data(self) -> Mapping[str, Any]:
@@ -94,10 +96,11 @@ class Facts:
         """The fact at `path` (`"nvml.driver_version"`); raise MissingFact if unknown and no default given. A
         variable a complete environment does not set (`"env.NCCL_DEBUG"`) is known: None. In tests, a path or a
         record key that rules/facts.toml does not declare raises (gpudoctor.facts.contract)."""
-        shape = contract.declared(_parts(path)) if self._strict is not None else None
+        parts = _parts(path)
+        shape = contract.declared(list(parts)) if self._strict is not None else None
         node: Any = self._data
-        for part in _parts(path):
-            if isinstance(node, Mapping) and part in node:
+        for part in parts:
+            if (type(node) is dict or isinstance(node, Mapping)) and part in node:
                 node = node[part]
                 continue
             if self._unset(path):
