@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any, Iterator, Optional, Tuple
+from functools import cache
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 MAX_INT = 2**63
 MAX_DEPTH = 64  # nesting of objects and arrays (real snapshots use under 10)
@@ -41,9 +42,8 @@ def type_error(facts: Mapping[str, Any]) -> Optional[str]:
             wrong = _entry_error(where, entry, group.keys, group.fields)
             if wrong:
                 return wrong
-    for where, problem in _oddities(facts, "facts", 0):
-        return f"{where} {problem}"
-    return None
+    odd = _oddity(facts, 0)
+    return None if odd is None else f"facts{''.join(reversed(odd[0]))} {odd[1]}"
 
 
 def _entry_error(where: str, entry: Any, keys, fields) -> Optional[str]:
@@ -80,37 +80,53 @@ def _shape_fits(value: Any, shape: str) -> bool:
 
 def _fits(value: Any, kind: str) -> bool:
     """Whether the value has the schema type `kind` ("int", "str or null", "list of str", "object" …)."""
+    return _type_test(kind)(value)
+
+
+@cache  # a few dozen kinds, tested on every field of every node of a fleet
+def _type_test(kind: str) -> Callable[[Any], bool]:
     kind = kind.replace(" or null", "").strip()
     if kind.startswith("map"):
-        return isinstance(value, Mapping)
+        return lambda v: isinstance(v, Mapping)
     if kind.startswith("list"):
-        item = kind[len("list of "):] if kind.startswith("list of ") else ""
-        return isinstance(value, list) and (not item or all(v is None or _fits(v, item) for v in value))
-    checks = {
-        "int": lambda v: isinstance(v, int) and not isinstance(v, bool) or isinstance(v, float) and v.is_integer(),
-        "float": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-        "str": lambda v: isinstance(v, str),
-        "bool": lambda v: isinstance(v, bool),
-        "object": lambda v: isinstance(v, Mapping),
-    }
-    return checks.get(kind, lambda v: True)(value)
+        item = _type_test(kind[len("list of "):]) if kind.startswith("list of ") else None
+        return lambda v: isinstance(v, list) and (item is None or all(x is None or item(x) for x in v))
+    return _TESTS.get(kind, lambda v: True)
 
 
-def _oddities(node: Any, where: str, depth: int) -> Iterator[Tuple[str, str]]:
-    """Nesting deeper than MAX_DEPTH, more than MAX_ENTRIES entries, and numbers that are infinite, NaN or beyond
-    64 bits (JSON allows 1e400)."""
-    if depth > MAX_DEPTH and isinstance(node, (Mapping, list)):
-        yield where, f"is nested deeper than {MAX_DEPTH} levels"
-    elif isinstance(node, (Mapping, list)) and len(node) > MAX_ENTRIES:
-        yield where, f"has {len(node):,} entries, more than {MAX_ENTRIES:,} (gpudoctor's limit for this input)"
-    elif isinstance(node, Mapping):
-        for key, value in node.items():
-            yield from _oddities(value, f"{where}.{key}", depth + 1)
-    elif isinstance(node, list):
-        for index, value in enumerate(node):
-            yield from _oddities(value, f"{where}[{index}]", depth + 1)
-    elif isinstance(node, float) and not math.isfinite(node) or isinstance(node, int) and abs(node) >= MAX_INT:
-        yield where, f"is {node!r:.40}, not a finite number that fits 64 bits"
+_TESTS: Dict[str, Callable[[Any], bool]] = {
+    "int": lambda v: isinstance(v, int) and not isinstance(v, bool) or isinstance(v, float) and v.is_integer(),
+    "float": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "str": lambda v: isinstance(v, str),
+    "bool": lambda v: isinstance(v, bool),
+    "object": lambda v: isinstance(v, Mapping),
+}
+
+
+def _oddity(node: Any, depth: int) -> Optional[Tuple[List[str], str]]:
+    """The first of nesting deeper than MAX_DEPTH, more than MAX_ENTRIES entries, and numbers that are infinite, NaN
+    or beyond 64 bits (JSON allows 1e400) at or under `node`: (the steps to it, innermost first: `.key`,
+    `[index]`; the problem), or None."""
+    kind = type(node)
+    if kind is str or kind is bool or node is None:
+        return None
+    if kind is dict or kind is list or isinstance(node, (Mapping, list)):
+        if depth > MAX_DEPTH:
+            return [], f"is nested deeper than {MAX_DEPTH} levels"
+        if len(node) > MAX_ENTRIES:
+            return [], f"has {len(node):,} entries, more than {MAX_ENTRIES:,} (gpudoctor's limit for this input)"
+        is_map = isinstance(node, Mapping)
+        for key, value in node.items() if is_map else enumerate(node):
+            if type(value) is str:
+                continue
+            found = _oddity(value, depth + 1)
+            if found is not None:
+                found[0].append(f".{key}" if is_map else f"[{key}]")
+                return found
+        return None
+    if isinstance(node, float) and not math.isfinite(node) or isinstance(node, int) and abs(node) >= MAX_INT:
+        return [], f"is {node!r:.40}, not a finite number that fits 64 bits"
+    return None
 
 
 def _describe(value: Any) -> str:
