@@ -40,8 +40,8 @@ FAMILIES = {  # ID prefix -> family; docs/rules.md lists them
     "GD5": Family("memory-host", "GPU and host memory, the host's limits, the GPUs' health and how a run died",
                   ("memory", "host", "run_failures")),
     "GD6": Family("script", "the training script and how it is launched: launchers, ranks, rendezvous, sbatch and "
-                  "job specs", ("script", "script_args", "launch", "local_rank", "rank_device", "rendezvous",
-                                 "sbatch", "replicas")),
+                  "job specs", ("script", "script_args", "launch", "local_rank", "rank_device", "rank_data",
+                                 "rendezvous", "sbatch", "replicas")),
     "GD7": Family("bench", "what `gpudoctor bench` measured", ("bench",)),
     "GD8": Family("fleet", "the nodes of one job compared (`check --fleet`, `gpudoctor fleet`) and tested together "
                   "(`gpudoctor preflight`)", ("fleet", "preflight")),

@@ -15,7 +15,7 @@ from gpudoctor.snapshot import Snapshot
 SCRIPTS = FIXTURES / "scripts"
 REAL = SCRIPTS / "real"
 LINT_RULES = [rule for rule in load_catalog() if not rule.host]
-SCRIPT_RULES = {"GD003", "GD004", "GD601", "GD602", "GD603"}
+SCRIPT_RULES = {"GD003", "GD004", "GD601", "GD602", "GD603", "GD618", "GD619", "GD620"}
 
 
 def lint(*paths: Path, facts=None):
@@ -71,6 +71,7 @@ REAL_EXPECTED = [
     ("residualflows_gpu94_fragment.py", set()),
     ("pytorch_examples_dcgan_main.py", {("GD601", "warning", 27)}),
     ("pytorch_examples_vae_main.py", set()),
+    ("yangkky_mnist_distributed.py", {("GD620", "warning", 37)}),
 ]
 
 

@@ -5,7 +5,9 @@
 
 - `facts["scripts"]`: one entry per script (process starts with their call path and `__main__` guard,
   CUDA_VISIBLE_DEVICES set after CUDA initialisation, nemo_run runs without `direct=True`, inline suppressions,
-  and how it expects to be launched: `launch`, see gpudoctor.readers.python.distributed);
+  how it expects to be launched: `launch`, see gpudoctor.readers.python.distributed; broadcast_object_list lists
+  that cannot receive: `broadcasts`, gpudoctor.readers.python.broadcast; how its DataLoaders split the data between
+  ranks: `data`, gpudoctor.readers.python.samplers);
 - `facts["requests"]`: precision (`bf16`, `fp16`, `fp8`), `tensor_parallel` and DataLoader `workers` requests;
 - `facts["inputs"]`: files that could not be parsed (GD003), with line and column.
 """
@@ -54,9 +56,11 @@ def analyse_source(path: str, source: Source, problems: List[Problem], tree: Opt
 
 
 def _analyse_tree(path: str, tree: Tree, lines: List[str], text: str, problems: List[Problem]) -> Analysis:
+    from gpudoctor.readers.python.broadcast import object_broadcasts
     from gpudoctor.readers.python.distributed import distributed_features
-    from gpudoctor.readers.python.names import is_main_guard
+    from gpudoctor.readers.python.names import is_main_guard, module_aliases
     from gpudoctor.readers.python.requests import find_requests
+    from gpudoctor.readers.python.samplers import data_splitting
     from gpudoctor.readers.python.walker import Walker
     from gpudoctor.suppress import find_suppressions
 
@@ -79,6 +83,9 @@ def _analyse_tree(path: str, tree: Tree, lines: List[str], text: str, problems: 
         "truncated": walker.truncated,
         "launch": distributed_features(tree, lines),
     }
+    aliases = module_aliases(tree)
+    script["broadcasts"] = object_broadcasts(tree, lines, aliases)
+    script["data"] = data_splitting(tree, lines, aliases)
     return Analysis(script, requests, problems)
 
 
