@@ -1,10 +1,10 @@
-"""`torch.distributed.broadcast_object_list(object_list, src)` calls whose result cannot arrive. torch serialises the
-src rank's list and writes what it receives into every other rank's list in place (`object_list[i] = …`), after
-broadcasting the sizes of as many objects as each rank's list holds; so every rank must pass a list of the same
-length, and the caller must keep that list to read the result:
+"""Calls of `torch.distributed.broadcast_object_list` (object_list, src) whose result cannot arrive. torch
+serialises the src rank's list and writes what it receives into every other rank's list in place
+(`object_list[i] = …`), after broadcasting the sizes of as many objects as each rank's list holds; so every rank must
+pass a list of the same length, and the caller must keep that list to read the result:
 
 - `temporary`: the list is written in the call around a value that differs between ranks
-  (`cfg = load() if rank == 0 else None`, then `broadcast_object_list([cfg], src=0)`): the other ranks receive into a
+  (`cfg = load() if rank == 0 else None`, then the broadcast of `[cfg]` from rank 0): the other ranks receive into a
   list nothing keeps, and `cfg` stays None on them. A call that only the src rank makes (under `if rank == 0:`), or
   whose values do not depend on the rank (a sender's helper), is not judged;
 - `sizes`: the list passed is built with another length on some ranks (`objs = [cfg] if rank == 0 else []`, an
