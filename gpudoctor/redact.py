@@ -20,7 +20,7 @@ import re
 from collections.abc import Mapping
 from contextlib import contextmanager
 from functools import lru_cache
-from typing import Any, Iterable, Iterator, Optional
+from typing import Any, Iterable, Iterator, Optional, Set, Tuple
 
 from gpudoctor.errors import InputError
 
@@ -250,7 +250,8 @@ def _url_credentials(word: str) -> str:
 def _by_line(text, fold, newline, markers, redact):
     """`text` with `redact` applied to each line whose folded form (`fold(text)`: same length, ASCII lower case)
     holds one of the markers; the other lines are left untouched."""
-    folded, spans = fold(text), set()
+    folded = fold(text)
+    spans: Set[Tuple[int, int]] = set()  # (start, end) of each line to redact
     for marker in markers:
         at = folded.find(marker)
         while at >= 0:

@@ -69,7 +69,7 @@ def debug_env_left_on(facts, rule):
     findings = []
     for setting in settings(facts):
         item = None if setting.conditional else debug_switch(setting.name, setting.value)
-        if item is None:
+        if item is None or setting.value is None:  # debug_switch finds none without a value
             continue
         value = setting.value.strip()
         findings.append(rule.finding(

@@ -311,7 +311,7 @@ def ds_skip_cuda_check_masks_mismatch(facts, rule):
     home, nvcc, how = ds_toolkit(facts)
     if nvcc is None or not ds_rejects(nvcc, runtime):
         return
-    ours, theirs = version(nvcc), version(runtime)
+    ours, theirs = Release(nvcc), Release(runtime)
     what = f"major {ours.major} vs {theirs.major}" if ours.major != theirs.major else \
         f"CUDA {theirs.major} minors DeepSpeed does not accept together"
     prebuilt = (facts.get("torch.deepspeed", None) or {}).get("installed_ops")

@@ -165,7 +165,7 @@ def driver_too_old(facts, rule):
         raise MissingFact("nvml.driver_version")
     if driver_supports(driver, have_cuda, runtime):
         return
-    need = version(runtime)
+    need = Release(runtime)  # major.minor, or a major (torch_cuda)
     floor = mvc_floor(need.major) if need.major >= 11 else None
     ga = min_driver(runtime)
     minimum = min(v for v in (floor, ga) if v is not None) if (floor or ga) else None
@@ -204,11 +204,12 @@ def _torch_runs_cuda(facts) -> int:
 def nvcc_torch_mismatch_in_log(facts, rule):
     for event in log_events(facts, "cuda_mismatch")[:1]:
         nvcc, torch_cuda = event.get("nvcc"), event.get("torch_cuda")
+        runtime = major_minor(torch_cuda)
         versions = f" (CUDA {nvcc} installed, torch built with {torch_cuda})" if nvcc and torch_cuda else ""
         yield rule.finding(
             f"DeepSpeed refused to build its ops: the CUDA toolkit (nvcc) differs from torch's CUDA{versions}",
             evidence={**cited(event), "nvcc": nvcc, "torch_cuda": torch_cuda},
-            fix=_toolkit_fix(rule, major_minor(torch_cuda), major_minor(nvcc)) if torch_cuda else rule.fix())
+            fix=_toolkit_fix(rule, runtime, major_minor(nvcc)) if runtime else rule.fix())
 
 
 def _toolkit_fix(rule, runtime: str, nvcc: Optional[str]):
@@ -254,7 +255,7 @@ def nvcc_torch_mismatch(facts, rule):
     nvcc = major_minor(facts.get("nvcc.version"))
     if runtime is None or nvcc is None or nvcc == runtime:
         return
-    ours, theirs = version(nvcc), version(runtime)
+    ours, theirs = Release(nvcc), Release(runtime)
     if "." not in runtime and ours.major == theirs.major:
         return  # only torch's CUDA major is known (a pasted `pip show torch`): no minor to compare
     where = f" ({facts.get('nvcc.path')})" if facts.get("nvcc.path", None) else ""
@@ -274,10 +275,10 @@ def nvcc_torch_mismatch(facts, rule):
         skipped = facts.env("DS_SKIP_CUDA_CHECK") == "1"
         yield rule.finding(
             f"nvcc {nvcc}{where} vs torch CUDA {runtime}: DeepSpeed's op builder accepts this minor skew only for "
-            f"{', '.join(sorted(allowed, key=version)) or f'no CUDA {theirs.major} version'} and "
+            f"{', '.join(sorted(allowed, key=Release)) or f'no CUDA {theirs.major} version'} and "
             + ("lets it through only because DS_SKIP_CUDA_CHECK=1" if skipped else
                "refuses to build its ops (CUDAMismatchException)"),
-            evidence={**evidence, "deepspeed_accepts": sorted(allowed, key=version)}, fix=fix,
+            evidence={**evidence, "deepspeed_accepts": sorted(allowed, key=Release)}, fix=fix,
             severity=Severity.WARNING if skipped else Severity.ERROR)
         return
     if log_events(facts, "cuda_mismatch"):  # a builder in the log refused its toolkit: that, not the minor skew

@@ -101,7 +101,7 @@ def occupied_in_log(facts, rule):
                 f"{event['line']}", evidence={**cited(event), "processes": others}, fix=rule.fix())
             return
         total, free, reserved = (size_of(event.get(key)) for key in ("total", "free", "reserved"))
-        if None in (total, free, reserved):
+        if total is None or free is None or reserved is None:
             continue
         outside = total - free - reserved
         if outside > max(2 * GiB, total // 4):  # more than a CUDA context, cuBLAS/cuDNN workspaces and NCCL take

@@ -134,7 +134,7 @@ def dataparallel_multi_gpu(facts, rule):
     for job, script, _ in jobs_with_scripts(facts):
         run_by.setdefault(script["path"], []).append(job)
     for script in scripts(facts):
-        counts = [gpus_of(job) for job in run_by.get(script["path"], []) if gpus_of(job) is not None]
+        counts = [n for n in (gpus_of(job) for job in run_by.get(script["path"], [])) if n is not None]
         wraps = _data_parallel_wraps(script, counts)
         if not wraps:
             continue
@@ -414,7 +414,7 @@ def launcher_runs_interpreter(facts, rule):
                          commands=(_without_interpreter(command, script.get("path")),) if command else ()))
 
 
-def _without_interpreter(command: str, interpreter: str) -> str:
+def _without_interpreter(command: str, interpreter: Optional[str]) -> str:
     """The command with the interpreter word after the launcher's options removed (its first occurrence there)."""
     words = command.split(" ")
     positions = [i for i, word in enumerate(words) if word == interpreter]

@@ -33,7 +33,7 @@ def _same_release(a: str, b: str, parts: int = 2) -> bool:
 
 def _from_log(facts, rule):
     for event in log_events(facts, "library_mismatch")[:1]:
-        library = NAMES.get(event.get("library"), event.get("library"))
+        library = NAMES.get(str(event.get("library")), event.get("library"))
         stated = (f" (torch was built with {event['expected']}, {event['found']} was loaded)"
                   if event.get("expected") else f" (`{event['symbol']}` is missing from it)" if event.get("symbol")
                   else "")
@@ -73,7 +73,8 @@ def _on_library_path(facts, rule):
         directory = posixpath.dirname(entry.get("path") or "")
         if not (wheel and found and directory in search):
             continue
-        if version(found) and version(wheel) and version(found).major != version(wheel).major:
+        system, shipped = version(found), version(wheel)
+        if system and shipped and system.major != shipped.major:
             yield rule.finding(
                 f"{entry['name']} in {directory}, on LD_LIBRARY_PATH, is {NAMES.get(entry['library'])} "
                 f"{found}; torch's wheel is {wheel}: the loader finds the system copy first",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Dict, List, Optional, Tuple
 
 from gpudoctor.checks import check
 from gpudoctor.estimate import HEADROOM_WARNING, estimate, from_facts, setup_from_facts
@@ -27,7 +27,7 @@ def gpu_memory_insufficient(facts, rule):
     if setup is None or not gpus:
         return
     est = estimate(*setup)
-    groups = {}
+    groups: Dict[Tuple[str, int], List[Optional[int]]] = {}  # (name, memory) -> the GPUs' indices
     for gpu in gpus:
         memory = gpu_memory_bytes(gpu)
         if memory:

@@ -39,7 +39,7 @@ from gpudoctor.facts.nccl_settings import (
     unique_findings,
 )
 from gpudoctor.facts.nccl_values import Problem, c_strtoll, value_problems
-from gpudoctor.knowledge import version
+from gpudoctor.knowledge import Release, version
 from gpudoctor.model import EnvChange, Severity
 from gpudoctor.spelling import one_slip
 
@@ -187,23 +187,24 @@ def nccl_invalid_value_in_log(facts, rule):
     """NCCL echoes the variables it read (`NCCL_PROTO set by environment to simple2`): judge those values."""
     for name, echo in sorted((facts.get("logs.nccl_env", None) or {}).items()):
         value = str(echo.get("value", ""))
-        if spec(name) is None or not isinstance(echo, dict):
+        item = spec(name)
+        if item is None or not isinstance(echo, dict):
             continue
         for problem in value_problems(name, value):
             yield rule.finding(
                 f"{name}={value} (as NCCL echoes it, {echo.get('where')}) {problem.message}",
                 evidence={"log": echo.get("where"), "variable": name, "value": value, "problem": problem.message},
                 fix=rule.fix(applicability="unsafe", case="logged_value",
-                             values={"variable": name, "grammar": _grammar(spec(name))}))
+                             values={"variable": name, "grammar": _grammar(item)}))
 
 
 @check("GD402", from_log=nccl_invalid_value_in_log)
 def nccl_invalid_value(facts, rule):
     findings = []
     for setting in settings(facts):
-        if setting.value is None or spec(setting.name) is None:
-            continue
         item = spec(setting.name)
+        if setting.value is None or item is None:
+            continue
         for problem in value_problems(setting.name, setting.value):
             finding = _problem_finding(facts, rule, setting, item, problem)
             if finding:
@@ -283,7 +284,7 @@ def _socket_threads(facts, rule) -> list:
 def nccl_deprecated_variable(facts, rule):
     env = facts.get("env")
     findings = []
-    latest = meta("nccl_latest")
+    latest = Release(meta("nccl_latest"))  # the table's newest NCCL; [nccl_src] gives first and last releases
     for setting in settings(facts):
         item = spec(setting.name)
         if item is not None and (item.get("deprecated") or item.get("removed")):
@@ -292,7 +293,7 @@ def nccl_deprecated_variable(facts, rule):
                 findings.append(finding)
         elif item is None and setting.name in knowledge().get("nccl_src", {}):
             first, last = knowledge()["nccl_src"][setting.name]
-            if version(last) < version(latest):
+            if Release(last) < latest:
                 finding = _gone(facts, rule, setting, last)
                 if finding:
                     findings.append(finding)
@@ -372,6 +373,7 @@ class _Deprecation:
 
     def replace(self):
         replacement = self.item["replaced_by"]
+        assert self.new_value is not None  # _deprecation_case picks "replace" only with a value to set
         since = (spec(replacement) or {}).get("since")
         renamed = EnvChange(set={replacement: self.new_value}, unset=(self.setting.name,))
         if affected(self.facts, self.owner, since) is True or bool(self.item.get("removed")) and self.state is True:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from gpudoctor.checks import check
 from gpudoctor.facts import MissingFact
 from gpudoctor.facts.run import (
+    failure,
     label,
     last_seq,
     mismatches,
@@ -43,11 +44,11 @@ def _step(entry: dict) -> str:
 def first_failure(facts, rule):
     found = postmortem(_run(facts))
     if found.alike:
-        event = own_error(found.failed[0])
+        shared = failure(found.failed[0])
         yield rule.finding(
-            f"every rank ({len(found.failed)}) failed the same way ({event.get('what')}): no rank failed first; the "
+            f"every rank ({len(found.failed)}) failed the same way ({shared.get('what')}): no rank failed first; the "
             "cause is the same on each (the other findings name it)",
-            severity=Severity.INFO, evidence={"ranks": len(found.failed), "event": event.get("where")},
+            severity=Severity.INFO, evidence={"ranks": len(found.failed), "event": shared.get("where")},
             fix=rule.fix(case="alike"))
         return
     if not found.first:
@@ -95,7 +96,7 @@ def _no_first(found, rule):
                            evidence={"ranks": [r.get("rank") for r in found.failed]}, fix=rule.fix(case="alike"))
     elif len(found.failed) > 1:
         yield rule.finding(
-            f"{found.basis}: " + "; ".join(f"{label(r)}: {own_error(r).get('what')} ({own_error(r).get('where')})"
+            f"{found.basis}: " + "; ".join(f"{label(r)}: {failure(r).get('what')} ({failure(r).get('where')})"
                                           for r in found.failed[:4]),
             severity=Severity.WARNING, evidence={"ranks": [r.get("rank") for r in found.failed]},
             fix=rule.fix(case="unordered"))

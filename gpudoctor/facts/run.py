@@ -51,7 +51,7 @@ def own_error(entry: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     return cause if isinstance(cause, dict) else None
 
 
-def _failure(entry: Dict[str, Any]) -> Dict[str, Any]:
+def failure(entry: Dict[str, Any]) -> Dict[str, Any]:
     """The own error of a rank that failed ({} for one that did not)."""
     return own_error(entry) or {}
 
@@ -98,10 +98,10 @@ def _failed_first(found: Postmortem) -> Tuple[List[Dict[str, Any]], bool, str]:
     """(first, alike, basis) among the ranks with an error of their own: none first on a collective mismatch or
     when all failed alike, the only one, or the earliest by the times on their lines."""
     failed = found.failed
-    if all(_failure(r).get("kind") == "collective_mismatch" for r in failed):
+    if all(failure(r).get("kind") == "collective_mismatch" for r in failed):
         return [], False, ("the ranks stopped on a collective mismatch torch detected: no rank failed first, the rank "
                            "that called another collective did (GD432)")
-    if len(failed) > 1 and len(failed) == len(found.ranks) and len({_signature(_failure(r)) for r in failed}) == 1:
+    if len(failed) > 1 and len(failed) == len(found.ranks) and len({_signature(failure(r)) for r in failed}) == 1:
         return [], True, "every rank failed the same way"
     if len(failed) == 1:
         return failed, False, ("the only rank with an error of its own; the others waited" if found.waiting else
@@ -116,7 +116,7 @@ def _failed_first(found: Postmortem) -> Tuple[List[Dict[str, Any]], bool, str]:
 def _earliest(failed: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     """The ranks whose error is known to come first: a time of its own (`t`) before every other rank's time, its
     own or the lower bound a line above it gives (`after`); [] when that cannot be told."""
-    bounds = [(_failure(r).get("t"), _failure(r).get("after"), r) for r in failed]
+    bounds = [(failure(r).get("t"), failure(r).get("after"), r) for r in failed]
     if any(t is None and after is None for t, after, _ in bounds):
         return []
     exact = sorted((t, id(r), r) for t, _, r in bounds if t is not None)

@@ -98,7 +98,7 @@ def _deepspeed_install_info():
         values = _module_literals(os.path.join(folder, "git_version_info_installed.py"))
         if values is None:
             continue
-        info = {}
+        info: dict = {}
         ops = values.get("installed_ops")
         if isinstance(ops, dict):  # setup.py writes 1/0 or True/False
             info["installed_ops"] = dict((str(k), bool(v)) for k, v in ops.items())

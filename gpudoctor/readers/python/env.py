@@ -78,8 +78,9 @@ class Finder:
     def value(node):
         if isinstance(node, ast.Constant) and isinstance(node.value, (str, int, float, bool)):
             return str(node.value), None
-        if isinstance(node, ast.JoinedStr) and all(isinstance(v, ast.Constant) for v in node.values):
-            return "".join(str(v.value) for v in node.values), None
+        constants = [v for v in node.values if isinstance(v, ast.Constant)] if isinstance(node, ast.JoinedStr) else []
+        if isinstance(node, ast.JoinedStr) and len(constants) == len(node.values):
+            return "".join(str(v.value) for v in constants), None
         return _unparse(node), f"Python expression `{cut(_unparse(node), 60)}` evaluated when the script runs"
 
     def dict_literal(self, node: ast.Dict, context: str, conditional: bool = False) -> None:
