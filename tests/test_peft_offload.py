@@ -37,13 +37,18 @@ def test_a_script_that_trains_adapters(source, found):
 @pytest.mark.parametrize("source", [
     "from peft import PeftModel\nm = PeftModel.from_pretrained(m, 'out')\nm = m.merge_and_unload()\n",  # inference
     "from peft import PeftConfig\nc = PeftConfig.from_pretrained('out')\n",
-    "from trl import get_peft_config\nc = get_peft_config(model_args)\n",  # None unless --use_peft: not definite
     "class LoraConfig:\n    pass\nLoraConfig()\n",  # not peft's
     "from peft import LoraConfig\ndef unused():\n    return LoraConfig(r=8)\n",  # never called
     "from peft import LoraConfig\ncfg = LoraConfig(r=8)  # gpudoctor: ignore[GD312]\n",
 ])
 def test_no_adapter_is_trained(source):
     assert adapters(source) == []
+
+
+def test_trls_get_peft_config_is_an_adapter_only_with_its_option():
+    source = "from trl import get_peft_config\nc = get_peft_config(model_args)\n"  # None unless --use_peft
+    [entry] = analyse("train.py", source.encode()).requests["adapters"]
+    assert entry["option"] == "--use_peft"
 
 
 def lint(*names):
@@ -84,3 +89,36 @@ def test_a_job_that_shows_the_whole_command_line_without_deepspeed_passes(tmp_pa
 def test_a_script_without_adapters_has_nothing_to_judge():
     report = lint("train_hf.py", "ds_z2_offload_lora.json")
     assert [(n.rule, n.reason) for n in report.not_applicable] == [("GD312", "no PEFT adapter")]
+
+
+TRL_SFT = """
+from trl import ModelConfig, ScriptArguments, SFTConfig, SFTTrainer, TrlParser, get_peft_config
+
+
+def main():
+    parser = TrlParser((ScriptArguments, SFTConfig, ModelConfig))
+    script_args, training_args, model_args = parser.parse_args_and_config()
+    trainer = SFTTrainer(model=model_args.model_name_or_path, args=training_args,
+                         peft_config=get_peft_config(model_args))
+    trainer.train()
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+@pytest.mark.parametrize("options,fires", [("--use_peft --lora_r 16", True), ("--use_peft=true", True),
+                                           ("--use_peft false", False), ("--lora_r 16", False)])
+def test_trl_makes_an_adapter_only_with_use_peft_on_the_command_line(tmp_path, options, fires):
+    """TRL's get_peft_config(model_args) returns None unless ModelConfig.use_peft: the job's command line decides."""
+    (tmp_path / "sft.py").write_text(TRL_SFT)
+    (tmp_path / "run.sh").write_text(f"torchrun --nproc_per_node 4 sft.py --model_name_or_path m {options} "
+                                     "--deepspeed ds_offload.json --output_dir out\n")
+    (tmp_path / "ds_offload.json").write_text((LAUNCH / "ds_z2_offload_lora.json").read_text())
+    snapshot = Snapshot(facts={"env": {}}, source={"kind": "files", "paths": []})
+    for name in ("run.sh", "sft.py", "ds_offload.json"):
+        read_file(tmp_path / name, snapshot)
+    report = evaluate(snapshot, [find_rule("GD312")])
+    assert [f.rule for f in report.findings] == (["GD312"] if fires else [])
+    assert fires or report.passed == ("GD312",)

@@ -851,10 +851,30 @@ def _may_use_deepspeed(facts) -> bool:
         any(_script_may_use_deepspeed(script, jobs) for script in facts.get("scripts", None) or [])
 
 
+def _passes(job: dict, option: str) -> bool:
+    """Whether a job's command line turns a boolean option on (`--use_peft`, `--use_peft true`, `--use_peft=1`)."""
+    args = [str(arg) for arg in (job.get("script") or {}).get("args") or []]
+    for index, arg in enumerate(args):
+        if arg == option or arg.startswith(option + "="):
+            value = arg.partition("=")[2] if "=" in arg else (args[index + 1] if index + 1 < len(args) else "")
+            return value.lower() not in ("false", "0", "no")
+    return False
+
+
+def _trained_adapters(facts, adapters: List[dict]) -> List[dict]:
+    """The adapters the job trains: those the script always makes, and those that depend on a command-line option
+    (TRL's get_peft_config and `--use_peft`) where a job that starts the script passes it."""
+    jobs = facts.get("launch.jobs", None) or []
+    return [adapter for adapter in adapters if not adapter.get("option") or any(
+        _starts(job, {"path": adapter.get("source")}) and _passes(job, str(adapter["option"])) for job in jobs)]
+
+
 @check("GD312")
 def ds_offload_optimizer_peft_adapters(facts, rule):
     """ZeRO optimizer offload where the script trains PEFT adapters: the state it moves is the adapters' alone."""
-    adapters = facts.get("requests.adapters")
+    adapters = _trained_adapters(facts, facts.get("requests.adapters"))
+    if not adapters:
+        return  # TRL's get_peft_config without --use_peft: no adapter
     if not configs(facts) and _may_use_deepspeed(facts):
         raise MissingFact("ds_config")  # the job may have a DeepSpeed config that was not read
     shown = ", ".join(f"{str(a.get('what')).split('(')[0]}(…) at {a.get('source')}:{a.get('line')}"

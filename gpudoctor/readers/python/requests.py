@@ -226,9 +226,13 @@ class RequestFinder:
 
     def adapters(self, call: ast.Call, name: str, short: str, label: str) -> None:
         """A PEFT method's config (`LoraConfig(...)`, `IA3Config(...)`: a `peft.*Config` but the base PeftConfig),
-        `get_peft_model(...)` (peft's, or unsloth's `FastLanguageModel.get_peft_model`), and
-        `PeftModel.from_pretrained(..., is_trainable=True)`."""
+        `get_peft_model(...)` (peft's, or unsloth's `FastLanguageModel.get_peft_model`),
+        `PeftModel.from_pretrained(..., is_trainable=True)`; and TRL's `get_peft_config(model_args)`, which makes one
+        only when the command line says `--use_peft` (recorded with that `option`)."""
         root = name.split(".", 1)[0]
+        if root == "trl" and short == "get_peft_config":
+            self.add("adapters", call, segment(self.lines, call, 60), option="--use_peft")
+            return
         trainable = next((kw.value for kw in call.keywords if kw.arg == "is_trainable"), None)
         if (root == "peft" and short.endswith("Config") and short != "PeftConfig") or name in ADAPTER_CALLS \
                 or (root == "unsloth" and short == "get_peft_model") \
