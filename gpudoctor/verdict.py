@@ -22,12 +22,14 @@ parts of a run the logs show. With the rule's catalog entry (`input`, `needs`, `
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Dict, Iterable, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Tuple, TypeVar
 
 from gpudoctor.catalog import INPUTS, LOG_PARTS, Rule
 from gpudoctor.facts import ABSENT, STATED, MissingFact, Read
 from gpudoctor.model import Finding, NotApplicable, Unknown
 from gpudoctor.provenance import LOG, PARTIAL, PROBE
+
+V = TypeVar("V")
 
 
 @dataclass(frozen=True)
@@ -59,35 +61,41 @@ def not_applicable(rule: Rule, given: Iterable[str], from_log: Iterable[Finding]
     """The rule has nothing to judge: none of the inputs it declares was given and no log line proves it."""
     if not rule.inputs or any(name in given for name in rule.inputs) or any(True for _ in from_log):
         return None
-    key = (rule.id, INPUTS[rule.inputs[0]].reason)
-    if key not in _IDLE:  # one value for every node of a fleet: walked, redacted and encoded once (render.fleet)
-        _IDLE[key] = NotApplicable(*key)
-    return _IDLE[key]
+    return _shared(NotApplicable(rule.id, INPUTS[rule.inputs[0]].reason))
 
 
-_IDLE: Dict[Tuple[str, str], NotApplicable] = {}
+_SHARED: Dict[Any, Any] = {}
+_SHARED_MOST = 4096
+
+
+def _shared(value: V) -> V:
+    """One value for equal verdicts (the same rule unknown or not applicable for the same reason) on every node of a
+    fleet: walked, redacted and encoded once (gpudoctor.render.fleet)."""
+    if len(_SHARED) >= _SHARED_MOST:  # a long-lived process (gpudoctor mcp) keeps a bounded few
+        _SHARED.clear()
+    return _SHARED.setdefault(value, value)
 
 
 def decide(rule: Rule, run: Run) -> Verdict:
     """The rule's verdict (see the module docstring)."""
     if not run.recognised:
-        return Verdict(unknown=Unknown(rule.id, "report"))
+        return Verdict(unknown=_shared(Unknown(rule.id, "report")))
     idle = not_applicable(rule, run.given, run.from_log)
     if idle is not None:
         return Verdict(not_applicable=idle)
     if run.from_log and (run.missing is not None or not run.findings):
         return _found(rule, run, run.from_log)
     if run.missing is not None:
-        return Verdict(unknown=Unknown(rule.id, run.missing.path, run.missing.reason))
+        return Verdict(unknown=_shared(Unknown(rule.id, run.missing.path, run.missing.reason)))
     if run.findings:
         return _found(rule, run, run.findings)
     if rule.log_shows and "logs" in run.given and _on_the_log_alone(rule, run):
         if any(part in run.shows for part in rule.log_shows):
             return Verdict(passed=True)
         shows = " or ".join(LOG_PARTS[part] for part in rule.log_shows)
-        return Verdict(unknown=Unknown(rule.id, "logs.shows", "the log does not show " + shows))
+        return Verdict(unknown=_shared(Unknown(rule.id, "logs.shows", "the log does not show " + shows)))
     if _rests_on_nothing(run):
-        return Verdict(unknown=Unknown(rule.id, rule.needs[0] if rule.needs else "report"))
+        return Verdict(unknown=_shared(Unknown(rule.id, rule.needs[0] if rule.needs else "report")))
     return Verdict(passed=True)
 
 

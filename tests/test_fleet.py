@@ -460,6 +460,36 @@ def test_a_probe_or_an_origin_that_differs_is_another_kind_of_node(tmp_path):
     assert digests[0] == digests[2] != digests[1]
 
 
+def test_distinct_nodes_share_the_verdicts_they_have_alike(tmp_path, monkeypatch):
+    """Nodes that all differ (each its own GPU UUIDs) are judged one by one, but a rule not applicable or unknown for
+    the same reason is one value on every node: walked, redacted and JSON-encoded once per set of verdicts, however
+    many nodes have it; the document written in pieces is still json.dumps's."""
+    import gpudoctor.render.fleet as render_fleet
+    from gpudoctor.fleet import fleet_nodes, read_fleet
+    from gpudoctor.redact import redact_data
+
+    def own_uuids(index):  # and no record of torch's nvidia-* wheels (GD111 unknown)
+        return lambda facts: [facts["torch"].pop("cuda_wheels")] + [
+            gpu.update(uuid=f"GPU-{index:08d}-{n:04d}") for n, gpu in enumerate(facts["nvml"]["gpus"])]
+
+    docs = [machine(f"n{i}", own_uuids(i)) for i in range(4)]
+    paths = [str(path) for path in write(tmp_path, *docs)]
+    fleet = evaluate_fleet(fleet_nodes(read_fleet(paths), paths), load_catalog())
+    first, *others = [report for _, report in fleet.nodes]
+    assert first.not_applicable and first.unknown
+    for report in others:
+        assert report is not first and report.facts is not first.facts  # judged on its own
+        assert [id(v) for v in report.not_applicable + report.unknown] == \
+               [id(v) for v in first.not_applicable + first.unknown]
+    shown = redact_data(render_fleet._as_shown(fleet))
+    encoded = []
+    real = render_fleet._dumps
+    monkeypatch.setattr(render_fleet, "_dumps", lambda value: encoded.append(1) or real(value))
+    assert "".join(render_fleet.json_chunks(shown)) == json.dumps(render_fleet.to_json(shown), indent=2,
+                                                                   ensure_ascii=False)
+    assert len(encoded) == 2  # the document around the nodes, then the verdicts all four nodes have
+
+
 @pytest.mark.parametrize("host", ["plain", 'a "quoted"\\name', "ünïcode-節点", "esc\x1b[31mape\n"])
 def test_the_document_in_pieces_is_json_dumps(tmp_path, host):
     """The writer of many nodes (render.fleet.json_chunks) against the library, byte for byte."""

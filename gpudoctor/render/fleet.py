@@ -74,7 +74,8 @@ def json_chunks(fleet: FleetReport) -> Iterator[str]:
     yield before + '"nodes": [\n'
     encoded: dict = {}
     for number, (name, report) in enumerate(fleet.nodes):
-        key = (id(report.findings), id(report.unknown), id(report.not_applicable), id(report.passed))
+        key = (*(tuple(map(id, items)) for items in (report.findings, report.unknown, report.not_applicable)),
+               report.passed)  # the same values (verdicts that distinct nodes share: gpudoctor.verdict), encoded once
         if key not in encoded:
             encoded[key] = _dumps(_verdicts(report))[2:]  # without its opening "{\n"
         host = _host(report)
