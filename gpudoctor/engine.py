@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 import traceback
-from dataclasses import replace
 from typing import Iterable, List, Sequence
 
 from gpudoctor.catalog import INPUTS, Rule, find_rule, load_catalog
@@ -85,16 +84,19 @@ def evaluate(snapshot: Snapshot, rules: Sequence[Rule], started: float = 0.0, kn
     passed: List[str] = []
     unknown: List[Unknown] = []
     idle: List[NotApplicable] = []
+    events = bool(facts.get("logs.events", None))  # without any, only a rule's own log reader may prove something
     for rule in rules:
         if rule.check is None:
             continue
         run = context
         if context.recognised:
-            from_log = tuple(run_rule(rule, facts, log_findings)[0])
+            from_log = tuple(run_rule(rule, facts, log_findings)[0]) if events or rule.from_log else ()
             if not_applicable(rule, context.given, from_log) is None:  # a rule with nothing to judge is not run
                 with facts.recording() as reads:
                     produced, missing = run_rule(rule, facts)
-                run = replace(context, findings=tuple(produced), missing=missing, reads=reads, from_log=from_log)
+                run = Run(findings=tuple(produced), missing=missing, reads=reads, from_log=from_log,  # not replace():
+                          given=context.given, shows=context.shows, base=context.base,  # a third of its time
+                          recognised=context.recognised, suppressed=context.suppressed)
         verdict = decide(rule, run)
         findings.extend(verdict.findings)
         if verdict.passed:

@@ -156,22 +156,15 @@ def remember_facts(node: Any, record_of_secret: bool = False, walked: Optional[s
         return
     walked = set() if walked is None else walked
     fields = _dataclass_fields(node)
-    if _is_mapping(node) or isinstance(node, (list, tuple)) or fields is not None:
-        if (id(node), record_of_secret) in walked:
-            return
-        walked.add((id(node), record_of_secret))
-    if _is_mapping(node):
-        _remember_moved(node)
-        record_of_secret = record_of_secret or _secret_record(node)
-        for key, value in node.items():
-            if isinstance(value, str):
-                if _secret_slot(key, record_of_secret):
-                    remember(value)
-            elif type(value) not in _LEAVES:
-                remember_facts(value, record_of_secret or _secret_slot(key, False), walked)
+    mapping = _is_mapping(node)
+    if not (mapping or fields is not None or isinstance(node, (list, tuple))) or (id(node), record_of_secret) in walked:
+        return
+    walked.add((id(node), record_of_secret))
+    if mapping:
+        _remember_mapping(node, record_of_secret, walked)
     elif isinstance(node, (list, tuple)):
         for item in node:
-            if type(item) not in _LEAVES:
+            if type(item) not in _LEAVES and (id(item), record_of_secret) not in walked:
                 remember_facts(item, record_of_secret, walked)
     elif fields is not None:
         _remember_moved(node)
@@ -179,6 +172,17 @@ def remember_facts(node: Any, record_of_secret: bool = False, walked: Optional[s
             value = getattr(node, name)
             if type(value) not in _LEAVES:
                 remember_facts(value, False, walked)
+
+
+def _remember_mapping(node: Mapping, record_of_secret: bool, walked: set) -> None:
+    _remember_moved(node)
+    record_of_secret = record_of_secret or _secret_record(node)
+    for key, value in node.items():
+        if isinstance(value, str):
+            if _secret_slot(key, record_of_secret):
+                remember(value)
+        elif type(value) not in _LEAVES:
+            remember_facts(value, record_of_secret or _secret_slot(key, False), walked)
 
 
 _LEAVES = frozenset((str, int, float, bool, type(None)))  # values that hold no other value (exactly these types)

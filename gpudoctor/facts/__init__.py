@@ -66,6 +66,7 @@ class Facts:
         self.base = base
         self.reads: Optional[Dict[str, Read]] = None
         self._strict: Optional[Dict[str, Any]] = {} if contract.strict() else None  # tests: what each path read
+        self._whole_env: Optional[bool] = None  # the job's environment is shown whole (_unset)
 
     @contextlib.contextmanager
     def recording(self) -> Iterator[Dict[str, Read]]:
@@ -119,8 +120,11 @@ class Facts:
 
     def _unset(self, path: str) -> bool:
         """Whether the path is a variable the job's environment, shown whole, does not set."""
-        return path.startswith("env.") and isinstance(self._data.get("env"), Mapping) \
-            and self.origin("env") not in PARTIAL
+        if not path.startswith("env."):
+            return False
+        if self._whole_env is None:  # asked for every variable a rule reads and the job does not set: decided once
+            self._whole_env = isinstance(self._data.get("env"), Mapping) and self.origin("env") not in PARTIAL
+        return self._whole_env
 
     def _missing(self, path: str) -> MissingFact:
         if path.startswith("env."):  # a pasted report shows only some variables, or none
