@@ -107,7 +107,7 @@ XML_TEXT = """<?xml version="1.0" ?>
 
 def test_nvidia_smi_text_and_xml_read_the_same_fields():
     """`nvidia-smi -q` and `nvidia-smi -q -x` of one GPU give the same facts for every field of the one table."""
-    from gpudoctor.ingest.nvidia_smi import GPU_FIELDS
+    from gpudoctor.ingest.nvidia_smi_query import GPU_FIELDS
 
     (text_gpu,) = parse_report(Q_TEXT, "q.txt").facts["nvml"]["gpus"]
     (xml_gpu,) = parse_report(XML_TEXT, "q.xml").facts["nvml"]["gpus"]

@@ -7,6 +7,7 @@ import re
 from typing import Any, Dict, List, Optional, Tuple
 
 MAX_EVIDENCE_CHARS = 160
+QUOTE_CHARS = 240  # of a log line an event quotes
 
 # Values that collect_env, nvidia-smi and ds_report print when they could not find something.
 NOT_COLLECTED = {"could not collect", "n/a", "unknown", "", "not available", "[not supported]", "not supported"}
@@ -16,6 +17,11 @@ _CU_TAG = re.compile(r"\+cu(\d{2,3})(?![0-9])")
 _CPU_TAG = re.compile(r"\+cpu(?![a-z0-9])")
 _ROCM_TAG = re.compile(r"\+rocm(\d+(?:\.\d+)*)")
 
+
+
+def quote(line: str) -> str:
+    """A log line as an event quotes it: cut at QUOTE_CHARS."""
+    return line if len(line) <= QUOTE_CHARS else line[:QUOTE_CHARS] + "..."
 
 
 def first_version(value: Optional[str]) -> Optional[str]:
@@ -177,3 +183,9 @@ class Builder:
 
     def empty(self) -> bool:
         return not self.facts
+
+
+def cut_short(builder: Builder, idx: Optional[int]) -> None:
+    """A report cut short states neither how many GPUs there are nor the health of the GPU it stops in."""
+    builder.set("nvml.gpus_counted", False, idx, "the report is cut short")
+    builder.set("nvml.health_read", False, idx, "the report is cut short")
