@@ -101,7 +101,7 @@ def _digest(data) -> Tuple[Optional[str], Optional[str]]:
 
 def _hostname(snapshot: Snapshot) -> Optional[str]:
     """The host a snapshot describes: the recorded hostname, else the one host its logs name."""
-    from gpudoctor.ingest.logs import named_hosts
+    from gpudoctor.ingest.log_hosts import named_hosts
 
     recorded = (snapshot.facts.get("host") or {}).get("hostname")
     logs = snapshot.facts.get("logs")
@@ -122,10 +122,10 @@ def file_node_names(snapshots: Sequence[Snapshot], paths: Sequence[str]) -> List
 
 def log_nodes(name: str, snapshot: Snapshot) -> List[Tuple[str, Snapshot]]:
     """A snapshot whose logs name several hosts (`snapshot --from LOG` of a multi-node run) as one node per host
-    (gpudoctor.ingest.logs.split_by_host); the snapshot's other facts go to the host it was recorded on. What no
+    (gpudoctor.ingest.log_hosts.split_by_host); the snapshot's other facts go to the host it was recorded on. What no
     host claims (a traceback without a prefix in an interleaved log) is a node of its own, `NAME (no host)`,
     reported but not compared with the hosts. Any other snapshot is one node."""
-    from gpudoctor.ingest.logs import named_hosts, split_by_host
+    from gpudoctor.ingest.log_hosts import named_hosts, split_by_host
 
     logs = snapshot.facts.get("logs")
     if not isinstance(logs, dict) or len(named_hosts(logs)) < 2:

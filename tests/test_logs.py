@@ -271,8 +271,8 @@ def test_every_event_kind_is_documented():
 
     from gpudoctor.ingest.atlas import messages
 
-    source = (ROOT / "gpudoctor" / "ingest" / "logs.py").read_text()
-    written = set(re.findall(r'_event\(name, "(\w+)"', source))
+    source = "".join(path.read_text() for path in (ROOT / "gpudoctor" / "ingest").glob("log*.py"))
+    written = set(re.findall(r'\bevent\(name, "(\w+)"', source))
     doc = (ROOT / "docs" / "snapshot.md").read_text().split("`events` kinds:", 1)[1].split("— at most", 1)[0]
     documented = set(re.findall(r"`(\w+)`", doc))
     assert written <= documented, written - documented

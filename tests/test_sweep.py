@@ -586,9 +586,9 @@ def test_the_out_of_memory_patterns_are_linear_in_a_line_of_digits(name):
     import re
     import time
 
-    from gpudoctor.ingest import logs
+    from gpudoctor.ingest import log_memory
 
-    pattern: re.Pattern = getattr(logs, name)
+    pattern: re.Pattern = getattr(log_memory, name)
 
     def cost(n: int) -> float:
         line = "1" * n + " x"

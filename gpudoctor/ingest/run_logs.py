@@ -23,7 +23,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from gpudoctor.redact import redact_bytes
 
-from .logs import QUOTE_CHARS, LogScanner
+from ._common import quote
+from .logs import LogScanner
 from .run_files import RunFile
 
 MAX_RANKS = 65536
@@ -111,7 +112,8 @@ def parse_time(text: str) -> Optional[Tuple[str, float]]:
         return f"{month:02}-{day:02} {hh:02}:{mm:02}:{ss:02}.{m.group(6)}", _seconds(month, day, hh, mm, ss, m.group(6))
     m = _SYSLOG.search(text)
     if m:
-        return m.group(0), _seconds(_MONTHS[m.group(1)], int(m.group(2)), *(int(m.group(i)) for i in (3, 4, 5)), "0")
+        return m.group(0), _seconds(_MONTHS[m.group(1)], int(m.group(2)), int(m.group(3)), int(m.group(4)),
+                                    int(m.group(5)), "0")
     return None
 
 
@@ -123,10 +125,6 @@ def _seconds(month: int, day: int, hh: int, mm: int, ss: int, frac: str) -> floa
     return (start - datetime(2000, 1, 1)).total_seconds() + float("0." + frac)
 
 
-def _quote(line: str) -> str:
-    return line if len(line) <= QUOTE_CHARS else line[:QUOTE_CHARS] + "..."
-
-
 class RunReader:
     """Places what the log reader finds on the rank that printed it (see the module docstring)."""
 
@@ -135,7 +133,7 @@ class RunReader:
         scanner.observer = self._observe
         scanner.shows_head_bytes = SHOWS_HEAD_BYTES
         self.files: Dict[str, RunFile] = {}
-        self.units: Dict[tuple, Dict[str, Any]] = {}
+        self.units: Dict[Tuple[Any, ...], Dict[str, Any]] = {}
         self.local_to_rank: Dict[Tuple[Optional[str], int], int] = {}
         self.dumps: List[str] = []
         self.placed: set = set()  # files something was placed on a rank from
@@ -178,19 +176,7 @@ class RunReader:
     def _observe(self, name: str, line_no: int, line: str, events: List[Dict[str, Any]]) -> None:
         body, rank, local, host = _prefixes(line)
         prefix = line[:len(line) - len(body)]
-        process = None
-        if rank is None and local is None:
-            named = _RANK_IN_LINE.search(line, 0, 240)
-            if named:
-                rank = int(named.group(1) or named.group(2))
-            elif "NCCL" in body:
-                nccl = _NCCL_PROCESS.match(body)
-                process = (nccl.group(1), int(nccl.group(2)), int(nccl.group(3))) if nccl else None
-        for event in events:
-            if isinstance(event.get("rank"), int):
-                rank = event["rank"]
-            elif isinstance(event.get("local_rank"), int):
-                local = event["local_rank"]
+        rank, local, process = _named_in_line(line, body, rank, local, events)
         agent = _AGENT_EXIT.search(body) if "exitcode" in body else None
         if agent:
             local = int(agent.group(2))
@@ -206,23 +192,34 @@ class RunReader:
         if agent:
             self._exit(unit, int(agent.group(1)), where, body)
         self._collectives(unit, body, events, where)
+        if not self._event_failure(unit, events, core, body, where, prefix):
+            self._line_failure(unit, core, body, where, prefix)
+
+    def _event_failure(self, unit: Dict[str, Any], events: List[Dict[str, Any]], core: str, body: str, where: str,
+                       prefix: str) -> bool:
+        """The line's first event that is a failure (not information), as the rank's failure or wait; whether one
+        was."""
         for event in events:
             kind = event["kind"]
             if kind in _NO_CAUSE_KINDS or event.get("severity") == "info":
                 continue
-            words, rule = _KIND_WORDS.get(kind, (_quote(core.strip()), event.get("rule")))
+            words, rule = _KIND_WORDS.get(kind, (quote(core.strip()), event.get("rule")))
             if kind == "xid" and event.get("xid") is not None:
                 words = f"GPU Xid {event['xid']}"
             waiting = kind in _WAITING_KINDS or (kind != "sigkill" and bool(_WAITING.search(body)))
             self._first(unit, "waiting" if waiting else "cause", kind, words, rule, where, body, prefix)
-            return
+            return True
+        return False
+
+    def _line_failure(self, unit: Dict[str, Any], core: str, body: str, where: str, prefix: str) -> None:
+        """A line no reader made an event of: an exception, an NCCL WARN, or a rank's words for waiting."""
         exc = _EXCEPTION.match(core.strip()) if ("rror" in core or "xception" in core) else None
         if exc:
             if any(word in body for word in _LAUNCHER):
                 return
             waiting = bool(_WAITING.search(body))
             kind = "collective_mismatch" if "Detected mismatch between collectives" in core else "exception"
-            self._first(unit, "waiting" if waiting else "cause", kind, _quote(core.strip()),
+            self._first(unit, "waiting" if waiting else "cause", kind, quote(core.strip()),
                         "GD432" if kind == "collective_mismatch" else None, where, body, prefix)
         elif " WARN " in body and "NCCL" in body:
             self._first(unit, "waiting" if _WAITING.search(body) else "cause", "nccl_warn", "NCCL WARN",
@@ -242,8 +239,8 @@ class RunReader:
             when, basis = self._time_above(prefix), "above"
         if key in unit and (when is None or basis != "line"):
             return  # the first one read stays unless this one has its own time and that one has none
-        event = {"kind": kind, "what": words, "where": where,
-                 "line": redact_bytes(_quote(line.strip()).encode()).decode("utf-8", errors="replace")}
+        event: Dict[str, Any] = {"kind": kind, "what": words, "where": where,
+                 "line": redact_bytes(quote(line.strip()).encode()).decode("utf-8", errors="replace")}
         if rule:
             event["rule"] = rule
         if when:
@@ -253,7 +250,7 @@ class RunReader:
 
     def _time_above(self, prefix: str) -> Optional[Tuple[str, float]]:
         """The time of the nearest line above with one, among the lines of the same rank (the same prefix)."""
-        above = self.scanner.raw_above(TIME_LOOK_BACK).decode("utf-8", errors="replace").splitlines()
+        above = self.scanner.window.raw_above(TIME_LOOK_BACK).decode("utf-8", errors="replace").splitlines()
         for piece in reversed(above[-40:]):
             if piece.startswith(prefix) and not _PREFIX.match(piece, len(prefix)):
                 when = parse_time(piece[len(prefix):len(prefix) + 120])
@@ -270,7 +267,7 @@ class RunReader:
 
     def _summary(self, name: str, where: str, line: str) -> None:
         """torchrun's failure summary: `time`, `host`, `rank : 1 (local_rank: 1)` above an `exitcode : -9` line."""
-        above = self.scanner.raw_above(600).decode("utf-8", errors="replace").split("\n")[-4:]
+        above = self.scanner.window.raw_above(600).decode("utf-8", errors="replace").split("\n")[-4:]
         fields = {m.group(1): m.group(2).strip() for m in _SUMMARY.finditer("\n".join(above + [line.strip()]))}
         ranks = _SUMMARY_RANK.match(fields.get("rank", ""))
         code = re.match(r"-?\d{1,4}", fields.get("exitcode", ""))
@@ -329,21 +326,14 @@ class RunReader:
 
     # -- places -----------------------------------------------------------------------------------------
     def _unit(self, name: str, rank: Optional[int], local: Optional[int], host: Optional[str],
-              process: Optional[Tuple[str, int, int]] = None) -> Optional[dict]:
+              process: Optional[Tuple[str, int, int]] = None) -> Optional[Dict[str, Any]]:
         """The entry of the rank a line belongs to; `process`: (host, pid, GPU) of an NCCL line that names no rank."""
         ident = self.files.get(name) or RunFile(name)
         node = host or (process[0] if process else None) or ident.node or self.scanner.file_host(name)
         if rank is None and local is None:
             rank, local = ident.rank, ident.local_rank
-        if rank is not None:
-            key: tuple = ("rank", rank)
-        elif local is not None:
-            key = ("local", node, local)
-        elif process is not None:
-            key = ("process", process[0], process[1])
-        elif name:
-            key = ("file", name)
-        else:
+        key = _unit_key(name, rank, local, node, process)
+        if key is None:
             return None
         unit = self.units.get(key)
         if unit is None:
@@ -362,7 +352,7 @@ class RunReader:
             unit.setdefault("pid", key[2])
         return unit
 
-    def _unit_of_file(self, path: str) -> Optional[dict]:
+    def _unit_of_file(self, path: str) -> Optional[Dict[str, Any]]:
         return self._unit(path, None, None, None)
 
     # -- result -----------------------------------------------------------------------------------------
@@ -385,18 +375,9 @@ class RunReader:
         single = len(known_nodes | {u.get("node") for u in self.units.values() if u.get("node")}) <= 1
         merged: Dict[Any, Dict[str, Any]] = {}
         for key, unit in self.units.items():
-            if key[0] == "rank":
-                target: Any = key[1]
-            elif key[0] == "local":
-                target = self.local_to_rank.get((key[1], key[2]))
-                if target is None and single:
-                    target = self.local_to_rank.get((None, key[2]), key[2])
-                if target is None:
-                    target = ("local", key[1], key[2])
-            else:
-                if not any(unit.get(k) for k in ("first_cause", "first_waiting", "collective", "exit", "dump")):
-                    continue  # a file of the run that says nothing of a rank (the launcher's console, a README)
-                target = key
+            target = self._target(key, unit, single)
+            if target is None:
+                continue  # a file of the run that says nothing of a rank (the launcher's console, a README)
             into = merged.setdefault(target, {"files": []})
             _merge(into, unit)
             if isinstance(target, int):
@@ -408,6 +389,20 @@ class RunReader:
         for entry in ranks:
             entry.setdefault("rank", None)
         return ranks[:MAX_RANKS]
+
+    def _target(self, key: Tuple[Any, ...], unit: Dict[str, Any], single: bool) -> Any:
+        """The rank an entry is merged into (a global rank; ("local", node, local rank) where none can be told; the
+        entry's own key for a file of unknown rank); None for a file that says nothing of a rank."""
+        if key[0] == "rank":
+            return key[1]
+        if key[0] == "local":
+            target = self.local_to_rank.get((key[1], key[2]))
+            if target is None and single:
+                target = self.local_to_rank.get((None, key[2]), key[2])
+            return ("local", key[1], key[2]) if target is None else target
+        if not any(unit.get(k) for k in ("first_cause", "first_waiting", "collective", "exit", "dump")):
+            return None
+        return key
 
 
 def _merge(into: Dict[str, Any], unit: Dict[str, Any]) -> None:
@@ -432,6 +427,39 @@ def _earlier(a: Dict[str, Any], b: Dict[str, Any]) -> Dict[str, Any]:
     if a.get("t") is not None and b.get("t") is not None:
         return a if a["t"] <= b["t"] else b
     return b if a.get("t") is None and b.get("t") is not None else a
+
+
+def _named_in_line(line: str, body: str, rank: Optional[int], local: Optional[int], events: List[Dict[str, Any]]
+                   ) -> Tuple[Optional[int], Optional[int], Optional[Tuple[str, int, int]]]:
+    """(the global rank, the local rank, NCCL's (host, pid, GPU)) a line names beyond its prefixes: a rank further
+    into it, NCCL's prefix where no rank is named, and the ranks its events carry (which win)."""
+    process = None
+    if rank is None and local is None:
+        named = _RANK_IN_LINE.search(line, 0, 240)
+        if named:
+            rank = int(named.group(1) or named.group(2))
+        elif "NCCL" in body:
+            nccl = _NCCL_PROCESS.match(body)
+            process = (nccl.group(1), int(nccl.group(2)), int(nccl.group(3))) if nccl else None
+    for event in events:
+        if isinstance(event.get("rank"), int):
+            rank = event["rank"]
+        elif isinstance(event.get("local_rank"), int):
+            local = event["local_rank"]
+    return rank, local, process
+
+
+def _unit_key(name: str, rank: Optional[int], local: Optional[int], node: Optional[str],
+              process: Optional[Tuple[str, int, int]]) -> Optional[Tuple[Any, ...]]:
+    """The key of a line's entry: its global rank, else its node's local rank, else NCCL's process, else its file;
+    None for a line of no file."""
+    if rank is not None:
+        return ("rank", rank)
+    if local is not None:
+        return ("local", node, local)
+    if process is not None:
+        return ("process", process[0], process[1])
+    return ("file", name) if name else None
 
 
 def _prefixes(line: str) -> Tuple[str, Optional[int], Optional[int], Optional[str]]:

@@ -12,7 +12,7 @@ an ``inputs`` entry (GD003) as long as another file could be used; when none can
 from __future__ import annotations
 
 import codecs
-from typing import BinaryIO, Callable, Dict, Iterator, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from gpudoctor.files import open_stream
 from gpudoctor.ingest.logs import LogScanner
@@ -29,6 +29,9 @@ from gpudoctor.ingest.report import (
 from gpudoctor.ingest.run_files import expand, is_run
 from gpudoctor.provenance import LOG, REPORT
 from gpudoctor.redact import redact_bytes
+
+if TYPE_CHECKING:
+    from gpudoctor.ingest.run import RunRead
 
 CHUNK_BYTES = 4 * 1024 * 1024
 HEAD_BYTES = 1024 * 1024
@@ -125,47 +128,52 @@ def read_one(path: str, scanner: LogScanner, stdin: Optional[BinaryIO] = None,
         return ParsedReport(kind="text", facts={}, evidence={}, missing=[], name=name, lines=lines)
 
 
+def _read_files(paths: Sequence[str], scanner: LogScanner, stdin: Optional[BinaryIO]) -> RunRead:
+    """Every file through the log reader: (the reports their heads hold, the run's facts or None, (path, why) for
+    those that could not be read, {path, why} for a folder's files not placed, the files placed on a rank)."""
+    if is_run(paths):  # a folder, a glob or several files: every rank's logs of one run (gpudoctor.ingest.run)
+        from gpudoctor.ingest.run import read_run
+
+        files, failed = expand(paths)
+        reports, run, unread, unplaced, placed = read_run(files, scanner, stdin, set(files) - set(paths), read_one)
+        return reports, run, failed + unread, unplaced, placed
+    read: List[ParsedReport] = []
+    failed_one: List[Tuple[str, str]] = []
+    for path in paths:
+        try:
+            read.append(read_one(path, scanner, stdin))
+        except ReportError as exc:
+            failed_one.append(("<stdin>" if path == "-" else path, str(exc)))
+    return read, None, failed_one, [], set()
+
+
+def _log_reports(scanner: LogScanner, run: Optional[Dict[str, Any]]) -> List[ParsedReport]:
+    """What the logs gave: their `logs` facts, the run's facts, the facts their messages state."""
+    found = []
+    log_facts, log_evidence = scanner.result(read=run is not None)
+    if log_facts:
+        found.append(ParsedReport(kind="log", facts=log_facts, evidence=log_evidence, missing=[],
+                                  name=", ".join(scanner.files), parts=("log",)))
+    if run:
+        found.append(ParsedReport(kind="log", facts=run, evidence={"run": "every rank's logs read together"},
+                                  missing=[], name="run", parts=("log",)))
+    if scanner.message_facts:
+        found.append(_stated(scanner))
+    return found
+
+
 def snapshot_from_reports(paths: Sequence[str], stdin: Optional[BinaryIO] = None):
     """A Snapshot (source kind "report") from one or more report and log files."""
     from gpudoctor.snapshot import Snapshot
 
-    reports: List[ParsedReport] = []
-    failed = []
     scanner = LogScanner()
-    run, unplaced, given, placed = None, [], paths, set()
-    if is_run(paths):  # a folder, a glob or several files: every rank's logs of one run (gpudoctor.ingest.run)
-        from gpudoctor.ingest.run import read_run
-
-        paths, failed = expand(paths)
-        reports, run, unread, unplaced, placed = read_run(paths, scanner, stdin, set(paths) - set(given),
-                                                            read_one)
-        failed.extend(unread)
-    else:
-        for path in paths:
-            try:
-                report = read_one(path, scanner, stdin)
-            except ReportError as exc:
-                failed.append(("<stdin>" if path == "-" else path, str(exc)))
-                continue
-            reports.append(report)
-    unknown = [r for r in reports if not r.facts and not scanner.found_in(r.name) and r.name not in placed]
-    reports = [r for r in reports if r.facts]
-    log_facts, log_evidence = scanner.result(read=run is not None)
-    if log_facts:
-        reports.append(ParsedReport(kind="log", facts=log_facts, evidence=log_evidence, missing=[],
-                                    name=", ".join(scanner.files), parts=("log",)))
-    if run:
-        reports.append(ParsedReport(kind="log", facts=run, evidence={"run": "every rank's logs read together"},
-                                    missing=[], name="run", parts=("log",)))
-    if scanner.message_facts:
-        reports.append(_stated(scanner))
+    read, run, failed, unplaced, placed = _read_files(paths, scanner, stdin)
+    unknown = [r for r in read if not r.facts and not scanner.found_in(r.name) and r.name not in placed]
+    reports = [r for r in read if r.facts] + _log_reports(scanner, run)
     if not reports and not failed:
-        source = {"kind": "report", "paths": [r.name for r in unknown] if given is paths else list(given),
-                  "formats": [], "missing": [],
-                  "nothing": _nothing(unknown)}
-        if unplaced:
-            source["unplaced"] = unplaced
-        return Snapshot(facts={}, probes=[], source=source)
+        source: Dict[str, Any] = {"kind": "report", "paths": list(paths) if is_run(paths) else
+                                  [r.name for r in unknown], "formats": [], "missing": [], "nothing": _nothing(unknown)}
+        return Snapshot(facts={}, probes=[], source=_with(source, unplaced=unplaced))
     if not reports:
         raise ReportError(failed[0][1] if len(failed) == 1 else
                           "no report could be read: " + "; ".join(msg for _, msg in failed))
@@ -174,22 +182,24 @@ def snapshot_from_reports(paths: Sequence[str], stdin: Optional[BinaryIO] = None
     for name, msg in failed:
         facts.setdefault("inputs", []).append(
             {"path": name, "kind": "report", "error": msg, "line": None, "column": None})
-    source = {
-        "kind": "report",
-        "paths": ["<stdin>" if p == "-" else p for p in given],
-        "formats": list(dict.fromkeys(r.kind for r in reports)),
-        # A log is not meant to carry the machine's facts: "not in the report" only for reports.
-        "missing": missing_facts(facts) if any(r.kind != "log" for r in reports) else [],
-    }
-    warnings = [w for r in reports for w in r.warnings]
-    if warnings:
-        source["warnings"] = warnings
-    if unknown:
-        source["nothing"] = _nothing(unknown)
-    if unplaced:
-        source["unplaced"] = unplaced
+    source = _with(_source(paths, reports, facts), warnings=[w for r in reports for w in r.warnings],
+                   nothing=_nothing(unknown) if unknown else None, unplaced=unplaced)
     return Snapshot(facts=facts, probes=[], source=source, evidence=evidence, conflicts=conflicts,
                     origins=_origins(reports))
+
+
+def _source(paths: Sequence[str], reports: Sequence[ParsedReport], facts: Dict[str, Any]) -> Dict[str, Any]:
+    """The snapshot's `source`: the files, the formats read, the notable facts the reports did not carry."""
+    return {"kind": "report", "paths": ["<stdin>" if p == "-" else p for p in paths],
+            "formats": list(dict.fromkeys(r.kind for r in reports)),
+            # A log is not meant to carry the machine's facts: "not in the report" only for reports.
+            "missing": missing_facts(facts) if any(r.kind != "log" for r in reports) else []}
+
+
+def _with(source: Dict[str, Any], **more: Any) -> Dict[str, Any]:
+    """The source with each of `more` that is not empty."""
+    source.update((key, value) for key, value in more.items() if value)
+    return source
 
 
 def _origins(reports: Sequence[ParsedReport]) -> Dict[str, str]:
