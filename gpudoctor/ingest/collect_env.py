@@ -297,7 +297,7 @@ def _driver_and_gpus(builder: Builder, val: Lookup, gpu_lines: List[Tuple[int, s
                 builder.set("nvml.driver_version", ver, di)
                 builder.set("nvml.status", "ok", di)
 
-    if gv is not None:
+    if gv is not None and gi is not None:  # a field found has its line
         g = gv.strip()
         if g.lower() == "no cuda":
             builder.set("nvml.gpus", [], gi, "collect_env found no NVIDIA GPU")

@@ -12,7 +12,7 @@ is kept (``failure``); the log reader turns the CUDA error itself into its event
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 from ._common import Builder, raw_lines
 from .normalize import MAX_LINE, Lines
@@ -43,43 +43,57 @@ def _row(m: re.Match[str], op: str) -> Dict[str, Any]:
             "in_place": {"time_us": out[4], "algbw_gbps": out[5], "busbw_gbps": out[6]}}
 
 
+class _Output:
+    """What one nccl-tests output says, read line by line: its ranks' devices, its rows, the summary and failure."""
+
+    def __init__(self, op: str) -> None:
+        self.op = op
+        self.rows: List[Dict[str, Any]] = []
+        self.devices: List[Dict[str, Any]] = []
+        self.doc: Dict[str, Any] = {}
+        self.first: Optional[int] = None  # the line the output starts at
+
+    def comment(self, s: str, i: Optional[int]) -> None:
+        """A `#` line: a rank's device, the header, the out-of-bounds count, the average bus bandwidth."""
+        m = _RANK.match(s)
+        if m:
+            self.devices.append({"rank": int(m.group(1)), "host": m.group(2), "device": int(m.group(3)),
+                                 "name": m.group(4).strip()})
+        elif _HEADER in s and self.first is None:
+            self.first = i
+        elif (m := _OUT_OF_BOUNDS.match(s)):
+            self.doc["out_of_bounds"] = int(m.group(1))
+        elif (m := _AVG.match(s)):
+            self.doc["avg_busbw_gbps"] = float(m.group(1))
+
+    def body(self, s: str, i: Optional[int]) -> None:
+        """A row of the table, or the failure that stopped the test."""
+        if s[0].isdigit() and (m := _ROW.match(s)):
+            self.rows.append(_row(m, self.op))
+            self.first = i if self.first is None else self.first
+        elif "failure" in s and (m := _FAILURE.search(s)):
+            self.doc["failure"] = {"library": m.group(1), "where": m.group(2), "error": m.group(3), "line": s[:300]}
+            self.first = i if self.first is None else self.first
+
+
 def parse(lines: Lines, name: str) -> Builder:
     builder = Builder(name, lines, "nccl_tests")
     op_match = _OP.search(lines.text)
-    op = op_match.group(1) if op_match else "collective"
-    rows: List[Dict[str, Any]] = []
-    devices: List[Dict[str, Any]] = []
-    doc: Dict[str, Any] = {}
-    first = None
+    out = _Output(op_match.group(1) if op_match else "collective")
     for i, line in raw_lines(lines):  # its `#` lines are comments, not the root prompts the line parsers drop
         s = line.strip()[:MAX_LINE]
-        if not s:
-            continue
         if s.startswith("#"):
-            m = _RANK.match(s)
-            if m:
-                devices.append({"rank": int(m.group(1)), "host": m.group(2), "device": int(m.group(3)),
-                                "name": m.group(4).strip()})
-            elif _HEADER in s and first is None:
-                first = i
-            elif (m := _OUT_OF_BOUNDS.match(s)):
-                doc["out_of_bounds"] = int(m.group(1))
-            elif (m := _AVG.match(s)):
-                doc["avg_busbw_gbps"] = float(m.group(1))
-            continue
-        if s[0].isdigit() and (m := _ROW.match(s)):
-            rows.append(_row(m, op))
-            first = i if first is None else first
-        elif "failure" in s and (m := _FAILURE.search(s)):
-            doc["failure"] = {"library": m.group(1), "where": m.group(2), "error": m.group(3), "line": s[:300]}
-            first = i if first is None else first
-    if not rows and "failure" not in doc:
+            out.comment(s, i)
+        elif s:
+            out.body(s, i)
+    doc = out.doc
+    if not out.rows and "failure" not in doc:
         return builder
-    world = len(devices) or None
-    result = {"op": op, "backend": "nccl", "world_size": world, "rows": rows, "source": "nccl-tests", **doc}
+    result = {"op": out.op, "backend": "nccl", "world_size": len(out.devices) or None, "rows": out.rows,
+              "source": "nccl-tests", **doc}
     if "avg_busbw_gbps" in doc:
         result["summary"] = {"avg_busbw_gbps": doc["avg_busbw_gbps"], "min_busbw_gbps": None}
-    if devices:
-        result["devices"] = devices
-    builder.set("bench.nccl", result, first, "nccl-tests output")
+    if out.devices:
+        result["devices"] = out.devices
+    builder.set("bench.nccl", result, out.first, "nccl-tests output")
     return builder

@@ -13,7 +13,7 @@ Everything here is linear in the size of the text.
 from __future__ import annotations
 
 import re
-from typing import List, Optional, Union
+from typing import List, Optional, Tuple, Union
 
 MAX_LINE = 8192
 
@@ -87,47 +87,38 @@ def _is_table_line(s: str) -> bool:
     return s.startswith("|") or s.startswith("+")
 
 
-def normalize(raw: Union[str, bytes, None]) -> Lines:
-    text = clean_text(raw)
-    src = text.split("\n")
-    lines: List[str] = []
-    nos: List[int] = []
-    i = 0
-    n = len(src)
-    while i < n:
-        line = src[i]
-        no = i + 1
-        i += 1
-        if len(line) > MAX_LINE:
-            line = line[:MAX_LINE]
-        if "\t" in line:
-            line = line.expandtabs(4)
-        # An nvidia-smi table row wrapped onto the next line(s) by a terminal or a mail client: the pieces
-        # after the first do not start with a border but the last one ends with one. Join them.
-        stripped = line.strip()
-        if _is_table_line(stripped) and len(stripped) > 1:
-            joined = line
-            ahead = i
-            while ahead < n and ahead - i < 3:
-                cont = src[ahead]
-                cs = cont.strip()
-                if not cs or _is_table_line(cs) or len(cont) > MAX_LINE:
-                    break
-                if joined.rstrip()[-1:] in ("|", "+") and cs[-1] not in "|+":
-                    break  # a complete row followed by other text
-                joined = joined + cont
-                ahead += 1
-                if cs[-1] in "|+":
-                    line = joined
-                    i = ahead
-                    break
-        ls = line.lstrip(" \t")
-        if ls and (ls[0] in "$#%([" or ls[1:3] == ":\\" or ls.startswith("PS ") or "@" in ls[:140]):
-            if _PROMPT.match(ls):
-                line = ""
-        lines.append(line.rstrip())
-        nos.append(no)
-    # Common indentation (of the non-blank lines).
+def _join_wrapped_row(src: List[str], i: int, line: str) -> Tuple[str, int]:
+    """An nvidia-smi table row wrapped onto the next line(s) by a terminal or a mail client: the pieces after the
+    first do not start with a border but the last one ends with one. (The row joined, the index of the line after
+    it); the line as it is where it is no wrapped row (`i`: the index of the line after it)."""
+    stripped = line.strip()
+    if not _is_table_line(stripped) or len(stripped) <= 1:
+        return line, i
+    joined = line
+    ahead = i
+    while ahead < len(src) and ahead - i < 3:
+        cont = src[ahead]
+        cs = cont.strip()
+        if not cs or _is_table_line(cs) or len(cont) > MAX_LINE:
+            break
+        if joined.rstrip()[-1:] in ("|", "+") and cs[-1] not in "|+":
+            break  # a complete row followed by other text
+        joined = joined + cont
+        ahead += 1
+        if cs[-1] in "|+":
+            return joined, ahead
+    return line, i
+
+
+def _is_prompt(line: str) -> bool:
+    """A shell prompt line (`$ nvidia-smi`, `user@host:~$ …`, `PS C:\\> …`)."""
+    ls = line.lstrip(" \t")
+    return bool(ls) and (ls[0] in "$#%([" or ls[1:3] == ":\\" or ls.startswith("PS ") or "@" in ls[:140]) \
+        and _PROMPT.match(ls) is not None
+
+
+def _dedent(lines: List[str]) -> List[str]:
+    """The lines without the indentation common to the non-blank ones."""
     indent: Optional[int] = None
     for line in lines:
         if line:
@@ -136,6 +127,21 @@ def normalize(raw: Union[str, bytes, None]) -> Lines:
                 indent = k
                 if k == 0:
                     break
-    if indent:
-        lines = [line[indent:] for line in lines]
-    return Lines(lines, nos, text)
+    return [line[indent:] for line in lines] if indent else lines
+
+
+def normalize(raw: Union[str, bytes, None]) -> Lines:
+    text = clean_text(raw)
+    src = text.split("\n")
+    lines: List[str] = []
+    nos: List[int] = []
+    i = 0
+    while i < len(src):
+        line = src[i][:MAX_LINE]
+        no = i + 1
+        if "\t" in line:
+            line = line.expandtabs(4)
+        line, i = _join_wrapped_row(src, i + 1, line)
+        lines.append("" if _is_prompt(line) else line.rstrip())
+        nos.append(no)
+    return Lines(_dedent(lines), nos, text)

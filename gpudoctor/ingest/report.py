@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from gpudoctor.errors import InputError
 from gpudoctor.schema import notable_facts
 
 from ._common import Builder, wheel_tag_info
 from .detect import detect
-from .normalize import normalize
+from .normalize import Lines, normalize
 from .registry import BY_KIND, in_words
 
 __all__ = ["ParsedReport", "ReportError", "NothingRecognised", "parse_report", "merge_reports", "missing_facts",
@@ -60,6 +60,32 @@ def parse_report(text: Any, name: str = "<stdin>") -> ParsedReport:
     if not any(line.strip() for line in lines.lines):
         raise ReportError(f"{name}: the report is empty")
     kinds = detect(lines)
+    parts, warnings = _parse_parts(lines, kinds, name)
+    if not parts:
+        raise _nothing(name, kinds, warnings)
+    hints = [p for p in parts if BY_KIND[p.kind].hint]
+    main = [p for p in parts if not BY_KIND[p.kind].hint]
+    main.sort(key=lambda p: p.first_index if p.first_index is not None else 0)
+    ordered = main + hints
+    facts: Dict[str, Any] = {}
+    evidence: Dict[str, str] = {}
+    conflicts: List[Dict[str, Any]] = []
+    origin: Dict[str, str] = {}
+    for p in ordered:
+        conflicts.extend(p.conflicts)
+        src = f"{name} ({p.kind})" if len(ordered) > 1 else name
+        _merge(facts, p.facts, "", src, origin, conflicts, evidence, p.evidence)
+
+    _infer_from_wheel_tag(facts, evidence)
+
+    kinds_found = tuple(dict.fromkeys(p.kind for p in main)) or ("torch_warning",)
+    kind = kinds_found[0] if len(kinds_found) == 1 else "mixed"
+    return ParsedReport(kind=kind, facts=facts, evidence=evidence, missing=missing_facts(facts), name=name,
+                        parts=kinds_found, conflicts=conflicts, warnings=warnings)
+
+
+def _parse_parts(lines: Lines, kinds: Sequence[str], name: str) -> Tuple[List[Builder], List[str]]:
+    """Each part of the text read by its format's parser: (the parts that gave facts, the warnings)."""
     parts: List[Builder] = []
     warnings: List[str] = []
     for kind in kinds:
@@ -71,35 +97,18 @@ def parse_report(text: Any, name: str = "<stdin>") -> ParsedReport:
         warnings.extend(builder.warnings)
         if not builder.empty():
             parts.append(builder)
-    if not parts:
-        if warnings:
-            raise ReportError(warnings[0])
-        if kinds:
-            shown = " + ".join(k.replace("_", " ") for k in kinds)
-            raise NothingRecognised(f"{name}: looks like {shown} output but carries no facts gpudoctor reads (cut too "
-                                    "early?)")
-        raise NothingRecognised(f"{name}: not a report gpudoctor reads ({in_words()})")
+    return parts, warnings
 
-    hints = [p for p in parts if BY_KIND[p.kind].hint]
-    main = [p for p in parts if not BY_KIND[p.kind].hint]
-    main.sort(key=lambda p: p.first_index if p.first_index is not None else 0)
-    ordered = main + hints
-    facts: Dict[str, Any] = {}
-    evidence: Dict[str, str] = {}
-    conflicts: List[Dict[str, Any]] = []
-    origin: Dict[str, str] = {}
-    for p in ordered:
-        for c in p.conflicts:
-            conflicts.append(c)
-        src = f"{name} ({p.kind})" if len(ordered) > 1 else name
-        _merge(facts, p.facts, "", src, origin, conflicts, evidence, p.evidence)
 
-    _infer_from_wheel_tag(facts, evidence)
-
-    kinds_found = tuple(dict.fromkeys(p.kind for p in main)) or ("torch_warning",)
-    kind = kinds_found[0] if len(kinds_found) == 1 else "mixed"
-    return ParsedReport(kind=kind, facts=facts, evidence=evidence, missing=missing_facts(facts), name=name,
-                        parts=kinds_found, conflicts=conflicts, warnings=warnings)
+def _nothing(name: str, kinds: Sequence[str], warnings: List[str]) -> ReportError:
+    """Why no part of the text gave a fact: a part's warning, or nothing recognised in it."""
+    if warnings:
+        return ReportError(warnings[0])
+    if kinds:
+        shown = " + ".join(k.replace("_", " ") for k in kinds)
+        return NothingRecognised(f"{name}: looks like {shown} output but carries no facts gpudoctor reads (cut too "
+                                 "early?)")
+    return NothingRecognised(f"{name}: not a report gpudoctor reads ({in_words()})")
 
 
 def _infer_from_wheel_tag(facts: Dict[str, Any], evidence: Dict[str, str]) -> None:
