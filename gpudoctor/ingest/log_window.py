@@ -13,14 +13,12 @@ LOOK_BACK_BYTES = 32 * 1024  # a traceback's frames above its error line
 
 
 class Window:
-    """Where the line being read starts in its chunk (`move`), and the end of each file's chunks read so far."""
+    """Where the line being read starts in its chunk (`at`: the file, the chunk, the offset), and the end of each
+    file's chunks read so far."""
 
     def __init__(self) -> None:
         self.tails: Dict[str, bytes] = {}  # file → its last LOOK_BACK_BYTES read (the chunks before this one)
-        self.at: Tuple[str, bytes, int] = ("", b"", 0)
-
-    def move(self, name: str, data: bytes, start: int) -> None:
-        self.at = (name, data, start)
+        self.at: Tuple[str, bytes, int] = ("", b"", 0)  # set by the log reader for each line it reads
 
     def keep_tail(self, name: str, data: bytes) -> None:
         """After a chunk of `name`: keep its end for the chunk after it."""

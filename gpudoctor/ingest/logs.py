@@ -122,13 +122,13 @@ class LogScanner:
             log_nccl.below_last_error(self, *self.below_pending, first)
             self.below_pending = None
         starts = _anchored_lines(data)
-        counted_to, line_no = 0, first_line
+        counted_to, line_no, window = 0, first_line, self.window
         for start in sorted(starts):
             line_no += data.count(b"\n", counted_to, start)
             counted_to = start
             end = data.find(b"\n", start)
             raw = redact_bytes(data[start:end if end >= 0 else len(data)])[:MAX_LINE_CHARS]
-            self.window.move(name, data, start)
+            window.at = (name, data, start)
             self._line(name, line_no, raw.decode("utf-8", errors="replace"), tuple(starts[start]))
         lines = line_no - first_line + data.count(b"\n", counted_to)  # a last line without its newline is not counted
         self.window.keep_tail(name, data)
