@@ -219,6 +219,31 @@ def test_a_variable_a_whole_environment_does_not_set_is_known_unset():
         Facts({}).get("env.NCCL_P2P_DISABLE")  # no environment recorded at all
 
 
+def test_what_several_rules_work_out_alike_is_worked_out_once_and_each_has_its_reads():
+    """Facts.once (the GPUs a job uses, which several rules ask for): the function runs once per snapshot; every rule
+    that asks has the reads it made recorded as its own, and the MissingFact it raised raised again."""
+    facts = Facts({"nvml": {"driver_version": "550.54"}}, origins={"nvml": "report"}, base="report")
+    ran = []
+
+    def driver(facts):
+        ran.append("driver")
+        return facts.get("nvml.driver_version")
+
+    def torch(facts):
+        ran.append("torch")
+        return facts.get("torch.version")
+
+    assert facts.once(driver) == "550.54"  # outside a rule's run (what a log proves): nothing recorded
+    for _ in range(2):
+        with facts.recording() as reads:
+            assert facts.once(driver) == "550.54"
+        assert reads == {"nvml.driver_version": Read(STATED, "report")}
+        with facts.recording() as reads, pytest.raises(MissingFact) as missing:
+            facts.once(torch)
+        assert missing.value.path == "torch.version" and reads == {"torch.version": Read(UNKNOWN, "report")}
+    assert ran == ["driver", "torch"]
+
+
 def test_a_paste_and_its_logs_record_where_each_group_came_from(tmp_path):
     paste = tmp_path / "paste.txt"
     paste.write_text((ROOT / "fixtures" / "reports" / "collect_env_rtx3090_driver470_cu121.txt").read_text()

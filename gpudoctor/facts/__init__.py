@@ -15,12 +15,13 @@ import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Dict, Iterator, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, Optional, Tuple, TypeVar
 
 from gpudoctor.facts import contract
 from gpudoctor.provenance import PARTIAL, PROBE, origin_of
 
 _RAISE = object()
+T = TypeVar("T")
 _ABSENT = object()
 _EMPTY: Tuple[Any, ...] = (None, "", [], {})
 
@@ -67,6 +68,7 @@ class Facts:
         self.reads: Optional[Dict[str, Read]] = None
         self._strict: Optional[Dict[str, Any]] = {} if contract.strict() else None  # tests: what each path read
         self._whole_env: Optional[bool] = None  # the job's environment is shown whole (_unset)
+        self._derived: Dict[Callable, tuple] = {}  # once(): what a function of the facts gave, and its reads
 
     @contextlib.contextmanager
     def recording(self) -> Iterator[Dict[str, Read]]:
@@ -76,6 +78,26 @@ class Facts:
             yield self.reads
         finally:
             self.reads = saved
+
+    def once(self, compute: Callable[[Facts], T]) -> T:
+        """`compute(self)`, worked out once however many rules ask for it (the GPUs a job uses: facts.devices); each
+        rule that asks gets the reads it made recorded as its own, as if it had made them, and the MissingFact it
+        raised raised again."""
+        if compute not in self._derived:
+            saved, self.reads = self.reads, {}
+            try:
+                self._derived[compute] = (compute(self), None, self.reads)
+            except MissingFact as raised:
+                self._derived[compute] = (None, raised, self.reads)
+            finally:
+                self.reads = saved
+        value, missing, reads = self._derived[compute]
+        if self.reads is not None:
+            for path, read in reads.items():
+                self.reads.setdefault(path, read)
+        if missing is not None:
+            raise missing.with_traceback(None)
+        return value
 
     def origin(self, path: str) -> str:
         """Where the fact at `path` came from (gpudoctor.provenance)."""

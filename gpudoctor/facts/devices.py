@@ -298,7 +298,11 @@ def _enumerated(facts, gpus: list, basis: str, assumption: Optional[str] = None)
 
 def job_gpus(facts) -> JobGpus:
     """The NVML devices the job's CUDA will use, and how they were matched (`counted` False where a report named
-    one GPU without saying how many)."""
+    one GPU without saying how many); worked out once per snapshot, for the several rules that ask (Facts.once)."""
+    return facts.once(_counted_job_gpus)
+
+
+def _counted_job_gpus(facts) -> JobGpus:
     job = _job_gpus(facts)
     if facts.get("nvml.gpus_counted", None) is False and job.basis != "none":
         return JobGpus(job.devices, job.basis, job.assumption, counted=False)
