@@ -61,7 +61,13 @@ def not_applicable(rule: Rule, given: Iterable[str], from_log: Iterable[Finding]
     """The rule has nothing to judge: none of the inputs it declares was given and no log line proves it."""
     if not rule.inputs or any(name in given for name in rule.inputs) or any(True for _ in from_log):
         return None
-    return _shared(NotApplicable(rule.id, INPUTS[rule.inputs[0]].reason))
+    key = (rule.id, INPUTS[rule.inputs[0]].reason)
+    if key not in _IDLE:  # one value on every node of a fleet (as _shared), found without making one to look it up
+        _IDLE[key] = NotApplicable(*key)
+    return _IDLE[key]
+
+
+_IDLE: Dict[Tuple[str, str], NotApplicable] = {}
 
 
 _SHARED: Dict[Any, Any] = {}

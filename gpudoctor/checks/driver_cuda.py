@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from functools import lru_cache
 from typing import List, Optional, Sequence, Tuple
 
 from gpudoctor.checks import check
@@ -314,6 +315,11 @@ def torch_cpu_only(facts, rule):
 
 def _runs(cc: str, archs: list) -> bool:
     """Whether a GPU of compute capability `cc` has SASS or JIT-able PTX in torch's arch list."""
+    return _runs_on(cc, tuple(archs))
+
+
+@lru_cache(maxsize=256)  # every GPU of every node of a fleet asks about the same few capabilities and lists
+def _runs_on(cc: str, archs: tuple) -> bool:
     major, minor = (int(part) for part in cc.split("."))
     for arch in archs:
         match = re.fullmatch(r"(sm|compute)_(\d+?)(\d)([af]?)", arch)

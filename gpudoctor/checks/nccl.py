@@ -17,6 +17,7 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Dict, List, Optional
 
 from gpudoctor.checks import check
@@ -71,7 +72,6 @@ def nccl_unknown_variable(facts, rule):
     env = facts.get("env")
     if facts.get("torch.hip", None):
         return []  # a ROCm torch uses RCCL, which reads NCCL_* names of its own that this table does not list
-    families = {prefix: sorted(n for n in names if n.startswith(prefix)) for prefix in ("TORCH_NCCL_", "NCCL_")}
     suggestions_left = 500  # difflib is slow: a generated file with 100k unknown names must not take minutes
     findings = []
     for setting in settings(facts):
@@ -100,7 +100,7 @@ def nccl_unknown_variable(facts, rule):
         if name in invented:
             findings.append(_invented(rule, setting, shown, invented[name], env))
             continue
-        family = families["TORCH_NCCL_" if name.startswith("TORCH_NCCL_") else "NCCL_"]
+        family = _family(names, "TORCH_NCCL_" if name.startswith("TORCH_NCCL_") else "NCCL_")
         close = difflib.get_close_matches(name, family, n=1, cutoff=0.8) if suggestions_left > 0 else []
         suggestions_left -= 1
         findings.append(_unknown(rule, setting, shown, close[0] if close else None, env))
@@ -119,6 +119,12 @@ def _invented(rule, setting: Setting, shown: str, entry: dict, env: dict):
         fix=rule.fix(applicability="safe", case="invented_meant" if suggestion else "invented",
                      values={"variable": name, **({"real": suggestion} if suggestion else {})},
                      env=EnvChange(unset=(name,))))
+
+
+@lru_cache(maxsize=4)
+def _family(names: frozenset, prefix: str) -> List[str]:
+    """The known names of a family (`NCCL_`, `TORCH_NCCL_`), sorted: what a name nothing reads is compared with."""
+    return sorted(name for name in names if name.startswith(prefix))
 
 
 def _unknown(rule, setting: Setting, shown: str, real: Optional[str], env: dict):

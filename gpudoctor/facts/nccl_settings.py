@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Iterable, List, Optional, Tuple
 
 from gpudoctor.knowledge import table, version
@@ -32,7 +33,8 @@ def spec(name: str) -> Optional[dict]:
     return knowledge().get("var", {}).get(name)
 
 
-def known_names() -> Tuple[set, tuple]:
+@cache  # of the table, which is read once (knowledge.table)
+def known_names() -> Tuple[frozenset, tuple]:
     """Every name something reads, and the prefixes plugins and tools own."""
     data = knowledge()
     names = set(data.get("var", {})) | set(data.get("nccl_src", {}))
@@ -42,7 +44,7 @@ def known_names() -> Tuple[set, tuple]:
         prefixes += plugin.get("prefixes", [])
     names |= set(data.get("tools", {}).get("names", []))
     prefixes += data.get("tools", {}).get("prefixes", [])
-    return names, tuple(prefixes)
+    return frozenset(names), tuple(prefixes)
 
 
 def meta(key: str) -> str:
