@@ -355,3 +355,14 @@ def test_a_snapshot_with_more_than_20000_entries_in_a_field_is_refused(tmp_path)
     snapshot = tmp_path / "snap.json"
     snapshot.write_text(json.dumps(data))
     _error(_run("check", "--snapshot", snapshot), "facts.env has 20,0", "more than 20,000")
+
+
+def test_a_value_met_again_is_made_printable_once():
+    """printable_data copies a value met again (the verdicts a fleet's nodes share) once: one copy, escaped."""
+    from gpudoctor.model import NotApplicable
+    from gpudoctor.render.printable import printable_data
+
+    shared = NotApplicable("GD999", "no \x1b[31mscript")
+    seen = printable_data([shared, {"reason": shared}, (shared, "\x1b]0;x\x07")])
+    assert seen[0] is seen[1]["reason"] is seen[2][0] and seen[0] is not shared
+    assert seen[0].reason == "no \\x1b[31mscript" and seen[2][1] == "\\x1b]0;x\\x07"
