@@ -4,7 +4,8 @@ The language is closed and data-only (no code is ever evaluated): a condition is
 from `OPERATORS` and a literal value, combined with `all` / `any` / `not`. A rule `require`s a condition (it fires
 when the condition is false) or `forbid`s one (it fires when the condition is true). Everything is validated when
 the file is loaded, so a typo is a `PolicyError` (exit 2, one line naming the file and the rule), never a rule that
-is silently false. See docs/policy.md for the format.
+is silently false. A `[preflight]` table sets a site's own fractions for `gpudoctor preflight`'s verdicts (those of
+rules/preflight.toml). See docs/policy.md for the format.
 
 Three-valued logic: a fact the snapshot does not carry is unknown (the rule is reported as unknown, like any rule);
 `all` is false as soon as one part is false, `any` true as soon as one part is true, otherwise unknown wins.
@@ -15,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Literal, Mapping, Optional, Tuple, overload
 
@@ -581,8 +583,52 @@ def _policy_check(condition: Condition, fires_when: bool, message: Template, fix
     return check
 
 
+@dataclass(frozen=True)
+class SitePolicy:
+    """What a policy file says: its rules, and its overrides of rules/preflight.toml (`{"straggler":
+    {"below_median": 0.7}}`)."""
+
+    rules: tuple = ()
+    preflight: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+
+    def preflight_limits(self) -> Dict[str, Dict[str, float]]:
+        """rules/preflight.toml's fractions with this site's overrides: what preflight's verdicts judge by."""
+        from gpudoctor.knowledge import table
+
+        defaults = table("preflight")
+        return {section: {**values, **self.preflight.get(section, {})} for section, values in defaults.items()}
+
+
+def _preflight_overrides(value: Any, where: str) -> Dict[str, Dict[str, float]]:
+    """`[preflight]`: fractions of rules/preflight.toml, by its section and key, each a number with 0 < x ≤ 1."""
+    from gpudoctor.knowledge import table
+
+    defaults = table("preflight")
+    if not isinstance(value, Mapping):
+        raise PolicyError(f"{where}: preflight must be a table ([preflight.straggler] below_median = 0.6)")
+    overrides: Dict[str, Dict[str, float]] = {}
+    for section, settings in value.items():
+        if section not in defaults or not isinstance(settings, Mapping):
+            raise PolicyError(f"{where}: [preflight.{section}] is not a table preflight reads (known: "
+                              f"{', '.join(sorted(defaults))})")
+        for key, number in settings.items():
+            if key not in defaults[section]:
+                raise PolicyError(f"{where}: [preflight.{section}] has no setting {key!r} (known: "
+                                  f"{', '.join(sorted(defaults[section]))})")
+            if isinstance(number, bool) or not isinstance(number, (int, float)) or not 0 < number <= 1:
+                raise PolicyError(f"{where}: [preflight.{section}] {key} = {number!r}: give a fraction, 0 < x ≤ 1")
+            overrides.setdefault(section, {})[key] = float(number)
+    return overrides
+
+
 def load_policy(path: str) -> tuple:
     """The rules of a policy file, sorted by ID; PolicyError (one line: file, rule, what is wrong) otherwise."""
+    return load_site(path).rules
+
+
+def load_site(path: str) -> SitePolicy:
+    """A policy file's rules (sorted by ID) and preflight fractions; PolicyError (one line: file, rule, what is
+    wrong) otherwise."""
     where = f"policy {path}"
     from gpudoctor.files import read_bytes
 
@@ -594,14 +640,20 @@ def load_policy(path: str) -> tuple:
         raise PolicyError(f"{where}: invalid TOML: nested too deeply") from None
     except (TOMLDecodeError, UnicodeDecodeError) as exc:
         raise PolicyError(f"{where}: invalid TOML: {' '.join(str(exc).split())}") from None
-    extra = set(data) - {"schema", "rule"}
+    extra = set(data) - {"schema", "rule", "preflight"}
     if extra:
-        raise PolicyError(f"{where}: unknown top-level key(s) {', '.join(sorted(extra))} (schema, [[rule]])")
+        raise PolicyError(f"{where}: unknown top-level key(s) {', '.join(sorted(extra))} (schema, [[rule]], "
+                          "[preflight])")
     if data.get("schema", SCHEMA) != SCHEMA:
         raise PolicyError(f"{where}: schema {data.get('schema')!r} is not {SCHEMA!r}")
+    preflight = _preflight_overrides(data["preflight"], where) if "preflight" in data else {}
     tables = data.get("rule", [])
-    if not isinstance(tables, list) or not tables:
-        raise PolicyError(f"{where}: no [[rule]] tables")
+    if not isinstance(tables, list) or not tables and not preflight:
+        raise PolicyError(f"{where}: no [[rule]] tables (nor [preflight] settings)")
+    return SitePolicy(_compiled(tables, path, where), preflight)
+
+
+def _compiled(tables: list, path: str, where: str) -> tuple:
     groups = known_groups()
     rules: List[Rule] = []
     seen: Dict[str, int] = {}

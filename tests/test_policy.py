@@ -396,3 +396,31 @@ def test_gd004_knows_a_loaded_policys_rule_ids(run_cli, tmp_path):
     assert gd004_codes("--policy", policy) == ["SITE03"]
     assert gd004_codes("--policy", policy, "--select", "GD004") == ["SITE03"]
     assert gd004_codes() == ["SITE003", "SITE03"]
+
+
+# ------------------------------------------------------------------------------------------------ [preflight]
+def test_a_policy_may_set_preflight_s_fractions_alone(tmp_path):
+    from gpudoctor.policy import load_site
+
+    site = load_site(str(write_policy(tmp_path, "[preflight.gemm]\ndatasheet_fraction = 0.4\n")))
+    assert site.rules == () and site.preflight == {"gemm": {"datasheet_fraction": 0.4}}
+    assert site.preflight_limits() == {"straggler": {"below_median": 0.5}, "gemm": {"datasheet_fraction": 0.4},
+                                       "fabric": {"below_median": 0.5}}
+    assert load_policy(str(write_policy(tmp_path, "[preflight.gemm]\ndatasheet_fraction = 1\n"))) == ()
+
+
+@pytest.mark.parametrize("body,expected", [
+    ("[preflight.links]\nbelow_median = 0.5\n", "[preflight.links] is not a table preflight reads (known: fabric, "
+                                                "gemm, straggler)"),
+    ("[preflight.straggler]\nbelow = 0.5\n", "[preflight.straggler] has no setting 'below' (known: below_median)"),
+    ("[preflight.straggler]\nbelow_median = 1.5\n", "below_median = 1.5: give a fraction, 0 < x ≤ 1"),
+    ("[preflight.straggler]\nbelow_median = 0\n", "below_median = 0: give a fraction"),
+    ("[preflight.straggler]\nbelow_median = true\n", "below_median = True: give a fraction"),
+    ("[preflight.straggler]\nbelow_median = nan\n", "below_median = nan: give a fraction"),
+    ('[preflight.straggler]\nbelow_median = "half"\n', "below_median = 'half': give a fraction"),
+    ("preflight = 3\n", "preflight must be a table"),
+    ("[preflight]\n", "no [[rule]] tables (nor [preflight] settings)"),
+])
+def test_bad_preflight_settings_exit_2_with_one_line(tmp_path, run_cli, body, expected):
+    code, out, err = run_cli("preflight", "--policy", write_policy(tmp_path, body))
+    assert code == 2 and out == "" and expected in err and len(err.strip().splitlines()) == 1, err

@@ -24,8 +24,10 @@ def _names(items: List[str]) -> str:
     return shown + (f" and {len(items) - SHOWN} more" if len(items) > SHOWN else "")
 
 
-def _limits() -> dict:
-    return table("preflight")
+def _limits(facts) -> dict:
+    """The fractions this run is judged by: those preflight recorded (rules/preflight.toml's, with a site
+    policy's `[preflight]` over them), else rules/preflight.toml's."""
+    return facts.get("preflight.limits", None) or table("preflight")
 
 
 @check("GD806")
@@ -57,13 +59,13 @@ def _gpu_name(gpu: dict) -> str:
     return f"{where} (rank {gpu['rank']})"
 
 
-def _datasheet_floor(gpu: dict) -> Optional[float]:
+def _datasheet_floor(gpu: dict, fraction: float) -> Optional[float]:
     """The bf16 matmul TFLOP/s below which this GPU's model is throttled (rules/gpus.toml, rules/preflight.toml)."""
     if gpu.get("dtype") != "bfloat16" or not gpu.get("name"):
         return None
     spec = gpu_spec(gpu["name"]) or {}
     peak = spec.get("bf16_dense_tflops")
-    return peak * _limits()["gemm"]["datasheet_fraction"] if isinstance(peak, (int, float)) else None
+    return peak * fraction if isinstance(peak, (int, float)) else None
 
 
 METRICS = (("gemm_tflops", "matmul", "TFLOP/s"), ("copy_gbps", "memory copy", "GB/s"))
@@ -72,7 +74,8 @@ METRICS = (("gemm_tflops", "matmul", "TFLOP/s"), ("copy_gbps", "memory copy", "G
 @check("GD807")
 def preflight_gpu_straggler(facts, rule):
     listed = [gpu for gpu in facts.get("preflight.gpus") if isinstance(gpu, dict)]
-    fraction = _limits()["straggler"]["below_median"]
+    limits = _limits(facts)
+    fraction, datasheet = limits["straggler"]["below_median"], limits["gemm"]["datasheet_fraction"]
     judged = False
     for gpu in listed:
         if gpu.get("unfinished_s") is not None:
@@ -92,18 +95,18 @@ def preflight_gpu_straggler(facts, rule):
         judged = True
         middle = median(figures)
         for gpu in gpus:
-            finding = _slow(rule, gpu, metric, middle, fraction * middle if len(gpus) >= 2 else None)
+            finding = _slow(rule, gpu, metric, middle, fraction * middle if len(gpus) >= 2 else None, datasheet)
             if finding is not None:
                 yield finding
     if not judged:
         raise MissingFact("preflight.gpus", "no GPU finished its timed runs")
 
 
-def _slow(rule, gpu: dict, metric: tuple, middle: float, slow_below: Optional[float]):
+def _slow(rule, gpu: dict, metric: tuple, middle: float, slow_below: Optional[float], datasheet: float):
     """A GPU whose figure falls below the share of the allocation's median (`slow_below`, None for a single GPU) or,
-    for the matmul, below its model's datasheet floor; None when it does neither."""
+    for the matmul, below `datasheet` of its model's rate; None when it does neither."""
     key, what, unit = metric
-    floor = _datasheet_floor(gpu) if key == "gemm_tflops" else None
+    floor = _datasheet_floor(gpu, datasheet) if key == "gemm_tflops" else None
     below_median = slow_below is not None and gpu[key] < slow_below
     below_floor = floor is not None and gpu[key] < floor
     if not (below_median or below_floor):
@@ -112,7 +115,7 @@ def _slow(rule, gpu: dict, metric: tuple, middle: float, slow_below: Optional[fl
     if below_median:
         reasons.append(f"{gpu[key] / middle:.0%} of the allocation's median {middle:.3g} {unit}")
     if below_floor:
-        reasons.append(f"under {floor:.3g} {unit}, half of what a {gpu['name']} reaches")
+        reasons.append(f"under {floor:.3g} {unit}, {datasheet:.0%} of what a {gpu['name']} reaches")
     device = "GPU" if gpu.get("index") is not None else "rank"
     return rule.finding(
         f"{_gpu_name(gpu)} is a straggler: its {what} runs at {gpu[key]:.3g} {unit}, "
@@ -181,19 +184,19 @@ def preflight_fabric_slow(facts, rule):
     if device == "cuda":
         judged = True
         pairs = [pair for pair in fabric.get("pairs") or [] if isinstance(pair.get("busbw_gbps"), (int, float))]
-        yield from _slow_pairs(rule, pairs)
+        yield from _slow_pairs(rule, pairs, _limits(facts)["fabric"]["below_median"])
     if not judged:
         raise MissingFact("preflight.fabric", "on CPU the all-reduce runs over this host's loopback through gloo: "
                                               "its bandwidth says nothing of a fabric (pass --min-busbw to judge it)")
 
 
-def _slow_pairs(rule, pairs: list):
+def _slow_pairs(rule, pairs: list, fraction: float):
     """Pairs far below the median pair; a node in every slow pair it belongs to (two or more) is the culprit,
     a slow pair whose nodes are fast elsewhere is their link."""
     if len(pairs) < 3:
         return
     middle = median(pair["busbw_gbps"] for pair in pairs)
-    slow = [pair for pair in pairs if pair["busbw_gbps"] < _limits()["fabric"]["below_median"] * middle]
+    slow = [pair for pair in pairs if pair["busbw_gbps"] < fraction * middle]
     blamed = set()
     for node in sorted({node for pair in slow for node in pair["nodes"]}):
         mine = [pair for pair in pairs if node in pair["nodes"]]

@@ -67,13 +67,18 @@ def add_policy_option(parser: argparse.ArgumentParser) -> None:
                         help="also evaluate this site policy (TOML rules, docs/policy.md)")
 
 
-def policy_rules(args: argparse.Namespace) -> tuple:
-    """The rules of `--policy FILE` (none without it); a bad policy file is a usage error (exit 2)."""
-    if not getattr(args, "policy", None):
-        return ()
-    from gpudoctor.policy import load_policy
+def site_policy(args: argparse.Namespace):
+    """What `--policy FILE` says (gpudoctor.policy.SitePolicy: nothing without it); a bad policy file is a usage
+    error (exit 2)."""
+    from gpudoctor.policy import SitePolicy, load_site
 
-    return load_policy(args.policy)
+    return load_site(args.policy) if getattr(args, "policy", None) else SitePolicy()
+
+
+def policy_rules(args: argparse.Namespace) -> tuple:
+    """The rules of `--policy FILE` (none without it: gpudoctor.policy is not even imported); a bad policy file is a
+    usage error (exit 2)."""
+    return site_policy(args).rules if getattr(args, "policy", None) else ()
 
 
 def selected_rules(args: argparse.Namespace, host: bool = True) -> list:

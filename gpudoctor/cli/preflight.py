@@ -8,7 +8,7 @@ import math
 import os
 import sys
 
-from gpudoctor.cli.common import UsageError, add_policy_option, output_format, output_stream, policy_rules
+from gpudoctor.cli.common import UsageError, add_policy_option, output_format, output_stream, site_policy
 
 FORMATS = ("rich", "plain", "json")
 EXIT_WAIT_S = 30.0  # how long a rank that does not report waits for the reporting rank's exit status
@@ -72,11 +72,11 @@ def run(args: argparse.Namespace) -> int:
                          "wait past the whole preflight's time")
     args.quiet = False
     fmt = output_format(args)
-    site = policy_rules(args)
+    site = site_policy(args)
     select = args.select.split(",") if args.select.strip() else list(DEFAULT_SELECT)
-    rules = rules_for_run(select, args.ignore.split(","), site, True)
+    rules = rules_for_run(select, args.ignore.split(","), site.rules, True)
     outcome = run_preflight(Options(rules=rules, budget=args.budget, timeout=args.timeout, min_busbw=args.min_busbw,
-                                    python=args.python, quick=args.quick))
+                                    python=args.python, quick=args.quick, limits=site.preflight_limits()))
     if outcome.report is None:
         if outcome.note:
             print(f"gpudoctor preflight: {outcome.note}", file=sys.stderr)

@@ -40,6 +40,7 @@ class Options:
     min_busbw: Optional[float] = None
     python: str = sys.executable
     quick: bool = False  # the agree phase reads torch's versions from its files instead of importing it
+    limits: Optional[dict] = None  # the verdicts' fractions (SitePolicy.preflight_limits); None: rules/preflight.toml's
 
 
 @dataclass
@@ -317,6 +318,8 @@ def run(options: Options) -> Outcome:
     member = member_from_env()
     meeting = Meeting(member, os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
     flight = Preflight(member, options, clock, meeting)
+    if options.limits is not None:
+        flight.facts["limits"] = options.limits
     flight.begin("meet")
     from gpudoctor.rendezvous import import_distributed
 

@@ -59,6 +59,7 @@ def to_json(report: PreflightReport) -> dict:
         "gpus": report.facts.get("gpus") or [],
         "fabric": report.facts.get("fabric"),
         "failure": report.facts.get("failure"),
+        "limits": report.facts.get("limits"),
         "agree": None if fleet is None else {name: node.summary() for name, node in fleet.nodes},
         "next_steps": list(report.next_steps),
     }
