@@ -18,7 +18,7 @@ SARIF_SCHEMA = ROOT / "tests" / "schemas" / "sarif-schema-2.1.0.json"
 DOCUMENTS = {  # the `schema` field of a document → its JSON Schema file
     "gpudoctor.report/1": "report", "gpudoctor.fleet/1": "fleet", "gpudoctor.snapshot/1": "snapshot",
     "gpudoctor.bench.nccl/1": "bench-nccl", "gpudoctor.bench.train/1": "bench-train",
-    "gpudoctor.estimate/1": "estimate", "gpudoctor.rules/1": "rules",
+    "gpudoctor.estimate/1": "estimate", "gpudoctor.rules/1": "rules", "gpudoctor.preflight/1": "preflight",
 }
 
 
@@ -88,6 +88,15 @@ def test_the_schemas_refuse_what_gpudoctor_never_writes():
     snapshot["facts"]["nvml"]["gpus"][0] = {"name": "x", "not_a_fact": 1}
     with pytest.raises(jsonschema.ValidationError, match="not_a_fact"):
         validator("snapshot").validate(snapshot)
+    preflight = json.loads((OUTPUTS / "preflight-gloo-3nodes-rank-killed.json").read_text())
+    validator("preflight").validate(preflight)
+    preflight["phases"][3]["status"] = "crashed"
+    with pytest.raises(jsonschema.ValidationError, match="crashed"):
+        validator("preflight").validate(preflight)
+    preflight = json.loads((OUTPUTS / "preflight-gloo-3nodes-good.json").read_text())
+    preflight["limits"]["straggler"]["below_median"] = 2
+    with pytest.raises(jsonschema.ValidationError, match="2 is greater than the maximum"):
+        validator("preflight").validate(preflight)
 
 
 # ----------------------------------------------------------------------------------------------------- SARIF

@@ -94,10 +94,15 @@ def _kill_tree(proc) -> None:
 
 
 def report_of(results) -> dict:
-    """The one report: exactly one node printed a JSON document (the reporting rank), the others nothing."""
+    """The one report: exactly one node printed a JSON document (the reporting rank), the others nothing; it is a
+    `gpudoctor.preflight/1` document as docs/schemas/preflight.schema.json publishes it."""
+    import jsonschema
+
     printed = [out for _, out, _, _ in results if out.strip()]
     assert len(printed) == 1, [err[-1500:] for _, _, err, _ in results]
-    return json.loads(printed[0])
+    report = json.loads(printed[0])
+    jsonschema.validate(report, json.loads((ROOT / "docs" / "schemas" / "preflight.schema.json").read_text()))
+    return report
 
 
 def bad(report) -> dict:
@@ -122,6 +127,8 @@ def test_all_good(tmp_path):
     assert report["seconds"] <= 45 and sum(p["seconds"] for p in report["phases"]) <= report["seconds"]
     rules = {f["rule"] for f in report["findings"]}
     assert not rules & {"GD806", "GD807", "GD808", "GD809"}
+    assert report["limits"] == {"straggler": {"below_median": 0.5}, "gemm": {"datasheet_fraction": 0.5},
+                                "fabric": {"below_median": 0.5}}  # rules/preflight.toml's, without a site policy
 
 
 def test_a_node_that_never_arrives_is_named_within_the_deadline(tmp_path):

@@ -7,8 +7,9 @@ import io
 import json
 import os
 
+import jsonschema
 import pytest
-from conftest import cli_in_process
+from conftest import ROOT, cli_in_process
 
 from gpudoctor.model import PreflightPhase as Phase
 from gpudoctor.model import Severity
@@ -135,6 +136,7 @@ def test_the_text_report_shows_phases_figures_and_what_to_do():
     render(report, "json", out)
     doc = json.loads(out.getvalue())
     assert doc["schema"] == "gpudoctor.preflight/1" and doc["ok"] is False
+    jsonschema.validate(doc, json.loads((ROOT / "docs" / "schemas" / "preflight.schema.json").read_text()))
     assert [(e["node"], [r["rule"] for r in e["reasons"]]) for e in doc["bad_nodes"]] == [("b", ["GD807"])]
 
 
@@ -160,3 +162,60 @@ def test_on_kubernetes_a_node_is_named_by_the_node_the_pod_runs_on():
     pod = {"KUBERNETES_SERVICE_HOST": "10.0.0.1", "NODE_NAME": "gpu-node-7"}
     assert layout.node_host(pod) == "gpu-node-7"
     assert layout.node_host({"NODE_NAME": "gpu-node-7"}) == os.uname().nodename  # NODE_NAME alone: not a pod
+
+
+DEFAULT_LIMITS = {"straggler": {"below_median": 0.5}, "gemm": {"datasheet_fraction": 0.5},
+                  "fabric": {"below_median": 0.5}}
+
+
+def _options_of(monkeypatch, *args, cwd):
+    """The Options `gpudoctor preflight ARGS` hands to the phases (stopped there: no launcher is needed)."""
+    from gpudoctor.preflight import PreflightError, run
+
+    seen = []
+
+    def stop(options):
+        seen.append(options)
+        raise PreflightError("preflight: stopped by the test")
+
+    monkeypatch.setattr(run, "run", stop)
+    result = cli_in_process("preflight", *args, cwd=cwd)
+    assert result.returncode == 2 and "stopped by the test" in result.stderr, result.stderr
+    return seen[0]
+
+
+def test_a_site_policy_sets_the_fractions_the_verdicts_judge_by(tmp_path, monkeypatch):
+    (tmp_path / "site.toml").write_text('schema = "gpudoctor.policy/1"\n[preflight.straggler]\nbelow_median = 0.85\n'
+                                        '[preflight.fabric]\nbelow_median = 0.7\n', encoding="utf-8")
+    expected = {**DEFAULT_LIMITS, "straggler": {"below_median": 0.85}, "fabric": {"below_median": 0.7}}
+    assert _options_of(monkeypatch, "--policy", tmp_path / "site.toml", cwd=tmp_path).limits == expected
+    # the same file named by the project's [tool.gpudoctor]
+    (tmp_path / "pyproject.toml").write_text('[tool.gpudoctor]\npolicy = "site.toml"\n', encoding="utf-8")
+    assert _options_of(monkeypatch, cwd=tmp_path).limits == expected
+    (tmp_path / "pyproject.toml").unlink()
+    assert _options_of(monkeypatch, cwd=tmp_path).limits == DEFAULT_LIMITS
+
+
+def test_the_verdicts_judge_by_the_recorded_fractions():
+    """A GPU at 80 % of the median passes the default half and is a straggler under a site's 0.85; a pair at two thirds
+    of the median pair likewise under a site's 0.7 (what GD807 and GD809 read is what preflight recorded)."""
+    from gpudoctor.catalog import load_catalog
+    from gpudoctor.engine import evaluate
+    from gpudoctor.snapshot import Snapshot
+
+    rules = [rule for rule in load_catalog() if rule.id in ("GD807", "GD809")]
+    gpus = [{"node": n, "rank": k, "index": 0, "uuid": f"GPU-{k}", "name": "NVIDIA H100 80GB HBM3",
+             "dtype": "bfloat16", "gemm_tflops": t, "copy_gbps": 2600.0}
+            for k, (n, t) in enumerate([("a", 700.0), ("b", 690.0), ("c", 560.0), ("d", 700.0)])]
+    pairs = [{"nodes": pair, "busbw_gbps": bw, "wrong": 0}
+             for pair, bw in [(["a", "b"], 100.0), (["b", "c"], 50.0), (["c", "d"], 50.0), (["d", "a"], 100.0)]]
+    facts = {"device": "cuda", "gpus": gpus, "fabric": {"intra": [], "cross": None, "pairs": pairs,
+                                                        "min_busbw_gbps": None}}
+
+    def named(limits):
+        report = evaluate(Snapshot(facts={"preflight": {**facts, **limits}}), rules)
+        return sorted((f.rule, tuple(f.evidence["nodes"])) for f in report.findings)
+
+    assert named({}) == named({"limits": DEFAULT_LIMITS}) == []
+    strict = {**DEFAULT_LIMITS, "straggler": {"below_median": 0.85}, "fabric": {"below_median": 0.7}}
+    assert named({"limits": strict}) == [("GD807", ("c",)), ("GD809", ("c",))]
