@@ -165,10 +165,6 @@ def sweep_figures(device, group, min_bytes: int, max_bytes: int, iters: int, war
                      for row in rows]}
 
 
-def first_ranks(nodes: Dict[int, List[int]]) -> Dict[int, int]:
-    return {node: min(ranks) for node, ranks in nodes.items() if ranks}
-
-
 def new_group(dist, ranks: List[int], backend: str, timeout: float):
     import datetime
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime
 import json
 import threading
-from typing import Callable, List, Optional
+from typing import Any, Callable, List, Optional
 
 from gpudoctor.preflight import PreflightError
 from gpudoctor.preflight.layout import Member
@@ -50,8 +50,12 @@ def in_helper(call: Callable, seconds: float, give_up: Callable[[], bool] = lamb
             outcome.append((False, exc))
 
     helper = threading.Thread(target=run, daemon=True, name="gpudoctor-preflight")
+    def ended(slice_s: float) -> bool:
+        helper.join(slice_s)
+        return not helper.is_alive() or give_up()
+
     helper.start()
-    patiently(lambda slice_s: (helper.join(slice_s), not helper.is_alive() or give_up())[1], seconds)
+    patiently(ended, seconds)
     return outcome[0] if outcome else None
 
 
@@ -90,7 +94,7 @@ class Meeting:
     def get_json(self, key: str):
         return json.loads(self._call(lambda store: store.get(key)))
 
-    def decide(self, key: str, value) -> object:
+    def decide(self, key: str, value) -> Any:
         """`value` as the verdict under `key` unless another rank decided first: the verdict, either way."""
         return json.loads(self._call(lambda store: store.compare_set(key, "", json.dumps(value))))
 

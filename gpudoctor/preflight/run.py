@@ -12,12 +12,15 @@ import os
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import List, Optional, Sequence
+from typing import TYPE_CHECKING, List, Optional, Sequence
 
-from gpudoctor.model import PreflightPhase, PreflightReport
+from gpudoctor.model import FleetReport, PreflightPhase, PreflightReport
 from gpudoctor.preflight import PreflightError
 from gpudoctor.preflight.layout import Member, expected_layout, member_from_env, node_table
 from gpudoctor.preflight.meeting import Meeting, StepFailed
+
+if TYPE_CHECKING:  # imported with torch, once the ranks have met
+    from gpudoctor.rendezvous import Group
 
 VERDICT_RULES = ("GD806", "GD807", "GD808", "GD809")
 DEFAULT_SELECT = ("GD1", "GD5", "GD8")  # the node rules that judge health, the fleet's and preflight's own
@@ -80,19 +83,21 @@ class Preflight:
     meeting: Meeting
     facts: dict = field(default_factory=dict)
     phases: List[PreflightPhase] = field(default_factory=list)
-    fleet: Optional[object] = None
+    fleet: Optional[FleetReport] = None
     labels: dict = field(default_factory=dict)  # rank → node label
     current: str = ""
     phase_began: float = 0.0
     phase_ends: float = float("inf")
-    group: Optional[object] = None  # gpudoctor.rendezvous.Group over the process group, for the exchanges
+    group: Optional[Group] = None  # over the process group, for the exchanges (set when it starts)
     info: dict = field(default_factory=dict)  # this rank's device, as the GPU phase names it
 
     def exchange(self, what: str, call):
         """One of gpudoctor.rendezvous's bounded, checked exchanges (`call(group)`) as a step of this phase."""
+        group = self.group
+        assert group is not None, "an exchange before the process group started"
         seconds = self.deadline()
-        self.group.timeout_s = seconds
-        return self.meeting.step(what, lambda: call(self.group), seconds)
+        group.timeout_s = seconds
+        return self.meeting.step(what, lambda: call(group), seconds)
 
     def begin(self, name: str) -> None:
         """Start phase `name`: its deadline is its share of the time left (PHASE_SHARES), the reserve kept back."""
@@ -206,60 +211,31 @@ class Preflight:
 
     # --- phase 4 -----------------------------------------------------------------------------------------------
     def fabric(self, dist, device, sizes) -> None:
-        from gpudoctor.preflight.measure import first_ranks, neighbour_pairs, new_group, rounds, sweep_figures
+        """All-reduce within each node, across the nodes, then between neighbouring pairs of nodes' first ranks."""
+        from gpudoctor.preflight.measure import neighbour_pairs
 
         self.begin("fabric")
         backend = self.facts["backend"]
-        me = self.member.rank
-        nodes = {}
-        for entry in self.facts["nodes"]:
-            nodes[entry["node"]] = entry["ranks"]
+        nodes = {entry["node"]: entry["ranks"] for entry in self.facts["nodes"]}
         labels = list(nodes)
-        leaders = first_ranks(dict(enumerate(nodes.values())))
         pairs = [(labels[a], labels[b]) for a, b in neighbour_pairs(len(labels))]
-        left = self.deadline
-
-        def groups():
-            made = {"intra": {}, "pairs": {}}
-            for label, ranks in nodes.items():
-                if len(ranks) >= 2:
-                    made["intra"][label] = new_group(dist, ranks, backend, left())
-            made["cross"] = (new_group(dist, list(range(self.member.world_size)), backend, left())
-                             if len(nodes) >= 2 and backend != "gloo" else None)
-            for a, b in pairs:
-                made["pairs"][(a, b)] = new_group(dist, [leaders[labels.index(a)], leaders[labels.index(b)]],
-                                                  backend, left())
-            return made
-
-        made = self.meeting.step("creating the fabric's groups", groups, left())
-        mine: dict = {}
-        node = self.labels[me]
+        made = self.meeting.step("creating the fabric's groups", lambda: self._fabric_groups(dist, nodes, pairs),
+                                 self.deadline())
+        me, node = self.member.rank, self.labels[self.member.rank]
         run = dict(iters=20 if device.type == "cuda" else 10, warmup=5 if device.type == "cuda" else 2)
+        mine: dict = {}
         if node in made["intra"]:
-            figures = self.meeting.step(f"all-reduce within {node}", lambda: sweep_figures(
-                device, made["intra"][node], sizes.fabric_min, sizes.fabric_max, timeout=left(), **run), left())
+            figures = self._sweep(f"all-reduce within {node}", device, made["intra"][node], sizes.fabric_min,
+                                  sizes.fabric_max, run)
             if me == min(nodes[node]):
                 mine["intra"] = {"node": node, "ranks": nodes[node], **figures}
         if len(nodes) >= 2:
-            figures = self.meeting.step("all-reduce across the nodes", lambda: sweep_figures(
-                device, made["cross"], sizes.fabric_min, sizes.fabric_max, timeout=left(), **run), left())
+            figures = self._sweep("all-reduce across the nodes", device, made["cross"], sizes.fabric_min,
+                                  sizes.fabric_max, run)
             if me == 0:
                 mine["cross"] = {"nodes": labels, **figures}
         if pairs:
-            go = self.exchange("deciding on pairs", lambda group: group.broadcast_int(
-                int(self.clock.left() > RESERVE_S * 3), 0, "whether the pairs have time"))
-            for this in rounds(pairs) if go else []:
-                for a, b in this:
-                    ranks = [leaders[labels.index(a)], leaders[labels.index(b)]]
-                    if me in ranks:
-                        group = made["pairs"][(a, b)]
-                        figures = self.meeting.step(f"all-reduce between {a} and {b}", lambda group=group: (
-                            sweep_figures(device, group, sizes.pair_bytes, sizes.pair_bytes, timeout=left(), **run)),
-                            left())
-                        if me == min(ranks):
-                            mine.setdefault("pairs", []).append({"nodes": [a, b], "busbw_gbps": figures["busbw_gbps"],
-                                                                 "wrong": figures["wrong"]})
-                self.meeting.step("ending a round of pairs", dist.barrier, left())
+            mine["pairs"] = self._pair_rounds(dist, device, sizes.pair_bytes, run, nodes, made["pairs"])
         everyone = self.exchange("exchanging the fabric figures", lambda group: group.all_gather_json(
             mine, FIGURES_LIMIT, "its fabric figures"))
         self.facts["fabric"] = {
@@ -269,6 +245,47 @@ class Preflight:
             "min_busbw_gbps": self.options.min_busbw,
         }
         self.end("ok", f"all-reduce on {backend}" + (" over this host's loopback" if device.type == "cpu" else ""))
+
+    def _fabric_groups(self, dist, nodes: dict, pairs: List[tuple]) -> dict:
+        """The process groups of the fabric phase, made on every rank in the same order: each node's ranks, every
+        rank (None where the default group is it: on gloo), each pair of nodes' first ranks."""
+        from gpudoctor.preflight.measure import new_group
+
+        backend = self.facts["backend"]
+        made: dict = {"intra": {}, "pairs": {}}
+        for label, ranks in nodes.items():
+            if len(ranks) >= 2:
+                made["intra"][label] = new_group(dist, ranks, backend, self.deadline())
+        made["cross"] = (new_group(dist, list(range(self.member.world_size)), backend, self.deadline())
+                         if len(nodes) >= 2 and backend != "gloo" else None)
+        for a, b in pairs:
+            made["pairs"][(a, b)] = new_group(dist, [min(nodes[a]), min(nodes[b])], backend, self.deadline())
+        return made
+
+    def _sweep(self, step: str, device, group, low: int, high: int, run: dict) -> dict:
+        """`bench nccl`'s all-reduce sweep from `low` to `high` bytes among `group`, as one step of this phase."""
+        from gpudoctor.preflight.measure import sweep_figures
+
+        return self.meeting.step(step, lambda: sweep_figures(device, group, low, high, timeout=self.deadline(), **run),
+                                 self.deadline())
+
+    def _pair_rounds(self, dist, device, size: int, run: dict, nodes: dict, groups: dict) -> List[dict]:
+        """Each pair of nodes' first ranks, in rounds of disjoint pairs while the time allows: this rank's figures
+        (those of the pairs it leads)."""
+        from gpudoctor.preflight.measure import rounds
+
+        go = self.exchange("deciding on pairs", lambda group: group.broadcast_int(
+            int(self.clock.left() > RESERVE_S * 3), 0, "whether the pairs have time"))
+        me, mine = self.member.rank, []
+        for this in rounds(list(groups)) if go else []:
+            for a, b in this:
+                ranks = [min(nodes[a]), min(nodes[b])]
+                if me in ranks:
+                    figures = self._sweep(f"all-reduce between {a} and {b}", device, groups[(a, b)], size, size, run)
+                    if me == min(ranks):
+                        mine.append({"nodes": [a, b], "busbw_gbps": figures["busbw_gbps"], "wrong": figures["wrong"]})
+            self.meeting.step("ending a round of pairs", dist.barrier, self.deadline())
+        return mine
 
     # --- the end -----------------------------------------------------------------------------------------------
     def failed(self, failure: StepFailed) -> Outcome:
