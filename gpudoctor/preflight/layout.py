@@ -11,9 +11,12 @@ from __future__ import annotations
 import os
 import socket
 from dataclasses import dataclass
-from typing import Dict, List, Mapping, Optional
+from typing import TYPE_CHECKING, Dict, List, Mapping, Optional
 
 from gpudoctor.preflight import PreflightError
+
+if TYPE_CHECKING:
+    from gpudoctor.rendezvous import Rank
 
 
 @dataclass(frozen=True)
@@ -29,7 +32,7 @@ class Member:
     master: str  # MASTER_ADDR
     port: int  # MASTER_PORT
     agent_store: bool  # torchrun's agent hosts the store (rank 0 is a client like the others)
-    launched: object = None  # gpudoctor.rendezvous.Rank
+    launched: Optional[Rank] = None  # as gpudoctor.rendezvous read the launcher's variables (None in tests)
 
     def arrival(self) -> dict:
         return {"rank": self.rank, "local_rank": self.local_rank, "node_rank": self.node_rank, "host": self.host}

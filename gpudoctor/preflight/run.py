@@ -135,6 +135,7 @@ class Preflight:
         dist = self.meeting.process_group(self.clock.until_reserve(cap=30.0), self.clock.left())
         from gpudoctor.rendezvous import Group
 
+        assert self.member.launched is not None, "member_from_env sets it"
         self.group = Group(self.member.launched, "preflight", self.clock.until_reserve())
         self.group.dist = dist  # the group meeting.process_group started on the launcher's store
         arrivals = self.exchange("exchanging arrivals", lambda group: group.all_gather_json(
