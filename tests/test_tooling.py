@@ -54,9 +54,10 @@ def test_mypy_reads_the_projects_configuration(tmp_path):
 
 # radon's cyclomatic complexity of the package's functions and methods (`radon cc -s -n D gpudoctor` lists those at
 # 21 or more). A ratchet: these numbers only go down — lower them when you land work that lowers them, never raise
-# them. The goal is no function above 25 and at most 15 at 21 or more.
-MOST_COMPLEX = 22
-AT_21_OR_MORE = 1
+# them. The package reached the house limit for new code (20) everywhere; the bound was no function above 25
+# and at most 15 at 21 or more.
+MOST_COMPLEX = 20
+AT_21_OR_MORE = 0
 
 
 def _functions(source: str) -> list:
