@@ -21,6 +21,9 @@ NODES = [f"{HOST} (node {k})" for k in range(3)]
 ARGS = ["--format", "json", "--quick", "--budget", "45", "--timeout", "25"]
 
 pytestmark = pytest.mark.slow
+# where a peer is when a rank dies or freezes inside its first all-reduce: in it too, or (on a busy machine) still
+# setting up the fabric's process groups that rank had already left; either is the fabric phase's first collective work
+FIRST_FABRIC_STEPS = ("creating the fabric's groups", "all-reduce across the nodes")
 
 
 def _clean_env(**extra):
@@ -158,7 +161,7 @@ def test_a_rank_killed_in_a_collective_names_its_node_and_the_others_end(tmp_pat
     assert [code for code, *_ in results] == [1, 1, 1]
     assert bad(report) == {NODES[2]: ["GD808"]}
     assert report["failure"]["unfinished"] == [{"rank": 2, "node": NODES[2]}]
-    assert report["failure"]["step"] == "all-reduce across the nodes"
+    assert report["failure"]["step"] in FIRST_FABRIC_STEPS
     assert report["phases"][-1]["name"] == "fabric" and report["phases"][-1]["status"] == "failed"
     assert report["seconds"] < 45
 
@@ -185,7 +188,7 @@ def test_a_rank_hung_in_a_collective_is_named_when_its_deadline_passes(tmp_path)
     assert [code for code, *_ in results[:2]] == [1, 1]
     assert bad(report) == {NODES[2]: ["GD808"]}
     assert report["failure"]["unfinished"] == [{"rank": 2, "node": NODES[2]}]
-    assert report["failure"]["step"] == "all-reduce across the nodes"
+    assert report["failure"]["step"] in FIRST_FABRIC_STEPS
     assert "not finished within" in report["failure"]["error"], report["failure"]  # preflight's deadline, not gloo's
     assert report["phases"][-1]["name"] == "fabric" and report["phases"][-1]["status"] == "failed"
     assert report["seconds"] < 30
