@@ -239,7 +239,8 @@ def fleet_odd_one_out(facts, rule):
         fails, passes = _nodes_where(nodes, "failed_rules", rule_id), _nodes_where(nodes, "passed_rules", rule_id)
         if not fails or not passes:
             continue  # on every node, or the others could not tell: nothing odd
-        unknown = [node["node"] for node in nodes if node["node"] not in fails and node["node"] not in passes]
+        told = set(fails) | set(passes)
+        unknown = [node["node"] for node in nodes if node["node"] not in told]
         named = {"rule": rule_id, "nodes": _names(fails)}
         others = "the other node" if len(passes) == 1 else f"the {len(passes)} other nodes"
         yield rule.finding(
