@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import time
 import traceback
-from typing import Iterable, List, Sequence
+from typing import Hashable, Iterable, List, Mapping, Optional, Sequence
 
 from gpudoctor.catalog import INPUTS, Rule, find_rule, load_catalog
 from gpudoctor.facts import Facts, MissingFact
 from gpudoctor.facts.contract import UndeclaredFact
 from gpudoctor.facts.log_evidence import log_findings
+from gpudoctor.memo import VerdictMemo, exact
 from gpudoctor.model import Finding, NotApplicable, Report, Severity, Unknown
 from gpudoctor.provenance import base_origin
 from gpudoctor.snapshot import Snapshot
 from gpudoctor.suppress import finding_suppressed
-from gpudoctor.verdict import Run, decide, not_applicable
+from gpudoctor.verdict import Run, Verdict, decide, not_applicable
 
 _SEVERITY_ORDER = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}
 
@@ -69,10 +70,35 @@ def given_inputs(facts: Facts) -> frozenset:
     return frozenset(name for name in INPUTS if input_given(facts, name))
 
 
-def evaluate(snapshot: Snapshot, rules: Sequence[Rule], started: float = 0.0, known_ids: Iterable[str] = ()) -> Report:
+def _judge(rule: Rule, facts: Facts, context: Run, events: bool) -> Verdict:
+    """One rule's verdict on a node (`context`: what the engine knows of the node; `events`: its logs hold some)."""
+    run = context
+    if context.recognised:
+        from_log = tuple(run_rule(rule, facts, log_findings)[0]) if events or rule.from_log else ()
+        if not_applicable(rule, context.given, from_log) is None:  # a rule with nothing to judge is not run
+            with facts.recording() as reads:
+                produced, missing = run_rule(rule, facts)
+            run = Run(findings=tuple(produced), missing=missing, reads=reads, from_log=from_log,  # not replace():
+                      given=context.given, shows=context.shows, base=context.base,  # a third of its time
+                      recognised=context.recognised, suppressed=context.suppressed)
+    return decide(rule, run)
+
+
+def _context(snapshot: Snapshot, context: Run, events: bool, scripts: list) -> Hashable:
+    """What a rule's verdict on the node rests on beside the facts it reads (gpudoctor.memo): the inputs given,
+    what the logs show, where the facts came from, whether the job's environment is there, the scripts (their
+    ignore comments)."""
+    whole_env = isinstance(snapshot.facts.get("env"), Mapping)
+    return (context.given, context.shows, context.base, context.recognised, events, whole_env,
+            tuple(sorted(snapshot.origins.items())), exact(scripts, {}))
+
+
+def evaluate(snapshot: Snapshot, rules: Sequence[Rule], started: float = 0.0, known_ids: Iterable[str] = (),
+             memo: Optional[VerdictMemo] = None) -> Report:
     """Run every rule against the snapshot's facts and build the report; gpudoctor.verdict decides each rule's
     verdict. `known_ids`: rule IDs this run knows beyond the catalog and `rules` (a loaded site policy's, when a
-    selection leaves them out)."""
+    selection leaves them out). `memo`: verdicts of the fleet's nodes judged before, reused where a rule read the
+    same values (gpudoctor.memo)."""
     known = sorted({rule.id for rule in load_catalog()} | {rule.id for rule in rules} | set(known_ids))
     facts = Facts({"probes": [probe.to_json() for probe in snapshot.probes], **snapshot.facts,
                    "rules": {"known": known}}, snapshot.origins, base_origin(snapshot.source))
@@ -80,24 +106,21 @@ def evaluate(snapshot: Snapshot, rules: Sequence[Rule], started: float = 0.0, kn
     context = Run(given=given_inputs(facts), shows=tuple(facts.get("logs.shows", None) or ()), base=facts.base,
                   recognised=bool(snapshot.facts) or snapshot.source.get("kind") != "report",
                   suppressed=lambda finding: finding_suppressed(scripts, finding))
+    events = bool(facts.get("logs.events", None))  # without any, only a rule's own log reader may prove something
+    node = memo.node(facts, _context(snapshot, context, events, scripts)) if memo is not None else None
     findings: List[Finding] = []
     passed: List[str] = []
     unknown: List[Unknown] = []
     idle: List[NotApplicable] = []
-    events = bool(facts.get("logs.events", None))  # without any, only a rule's own log reader may prove something
     for rule in rules:
-        if rule.check is None:
-            continue
-        run = context
-        if context.recognised:
-            from_log = tuple(run_rule(rule, facts, log_findings)[0]) if events or rule.from_log else ()
-            if not_applicable(rule, context.given, from_log) is None:  # a rule with nothing to judge is not run
-                with facts.recording() as reads:
-                    produced, missing = run_rule(rule, facts)
-                run = Run(findings=tuple(produced), missing=missing, reads=reads, from_log=from_log,  # not replace():
-                          given=context.given, shows=context.shows, base=context.base,  # a third of its time
-                          recognised=context.recognised, suppressed=context.suppressed)
-        verdict = decide(rule, run)
+        verdict = node.recall(rule.id) if node is not None else None
+        if verdict is None:
+            if rule.check is None:
+                continue
+            with facts.watching() as seen:
+                verdict = _judge(rule, facts, context, events)
+            if node is not None:
+                node.keep(rule.id, seen, verdict)
         findings.extend(verdict.findings)
         if verdict.passed:
             passed.append(rule.id)
@@ -106,16 +129,17 @@ def evaluate(snapshot: Snapshot, rules: Sequence[Rule], started: float = 0.0, kn
         if verdict.not_applicable is not None:
             idle.append(verdict.not_applicable)
     findings.sort(key=lambda f: (f.rule, _SEVERITY_ORDER[f.severity]))
+    alike = memo.alike if memo is not None else (lambda items: items)
     return Report(
-        findings=tuple(findings),
-        passed=tuple(passed),
-        unknown=tuple(unknown),
+        findings=alike(tuple(findings)),
+        passed=alike(tuple(passed)),
+        unknown=alike(tuple(unknown)),
         probes=tuple(snapshot.probes),
         source=dict(snapshot.source),
         facts=snapshot.facts,
         seconds=(time.monotonic() - started) if started else 0.0,
         evidence=dict(snapshot.evidence),
         conflicts=tuple(snapshot.conflicts),
-        rule_names={rule.id: rule.name for rule in rules},
-        not_applicable=tuple(idle),
+        rule_names=alike({rule.id: rule.name for rule in rules}),
+        not_applicable=alike(tuple(idle)),
     )

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from functools import cache
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Container, Dict, Iterator, List, Optional, Tuple
 
 MAX_INT = 2**63
 MAX_DEPTH = 64  # nesting of objects and arrays (real snapshots use under 10)
@@ -22,13 +22,14 @@ MAX_ENTRIES = 20_000  # entries of one object or array (a real environment has h
 SHAPE_WORDS = {"object": "an object", "map": "an object", "list": "an array", "object_or_list": "an object or an array"}
 
 
-def type_error(facts: Mapping[str, Any]) -> Optional[str]:
-    """`facts.nvml.gpus[0].memory_total_bytes is a string, expected int`, or None when every field fits."""
+def type_error(facts: Mapping[str, Any], fitting: Container[str] = ()) -> Optional[str]:
+    """`facts.nvml.gpus[0].memory_total_bytes is a string, expected int`, or None when every field fits.
+    `fitting`: groups known to fit, not looked at again (one that a snapshot read before holds as it is)."""
     from gpudoctor.schema import groups
 
     for name, group in groups().items():
         value = facts.get(name)
-        if value is None:
+        if value is None or name in fitting:
             continue
         if not _shape_fits(value, group.shape):
             return f"facts.{name} is {_describe(value)}, expected {SHAPE_WORDS.get(group.shape, group.shape)}"
@@ -42,7 +43,7 @@ def type_error(facts: Mapping[str, Any]) -> Optional[str]:
             wrong = _entry_error(where, entry, group.keys, group.fields)
             if wrong:
                 return wrong
-    odd = _oddity(facts, 0)
+    odd = _oddity(facts, 0, fitting)
     return None if odd is None else f"facts{''.join(reversed(odd[0]))} {odd[1]}"
 
 
@@ -103,10 +104,10 @@ _TESTS: Dict[str, Callable[[Any], bool]] = {
 }
 
 
-def _oddity(node: Any, depth: int) -> Optional[Tuple[List[str], str]]:
+def _oddity(node: Any, depth: int, fitting: Container[str] = ()) -> Optional[Tuple[List[str], str]]:
     """The first of nesting deeper than MAX_DEPTH, more than MAX_ENTRIES entries, and numbers that are infinite, NaN
-    or beyond 64 bits (JSON allows 1e400) at or under `node`: (the steps to it, innermost first: `.key`,
-    `[index]`; the problem), or None."""
+    or beyond 64 bits (JSON allows 1e400) at or under `node`, the keys in `fitting` left out: (the steps to it,
+    innermost first: `.key`, `[index]`; the problem), or None."""
     kind = type(node)
     if kind is str or kind is bool or node is None:
         return None
@@ -117,7 +118,7 @@ def _oddity(node: Any, depth: int) -> Optional[Tuple[List[str], str]]:
             return [], f"has {len(node):,} entries, more than {MAX_ENTRIES:,} (gpudoctor's limit for this input)"
         is_map = isinstance(node, Mapping)
         for key, value in node.items() if is_map else enumerate(node):
-            if type(value) is str:
+            if type(value) is str or key in fitting:
                 continue
             found = _oddity(value, depth + 1)
             if found is not None:

@@ -8,7 +8,6 @@ job's ranks with torch.distributed (gloo); `gpudoctor fleet` reads snapshot file
 from __future__ import annotations
 
 import hashlib
-import json
 import socket
 import time
 from collections import Counter
@@ -18,6 +17,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from gpudoctor.engine import evaluate
 from gpudoctor.errors import InputError
+from gpudoctor.memo import VerdictMemo
 from gpudoctor.model import FleetReport, Report, Severity
 from gpudoctor.snapshot import Snapshot, SnapshotError, from_json, read_document
 
@@ -36,18 +36,20 @@ def failing(report: Report) -> List[str]:
 def evaluate_fleet(nodes: Sequence[Tuple[str, Snapshot]], rules, started: float = 0.0) -> FleetReport:
     """Every node's own report (rules outside GD8xx), then the GD8xx rules that compare nodes over all of them (not
     preflight's own, GD806–GD809, which judge what a preflight measured). Nodes whose recorded facts are identical
-    (read_fleet's `digest`) are judged once; each keeps its own host and source."""
+    (read_fleet's `digest`) are judged once; each keeps its own host and source. On nodes that differ, a rule's
+    verdict is reused where the facts it read are the same (gpudoctor.memo)."""
     node_rules = [rule for rule in rules if not rule.id.startswith(FLEET_PREFIX)]
     fleet_rules = [rule for rule in rules if rule.id.startswith(FLEET_PREFIX) and "fleet.nodes" in rule.inputs]
     reports = []
     entries = []
     judged: Dict[str, Report] = {}
+    memo = VerdictMemo()
     for name, snapshot in nodes:
         digest = snapshot.source.get("digest")
         if digest in judged:
             report = replace(judged[digest], facts=snapshot.facts, source=dict(snapshot.source))
         else:
-            report = evaluate(snapshot, node_rules)
+            report = evaluate(snapshot, node_rules, memo=memo)
             if digest:
                 judged[digest] = report
         reports.append((name, report))
@@ -62,41 +64,55 @@ def evaluate_fleet(nodes: Sequence[Tuple[str, Snapshot]], rules, started: float 
 
 
 def read_fleet(paths: Sequence[str]) -> List[Snapshot]:
-    """The snapshot files of a fleet, one at a time: a node whose recorded facts (its host's name aside), probes,
-    evidence and origins are those of a node read before shares that node's validated facts and is judged with it
-    (evaluate_fleet), so a fleet of a few kinds of node holds a few snapshots however many nodes it has."""
+    """The snapshot files of a fleet, one at a time. A fact group exactly as a node read before holds it (its host
+    group but for the host's name) is that node's group, checked against the schema once and held once; a node
+    whose recorded facts, probes, evidence and origins are all those of a node read before shares that node's
+    snapshot and is judged with it (evaluate_fleet), so a fleet of a few kinds of node holds a few snapshots however
+    many nodes it has, and a fleet of nodes that differ holds what each has of its own."""
     first: Dict[str, Snapshot] = {}
+    groups: Dict[Tuple[str, str], dict] = {}
     nodes = []
     for path in paths:
         data = read_document(path)
-        digest, hostname = _digest(data)
-        known = first.get(digest) if digest else None
+        shared = _share_groups(data, groups)
+        if shared is None:
+            nodes.append(from_json(data, path))
+            continue
+        digest, fitting = shared
+        known = first.get(digest)
         if known is None:
-            snapshot = from_json(data, path)
-            if digest:
-                snapshot.source["digest"] = digest
-                first[digest] = snapshot
+            snapshot = from_json(data, path, fitting)
+            snapshot.source["digest"] = digest
+            first[digest] = snapshot
         else:
-            host = {**known.facts["host"], "hostname": hostname}
-            snapshot = replace(known, facts={**known.facts, "host": host}, source={**known.source, "paths": [path]})
+            snapshot = replace(known, facts=data["facts"], source={**known.source, "paths": [path]})
         nodes.append(snapshot)
     return nodes
 
 
-def _digest(data) -> Tuple[Optional[str], Optional[str]]:
-    """(a digest of what the rules read of a snapshot document with its host name left out, the host name); no
-    digest for a document that is not a snapshot (from_json says what is wrong with it) or whose host name is not a
-    string."""
+def _share_groups(data, groups: Dict[Tuple[str, str], dict]) -> Optional[Tuple[str, List[str]]]:
+    """Put in a snapshot document's facts, for each group that `groups` (by name and repr, which tells 1, 1.0 and
+    true apart and keeps key order) holds already, the group held there, and add the others to it; a host group
+    is compared with its name left out and keeps its own name. (A digest of what the rules read of the document,
+    its host name aside; the groups held already), or None for a document that is not a snapshot (from_json says
+    what is wrong with it) or whose host name is not a string."""
     facts = data.get("facts") if isinstance(data, dict) else None
-    if not isinstance(facts, dict):
-        return None, None
-    host = facts.get("host")
-    if not isinstance(host, dict) or not isinstance(host.get("hostname"), str):
-        return None, None
-    judged = {key: data.get(key) for key in ("schema", "probes", "evidence", "conflicts", "origins")}
-    judged["facts"] = {**facts, "host": {key: value for key, value in host.items() if key != "hostname"}}
-    text = json.dumps(judged, sort_keys=True, ensure_ascii=False, default=str)
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest(), host["hostname"]
+    host = facts.get("host") if isinstance(facts, dict) else None
+    if not isinstance(facts, dict) or not isinstance(host, dict) or not isinstance(host.get("hostname"), str):
+        return None
+    source = data.get("source")
+    texts = [repr([data.get(key) for key in ("schema", "probes", "evidence", "conflicts", "origins")]
+                  + [source.get("kind") if isinstance(source, dict) else None])]
+    fitting = []
+    for name, value in facts.items():
+        text = repr({**value, "hostname": None} if name == "host" else value)
+        texts.append(f"{name!r}: {text}")
+        held = groups.setdefault((name, text), value)
+        if held is not value:
+            fitting.append(name)
+            facts[name] = {**held, "hostname": host["hostname"]} if name == "host" else held
+    digest = hashlib.blake2b("\n".join(texts).encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+    return digest, fitting
 
 
 def _hostname(snapshot: Snapshot) -> Optional[str]:

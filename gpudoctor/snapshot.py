@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime
 import json
 from dataclasses import dataclass, field
-from typing import Any, Dict, List
+from typing import Any, Container, Dict, List
 
 from gpudoctor.errors import InputError
 from gpudoctor.fact_types import type_error
@@ -53,8 +53,9 @@ def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def from_json(data: Any, path: str = "<snapshot>") -> Snapshot:
-    """Validate a parsed snapshot document and build a Snapshot; raise SnapshotError with one clear line."""
+def from_json(data: Any, path: str = "<snapshot>", fitting: Container[str] = ()) -> Snapshot:
+    """Validate a parsed snapshot document and build a Snapshot; raise SnapshotError with one clear line.
+    `fitting`: fact groups known to fit the schema (gpudoctor.fleet.read_fleet: held by a snapshot read before)."""
     if not isinstance(data, dict):
         raise SnapshotError(f"{path}: not a gpudoctor snapshot (expected a JSON object)")
     schema = data.get("schema")
@@ -70,7 +71,7 @@ def from_json(data: Any, path: str = "<snapshot>") -> Snapshot:
     facts = data.get("facts")
     if not isinstance(facts, dict):
         raise SnapshotError(f"{path}: snapshot has no 'facts' object")
-    wrong = type_error(facts)
+    wrong = type_error(facts, fitting)
     if wrong:
         raise SnapshotError(f"{path}: {wrong}")
     probes = []

@@ -60,7 +60,7 @@ FLOORS = [  # (floor, the top-level parts of gpudoctor on it: "" is the package'
                 "files", "adapters", "provenance", "joined"}),
     ("knowledge", {"knowledge", "schema", "fact_types", "facts", "hub"}),
     ("documents", {"snapshot", "estimate", "remedies"}),
-    ("rules", {"checks", "catalog", "verdict", "engine"}),
+    ("rules", {"checks", "catalog", "verdict", "memo", "engine"}),
     ("output", {"render"}),  # a report formatted: it reads no input file and looks at no machine
     ("job files", {"readers"}),
     ("pasted reports and logs", {"ingest"}),

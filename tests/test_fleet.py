@@ -416,16 +416,30 @@ def test_a_signal_while_rank_0_waits_for_its_peers_ends_it_quietly(signum, code,
 
 # ---- many nodes: identical nodes judged once, the document written as json.dumps writes it ----------------------
 
-def test_the_three_node_report_is_what_it_was(run_cli):
-    """The recorded 3-node fleet's report, held to the document it gave before nodes were judged by digest and the
-    document written in pieces (fixtures/outputs/fleet-dgx-unchanged.json, `seconds` aside; regenerate it from
-    `gpudoctor fleet fixtures/fleet/dgx-0?.json --format json` when a rule changes on purpose)."""
+def fleet_report(paths, fmt: str) -> str:
+    """`gpudoctor fleet PATHS --format FMT` as written, without the seconds it took."""
+    import io
+
+    from gpudoctor.fleet import fleet_nodes, read_fleet
+    from gpudoctor.render.fleet import render
+
+    paths = [str(path) for path in paths]
+    out = io.StringIO()
+    render(evaluate_fleet(fleet_nodes(read_fleet(paths), paths), load_catalog()), fmt, out)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("fmt,recorded", [("json", "fleet-dgx-unchanged.json"), ("plain", "fleet-dgx-unchanged.txt")])
+def test_the_three_node_report_is_what_it_was(fmt, recorded):
+    """The recorded 3-node fleet's report, byte for byte the document and the text it gave before nodes were judged
+    by digest, rules' verdicts reused across nodes and the document written in pieces
+    (fixtures/outputs/fleet-dgx-unchanged.*; regenerate them from `gpudoctor fleet fixtures/fleet/dgx-0?.json
+    --format json|plain` when a rule changes on purpose, `seconds` as recorded)."""
     paths = [FIXTURES / "fleet" / f"dgx-0{n}.json" for n in (1, 2, 3)]
-    _, out, _ = run_cli("fleet", *paths, "--format", "json")
-    document = json.loads(out)
-    recorded = json.loads((FIXTURES / "outputs" / "fleet-dgx-unchanged.json").read_text())
-    document["seconds"] = recorded["seconds"]
-    assert document == recorded
+    expected = (FIXTURES / "outputs" / recorded).read_text()
+    if fmt == "json":
+        expected = expected.replace(f'"seconds": {json.loads(expected)["seconds"]}', '"seconds": 0.0')
+    assert fleet_report(paths, fmt) == expected
 
 
 def test_nodes_alike_but_for_their_name_are_judged_once(tmp_path, monkeypatch):
@@ -434,7 +448,8 @@ def test_nodes_alike_but_for_their_name_are_judged_once(tmp_path, monkeypatch):
 
     judged = []
     real = fleet_module.evaluate
-    monkeypatch.setattr(fleet_module, "evaluate", lambda snapshot, rules: judged.append(1) or real(snapshot, rules))
+    monkeypatch.setattr(fleet_module, "evaluate",
+                        lambda snapshot, rules, **memo: judged.append(1) or real(snapshot, rules, **memo))
     older = lambda facts: facts["nvml"].update(driver_version="535.54.03")  # noqa: E731
     docs = [machine(f"node{i}") for i in range(6)] + [machine("odd", older)]
     paths = [str(path) for path in write(tmp_path, *docs)]

@@ -1,7 +1,9 @@
 """Read-only access to snapshot facts by dotted path, telling unknown (absent) from known-none (null).
 
 Every read passes through `Facts.get`, which records, while a rule runs, which path it read, whether the snapshot
-states it, and where it came from (its provenance: gpudoctor.provenance); gpudoctor.verdict decides from that.
+states it, and where it came from (its provenance: gpudoctor.provenance); gpudoctor.verdict decides from that. While
+watched (`watching`), it also keeps the value each path had, so that a rule's verdict can be reused for another
+node whose values at those paths are the same (gpudoctor.memo).
 
 The modules of this package read facts for the rules (gpudoctor.checks) and whoever else needs the same answer:
 which GPUs a job uses (`devices`), the CUDA it gets (`cuda`), the jobs the job files start and their scripts
@@ -48,6 +50,8 @@ class Read:
 
 
 _BOOKKEEPING = ("rules", "probes")  # what the engine adds to every snapshot's facts: not something a run states
+NOWHERE = object()  # the value `value_at` gives, and `watching` keeps, for a path the facts do not hold
+WHOLE = object()  # what `watching` keeps for a read of every fact at once (`Facts.data`)
 
 
 @lru_cache(maxsize=4096)  # the rules read the same paths on every node of a fleet
@@ -66,6 +70,7 @@ class Facts:
         self._origins = dict(origins or {})
         self.base = base
         self.reads: Optional[Dict[str, Read]] = None
+        self.seen: Optional[Dict[str, Any]] = None  # inside watching(): each path read, and its value or NOWHERE
         self._strict: Optional[Dict[str, Any]] = {} if contract.strict() else None  # tests: what each path read
         self._whole_env: Optional[bool] = None  # the job's environment is shown whole (_unset)
         self._derived: Dict[Callable, tuple] = {}  # once(): what a function of the facts gave, and its reads
@@ -79,22 +84,36 @@ class Facts:
         finally:
             self.reads = saved
 
+    @contextlib.contextmanager
+    def watching(self) -> Iterator[Dict[str, Any]]:
+        """Keep, in the yielded dict, every path read inside the block (bookkeeping too) and the value it had there
+        (NOWHERE where the facts do not hold it; WHOLE for `data`)."""
+        saved, self.seen = self.seen, {}
+        try:
+            yield self.seen
+        finally:
+            self.seen = saved
+
     def once(self, compute: Callable[[Facts], T]) -> T:
         """`compute(self)`, worked out once however many rules ask for it (the GPUs a job uses: facts.devices); each
-        rule that asks gets the reads it made recorded as its own, as if it had made them, and the MissingFact it
-        raised raised again."""
+        rule that asks gets the reads it made recorded as its own, as if it had made them (and their values watched),
+        and the MissingFact it raised raised again."""
         if compute not in self._derived:
-            saved, self.reads = self.reads, {}
+            saved = self.reads, self.seen
+            self.reads, self.seen = {}, {}
             try:
-                self._derived[compute] = (compute(self), None, self.reads)
+                self._derived[compute] = (compute(self), None, self.reads, self.seen)
             except MissingFact as raised:
-                self._derived[compute] = (None, raised, self.reads)
+                self._derived[compute] = (None, raised, self.reads, self.seen)
             finally:
-                self.reads = saved
-        value, missing, reads = self._derived[compute]
+                self.reads, self.seen = saved
+        value, missing, reads, seen = self._derived[compute]
         if self.reads is not None:
             for path, read in reads.items():
                 self.reads.setdefault(path, read)
+        if self.seen is not None:
+            for path, found in seen.items():
+                self.seen.setdefault(path, found)
         if missing is not None:
             raise missing.with_traceback(None)
         return value
@@ -103,37 +122,45 @@ class Facts:
         """Where the fact at `path` came from (gpudoctor.provenance)."""
         return origin_of(self._origins, path, self.base)
 
-    def _note(self, path: str, state: str) -> None:
+    def _note(self, path: str, state: str, value: Any) -> None:
         """The one place every read passes (a check of each path against the fact schema belongs here): recorded
-        while a rule runs (engine.evaluate)."""
+        while a rule runs (engine.evaluate), its value kept while watched."""
+        if self.seen is not None:
+            self.seen.setdefault(path, value)
         if self.reads is not None and path not in self.reads and not path.startswith(_BOOKKEEPING):
             self.reads[path] = Read(state, self.origin(path))
 
     @property
     def data(self) -> Mapping[str, Any]:
         """Every fact at once (a site policy's conditions read them as a tree)."""
-        self._note("*", STATED if self._data else ABSENT)
+        self._note("*", STATED if self._data else ABSENT, WHOLE)
         return self._data
+
+    def value_at(self, path: str) -> Any:
+        """The value the facts hold at `path` as `get` finds it, NOWHERE where they hold none; nothing recorded."""
+        node: Any = self._data
+        for part in _parts(path):
+            if (type(node) is dict or isinstance(node, Mapping)) and part in node:
+                node = node[part]
+            else:
+                return NOWHERE
+        return node
 
     def get(self, path: str, default: Any = _RAISE) -> Any:
         """The fact at `path` (`"nvml.driver_version"`); raise MissingFact if unknown and no default given. A
         variable a complete environment does not set (`"env.NCCL_DEBUG"`) is known: None. In tests, a path or a
         record key that rules/facts.toml does not declare raises (gpudoctor.facts.contract)."""
-        parts = _parts(path)
-        shape = contract.declared(list(parts)) if self._strict is not None else None
-        node: Any = self._data
-        for part in parts:
-            if (type(node) is dict or isinstance(node, Mapping)) and part in node:
-                node = node[part]
-                continue
+        shape = contract.declared(list(_parts(path))) if self._strict is not None else None
+        node = self.value_at(path)
+        if node is NOWHERE:
             if self._unset(path):
-                self._note(path, ABSENT)
+                self._note(path, ABSENT, NOWHERE)
                 return None if default is _RAISE else default
-            self._note(path, UNKNOWN)
+            self._note(path, UNKNOWN, NOWHERE)
             if default is _RAISE:
                 raise self._missing(path)
             return default
-        self._note(path, ABSENT if node in _EMPTY else STATED)
+        self._note(path, ABSENT if node in _EMPTY else STATED, node)
         if shape is None or self._strict is None:
             return node
         if path not in self._strict:

@@ -34,20 +34,21 @@ def render(fleet: FleetReport, fmt: str, stream: IO, quiet: bool = False, width:
 
 
 def _as_shown(fleet: FleetReport) -> FleetReport:
-    """The fleet with each report's facts cut to what the report shows of them (its host's name and OS), after the
-    secrets they hold are remembered (gpudoctor.redact): a fact group that nodes share is walked once, and the
-    cross-node report's facts (every node's again) not at all."""
+    """The fleet with each report cut to what the fleet report shows of it (its verdicts, its host's name and OS),
+    after the secrets its facts, evidence and conflicts hold are remembered (gpudoctor.redact): what nodes share is
+    walked once, and the cross-node report's facts (every node's again) not at all."""
     from dataclasses import replace
 
     from gpudoctor.redact import remember_facts
 
     walked = set()
     for _, report in fleet.nodes:
-        for group in report.facts.values():
-            if id(group) not in walked:
-                walked.add(id(group))
-                remember_facts(group)
-    nodes = tuple((name, replace(report, facts={"host": _host(report)})) for name, report in fleet.nodes)
+        for part in (*report.facts.values(), report.evidence, report.conflicts):
+            if id(part) not in walked:
+                walked.add(id(part))
+                remember_facts(part)
+    nodes = tuple((name, replace(report, facts={"host": _host(report)}, source={}, probes=(), evidence={},
+                                 conflicts=(), rule_names={})) for name, report in fleet.nodes)
     return replace(fleet, nodes=nodes, cross=replace(fleet.cross, facts={}))
 
 

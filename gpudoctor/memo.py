@@ -1,0 +1,93 @@
+"""A rule's verdict reused on the nodes of a fleet whose facts that rule read are the same.
+
+A rule is a function of the facts it reads through gpudoctor.facts.Facts (tests/test_memo.py holds every rule of
+the catalog to that). Judged on one node, its verdict is kept with the value of every path it read, in the order it
+read them (`Facts.watching`), under the node's context: what the engine decides by beside the rule's reads (the
+inputs given, what the logs show, where the facts came from, the scripts' ignore comments). Another node with the
+same context and the same values at those paths takes the same path through the rule's code and gets the same
+verdict: findings, passed, unknown (and why) or not applicable; a value a finding quotes is one of the values
+compared. Values are compared exactly: their type and their repr (1, 1.0 and true differ, and so does key order).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Hashable, Mapping, Optional, Tuple, TypeVar
+
+from gpudoctor.facts import NOWHERE, WHOLE, Facts
+from gpudoctor.verdict import Verdict
+
+SHAPES = 32  # different sequences of paths one rule read, kept per context
+KEPT = 4096  # verdicts kept per sequence of paths (a rule that reads what every node has of its own: GPU UUIDs)
+_EXACT = frozenset((str, int, bool, type(None)))
+T = TypeVar("T", tuple, dict)
+
+
+def exact(value: Any, texts: Dict[int, str]) -> Hashable:
+    """A key equal for two values only when they are the same: type and value for a string, an integer, a boolean
+    or null, type and repr for anything else (`texts`: the reprs made so far for the node, by id)."""
+    kind = type(value)
+    if kind in _EXACT or value is NOWHERE:
+        return kind, value
+    text = texts.get(id(value))
+    if text is None:
+        text = texts[id(value)] = repr(value)
+    return kind, text
+
+
+class Node:
+    """One node as the memo sees it: its context, and each path's key (`exact`) made once however many rules read
+    it."""
+
+    def __init__(self, facts: Facts, kept: Dict[str, Dict[Tuple[str, ...], Dict[tuple, Verdict]]]) -> None:
+        self.facts = facts
+        self.kept = kept  # the memo's verdicts for the node's context, by rule
+        self._keys: Dict[str, Hashable] = {}
+        self._texts: Dict[int, str] = {}
+
+    def key(self, path: str) -> Hashable:
+        found = self._keys.get(path)
+        if found is None:
+            found = self._keys[path] = exact(self.facts.value_at(path), self._texts)
+        return found
+
+    def recall(self, rule_id: str) -> Optional[Verdict]:
+        """The verdict kept for a node whose values are this node's at every path the rule read there; None."""
+        for paths, verdicts in self.kept.get(rule_id, {}).items():
+            found = verdicts.get(tuple(self.key(path) for path in paths))
+            if found is not None:
+                return found
+        return None
+
+    def keep(self, rule_id: str, seen: Mapping[str, Any], verdict: Verdict) -> None:
+        """Keep a verdict with what the rule read (`seen`, from Facts.watching: the values `key` finds there); not
+        one that read every fact at once (a site policy's condition), nor more than SHAPES × KEPT per rule."""
+        if any(value is WHOLE for value in seen.values()):
+            return
+        shapes = self.kept.setdefault(rule_id, {})
+        paths = tuple(seen)
+        if paths not in shapes and len(shapes) >= SHAPES:
+            return
+        verdicts = shapes.setdefault(paths, {})
+        if len(verdicts) < KEPT:
+            verdicts[tuple(self.key(path) for path in paths)] = verdict
+
+
+class VerdictMemo:
+    """Verdicts by context, rule and the values the rule read, over the nodes of one fleet; and one value for the
+    parts of reports that nodes have alike."""
+
+    def __init__(self) -> None:
+        self._kept: Dict[Hashable, Dict[str, Dict[Tuple[str, ...], Dict[tuple, Verdict]]]] = {}
+        self._alike: Dict[Hashable, Any] = {}
+
+    def node(self, facts: Facts, context: Hashable) -> Node:
+        """A node to judge, with the verdicts kept for its context."""
+        return Node(facts, self._kept.setdefault(context, {}))
+
+    def alike(self, items: T) -> T:
+        """One tuple (or mapping) for every node's equal one, by the identity of what it holds: a report's
+        findings, passed, unknown and not applicable rules, rule names; redacted and encoded once
+        (gpudoctor.render.fleet)."""
+        key = (type(items), tuple(map(id, items.values() if isinstance(items, dict) else items)),
+               tuple(items) if isinstance(items, dict) else ())
+        return self._alike.setdefault(key, items)
