@@ -50,15 +50,26 @@ def type_error(facts: Mapping[str, Any], fitting: Container[str] = ()) -> Option
 def _entry_error(where: str, entry: Any, keys, fields) -> Optional[str]:
     if not isinstance(entry, Mapping):
         return f"{where} is {_describe(entry)}, expected an object" if keys else None
-    for key, spec in keys.items():
+    for key, spec, fits in _field_tests(keys):
         value = entry.get(key)
-        if value is not None and not _fits(value, spec.type):
+        if value is not None and not fits(value):
             return f"{where}.{key} is {_describe(value)}, expected {spec.type}"
         for item_where, item in _entries(value, f"{where}.{key}") if key in fields else ():
             wrong = _entry_error(item_where, item, fields[key], {})
             if wrong:
                 return wrong
     return None
+
+
+def _field_tests(keys) -> tuple:
+    """(key, its spec, the test of its type) for each key a record declares; made once per record of the schema."""
+    found = _FIELD_TESTS.get(id(keys))
+    if found is None or found[0] is not keys:
+        found = _FIELD_TESTS[id(keys)] = (keys, tuple((key, spec, _type_test(spec.type)) for key, spec in keys.items()))
+    return found[1]
+
+
+_FIELD_TESTS: Dict[int, tuple] = {}  # by the id of the schema's record (kept with it: the id is never reused)
 
 
 def _entries(value: Any, where: str) -> Iterator[Tuple[str, Any]]:
@@ -112,22 +123,31 @@ def _oddity(node: Any, depth: int, fitting: Container[str] = ()) -> Optional[Tup
     if kind is str or kind is bool or node is None:
         return None
     if kind is dict or kind is list or isinstance(node, (Mapping, list)):
-        if depth > MAX_DEPTH:
-            return [], f"is nested deeper than {MAX_DEPTH} levels"
-        if len(node) > MAX_ENTRIES:
-            return [], f"has {len(node):,} entries, more than {MAX_ENTRIES:,} (gpudoctor's limit for this input)"
-        is_map = isinstance(node, Mapping)
-        for key, value in node.items() if is_map else enumerate(node):
-            if type(value) is str or key in fitting:
-                continue
-            found = _oddity(value, depth + 1)
-            if found is not None:
-                found[0].append(f".{key}" if is_map else f"[{key}]")
-                return found
-        return None
+        return _oddity_inside(node, depth, fitting)
     if isinstance(node, float) and not math.isfinite(node) or isinstance(node, int) and abs(node) >= MAX_INT:
         return [], f"is {node!r:.40}, not a finite number that fits 64 bits"
     return None
+
+
+def _oddity_inside(node: Any, depth: int, fitting: Container[str]) -> Optional[Tuple[List[str], str]]:
+    """_oddity of an object or an array."""
+    if depth > MAX_DEPTH:
+        return [], f"is nested deeper than {MAX_DEPTH} levels"
+    if len(node) > MAX_ENTRIES:
+        return [], f"has {len(node):,} entries, more than {MAX_ENTRIES:,} (gpudoctor's limit for this input)"
+    is_map = isinstance(node, Mapping)
+    for key, value in node.items() if is_map else enumerate(node):
+        kind = type(value)
+        if kind in _NEVER_ODD or kind is int and -MAX_INT < value < MAX_INT or key in fitting:
+            continue  # decided without a call: most values
+        found = _oddity(value, depth + 1)
+        if found is not None:
+            found[0].append(f".{key}" if is_map else f"[{key}]")
+            return found
+    return None
+
+
+_NEVER_ODD = frozenset((str, bool, type(None)))
 
 
 def _describe(value: Any) -> str:

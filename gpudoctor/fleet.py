@@ -15,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from gpudoctor.collector import collector_paused
 from gpudoctor.engine import evaluate
 from gpudoctor.errors import InputError
 from gpudoctor.memo import VerdictMemo
@@ -33,6 +34,7 @@ def failing(report: Report) -> List[str]:
     return sorted({f.rule for f in report.findings if f.severity >= Severity.WARNING})
 
 
+@collector_paused()
 def evaluate_fleet(nodes: Sequence[Tuple[str, Snapshot]], rules, started: float = 0.0) -> FleetReport:
     """Every node's own report (rules outside GD8xx), then the GD8xx rules that compare nodes over all of them (not
     preflight's own, GD806–GD809, which judge what a preflight measured). Nodes whose recorded facts are identical
@@ -63,6 +65,7 @@ def evaluate_fleet(nodes: Sequence[Tuple[str, Snapshot]], rules, started: float 
     return FleetReport(tuple(reports), cross, (time.monotonic() - started) if started else 0.0)
 
 
+@collector_paused()
 def read_fleet(paths: Sequence[str]) -> List[Snapshot]:
     """The snapshot files of a fleet, one at a time. A fact group exactly as a node read before holds it (its host
     group but for the host's name) is that node's group, checked against the schema once and held once; a node

@@ -11,65 +11,78 @@ compared. Values are compared exactly: their type and their repr (1, 1.0 and tru
 
 from __future__ import annotations
 
-from typing import Any, Dict, Hashable, Mapping, Optional, Tuple, TypeVar
+from operator import itemgetter
+from typing import Any, Callable, Dict, Hashable, Mapping, Optional, Tuple, TypeVar
 
 from gpudoctor.facts import NOWHERE, WHOLE, Facts
 from gpudoctor.verdict import Verdict
 
 SHAPES = 32  # different sequences of paths one rule read, kept per context
 KEPT = 4096  # verdicts kept per sequence of paths (a rule that reads what every node has of its own: GPU UUIDs)
-_EXACT = frozenset((str, int, bool, type(None)))
+_EXACT = frozenset((int, bool, type(None)))
 T = TypeVar("T", tuple, dict)
+Verdicts = Dict[Tuple[str, ...], Tuple[Callable[[Mapping[str, Hashable]], Hashable], Dict[Hashable, Verdict]]]
 
 
-def exact(value: Any, texts: Dict[int, str]) -> Hashable:
-    """A key equal for two values only when they are the same: type and value for a string, an integer, a boolean
-    or null, type and repr for anything else (`texts`: the reprs made so far for the node, by id)."""
+def exact(value: Any, texts: Dict[int, Tuple[Any, str]]) -> Hashable:
+    """A key equal for two values only when they are the same: a string itself; type and value for an integer, a
+    boolean or null; type and repr for anything else (`texts`: the reprs made so far, by id, each with its value,
+    kept alive so that its id is never another's)."""
     kind = type(value)
-    if kind in _EXACT or value is NOWHERE:
+    if kind is str or value is NOWHERE:
+        return value
+    if kind in _EXACT:
         return kind, value
-    text = texts.get(id(value))
-    if text is None:
-        text = texts[id(value)] = repr(value)
-    return kind, text
+    made = texts.get(id(value))
+    if made is None:
+        made = texts[id(value)] = (value, repr(value))
+    return kind, made[1]
+
+
+class _Keys(dict):
+    """Each path's key on one node (`exact`), made the first time a rule's paths ask for it."""
+
+    def __init__(self, facts: Facts, texts: Dict[int, Tuple[Any, str]]) -> None:
+        super().__init__()
+        self.facts = facts
+        self.texts = texts
+
+    def __missing__(self, path: str) -> Hashable:
+        key = self[path] = exact(self.facts.value_at(path), self.texts)
+        return key
+
+
+def _none(keys: Mapping[str, Hashable]) -> Hashable:
+    return ()
 
 
 class Node:
-    """One node as the memo sees it: its context, and each path's key (`exact`) made once however many rules read
-    it."""
+    """One node as the memo sees it: its context and the keys of the paths rules read on it."""
 
-    def __init__(self, facts: Facts, kept: Dict[str, Dict[Tuple[str, ...], Dict[tuple, Verdict]]]) -> None:
-        self.facts = facts
+    def __init__(self, facts: Facts, kept: Dict[str, Verdicts], texts: Dict[int, Tuple[Any, str]]) -> None:
         self.kept = kept  # the memo's verdicts for the node's context, by rule
-        self._keys: Dict[str, Hashable] = {}
-        self._texts: Dict[int, str] = {}
-
-    def key(self, path: str) -> Hashable:
-        found = self._keys.get(path)
-        if found is None:
-            found = self._keys[path] = exact(self.facts.value_at(path), self._texts)
-        return found
+        self._keys = _Keys(facts, texts)
 
     def recall(self, rule_id: str) -> Optional[Verdict]:
         """The verdict kept for a node whose values are this node's at every path the rule read there; None."""
-        for paths, verdicts in self.kept.get(rule_id, {}).items():
-            found = verdicts.get(tuple(self.key(path) for path in paths))
+        for keys_of, verdicts in self.kept.get(rule_id, {}).values():
+            found = verdicts.get(keys_of(self._keys))
             if found is not None:
                 return found
         return None
 
     def keep(self, rule_id: str, seen: Mapping[str, Any], verdict: Verdict) -> None:
-        """Keep a verdict with what the rule read (`seen`, from Facts.watching: the values `key` finds there); not
-        one that read every fact at once (a site policy's condition), nor more than SHAPES × KEPT per rule."""
+        """Keep a verdict with what the rule read (`seen`, from Facts.watching: the values the keys are made of);
+        not one that read every fact at once (a site policy's condition), nor more than SHAPES × KEPT per rule."""
         if any(value is WHOLE for value in seen.values()):
             return
         shapes = self.kept.setdefault(rule_id, {})
         paths = tuple(seen)
         if paths not in shapes and len(shapes) >= SHAPES:
             return
-        verdicts = shapes.setdefault(paths, {})
+        keys_of, verdicts = shapes.setdefault(paths, (itemgetter(*paths) if paths else _none, {}))
         if len(verdicts) < KEPT:
-            verdicts[tuple(self.key(path) for path in paths)] = verdict
+            verdicts[keys_of(self._keys)] = verdict
 
 
 class VerdictMemo:
@@ -77,12 +90,13 @@ class VerdictMemo:
     parts of reports that nodes have alike."""
 
     def __init__(self) -> None:
-        self._kept: Dict[Hashable, Dict[str, Dict[Tuple[str, ...], Dict[tuple, Verdict]]]] = {}
+        self._kept: Dict[Hashable, Dict[str, Verdicts]] = {}
         self._alike: Dict[Hashable, Any] = {}
+        self._texts: Dict[int, Tuple[Any, str]] = {}  # what nodes share (a fact group) made into a key once
 
     def node(self, facts: Facts, context: Hashable) -> Node:
         """A node to judge, with the verdicts kept for its context."""
-        return Node(facts, self._kept.setdefault(context, {}))
+        return Node(facts, self._kept.setdefault(context, {}), self._texts)
 
     def alike(self, items: T) -> T:
         """One tuple (or mapping) for every node's equal one, by the identity of what it holds: a report's

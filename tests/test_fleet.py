@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import FIXTURES, ROOT, gpudoctor_cmd
@@ -517,3 +518,42 @@ def test_the_document_in_pieces_is_json_dumps(tmp_path, host):
     paths = [str(path) for path in write(tmp_path, *docs)]
     fleet = redact_data(_as_shown(evaluate_fleet(fleet_nodes(read_fleet(paths), paths), load_catalog())))
     assert "".join(json_chunks(fleet)) == json.dumps(to_json(fleet), indent=2, ensure_ascii=False)
+
+
+def test_a_group_another_node_holds_is_checked_once_a_nodes_own_still_is(tmp_path):
+    """read_fleet checks a fact group against the schema once for all the nodes that hold it as it is, and still
+    refuses a node's own malformed group with from_json's line, naming that node's file."""
+    from gpudoctor.fleet import read_fleet
+    from gpudoctor.snapshot import SnapshotError
+
+    bad = machine("b", lambda facts: facts["nvml"]["gpus"][3].update(memory_total_bytes="80GB"))
+    paths = [str(path) for path in write(tmp_path, machine("a"), bad)]
+    with pytest.raises(SnapshotError) as refused:
+        read_fleet(paths)
+    with pytest.raises(SnapshotError) as alone:
+        from_json(json.loads(Path(paths[1]).read_text()), paths[1])
+    assert str(refused.value) == str(alone.value)
+    assert "facts.nvml.gpus[3].memory_total_bytes is a string" in str(refused.value)
+    snapshots = read_fleet([str(path) for path in write(tmp_path, machine("a"), machine("c"))])
+    assert all(snapshots[0].facts[group] is snapshots[1].facts[group] for group in ("nvml", "torch", "env"))
+    assert snapshots[1].facts["host"]["hostname"] == "c" and snapshots[0].facts["host"]["hostname"] == "a"
+
+
+def test_the_cycle_collector_is_paused_while_nodes_are_read_and_judged_and_back_after(tmp_path, monkeypatch):
+    import gc
+
+    import gpudoctor.fleet as fleet_module
+    from gpudoctor.fleet import fleet_nodes, read_fleet
+    from gpudoctor.snapshot import SnapshotError
+
+    states = []
+    real = fleet_module.evaluate
+    monkeypatch.setattr(fleet_module, "evaluate",
+                        lambda snapshot, rules, **memo: states.append(gc.isenabled()) or real(snapshot, rules, **memo))
+    paths = [str(path) for path in write(tmp_path, machine("a"), machine("b"))]
+    evaluate_fleet(fleet_nodes(read_fleet(paths), paths), load_catalog())
+    assert states == [False, False] and gc.isenabled()
+    (tmp_path / "broken.json").write_text("{")
+    with pytest.raises(SnapshotError):
+        read_fleet([str(tmp_path / "broken.json")])
+    assert gc.isenabled()

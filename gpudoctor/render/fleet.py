@@ -8,6 +8,7 @@ from typing import IO, Iterator, Optional
 
 from rich.text import Text
 
+from gpudoctor.collector import collector_paused
 from gpudoctor.model import FleetReport, Severity
 from gpudoctor.render.describe import not_applicable_reasons, plural
 from gpudoctor.render.terminal import keep, say, screen, wrap
@@ -17,6 +18,7 @@ from gpudoctor.version import __version__
 SCHEMA = "gpudoctor.fleet/1"
 
 
+@collector_paused()
 def render(fleet: FleetReport, fmt: str, stream: IO, quiet: bool = False, width: Optional[int] = None) -> None:
     """The fleet report in `fmt`, secrets redacted first (gpudoctor.redact), as every report is."""
     from gpudoctor.redact import redact_data
@@ -35,18 +37,17 @@ def render(fleet: FleetReport, fmt: str, stream: IO, quiet: bool = False, width:
 
 def _as_shown(fleet: FleetReport) -> FleetReport:
     """The fleet with each report cut to what the fleet report shows of it (its verdicts, its host's name and OS),
-    after the secrets its facts, evidence and conflicts hold are remembered (gpudoctor.redact): what nodes share is
-    walked once, and the cross-node report's facts (every node's again) not at all."""
+    after the secrets its facts, evidence and conflicts hold are remembered (gpudoctor.redact): what nodes share (a
+    fact group, a host's interfaces) is walked once, and the cross-node report's facts (every node's again) not at
+    all."""
     from dataclasses import replace
 
     from gpudoctor.redact import remember_facts
 
-    walked = set()
+    walked: set = set()
     for _, report in fleet.nodes:
         for part in (*report.facts.values(), report.evidence, report.conflicts):
-            if id(part) not in walked:
-                walked.add(id(part))
-                remember_facts(part)
+            remember_facts(part, walked=walked)
     nodes = tuple((name, replace(report, facts={"host": _host(report)}, source={}, probes=(), evidence={},
                                  conflicts=(), rule_names={})) for name, report in fleet.nodes)
     return replace(fleet, nodes=nodes, cross=replace(fleet.cross, facts={}))
