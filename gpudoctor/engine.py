@@ -99,7 +99,12 @@ def evaluate(snapshot: Snapshot, rules: Sequence[Rule], started: float = 0.0, kn
     verdict. `known_ids`: rule IDs this run knows beyond the catalog and `rules` (a loaded site policy's, when a
     selection leaves them out). `memo`: verdicts of the fleet's nodes judged before, reused where a rule read the
     same values (gpudoctor.memo)."""
-    known = sorted({rule.id for rule in load_catalog()} | {rule.id for rule in rules} | set(known_ids))
+    beyond = tuple(known_ids)
+
+    def all_known() -> list:
+        return sorted({rule.id for rule in load_catalog()} | {rule.id for rule in rules} | set(beyond))
+
+    known = memo.same(("known", id(rules), beyond), all_known) if memo is not None else all_known()
     facts = Facts({"probes": [probe.to_json() for probe in snapshot.probes], **snapshot.facts,
                    "rules": {"known": known}}, snapshot.origins, base_origin(snapshot.source))
     scripts = facts.get("scripts", None) or []

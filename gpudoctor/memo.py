@@ -98,6 +98,12 @@ class VerdictMemo:
         """A node to judge, with the verdicts kept for its context."""
         return Node(facts, self._kept.setdefault(context, {}), self._texts)
 
+    def same(self, key: Hashable, compute: Callable[[], Any]) -> Any:
+        """What `compute` gives, worked out for the first node only (the rule IDs a run knows)."""
+        if key not in self._alike:
+            self._alike[key] = compute()
+        return self._alike[key]
+
     def alike(self, items: T) -> T:
         """One tuple (or mapping) for every node's equal one, by the identity of what it holds: a report's
         findings, passed, unknown and not applicable rules, rule names; redacted and encoded once

@@ -20,7 +20,7 @@ import re
 from collections.abc import Mapping
 from contextlib import contextmanager
 from functools import lru_cache
-from typing import Any, Iterable, Iterator, Optional, Set, Tuple
+from typing import Any, Dict, Iterable, Iterator, Optional, Set, Tuple
 
 from gpudoctor.errors import InputError
 
@@ -84,6 +84,8 @@ CUT_URL = re.compile(r"(?<![A-Za-z0-9+.-])(?P<head>[A-Za-z][A-Za-z0-9+.-]*+://[^
 _ML_WORDS = re.compile(r"(?i:tokeniz)|tokens")
 
 _known: set = set()
+_done: Dict[str, str] = {}  # redact_text's answers while _known stays as it is (what a fleet's nodes share, written
+_DONE_MOST, _DONE_LONGEST = 512, 1 << 16  # again for every node): a few, of texts not too long
 
 
 @contextmanager
@@ -96,6 +98,7 @@ def remembering() -> Iterator[None]:
     finally:
         _known.clear()
         _known.update(saved)
+        _done.clear()
 
 
 @lru_cache(maxsize=8192)  # the same keys come back in every record of a fleet, a snapshot, a report
@@ -108,6 +111,8 @@ def is_secret_name(name: str) -> bool:
 def remember(value: Any) -> None:
     """Hide this value wherever it appears in output from now on."""
     if isinstance(value, str) and len(value.strip()) >= MIN_REMEMBERED and value != REDACTED:
+        if value not in _known:
+            _done.clear()
         _known.add(value)
         _known.add(base64.b64encode(value.encode("utf-8", "surrogatepass")).decode("ascii"))
         for line in value.splitlines() if "\n" in value or "\r" in value else ():
@@ -274,7 +279,19 @@ def _by_line(text, fold, newline, markers, redact):
 
 def redact_text(text: str) -> str:
     """The text with every remembered secret, URL credential, known token format and secret-looking NAME=value
-    hidden. Linear in the length of the text."""
+    hidden. Linear in the length of the text; a text met again since the last secret was remembered costs a
+    look-up."""
+    done = _done.get(text)
+    if done is None:
+        done = _redacted_text(text)
+        if len(text) <= _DONE_LONGEST:
+            if len(_done) >= _DONE_MOST:
+                _done.clear()
+            _done[text] = done
+    return done
+
+
+def _redacted_text(text: str) -> str:
     for value in sorted(_known, key=len, reverse=True):
         if value in text:
             text = text.replace(value, REDACTED)

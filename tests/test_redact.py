@@ -264,3 +264,15 @@ def test_a_policy_never_shows_the_secret_it_compares(tmp_path):
     out = (_run("explain", "SITE001", "--policy", policy) + _run("rules", "--policy", policy)
            + _run("fix", "--snapshot", MACHINE, "--policy", policy, "--format", "k8s"))
     assert "env.NCCL_AUTH_TOKEN eq <redacted>" in out and "sitePolTok" not in out
+
+
+def test_a_text_written_again_is_redacted_as_the_secrets_known_now():
+    """redact_text answers a text it has met from memory (a fleet's nodes share their verdicts' text), never with
+    what it gave before a secret in that text was remembered, nor with one remembered inside `remembering`."""
+    text = "the node's setting is s3cr3t-value-0042 (as the job sees it)\n"
+    with remembering():
+        assert redact_text(text) == text
+        assert redact_text(text) == text
+        remember("s3cr3t-value-0042")
+        assert redact_text(text) == "the node's setting is <redacted> (as the job sees it)\n"
+    assert redact_text(text) == text

@@ -13,11 +13,10 @@ which GPUs a job uses (`devices`), the CUDA it gets (`cuda`), the jobs the job f
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Callable, Dict, Iterator, Optional, Tuple, TypeVar
+from typing import Any, Callable, Dict, Optional, Tuple, TypeVar
 
 from gpudoctor.facts import contract
 from gpudoctor.provenance import PARTIAL, PROBE, origin_of
@@ -60,6 +59,25 @@ def _parts(path: str) -> Tuple[str, ...]:
     return ("env", path[4:]) if path.startswith("env.") else tuple(path.split("."))
 
 
+class _Kept:
+    """`with`: a new dict in one of a Facts' attributes (`reads`, `seen`) inside the block, the one before after it
+    (a class: entered for every rule a node runs, cheaper than a generator)."""
+
+    __slots__ = ("facts", "name", "saved")
+
+    def __init__(self, facts: Facts, name: str):
+        self.facts, self.name = facts, name
+
+    def __enter__(self) -> Dict[str, Any]:
+        self.saved = getattr(self.facts, self.name)
+        kept: Dict[str, Any] = {}
+        setattr(self.facts, self.name, kept)
+        return kept
+
+    def __exit__(self, *exc: object) -> None:
+        setattr(self.facts, self.name, self.saved)
+
+
 class Facts:
     """A view over the `facts` object of a snapshot. `origins` maps a fact path (a group, or a deeper path) to where
     it came from; a path none of them covers came from `base`. Inside `recording()`, `reads` holds every path read
@@ -75,24 +93,14 @@ class Facts:
         self._whole_env: Optional[bool] = None  # the job's environment is shown whole (_unset)
         self._derived: Dict[Callable, tuple] = {}  # once(): what a function of the facts gave, and its reads
 
-    @contextlib.contextmanager
-    def recording(self) -> Iterator[Dict[str, Read]]:
+    def recording(self) -> _Kept:
         """Record the reads made inside the block (one rule's run) into the yielded dict."""
-        saved, self.reads = self.reads, {}
-        try:
-            yield self.reads
-        finally:
-            self.reads = saved
+        return _Kept(self, "reads")
 
-    @contextlib.contextmanager
-    def watching(self) -> Iterator[Dict[str, Any]]:
+    def watching(self) -> _Kept:
         """Keep, in the yielded dict, every path read inside the block (bookkeeping too) and the value it had there
         (NOWHERE where the facts do not hold it; WHOLE for `data`)."""
-        saved, self.seen = self.seen, {}
-        try:
-            yield self.seen
-        finally:
-            self.seen = saved
+        return _Kept(self, "seen")
 
     def once(self, compute: Callable[[Facts], T]) -> T:
         """`compute(self)`, worked out once however many rules ask for it (the GPUs a job uses: facts.devices); each

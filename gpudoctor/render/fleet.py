@@ -79,11 +79,12 @@ def json_chunks(fleet: FleetReport) -> Iterator[str]:
         key = (*(tuple(map(id, items)) for items in (report.findings, report.unknown, report.not_applicable)),
                report.passed)  # the same values (verdicts that distinct nodes share: gpudoctor.verdict), encoded once
         if key not in encoded:
-            encoded[key] = _dumps(_verdicts(report))[2:]  # without its opening "{\n"
+            encoded[key] = _indent(_dumps(_verdicts(report))[2:], 4)  # without its opening "{\n"
         host = _host(report)
         head = (f'{{\n  "node": {_scalar(name)},\n  "host": {{\n    "hostname": {_scalar(host["hostname"])},\n'
                 f'    "os": {_scalar(host["os"])}\n  }},\n')
-        yield ("    " if not number else ",\n    ") + _indent(head + encoded[key], 4)
+        yield ("    " if not number else ",\n    ") + _indent(head, 4)
+        yield encoded[key]  # the same text for every node with these verdicts: redacted once as it is written
     yield "\n  ]" + after
 
 
