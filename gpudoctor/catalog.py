@@ -347,6 +347,11 @@ def select_rules(rules: Iterable[Rule], select: Iterable[str] = (), ignore: Iter
     return chosen
 
 
+def needed_groups(rules: Iterable[Rule]) -> set:
+    """The fact groups (first path segment) the rules read, e.g. {"nvml", "torch", "env"}."""
+    return {need.split(".")[0] for rule in rules for need in rule.needs}
+
+
 def rules_for_run(select: Iterable[str] = (), ignore: Iterable[str] = (), site: Iterable[Rule] = (),
                   host: bool = True) -> list:
     """The rules a run evaluates, for the command line and the library alike: the catalog and a site policy's

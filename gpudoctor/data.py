@@ -2,20 +2,36 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
 import sys
 from pathlib import Path
-from typing import List, Sequence
+from typing import Any, List, Sequence
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on old Pythons only
-    import tomli as tomllib
+try:
+    from _blake2 import blake2b  # hashlib's own blake2b, without hashlib loading OpenSSL (~3 ms of every start)
+except ImportError:  # pragma: no cover - an interpreter without CPython's _blake2
+    from hashlib import blake2b
 
-TOMLDecodeError = tomllib.TOMLDecodeError
+
+def toml_parser() -> Any:
+    """tomllib (tomli before Python 3.11), imported when first needed: a run whose rule data comes from the parse
+    cache never parses TOML, and importing the parser would cost every start a few milliseconds."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised on old Pythons only
+        import tomli as tomllib
+    return tomllib
+
+
+def __getattr__(name: str) -> Any:
+    """`from gpudoctor.data import tomllib, TOMLDecodeError`, imported when asked for (toml_parser)."""
+    if name == "tomllib":
+        return toml_parser()
+    if name == "TOMLDecodeError":
+        return toml_parser().TOMLDecodeError
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def rules_dir() -> Path:
@@ -58,7 +74,7 @@ def load_tomls(paths: Sequence[Path]) -> List[dict]:
     removed changes the key, so the cache is never stale. Where the cache cannot be read or written, they are
     parsed as they are; the cache holds data only (JSON), never code."""
     blobs = [(path.name, path.read_bytes()) for path in paths]
-    digest = hashlib.blake2b(digest_size=20)
+    digest = blake2b(digest_size=20)
     for name, blob in blobs:
         digest.update(f"{name}\0{len(blob)}\0".encode() + blob)
     cache = cache_dir() / f"toml-{digest.hexdigest()}.json"
@@ -68,7 +84,7 @@ def load_tomls(paths: Sequence[Path]) -> List[dict]:
             return cached
     except (OSError, ValueError):
         pass
-    parsed = [tomllib.loads(blob.decode("utf-8")) for _, blob in blobs]
+    parsed = [toml_parser().loads(blob.decode("utf-8")) for _, blob in blobs]
     _write_cache(cache, parsed)
     return parsed
 
@@ -91,7 +107,7 @@ def _write_cache(cache: Path, parsed: List[dict]) -> None:
 
 
 MAX_KEY_PARTS = 64  # parts of one dotted TOML key (tomllib needs gigabytes for 20,000: refused before parsing)
-_DEEP_KEY = re.compile(  # a bare, "basic" (escapes included) or 'literal' part, then a dot, MAX_KEY_PARTS times
+_DEEP_KEY = (  # a bare, "basic" (escapes included) or 'literal' part, then a dot, MAX_KEY_PARTS times (re caches it)
     r"(?<![A-Za-z0-9_.\"'-])(?:(?:[A-Za-z0-9_-]++|\"(?:[^\"\\\n]|\\.)*+\"|'[^'\n]*+')[ \t]*+\.[ \t]*+){%d}"
     % MAX_KEY_PARTS)
 
@@ -99,13 +115,14 @@ _DEEP_KEY = re.compile(  # a bare, "basic" (escapes included) or 'literal' part,
 def loads_toml(text: str) -> dict:
     """A TOML text from the user (a site policy), parsed; a dotted key of more than MAX_KEY_PARTS parts is a
     TOMLDecodeError before the parser sees it, an integer Python will not convert (over 4,300 digits) one after."""
-    deep = _DEEP_KEY.search(text)
+    toml_error = toml_parser().TOMLDecodeError
+    deep = re.search(_DEEP_KEY, text)
     if deep:
         line = text.count("\n", 0, deep.start()) + 1
-        raise TOMLDecodeError(f"a dotted key of more than {MAX_KEY_PARTS} parts (at line {line})")
+        raise toml_error(f"a dotted key of more than {MAX_KEY_PARTS} parts (at line {line})")
     try:
-        return tomllib.loads(text)
-    except TOMLDecodeError:
+        return toml_parser().loads(text)
+    except toml_error:
         raise
     except ValueError as exc:  # an integer of more than 4,300 digits: beyond what Python's int() converts
-        raise TOMLDecodeError(str(exc).split(";")[0]) from None
+        raise toml_error(str(exc).split(";")[0]) from None

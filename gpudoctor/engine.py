@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-import traceback
 from typing import Hashable, Iterable, List, Mapping, Optional, Sequence
 
 from gpudoctor.catalog import INPUTS, Rule, find_rule, load_catalog
@@ -20,13 +19,10 @@ from gpudoctor.verdict import Run, Verdict, decide, not_applicable
 _SEVERITY_ORDER = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}
 
 
-def needed_groups(rules: Iterable[Rule]) -> set:
-    """The fact groups (first path segment) the rules read, e.g. {"nvml", "torch", "env"}."""
-    return {need.split(".")[0] for rule in rules for need in rule.needs}
-
-
 def _crash_finding(rule: Rule, exc: BaseException) -> Finding:
     doctor = find_rule("GD001")
+    import traceback  # here: only a crashing rule needs it (start-up time)
+
     where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
     location = f" at {where.filename.rsplit('/', 1)[-1]}:{where.lineno}" if where else ""
     message = f"rule {rule.id} ({rule.name}) crashed: {type(exc).__name__}: {exc}{location}"

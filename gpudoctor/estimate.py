@@ -34,11 +34,12 @@ import json
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Literal, Mapping, Optional, Tuple, TypedDict, get_args
+from typing import Any, Dict, List, Mapping, Optional, Tuple, TypedDict
 
 from gpudoctor.adapters import LLAMA_LIKE, decoder_linears, lora_summary
 from gpudoctor.errors import InputError
 from gpudoctor.redact import cut
+from gpudoctor.training_settings import DEFAULTS
 from gpudoctor.units import GiB, gib
 
 OVERHEAD_BYTES = 1 * GiB  # CUDA context + workspaces + NCCL buffers + fragmentation (see module docstring)
@@ -46,12 +47,6 @@ HOST_BUFFER_FACTOR = 1.5  # DeepSpeed's additional_buffer_factor default
 HEADROOM_WARNING = 0.10  # GD501 warns below 10 % free
 MAX_CONFIG_BYTES = 10 * 2**20  # a config.json is a few KiB
 MAX_DIMENSION = 10**9  # hidden size, layers, heads, vocabulary: anything larger is not a real model
-DEFAULTS = {"precision": "bf16", "optimizer": "adamw", "micro_batch": 1, "seq_len": 2048,
-            "checkpointing": False, "attention": "flash"}
-Precision = Literal["fp32", "bf16", "fp16"]
-PRECISIONS: Tuple[str, ...] = get_args(Precision)
-OPTIMIZERS = ("adam", "adamw", "adamw8bit", "sgd")
-ATTENTIONS = ("flash", "eager")
 GATED_TYPES = LLAMA_LIKE | {"phi3", "mixtral"}
 FOUR_NORM_TYPES = {"gemma2", "gemma3", "gemma3_text"}  # a norm before and after attention and the MLP
 QK_NORM_TYPES = {"qwen3", "gemma3", "gemma3_text"}  # an RMSNorm of head_dim on the queries and on the keys

@@ -13,10 +13,8 @@ import io
 import os
 import re
 import select
-import socket
 import stat
 import sys
-import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -300,6 +298,8 @@ def _replace(target: str, data: bytes, status: Optional[os.stat_result]) -> None
     folder = os.path.dirname(target) or "."
     prefix = _temp_prefix(target)
     _remove_dead_temps(folder, prefix)
+    import tempfile  # here: only a writer needs it (start-up time)
+
     fd, tmp = tempfile.mkstemp(prefix=f"{prefix}{os.getpid()}.", suffix=TEMP_SUFFIX, dir=folder)
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -322,6 +322,8 @@ def _replace(target: str, data: bytes, status: Optional[os.stat_result]) -> None
 def _temp_prefix(target: str) -> str:
     """`.NAME.HOST.`: a temporary file of this host's writers of `target` (PID, a random part and TEMP_SUFFIX
     follow), so the next write knows whose it is."""
+    import socket  # here: only a writer needs it (start-up time)
+
     host = re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname()) or "host"
     return f".{os.path.basename(target)}.{host}."
 

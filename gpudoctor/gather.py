@@ -42,8 +42,9 @@ class Request:
     training: Mapping[str, Any] = field(default_factory=dict)  # training settings for the estimate (None: unset)
 
 
-def gather(request: Request) -> Snapshot:
-    """The snapshot the request describes: the base facts, then every file the request names read on top."""
+def gather(request: Request, meanwhile: Optional[Callable[[], None]] = None) -> Snapshot:
+    """The snapshot the request describes: the base facts, then every file the request names read on top.
+    `meanwhile`: the caller's own work, done once while this machine's probes run (else before the files are read)."""
     if request.files and (request.snapshot or request.reports):
         raise InputError("job files alone (Request.files, as `lint` reads them) take no snapshot or reports")
     _named_files_exist(request)
@@ -60,7 +61,10 @@ def gather(request: Request) -> Snapshot:
     elif request.reports:
         snapshot = reports_snapshot(request.reports)
     else:
-        snapshot = live_snapshot(request)
+        snapshot = live_snapshot(request, meanwhile)
+        meanwhile = None
+    if meanwhile:
+        meanwhile()
     for overlay, origin in OVERLAYS:
         before = fingerprint(snapshot.facts)
         overlay(request, snapshot)
@@ -88,13 +92,14 @@ def catalog_groups() -> FrozenSet[str]:
 
 def groups_for(rules) -> FrozenSet[str]:
     """The fact groups the live probes must gather for these rules, plus `host` (the report's header)."""
-    from gpudoctor.engine import needed_groups
+    from gpudoctor.catalog import needed_groups
 
     return frozenset(needed_groups(rules) | {"host"})
 
 
-def live_snapshot(request: Request) -> Snapshot:
-    """This machine, probed for the request's fact groups (each probe bounded by the request's timeout)."""
+def live_snapshot(request: Request, meanwhile: Optional[Callable[[], None]] = None) -> Snapshot:
+    """This machine, probed for the request's fact groups (each probe bounded by the request's timeout); the caller's
+    `meanwhile` done while the probes run."""
     from gpudoctor.probes import ProbeContext, probes_for, run_probes
 
     if not 0 < request.timeout <= MAX_TIMEOUT:  # also false for nan
@@ -104,7 +109,7 @@ def live_snapshot(request: Request) -> Snapshot:
     environ = dict(os.environ if request.environ is None else request.environ)
     ctx = ProbeContext(python=request.python, timeout=request.timeout, environ=environ, quick=request.quick)
     groups = catalog_groups() if request.groups is None else request.groups
-    facts, results = run_probes(probes_for(groups), ctx)
+    facts, results = run_probes(probes_for(groups), ctx, meanwhile)
     return Snapshot(facts=facts, probes=results, source={"kind": "live", "paths": []})
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import datetime
 import json
+import time
 from dataclasses import dataclass, field
 from typing import Any, Container, Dict, List
 
@@ -50,7 +50,7 @@ class Snapshot:
 
 
 def _now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 def from_json(data: Any, path: str = "<snapshot>", fitting: Container[str] = ()) -> Snapshot:

@@ -108,7 +108,8 @@ def probes_once(monkeypatch):
             return copy.deepcopy(_PROBED[key])
         return dataclasses.replace(probe, run=run)
 
-    monkeypatch.setattr(probes, "all_probes", lambda: {name: once(probe) for name, probe in every().items()})
+    monkeypatch.setattr(probes, "all_probes",
+                        lambda names=None: {name: once(probe) for name, probe in every(names).items()})
 
 
 @pytest.fixture

@@ -57,7 +57,7 @@ def imported_modules(path: Path) -> set:
 
 FLOORS = [  # (floor, the top-level parts of gpudoctor on it: "" is the package's face, gpudoctor/__init__.py)
     ("ground", {"errors", "version", "data", "units", "waiting", "model", "redact", "spelling", "suppress",
-                "files", "adapters", "provenance", "joined", "collector"}),
+                "files", "adapters", "provenance", "joined", "collector", "training_settings"}),
     ("knowledge", {"knowledge", "schema", "fact_types", "facts", "hub"}),
     ("documents", {"snapshot", "estimate", "remedies"}),
     ("rules", {"checks", "catalog", "verdict", "memo", "engine"}),

@@ -105,7 +105,7 @@ def test_explain(run_cli):
 
 
 def test_internal_error_is_exit_3(run_cli, mocker):
-    mocker.patch("gpudoctor.cli.check.evaluate", side_effect=RuntimeError("boom"))
+    mocker.patch("gpudoctor.engine.evaluate", side_effect=RuntimeError("boom"))
     code, out, err = run_cli("check", "--snapshot", T4)
     assert code == 3 and "internal error" in err and "Traceback" not in err
 

@@ -8,7 +8,8 @@ import re
 import pytest
 from conftest import FIXTURES, ROOT
 
-from gpudoctor.engine import evaluate, needed_groups
+from gpudoctor.catalog import needed_groups
+from gpudoctor.engine import evaluate
 from gpudoctor.policy import OPERATORS, PolicyError, compile_rule, known_groups, load_policy
 from gpudoctor.snapshot import Snapshot
 

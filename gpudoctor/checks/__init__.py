@@ -10,7 +10,6 @@ rule's code is found from its ID; what several rules read the same way lives in 
 from __future__ import annotations
 
 import importlib
-import pkgutil
 from typing import Callable, Dict, Iterable, Optional, Tuple
 
 _CHECKS: Dict[str, Callable] = {}
@@ -33,8 +32,11 @@ def check(rule_id: str, from_log: Optional[Callable] = None) -> Callable:
 
 def _import(modules: Optional[Iterable[str]] = None) -> None:
     """Import the named modules of this package (all of them when None); Python imports each once."""
-    names = [module.name for module in pkgutil.iter_modules(__path__)] if modules is None else modules
-    for name in names:
+    if modules is None:
+        import pkgutil  # here: a run of a few rules imports their families' modules by name
+
+        modules = [module.name for module in pkgutil.iter_modules(__path__)]
+    for name in modules:
         importlib.import_module(f"{__name__}.{name}")
 
 

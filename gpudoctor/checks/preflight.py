@@ -9,7 +9,6 @@ names what is bad: `nodes` (node labels), `gpus` (`{node, rank, index, uuid}`) o
 
 from __future__ import annotations
 
-from statistics import median
 from typing import Iterable, List, Optional
 
 from gpudoctor.checks import check
@@ -17,6 +16,12 @@ from gpudoctor.facts import MissingFact
 from gpudoctor.knowledge import gpu_spec, table
 
 SHOWN = 4
+
+
+def _median(values) -> float:
+    from statistics import median  # here: importing statistics costs every check's start a few milliseconds
+
+    return median(values)
 
 
 def _names(items: List[str]) -> str:
@@ -93,7 +98,7 @@ def preflight_gpu_straggler(facts, rule):
         if len(figures) < len(gpus) or not figures:
             continue  # a GPU that measured nothing: its figure is unknown, and so is the median it would move
         judged = True
-        middle = median(figures)
+        middle = _median(figures)
         for gpu in gpus:
             finding = _slow(rule, gpu, metric, middle, fraction * middle if len(gpus) >= 2 else None, datasheet)
             if finding is not None:
@@ -195,7 +200,7 @@ def _slow_pairs(rule, pairs: list, fraction: float):
     a slow pair whose nodes are fast elsewhere is their link."""
     if len(pairs) < 3:
         return
-    middle = median(pair["busbw_gbps"] for pair in pairs)
+    middle = _median(pair["busbw_gbps"] for pair in pairs)
     slow = [pair for pair in pairs if pair["busbw_gbps"] < fraction * middle]
     blamed = set()
     for node in sorted({node for pair in slow for node in pair["nodes"]}):

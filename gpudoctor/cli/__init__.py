@@ -3,25 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import atexit
+import importlib
 import os
 import re
 import sys
-import traceback
-from functools import lru_cache
+import threading
+from functools import cache
 from typing import Iterator, List, Optional
 
-from gpudoctor.cli import bench as bench_cmd
-from gpudoctor.cli import check as check_cmd
-from gpudoctor.cli import completion as completion_cmd
 from gpudoctor.cli import config, helptext
-from gpudoctor.cli import estimate as estimate_cmd
-from gpudoctor.cli import fix as fix_cmd
-from gpudoctor.cli import fleet as fleet_cmd
-from gpudoctor.cli import lint as lint_cmd
-from gpudoctor.cli import mcp as mcp_cmd
-from gpudoctor.cli import preflight as preflight_cmd
-from gpudoctor.cli import rules as rules_cmd
-from gpudoctor.cli import snapshot as snapshot_cmd
 from gpudoctor.cli.guard import EXIT_SIGINT, EXIT_SIGTERM, Terminated, closed_streams, guarded, unwritable
 from gpudoctor.errors import InputError
 from gpudoctor.files import waited_for_at_most
@@ -29,10 +20,19 @@ from gpudoctor.render.printable import printable
 from gpudoctor.spelling import one_slip
 from gpudoctor.version import __version__
 
-# The one list of commands, in the order `gpudoctor --help` lists them: a command is a module of gpudoctor.cli with
-# `add_parser(subparsers)` (its parser, or several: `rules` also adds `explain`) that sets `run`, and one entry here.
-COMMANDS = (check_cmd, lint_cmd, fix_cmd, snapshot_cmd, rules_cmd, bench_cmd, estimate_cmd, fleet_cmd, preflight_cmd,
-            mcp_cmd, completion_cmd)
+# The one list of commands, in the order `gpudoctor --help` lists them: each command's word and the module of
+# gpudoctor.cli that adds it, with `add_parser(subparsers)` (its parser, or several: `rules` also adds `explain`)
+# setting `run`. A command line that names a command imports that module alone (the others would cost start-up time
+# on every node).
+COMMANDS = {"check": "check", "lint": "lint", "fix": "fix", "snapshot": "snapshot", "rules": "rules",
+            "explain": "rules", "bench": "bench", "estimate": "estimate", "fleet": "fleet", "preflight": "preflight",
+            "mcp": "mcp", "completion": "completion"}
+
+
+def command_modules(word: Optional[str] = None) -> list:
+    """The modules that add the commands: the one that adds `word`, or (None) every one, in COMMANDS' order."""
+    names = [COMMANDS[word]] if word else list(dict.fromkeys(COMMANDS.values()))
+    return [importlib.import_module(f"gpudoctor.cli.{name}") for name in names]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -67,24 +67,31 @@ def _all_parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentP
                 yield from _all_parsers(sub)
 
 
-@lru_cache(maxsize=1)
-def build_parser() -> argparse.ArgumentParser:
-    """The parser of every command, built once per process (parsing changes nothing in it; the MCP server and an
-    in-process caller run many commands)."""
+@cache
+def build_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
+    """The parser of every command, or of the one named `command` (a word of COMMANDS), built once per process
+    (parsing changes nothing in it; the MCP server and an in-process caller run many commands)."""
     parser = _Parser(prog="gpudoctor", description="Find what will break or slow a GPU training job before it runs.")
     parser.add_argument("--version", action="version", version=f"gpudoctor {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for command in COMMANDS:
-        command.add_parser(subparsers)
+    for module in command_modules(command):
+        module.add_parser(subparsers)
     helptext.finish(parser)
     return parser
 
 
+def named_command(argv: List[str]) -> Optional[str]:
+    """The command a command line names (its first word that is not an option), if it is one of COMMANDS."""
+    word = next((arg for arg in argv if not arg.startswith("-")), None)
+    return word if word in COMMANDS else None
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     """Run one command (inside gpudoctor.cli.guard: redacted output, children cleaned up, SIGTERM handled).
-    As the program itself (no `argv`), a process that tried to join a torch process group leaves with os._exit
-    once its output is written: torch's threads would abort the interpreter's exit (gpudoctor.rendezvous).
+    As the program itself (no `argv`), it leaves with os._exit once its output is written where nothing is left to
+    run at exit, and where the process tried to join a torch process group (torch's threads would abort the
+    interpreter's exit: gpudoctor.rendezvous).
     Standard output or error closed, or unwritable (/dev/full): one line where one can be written, exit 2."""
     closed = [name for name in closed_streams() if name != "standard input"]  # stdin: only `-` and mcp read it
     if closed:
@@ -102,8 +109,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     if unwritable and code != 2:  # found at the last flush (a 2 has said its line already)
         _say(f"gpudoctor: error: {unwritable[0]}")
         code = 2
-    rendezvous = sys.modules.get("gpudoctor.rendezvous")  # never imported: nothing joined
-    if argv is None and rendezvous is not None and rendezvous.must_exit_hard():
+    if argv is None and (_nothing_left_to_run() or _joined_a_group()):
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
@@ -111,6 +117,20 @@ def main(argv: Optional[List[str]] = None) -> int:
                 pass
         os._exit(code)
     return code
+
+
+def _joined_a_group() -> bool:
+    rendezvous = sys.modules.get("gpudoctor.rendezvous")  # never imported: nothing joined
+    return rendezvous is not None and rendezvous.must_exit_hard()
+
+
+def _nothing_left_to_run() -> bool:
+    """Whether the program may leave without tearing the interpreter down (10-15 ms of every run: the Prolog pays
+    them on every node): no exit handler registered (atexit, weakref.finalize, logging) and no thread left to join.
+    Its output is flushed first; every file it writes is written whole before the command returns."""
+    count = getattr(atexit, "_ncallbacks", None)  # CPython's count of exit handlers; elsewhere: the slow way
+    threads = [thread for thread in threading.enumerate() if thread is not threading.main_thread()]
+    return count is not None and count() == 0 and not any(not thread.daemon for thread in threads)
 
 
 def _say(line: str) -> None:
@@ -128,7 +148,7 @@ def _main(argv: Optional[List[str]]) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
     try:
-        parser = build_parser()
+        parser = build_parser(named_command(argv))
         args = parser.parse_args(argv)
         for name, value in vars(args).items():  # a command's own lists: the parser's defaults are shared by every run
             if isinstance(value, list):
@@ -152,6 +172,8 @@ def _main(argv: Optional[List[str]]) -> int:
         return 0
     except Exception as exc:  # noqa: BLE001 - exit 3 is the contract for our own bugs
         if debug:
+            import traceback  # here: only --debug after a bug needs it (start-up time)
+
             traceback.print_exc()
         print(f"gpudoctor: internal error: {type(exc).__name__}: {exc} (a bug; --debug shows the traceback)",
               file=sys.stderr)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import threading
 import time
 
 from gpudoctor.cli.common import (
@@ -22,12 +21,9 @@ from gpudoctor.cli.common import (
 )
 from gpudoctor.cli.options import add_env_file_option, add_from_option, add_machine_options, gather_request
 from gpudoctor.cli.training import add_training_options
-from gpudoctor.engine import evaluate
 from gpudoctor.errors import InputError
 from gpudoctor.gather import gather, groups_for
-from gpudoctor.model import exit_code
 from gpudoctor.render import BY_NAME, render_report
-from gpudoctor.waiting import SLICE_S
 
 
 def add_parser(subparsers) -> None:
@@ -59,10 +55,10 @@ def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     rules = selected_rules(args)
     fmt = output_format(args)
-    loading = loading_meanwhile(rules, fmt)
-    snapshot = gather(gather_request(args, groups_for(rules)))
-    while loading.is_alive():  # in slices, as every wait of the main thread (gpudoctor.waiting)
-        loading.join(SLICE_S)
+    snapshot = gather(gather_request(args, groups_for(rules)), meanwhile=lambda: load_for_judging(rules, fmt))
+    from gpudoctor.engine import evaluate  # imported by load_for_judging while the probes ran
+    from gpudoctor.model import exit_code
+
     if getattr(args, "policy", None):
         snapshot.source["policy"] = args.policy  # so the report's `gpudoctor fix` hint names it too
     if to_file(args):
@@ -76,22 +72,18 @@ def run(args: argparse.Namespace) -> int:
     return exit_code(report.worst(), args.fail_on)
 
 
-def loading_meanwhile(rules, fmt: str) -> threading.Thread:
-    """A thread importing the rules' check modules and the format's writer while the main thread waits for the
-    probes' children (~0.1 s in which it would only wait). Joined before the rules run, so that no rule meets a
-    module half imported; what fails here fails again, and is reported, when the rules run."""
+def load_for_judging(rules, fmt: str) -> None:
+    """Import the engine, the rules' check modules and the format's writer while the probes' children run (~0.1 s
+    in which this process would only wait; the probes start before any of it is imported). What fails here fails
+    again, and is reported, when the rules run."""
+    try:
+        import gpudoctor.engine  # noqa: F401
 
-    def load() -> None:
-        try:
-            for rule in rules:
-                rule.check  # noqa: B018 - the property imports the module of the rule's family, once
-            BY_NAME[fmt].writer()
-        except Exception:  # noqa: BLE001, S110 - evaluate() imports them again and reports the failure
-            pass
-
-    thread = threading.Thread(target=load, name="load-checks", daemon=True)
-    thread.start()
-    return thread
+        for rule in rules:
+            rule.check  # noqa: B018 - the property imports the module of the rule's family, once
+        BY_NAME[fmt].writer()
+    except Exception:  # noqa: BLE001, S110 - evaluate() imports them again and reports the failure
+        pass
 
 
 def draining(report, fail_on: str):

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from gpudoctor.catalog import rules_for_run
 from gpudoctor.errors import InputError
 from gpudoctor.model import exit_code
-from gpudoctor.render import FLEET_NAMES, NAMES, terminal
+from gpudoctor.render import FLEET_NAMES, NAMES
 
 
 class UsageError(InputError):
@@ -94,6 +94,8 @@ def to_file(args: argparse.Namespace) -> bool:
 
 def output_format(args: argparse.Namespace) -> str:
     """The format asked for; `rich` is colour, so it turns `plain` with --no-color, NO_COLOR or into a file."""
+    from gpudoctor.render import terminal
+
     if args.format:
         refused = terminal.color_refused(args.no_color) or to_file(args)
         return "plain" if args.format == "rich" and refused else args.format

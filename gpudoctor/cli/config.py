@@ -19,7 +19,7 @@ FAIL_ON = ("error", "warning", "info", "never")
 def find(start: Optional[Path] = None) -> Optional[Tuple[Path, Dict[str, Any]]]:
     """The nearest pyproject.toml at or above `start` (the working folder) with a `[tool.gpudoctor]` table, and
     that table; None where there is none."""
-    from gpudoctor.data import TOMLDecodeError, load_toml
+    from gpudoctor.data import load_toml
 
     here = (start or Path.cwd()).resolve()
     for folder in (here, *here.parents):
@@ -28,7 +28,7 @@ def find(start: Optional[Path] = None) -> Optional[Tuple[Path, Dict[str, Any]]]:
             continue
         try:
             data = load_toml(candidate)
-        except (OSError, TOMLDecodeError) as exc:
+        except (OSError, ValueError) as exc:  # ValueError: tomllib's TOMLDecodeError, or not UTF-8
             raise InputError(f"cannot read {candidate}: {exc}") from None
         table = data.get("tool", {}).get("gpudoctor") if isinstance(data.get("tool"), dict) else None
         if table is not None:

@@ -7,7 +7,7 @@ from typing import Any, Dict, Optional
 
 from gpudoctor.adapters import QUANTIZE, parse_targets
 from gpudoctor.cli.common import UsageError, path
-from gpudoctor.estimate import ATTENTIONS, DEFAULTS, OPTIMIZERS, PRECISIONS
+from gpudoctor.training_settings import ATTENTIONS, DEFAULTS, OPTIMIZERS, PRECISIONS
 
 TRAINING_FLAGS = ("micro_batch", "seq_len", "precision", "optimizer", "zero_stage", "offload", "world_size",
                   "grad_checkpointing", "attention", "lora_rank", "lora_targets", "quantize")

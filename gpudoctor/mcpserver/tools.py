@@ -16,8 +16,8 @@ from pydantic import BaseModel, Field
 
 from gpudoctor import api
 from gpudoctor.errors import InputError
-from gpudoctor.estimate import Precision
 from gpudoctor.ingest.registry import FORMATS as PASTED
+from gpudoctor.training_settings import Precision
 
 MAX_TEXT = 2_000_000  # characters of pasted text; a longer log is read from its file (`paths`)
 MAX_PATHS = 64  # files or folders in one call

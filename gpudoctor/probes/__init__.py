@@ -7,12 +7,13 @@ either way the other probes and every rule still run.
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Dict, Iterable, List, Mapping, Tuple
+from typing import Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from gpudoctor.model import ProbeResult
 from gpudoctor.probes.command import CommandTimeout
@@ -35,24 +36,45 @@ class Probe:
     run: Callable[[ProbeContext], dict]
 
 
-def all_probes() -> Dict[str, Probe]:
-    """Every probe, by name (imported lazily so that `gpudoctor rules` stays fast)."""
-    from gpudoctor.probes import env, nvcc, nvml, slurm, system, torch_probe
+# Every probe, by name, and the module of gpudoctor.probes whose PROBE it is.
+MODULES = {"nvml": "nvml", "nvcc": "nvcc", "torch": "torch_probe", "env": "env", "system": "system", "slurm": "slurm"}
 
-    probes = [nvml.PROBE, nvcc.PROBE, torch_probe.PROBE, env.PROBE, system.PROBE, slurm.PROBE]
-    return {probe.name: probe for probe in probes}
+
+def all_probes(names: Optional[Iterable[str]] = None) -> Dict[str, Probe]:
+    """Every probe by name, or those named: only their modules are imported (a command that probes for two rules
+    does not import the others)."""
+    wanted = set(MODULES if names is None else names)
+    return {name: importlib.import_module(f"gpudoctor.probes.{module}").PROBE
+            for name, module in MODULES.items() if name in wanted}
 
 
 def probes_for(groups: Iterable[str]) -> List[Probe]:
     """The probes that gather any of the given fact groups (each group's `probe` in the fact schema)."""
     from gpudoctor.schema import probe_of
 
-    wanted = {probe_of(group) for group in groups}
-    return [probe for name, probe in all_probes().items() if name in wanted]
+    return list(all_probes({name for name in map(probe_of, groups) if name}).values())
 
 
-def run_probes(probes: Iterable[Probe], ctx: ProbeContext) -> Tuple[dict, List[ProbeResult]]:
-    """Run probes concurrently; return the merged facts and one result per probe, within ctx.timeout (+1 s)."""
+SHARING_S = 0.005  # how long a thread holds the interpreter while the probes start (Python's default: 5 ms)
+
+
+def _sharing_often(work: Callable[[], None]) -> None:
+    """Do `work` while the probe threads start their children: each of their steps (a file looked up, a pipe
+    opened) waits for the interpreter lock, which busy work hands over every 5 ms by default, delaying a probe's
+    child by tens of milliseconds; handed over every SHARING_S, the children start at once."""
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(SHARING_S)
+    try:
+        work()
+    finally:
+        sys.setswitchinterval(before)
+
+
+def run_probes(probes: Iterable[Probe], ctx: ProbeContext,
+               meanwhile: Optional[Callable[[], None]] = None) -> Tuple[dict, List[ProbeResult]]:
+    """Run probes concurrently; return the merged facts and one result per probe, within ctx.timeout (+1 s).
+    `meanwhile`: the caller's own work, done in this thread once the probes have started (their children run on
+    other cores while it does)."""
     probes = list(probes)
     outcomes: Dict[str, tuple] = {}
     lock = threading.Lock()
@@ -74,6 +96,8 @@ def run_probes(probes: Iterable[Probe], ctx: ProbeContext) -> Tuple[dict, List[P
     started = time.monotonic()
     for probe in probes:
         threading.Thread(target=work, args=(probe,), name=f"probe-{probe.name}", daemon=True).start()
+    if meanwhile:
+        _sharing_often(meanwhile)
     if probes:
         patiently(done.wait, ctx.timeout + 1.0)
 
