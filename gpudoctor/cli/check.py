@@ -12,6 +12,7 @@ from gpudoctor.cli.common import (
     add_output_options,
     add_selection_options,
     fleet_format,
+    load_for_judging,
     output_format,
     output_stream,
     path,
@@ -55,7 +56,8 @@ def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     rules = selected_rules(args)
     fmt = output_format(args)
-    snapshot = gather(gather_request(args, groups_for(rules)), meanwhile=lambda: load_for_judging(rules, fmt))
+    snapshot = gather(gather_request(args, groups_for(rules)),
+                      meanwhile=lambda: load_for_judging(rules, BY_NAME[fmt].writer))
     from gpudoctor.engine import evaluate  # imported by load_for_judging while the probes ran
     from gpudoctor.model import exit_code
 
@@ -70,20 +72,6 @@ def run(args: argparse.Namespace) -> int:
         render_report(draining(report, args.fail_on) if fmt == "drain-reason" else report, fmt, stream,
                       quiet=args.quiet)
     return exit_code(report.worst(), args.fail_on)
-
-
-def load_for_judging(rules, fmt: str) -> None:
-    """Import the engine, the rules' check modules and the format's writer while the probes' children run (~0.1 s
-    in which this process would only wait; the probes start before any of it is imported). What fails here fails
-    again, and is reported, when the rules run."""
-    try:
-        import gpudoctor.engine  # noqa: F401
-
-        for rule in rules:
-            rule.check  # noqa: B018 - the property imports the module of the rule's family, once
-        BY_NAME[fmt].writer()
-    except Exception:  # noqa: BLE001, S110 - evaluate() imports them again and reports the failure
-        pass
 
 
 def draining(report, fail_on: str):

@@ -6,6 +6,7 @@ import argparse
 import io
 import sys
 from contextlib import contextmanager
+from typing import Any, Callable
 
 from gpudoctor.catalog import rules_for_run
 from gpudoctor.errors import InputError
@@ -79,6 +80,21 @@ def policy_rules(args: argparse.Namespace) -> tuple:
     """The rules of `--policy FILE` (none without it: gpudoctor.policy is not even imported); a bad policy file is a
     usage error (exit 2)."""
     return site_policy(args).rules if getattr(args, "policy", None) else ()
+
+
+def load_for_judging(rules, *more: Callable[[], Any]) -> None:
+    """Import the engine, the rules' check modules and `more` (a writer, the fix planner) while the probes' children
+    run (~0.1 s in which this process would only wait: the probes start before any of it is imported). What fails
+    here fails again, and is reported, when the rules run."""
+    try:
+        import gpudoctor.engine  # noqa: F401
+
+        for rule in rules:
+            rule.check  # noqa: B018 - the property imports the module of the rule's family, once
+        for load in more:
+            load()
+    except Exception:  # noqa: BLE001, S110 - evaluate() imports them again and reports the failure
+        pass
 
 
 def selected_rules(args: argparse.Namespace, host: bool = True) -> list:

@@ -16,9 +16,8 @@ import shlex
 import sys
 import time
 
-from gpudoctor.cli.common import UsageError, add_rule_options, output_stream, path, selected_rules
+from gpudoctor.cli.common import UsageError, add_rule_options, load_for_judging, output_stream, path, selected_rules
 from gpudoctor.cli.options import add_env_file_option, add_from_option, add_machine_options, gather_request
-from gpudoctor.engine import evaluate
 from gpudoctor.fix import FORMATS, converged_plan, render
 from gpudoctor.gather import gather, groups_for
 from gpudoctor.render.printable import printable
@@ -130,7 +129,9 @@ def _judge_target(args: argparse.Namespace) -> None:
 def _fix(args: argparse.Namespace, stream=None) -> int:
     started = time.monotonic()
     rules = selected_rules(args)
-    snapshot = gather(gather_request(args, groups_for(rules)))
+    snapshot = gather(gather_request(args, groups_for(rules)), meanwhile=lambda: load_for_judging(rules))
+    from gpudoctor.engine import evaluate  # imported by load_for_judging while the probes ran
+
     report = evaluate(snapshot, rules, started, args.site_rule_ids)
     plan = converged_plan(snapshot.facts, rules, report, unsafe=args.unsafe)
     conflicts = len(plan.clashes)
