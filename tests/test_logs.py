@@ -164,15 +164,15 @@ def test_a_large_log_streams_with_bounded_memory(tmp_path):
         handle.write("[Tue Mar  4 05:02:44 2025] NVRM: Xid (PCI:0000:86:00): 79, pid='<unknown>', name=<unknown>, "
                      "GPU has fallen off the bus.\n")
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    # The CLI in a process of its own that reports its own peak memory when it is done: VmHWM of its address
-    # space (ru_maxrss would carry over the forking pytest's size through exec).
-    run_and_measure = ("import runpy, sys\n"
+    # The CLI in a process of its own that reports its own peak memory at exit: VmHWM of its address space
+    # (ru_maxrss would carry over the forking pytest's size through exec).
+    run_and_measure = ("import atexit, runpy, sys\n"
+                       "def peak():\n"
+                       "    kib = [l for l in open('/proc/self/status') if l.startswith('VmHWM:')][0].split()[1]\n"
+                       "    sys.stderr.write('maxrss=%s\\n' % kib)\n"
+                       "atexit.register(peak)\n"
                        "sys.argv = ['gpudoctor', 'check', '--from', sys.argv[1], '--format', 'json']\n"
-                       "try:\n    runpy.run_module('gpudoctor', run_name='__main__')\n"
-                       "except SystemExit as done:\n    code = done.code\n"
-                       "peak = [l for l in open('/proc/self/status') if l.startswith('VmHWM:')][0].split()[1]\n"
-                       "sys.stderr.write('maxrss=%s\\n' % peak)\n"
-                       "sys.exit(code)\n")
+                       "runpy.run_module('gpudoctor', run_name='__main__')\n")
     proc = subprocess.run([sys.executable, "-c", run_and_measure, str(big)], capture_output=True, env=env, cwd=ROOT,
                           timeout=300)
     assert proc.returncode == 1, proc.stderr.decode()
