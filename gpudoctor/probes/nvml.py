@@ -30,9 +30,17 @@ def pynvml_path() -> list:
     return [] if entry == Path.cwd().resolve() else [str(entry)]
 
 
+# The child is loaded as a module, from the bytecode Python keeps for it: a script named by its path is compiled anew
+# on every run (~10 ms of every Prolog).
+LOAD_CHILD = ("import sys, types; from importlib.machinery import SourceFileLoader; "
+              "child = sys.modules['nvml_child'] = types.ModuleType('nvml_child'); "
+              "SourceFileLoader('nvml_child', sys.argv[1]).exec_module(child); child.main(sys.argv[2:])")
+
+
 def child_argv() -> list:
-    """The NVML child's command line: isolated (-I), with exactly the path entry that found pynvml here."""
-    return [sys.executable, "-I", str(CHILD), *pynvml_path()]
+    """The NVML child's command line: isolated (-I, and -S: no site-packages but exactly the path entry that found
+    pynvml here)."""
+    return [sys.executable, "-I", "-S", "-c", LOAD_CHILD, str(CHILD), *pynvml_path()]
 
 
 def named(facts: dict) -> dict:

@@ -488,7 +488,12 @@ def collect(nvml=None, module_path: str = "/proc/driver/nvidia/version") -> dict
     return facts
 
 
-if __name__ == "__main__":
-    sys.path[:0] = sys.argv[1:]  # the entry that found pynvml in the parent (probes/nvml.py), ahead of the rest
+def main(paths: list) -> None:
+    """Print the facts; `paths`: the entry that found pynvml in the parent (probes/nvml.py), ahead of the rest."""
+    sys.path[:0] = paths
     PROGRESS["on"] = True
     json.dump(collect(), sys.stdout)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
