@@ -40,21 +40,36 @@ def _distribution_version(name):
             if os.path.isfile(folder):  # a zip or an egg: let importlib.metadata look inside
                 return _metadata_version(name)
             continue
+        found = _distributions(folder).get(normal)
+        if found is None:
+            continue
+        kind, version = found
+        if kind == "dist-info" and version:
+            return version
+        return _metadata_version(name)
+    return None
+
+
+_FOLDERS = {}  # folder -> {normalised distribution name: (dist-info | egg-info, version)}, each listed once
+
+
+def _distributions(folder):
+    """The distributions a folder of sys.path holds, the first of a name in the folder's order kept."""
+    import os
+    import re
+    if folder not in _FOLDERS:
+        found = {}
         try:
             names = os.listdir(folder)
         except OSError:
-            continue
+            names = []
         for item in names:
             stem, dot, kind = item.rpartition(".")
-            if kind not in ("dist-info", "egg-info"):
-                continue
-            dist, _, version = stem.partition("-")
-            if re.sub(r"[-_.]+", "_", dist).lower() != normal:
-                continue
-            if kind == "dist-info" and version:
-                return version
-            return _metadata_version(name)
-    return None
+            if kind in ("dist-info", "egg-info"):
+                dist, _, version = stem.partition("-")
+                found.setdefault(re.sub(r"[-_.]+", "_", dist).lower(), (kind, version))
+        _FOLDERS[folder] = found
+    return _FOLDERS[folder]
 
 
 def _module_literals(path):
