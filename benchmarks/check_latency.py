@@ -4,8 +4,8 @@
 
 Each command runs whole (a new process, as a Prolog or a user starts it), round-robin so that a machine that gets
 busier mid-run slows every command alike; the first round only warms the page cache and writes gpudoctor's
-bytecode (as `pip install` does; PYTHONDONTWRITEBYTECODE is dropped for the runs). Prints the medians and each
-ratio against its peer, beside the target:
+bytecode (as `pip install` does; PYTHONDONTWRITEBYTECODE and PYTHONUNBUFFERED, which a user's shell rarely sets,
+are dropped for the runs). Prints the medians and each ratio against its peer, beside the target:
 
   Prolog         `check --select GD105,GD5 --format json` (deploy/slurm/prolog.sh's check)  vs `import torch`
   TaskProlog     `fix --format slurm --quick --select GD4` (deploy/slurm/taskprolog.sh's)   vs `import torch`
@@ -36,6 +36,7 @@ COMMANDS = {
     "check --quick": GPUDOCTOR + ["check", "--quick", "--format", "json"],
     "check": GPUDOCTOR + ["check", "--format", "json"],
 }
+DROPPED = ("PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED")  # set in the shells that develop gpudoctor, not on a node
 # name: (peer, target ratio)
 TARGETS = {
     "Prolog": ("import torch", 0.10),
@@ -57,7 +58,7 @@ def seconds(argv: list, env: dict) -> tuple:
 
 def measure(python: str, runs: int) -> dict:
     """(median wall, median CPU) seconds per command, runs taken round-robin after one warm-up round."""
-    env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
+    env = {key: value for key, value in os.environ.items() if key not in DROPPED}
     times = {name: [] for name in COMMANDS}
     for round_ in range(runs + 1):
         for name, args in COMMANDS.items():

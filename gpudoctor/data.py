@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
@@ -18,11 +19,7 @@ except ImportError:  # pragma: no cover - an interpreter without CPython's _blak
 def toml_parser() -> Any:
     """tomllib (tomli before Python 3.11), imported when first needed: a run whose rule data comes from the parse
     cache never parses TOML, and importing the parser would cost every start a few milliseconds."""
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover - exercised on old Pythons only
-        import tomli as tomllib
-    return tomllib
+    return importlib.import_module("tomllib" if sys.version_info >= (3, 11) else "tomli")
 
 
 def __getattr__(name: str) -> Any:

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import psutil
 from conftest import FIXTURES, ROOT
@@ -128,3 +129,31 @@ def test_the_program_leaving_at_once_writes_all_its_output():
                            "json"], capture_output=True, text=True, cwd=ROOT, timeout=120,
                           env={**os.environ, "COLUMNS": "80"})
     assert done.returncode == 0 and json.loads(done.stdout)["schema"] == "gpudoctor.report/1"
+
+
+def test_the_callers_work_waits_for_the_probes_children_to_start():
+    """A probe's child starts before the caller's own work takes the interpreter (run_probes' `meanwhile`); a probe
+    that starts none holds that work back at most LAUNCH_WAIT_S."""
+    from gpudoctor.probes import LAUNCH_WAIT_S, Probe, ProbeContext, run_probes
+
+    def child_after_a_while(ctx):
+        time.sleep(0.05)  # what a probe does before its child: a file looked up, a path resolved
+        command.run_command(["sleep", "0.3"], ctx.timeout)
+        return {"a": {}}
+
+    def no_child(ctx):
+        time.sleep(0.4)
+        return {"b": {}}
+
+    seen = {}
+
+    def meanwhile():
+        seen["children"] = [process.args[0] for process in command._started.values()]
+        seen["after"] = time.monotonic() - began
+
+    began = time.monotonic()
+    facts, results = run_probes([Probe("a", child_after_a_while), Probe("b", no_child)], ProbeContext(timeout=10),
+                                meanwhile)
+    assert seen["children"] == ["sleep"]
+    assert 0.05 <= seen["after"] < LAUNCH_WAIT_S + 0.2
+    assert [result.status for result in results] == ["ok", "ok"] and set(facts) == {"a", "b"}

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from gpudoctor.model import ProbeResult
-from gpudoctor.probes.command import CommandTimeout
+from gpudoctor.probes.command import CommandTimeout, announce_launch
 from gpudoctor.waiting import patiently
 
 
@@ -55,19 +55,8 @@ def probes_for(groups: Iterable[str]) -> List[Probe]:
     return list(all_probes({name for name in map(probe_of, groups) if name}).values())
 
 
-SHARING_S = 0.005  # how long a thread holds the interpreter while the probes start (Python's default: 5 ms)
-
-
-def _sharing_often(work: Callable[[], None]) -> None:
-    """Do `work` while the probe threads start their children: each of their steps (a file looked up, a pipe
-    opened) waits for the interpreter lock, which busy work hands over every 5 ms by default, delaying a probe's
-    child by tens of milliseconds; handed over every SHARING_S, the children start at once."""
-    before = sys.getswitchinterval()
-    sys.setswitchinterval(SHARING_S)
-    try:
-        work()
-    finally:
-        sys.setswitchinterval(before)
+LAUNCH_WAIT_S = 0.1  # at most this long the caller's own work waits for the probes to start their children
+LAUNCH_SWITCH_S = 0.0002  # how long a thread holds the interpreter lock while the probes start (Python's: 5 ms)
 
 
 def run_probes(probes: Iterable[Probe], ctx: ProbeContext,
@@ -80,24 +69,39 @@ def run_probes(probes: Iterable[Probe], ctx: ProbeContext,
     lock = threading.Lock()
     done = threading.Event()
 
+    launched = {probe.name: threading.Event() for probe in probes}  # its first child started, or it ended
+
     def work(probe: Probe) -> None:
         start = time.monotonic()
+        announce_launch(launched[probe.name])
         try:
             facts, status, error = probe.run(ctx) or {}, "ok", None
         except CommandTimeout as exc:
             facts, status, error = {}, "timeout", str(exc)
         except Exception as exc:  # noqa: BLE001 - a failing probe is a finding, not a crash
             facts, status, error = {}, "failed", f"{type(exc).__name__}: {exc}"
+        launched[probe.name].set()
         with lock:
             outcomes[probe.name] = (facts, ProbeResult(probe.name, status, time.monotonic() - start, error))
             if len(outcomes) == len(probes):
                 done.set()
 
     started = time.monotonic()
-    for probe in probes:
-        threading.Thread(target=work, args=(probe,), name=f"probe-{probe.name}", daemon=True).start()
+    # The children first. Each step of a probe up to its child's start (a thread started, a file looked up, a pipe
+    # opened) waits for the interpreter lock, which a busy thread hands over every 5 ms by default: handed over
+    # every LAUNCH_SWITCH_S, and the caller's own work waiting for the launches, the children start at once.
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(LAUNCH_SWITCH_S)
+    try:
+        for probe in probes:
+            threading.Thread(target=work, args=(probe,), name=f"probe-{probe.name}", daemon=True).start()
+        deadline = time.monotonic() + LAUNCH_WAIT_S
+        for event in launched.values() if meanwhile else ():
+            event.wait(max(0.0, deadline - time.monotonic()))
+    finally:
+        sys.setswitchinterval(switch)
     if meanwhile:
-        _sharing_often(meanwhile)
+        meanwhile()
     if probes:
         patiently(done.wait, ctx.timeout + 1.0)
 

@@ -33,6 +33,7 @@ PR_GET_CHILD_SUBREAPER = 37
 _started: Dict[int, subprocess.Popen] = {}  # pid -> the children run_command is running now
 _started_lock = threading.Lock()
 _not_ours: Set[int] = set()  # children the process had before `reaping` began: never strays
+_launch = threading.local()  # a thread's event to set once its next child has started (announce_launch)
 _reaping = {"active": False, "scanned": False}  # within `reaping`: whether _not_ours was taken (at the first command)
 OUTPUT_CAP = 8 * 2 ** 20  # bytes of a child's stdout, and of its stderr, that are kept
 
@@ -123,6 +124,12 @@ def _child_pids() -> Set[int]:
         return set()
 
 
+def announce_launch(event: threading.Event) -> None:
+    """Set `event` once the next child this thread runs has started (a probe's thread: run_probes lets its own work
+    wait for the children to start)."""
+    _launch.event = event
+
+
 def run_command(
     argv: Sequence[str],
     timeout: float,
@@ -145,8 +152,10 @@ def run_command(
             preexec_fn=(lambda: _die_with_parent(parent)) if _PRCTL else None,
         )
         _started[process.pid] = process
+    if getattr(_launch, "event", None) is not None:
+        _launch.event.set()
     try:
-        stdout, stderr = _communicate(process, stdin_text.encode() if stdin_text else None, timeout)
+        out, err = _communicate(process, stdin_text.encode() if stdin_text else None, timeout)
         for pipe in (process.stdout, process.stderr):  # read to their end: closed now, not when collected
             if pipe is not None:
                 pipe.close()
@@ -161,8 +170,8 @@ def run_command(
         with _started_lock:
             _started.pop(process.pid, None)
     # stderr is only ever quoted (a probe's error): its secrets are hidden before anything keeps it
-    return CommandResult(process.returncode, stdout.decode("utf-8", "replace"),
-                         redact_text(stderr.decode("utf-8", "replace")))
+    return CommandResult(process.returncode, out.decode("utf-8", "replace"),
+                         redact_text(err.decode("utf-8", "replace")))
 
 
 def _drain(stream, kept: list) -> None:

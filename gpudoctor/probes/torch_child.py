@@ -50,7 +50,7 @@ def _distribution_version(name):
     return None
 
 
-_FOLDERS = {}  # folder -> {normalised distribution name: (dist-info | egg-info, version)}, each listed once
+_FOLDERS: dict = {}  # folder -> {normalised distribution name: (dist-info | egg-info, version)}, each listed once
 
 
 def _distributions(folder):
@@ -58,7 +58,7 @@ def _distributions(folder):
     import os
     import re
     if folder not in _FOLDERS:
-        found = {}
+        found: dict = {}
         try:
             names = os.listdir(folder)
         except OSError:

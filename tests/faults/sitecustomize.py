@@ -85,7 +85,7 @@ def _signal_at(when: str, name: str) -> None:
     if when == "early":
         class Interrupting:  # a finder that sends the signal as gpudoctor's command modules load
             def find_spec(self, fullname, path=None, target=None):
-                if fullname == "gpudoctor.cli.check":
+                if fullname == "gpudoctor.cli.guard":
                     sys.meta_path.remove(self)
                     signal.raise_signal(signum)
                 return None
