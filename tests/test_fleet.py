@@ -557,3 +557,31 @@ def test_the_cycle_collector_is_paused_while_nodes_are_read_and_judged_and_back_
     with pytest.raises(SnapshotError):
         read_fleet([str(tmp_path / "broken.json")])
     assert gc.isenabled()
+
+
+@pytest.mark.parametrize("fmt", ["plain", "rich"])
+def test_a_finding_nodes_share_is_drawn_once_and_reads_as_drawn_for_each(tmp_path, monkeypatch, fmt):
+    """The text report draws a finding that several nodes share once and writes its text again for the others:
+    byte for byte what drawing it for every node gives, colours and all."""
+    import io
+
+    import gpudoctor.render.fleet as render_fleet
+    from gpudoctor.fleet import fleet_nodes, read_fleet
+
+    small = lambda facts: facts["host"].update(shm_bytes=64 * 2**20)  # noqa: E731
+    docs = [machine(f"n{i}", small if i % 2 else None) for i in range(6)]
+    for i, doc in enumerate(docs):
+        for n, gpu in enumerate(doc["facts"]["nvml"]["gpus"]):
+            gpu["uuid"] = f"GPU-{i:08d}-{n:04d}"
+    paths = [str(path) for path in write(tmp_path, *docs)]
+    fleet = evaluate_fleet(fleet_nodes(read_fleet(paths), paths), load_catalog())
+    texts = []
+    for drawn_once in (True, False):
+        if not drawn_once:
+            monkeypatch.setattr(render_fleet, "_draw", lambda console, finding, drawn:
+                                render_fleet.render_finding(console, finding))
+        out = io.StringIO()
+        render_fleet.render(fleet, fmt, out, width=80)
+        texts.append(out.getvalue())
+    assert texts[0] == texts[1]
+    assert texts[0].count("shm-too-small") == 3  # on each of the three nodes with a small /dev/shm

@@ -161,11 +161,23 @@ def _node_findings(fleet, console) -> None:
         own = [f for f in report.findings if key(f) not in everywhere]
         if own:
             sections.append((f"On {name}", own))
+    drawn: dict = {}
     for title, findings in sections:
         console.print(Text(f" {title}", style="dim"))
         for finding in findings:
-            render_finding(console, finding)
+            _draw(console, finding, drawn)
         console.print()
+
+
+def _draw(console, finding, drawn: dict) -> None:
+    """render_finding, drawn once for a finding that several nodes share (one object: gpudoctor.memo) and its
+    text written again for the others."""
+    text = drawn.get(id(finding))
+    if text is None:
+        with console.capture() as captured:
+            render_finding(console, finding)
+        text = drawn[id(finding)] = captured.get()
+    console.file.write(text)
 
 
 def _render(fleet, console, quiet: bool) -> None:
@@ -186,15 +198,19 @@ def _header(fleet, console) -> None:
 def _nodes(fleet, console) -> None:
     """One line per node: its mark, its counts and the rules that fired; then the rules that applied nowhere."""
     node_width = max((len(name) for name, _ in fleet.nodes), default=4)
+    wrapped: dict = {}  # the lines of each node's counts, by its verdicts (nodes share them: gpudoctor.memo)
     for name, report in fleet.nodes:
         worst = report.worst()
         mark, style = MARKS[worst] if worst and worst >= Severity.WARNING else (
             ("✓", "bold green") if report.judged() else ("?", "bold yellow"))  # no rule judged anything: not green
-        fired = sorted({f.rule for f in report.findings})
         head = Text.assemble((f" {mark} ", style), (name.ljust(node_width), "bold"), "  ")
         rest = " " * len(head)
-        lines = wrap(_counts(report.summary()) + ("  " + " ".join(fired) if fired else ""), console.width,
-                     rest, rest)
+        key = (id(report.findings), len(report.passed), len(report.unknown), len(report.not_applicable))
+        if key not in wrapped:
+            fired = sorted({f.rule for f in report.findings})
+            wrapped[key] = wrap(_counts(report.summary()) + ("  " + " ".join(fired) if fired else ""),
+                                console.width, rest, rest)
+        lines = wrapped[key]
         console.print(head + Text(lines[0][len(rest):]))
         for line in lines[1:]:
             console.print(line, markup=False)
