@@ -66,6 +66,11 @@ def given_inputs(facts: Facts) -> frozenset:
     return frozenset(name for name in INPUTS if input_given(facts, name))
 
 
+def _names(rules: Sequence[Rule]) -> dict:
+    """Each rule's name, by ID."""
+    return {rule.id: rule.name for rule in rules}
+
+
 def _judge(rule: Rule, facts: Facts, context: Run, events: bool) -> Verdict:
     """One rule's verdict on a node (`context`: what the engine knows of the node; `events`: its logs hold some)."""
     run = context
@@ -141,6 +146,6 @@ def evaluate(snapshot: Snapshot, rules: Sequence[Rule], started: float = 0.0, kn
         seconds=(time.monotonic() - started) if started else 0.0,
         evidence=dict(snapshot.evidence),
         conflicts=tuple(snapshot.conflicts),
-        rule_names=alike({rule.id: rule.name for rule in rules}),
+        rule_names=memo.same(("names", id(rules)), lambda: _names(rules)) if memo is not None else _names(rules),
         not_applicable=alike(tuple(idle)),
     )

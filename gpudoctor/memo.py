@@ -20,7 +20,7 @@ from gpudoctor.verdict import Verdict
 SHAPES = 32  # different sequences of paths one rule read, kept per context
 KEPT = 4096  # verdicts kept per sequence of paths (a rule that reads what every node has of its own: GPU UUIDs)
 _EXACT = frozenset((int, bool, type(None)))
-T = TypeVar("T", tuple, dict)
+T = TypeVar("T", bound=tuple)
 Verdicts = Dict[Tuple[str, ...], Tuple[Callable[[Mapping[str, Hashable]], Hashable], Dict[Hashable, Verdict]]]
 
 
@@ -52,19 +52,19 @@ class _Keys(dict):
         return key
 
 
-def _none(keys: Mapping[str, Hashable]) -> Hashable:
-    return ()
-
-
 class Node:
     """One node as the memo sees it: its context and the keys of the paths rules read on it."""
 
-    def __init__(self, facts: Facts, kept: Dict[str, Verdicts], texts: Dict[int, Tuple[Any, str]]) -> None:
-        self.kept = kept  # the memo's verdicts for the node's context, by rule
-        self._keys = _Keys(facts, texts)
+    def __init__(self, facts: Facts, kept: Tuple[Dict[str, Verdict], Dict[str, Verdicts]],
+                 texts: Dict[int, Tuple[Any, str]]) -> None:
+        self.fixed, self.kept = kept  # the memo's verdicts for the node's context, by rule: of rules that read
+        self._keys = _Keys(facts, texts)  # nothing (the same on every such node), of the others
 
     def recall(self, rule_id: str) -> Optional[Verdict]:
         """The verdict kept for a node whose values are this node's at every path the rule read there; None."""
+        found = self.fixed.get(rule_id)
+        if found is not None:
+            return found
         for keys_of, verdicts in self.kept.get(rule_id, {}).values():
             found = verdicts.get(keys_of(self._keys))
             if found is not None:
@@ -76,11 +76,14 @@ class Node:
         not one that read every fact at once (a site policy's condition), nor more than SHAPES × KEPT per rule."""
         if any(value is WHOLE for value in seen.values()):
             return
+        if not seen:
+            self.fixed[rule_id] = verdict
+            return
         shapes = self.kept.setdefault(rule_id, {})
         paths = tuple(seen)
         if paths not in shapes and len(shapes) >= SHAPES:
             return
-        keys_of, verdicts = shapes.setdefault(paths, (itemgetter(*paths) if paths else _none, {}))
+        keys_of, verdicts = shapes.setdefault(paths, (itemgetter(*paths), {}))
         if len(verdicts) < KEPT:
             verdicts[keys_of(self._keys)] = verdict
 
@@ -90,24 +93,21 @@ class VerdictMemo:
     parts of reports that nodes have alike."""
 
     def __init__(self) -> None:
-        self._kept: Dict[Hashable, Dict[str, Verdicts]] = {}
+        self._kept: Dict[Hashable, Tuple[Dict[str, Verdict], Dict[str, Verdicts]]] = {}
         self._alike: Dict[Hashable, Any] = {}
         self._texts: Dict[int, Tuple[Any, str]] = {}  # what nodes share (a fact group) made into a key once
 
     def node(self, facts: Facts, context: Hashable) -> Node:
         """A node to judge, with the verdicts kept for its context."""
-        return Node(facts, self._kept.setdefault(context, {}), self._texts)
+        return Node(facts, self._kept.setdefault(context, ({}, {})), self._texts)
 
     def same(self, key: Hashable, compute: Callable[[], Any]) -> Any:
-        """What `compute` gives, worked out for the first node only (the rule IDs a run knows)."""
+        """What `compute` gives, worked out for the first node only (the rule IDs a run knows, their names)."""
         if key not in self._alike:
             self._alike[key] = compute()
         return self._alike[key]
 
     def alike(self, items: T) -> T:
-        """One tuple (or mapping) for every node's equal one, by the identity of what it holds: a report's
-        findings, passed, unknown and not applicable rules, rule names; redacted and encoded once
-        (gpudoctor.render.fleet)."""
-        key = (type(items), tuple(map(id, items.values() if isinstance(items, dict) else items)),
-               tuple(items) if isinstance(items, dict) else ())
-        return self._alike.setdefault(key, items)
+        """One tuple for every node's equal one, by the identity of what it holds: a report's findings, passed,
+        unknown and not applicable rules; redacted and encoded once (gpudoctor.render.fleet)."""
+        return self._alike.setdefault((tuple, *map(id, items)), items)
