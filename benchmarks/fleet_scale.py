@@ -2,12 +2,17 @@
 
     python benchmarks/fleet_scale.py [--nodes 128,1024,10000] [--format json] [--distinct]
 
+    python benchmarks/fleet_scale.py --distinct          # the curve at 128, 1,024 and 10,000 nodes that all differ
+    python benchmarks/fleet_scale.py                     # the same for nodes of three kinds
+
 The nodes are the three recorded DGX nodes of fixtures/fleet (two alike, one with another NCCL and driver), copied
 round-robin under new host names (node00000 …), as a job's snapshots would be collected: nodes of a few kinds,
 which gpudoctor judges once per kind. With --distinct every node also gets its own GPU UUIDs, so no two are alike
-and each is judged on its own. Each size runs
+and each is judged on its own (a rule's verdict reused where the facts it read are the same). Each size runs
 `python -m gpudoctor fleet FILE… --format FORMAT` once in a new process, its output thrown away; the peak is the
 process's maximum resident set (getrusage). Prints one line per size: nodes, seconds, seconds per 1,000 nodes, MB.
+Run it with byte-code cached, as on a user's machine (PYTHONDONTWRITEBYTECODE unset), on an otherwise idle machine:
+the first line gives the load average. docs/fleet.md quotes a run.
 """
 
 from __future__ import annotations
