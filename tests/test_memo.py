@@ -59,6 +59,16 @@ def test_every_rule_reads_its_facts_only_through_the_tracked_accessor(rule, exam
     assert _reads_suffice(rule, dict(example.facts))
 
 
+RECORDED = sorted((FIXTURES / "machines").glob("*.json")) + sorted((FIXTURES / "fleet").glob("*.json"))
+
+
+@pytest.mark.parametrize("path", RECORDED, ids=lambda path: path.stem)
+def test_every_rule_reads_a_recorded_machine_only_through_the_tracked_accessor(path):
+    """The same on the recorded machines and fleet nodes, every rule of the catalog on each."""
+    data = json.loads(path.read_text())["facts"]
+    assert [rule.id for rule in RULES if not _reads_suffice(rule, data)] == []
+
+
 def test_a_rule_that_reads_the_facts_behind_the_accessor_is_caught():
     """The check above fails for a rule that reads a value the accessor did not record."""
     from dataclasses import replace
