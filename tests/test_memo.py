@@ -13,6 +13,7 @@ import gpudoctor.fleet as fleet_module
 from gpudoctor.catalog import load_catalog
 from gpudoctor.engine import evaluate, run_rule
 from gpudoctor.facts import NOWHERE, WHOLE, Facts
+from gpudoctor.facts.log_evidence import log_findings
 from gpudoctor.memo import VerdictMemo, exact
 from gpudoctor.render.fleet import render
 from gpudoctor.snapshot import Snapshot, load
@@ -30,11 +31,13 @@ def _put(tree: dict, path: str, value) -> None:
 
 
 def _judged(check, data: dict):
-    """(the findings, what was missing) of a rule's logic on these facts, and every path it read with its value."""
+    """(the findings, what was missing) of a rule's logic on these facts, and what the logs prove for it
+    (facts.log_evidence), and every path either read with its value."""
     facts = Facts({"probes": [], **data, "rules": {"known": KNOWN}})
     with facts.watching() as seen:
         findings, missing = run_rule(check, facts)
-    return (findings, missing and (missing.path, missing.reason)), seen
+        from_log = run_rule(check, facts, log_findings)[0]
+    return (findings, missing and (missing.path, missing.reason), from_log), seen
 
 
 def _reads_suffice(rule, data: dict) -> bool:
