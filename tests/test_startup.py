@@ -132,8 +132,9 @@ def test_the_program_leaving_at_once_writes_all_its_output():
 
 
 def test_the_callers_work_waits_for_the_probes_children_to_start():
-    """A probe's child starts before the caller's own work takes the interpreter (run_probes' `meanwhile`); a probe
-    that starts none holds that work back at most LAUNCH_WAIT_S."""
+    """A probe's child starts before the caller's own work takes the interpreter (run_probes' `meanwhile`), the
+    longest first; a probe that works in this process holds nothing back, and one whose child never comes holds
+    the caller's work back at most LAUNCH_WAIT_S."""
     from gpudoctor.probes import LAUNCH_WAIT_S, Probe, ProbeContext, run_probes
 
     def child_after_a_while(ctx):
@@ -141,19 +142,29 @@ def test_the_callers_work_waits_for_the_probes_children_to_start():
         command.run_command(["sleep", "0.3"], ctx.timeout)
         return {"a": {}}
 
-    def no_child(ctx):
-        time.sleep(0.4)
+    def long_pole(ctx):
+        command.run_command(["sleep", "0.31"], ctx.timeout)
         return {"b": {}}
+
+    def in_process(ctx):
+        time.sleep(0.4)
+        return {"c": {}}
 
     seen = {}
 
     def meanwhile():
-        seen["children"] = [process.args[0] for process in command._started.values()]
+        seen["children"] = [process.args[1] for process in command._started.values()]
         seen["after"] = time.monotonic() - began
 
+    probes = [Probe("a", child_after_a_while, starts_child=True), Probe("c", in_process),
+              Probe("b", long_pole, starts_child=True, long_pole=True)]
     began = time.monotonic()
-    facts, results = run_probes([Probe("a", child_after_a_while), Probe("b", no_child)], ProbeContext(timeout=10),
-                                meanwhile)
-    assert seen["children"] == ["sleep"]
-    assert 0.05 <= seen["after"] < LAUNCH_WAIT_S + 0.2
-    assert [result.status for result in results] == ["ok", "ok"] and set(facts) == {"a", "b"}
+    facts, results = run_probes(probes, ProbeContext(timeout=10), meanwhile)
+    assert seen["children"] == ["0.31", "0.3"]
+    assert 0.05 <= seen["after"] < 0.3
+    assert [result.name for result in results] == ["a", "c", "b"] and all(r.status == "ok" for r in results)
+
+    seen.clear()
+    began = time.monotonic()
+    run_probes([Probe("late", in_process, starts_child=True)], ProbeContext(timeout=10), meanwhile)
+    assert LAUNCH_WAIT_S <= seen["after"] < 0.35 and seen["children"] == []

@@ -34,6 +34,8 @@ class ProbeContext:
 class Probe:
     name: str  # the schema's groups name the probe that gathers them (rules/facts.toml)
     run: Callable[[ProbeContext], dict]
+    starts_child: bool = False  # it runs a child process: started before the probes that work in this process
+    long_pole: bool = False  # its child takes longest (it imports the job's torch): started first of all
 
 
 # Every probe, by name, and the module of gpudoctor.probes whose PROBE it is.
@@ -56,7 +58,6 @@ def probes_for(groups: Iterable[str]) -> List[Probe]:
 
 
 LAUNCH_WAIT_S = 0.1  # at most this long the caller's own work waits for the probes to start their children
-LAUNCH_SWITCH_S = 0.0002  # how long a thread holds the interpreter lock while the probes start (Python's: 5 ms)
 
 
 def run_probes(probes: Iterable[Probe], ctx: ProbeContext,
@@ -69,7 +70,7 @@ def run_probes(probes: Iterable[Probe], ctx: ProbeContext,
     lock = threading.Lock()
     done = threading.Event()
 
-    launched = {probe.name: threading.Event() for probe in probes}  # its first child started, or it ended
+    launched = {probe.name: threading.Event() for probe in probes}  # its first child has started, or it has ended
 
     def work(probe: Probe) -> None:
         start = time.monotonic()
@@ -87,19 +88,15 @@ def run_probes(probes: Iterable[Probe], ctx: ProbeContext,
                 done.set()
 
     started = time.monotonic()
-    # The children first. Each step of a probe up to its child's start (a thread started, a file looked up, a pipe
-    # opened) waits for the interpreter lock, which a busy thread hands over every 5 ms by default: handed over
-    # every LAUNCH_SWITCH_S, and the caller's own work waiting for the launches, the children start at once.
-    switch = sys.getswitchinterval()
-    sys.setswitchinterval(LAUNCH_SWITCH_S)
-    try:
-        for probe in probes:
-            threading.Thread(target=work, args=(probe,), name=f"probe-{probe.name}", daemon=True).start()
-        deadline = time.monotonic() + LAUNCH_WAIT_S
-        for event in launched.values() if meanwhile else ():
-            event.wait(max(0.0, deadline - time.monotonic()))
-    finally:
-        sys.setswitchinterval(switch)
+    # The children first, the longest first: a probe that starts a child is started once the one before it has
+    # started its own (or ended), within LAUNCH_WAIT_S for them all; then the probes that work in this process, and
+    # the caller's own work. Each step of a probe up to its child's start (a file looked up, a pipe opened) waits
+    # for the interpreter lock, which busy threads would hold, and its child would start tens of ms late.
+    deadline = time.monotonic() + LAUNCH_WAIT_S
+    for probe in sorted(probes, key=lambda probe: (not probe.starts_child, not probe.long_pole)):
+        threading.Thread(target=work, args=(probe,), name=f"probe-{probe.name}", daemon=True).start()
+        if probe.starts_child:
+            launched[probe.name].wait(max(0.0, deadline - time.monotonic()))
     if meanwhile:
         meanwhile()
     if probes:

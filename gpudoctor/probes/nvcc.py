@@ -79,4 +79,4 @@ def _realpaths(facts: dict) -> dict:
     return {path: os.path.realpath(path) for path in paths if path}
 
 
-PROBE = Probe("nvcc", probe_nvcc)
+PROBE = Probe("nvcc", probe_nvcc, starts_child=True)

@@ -94,4 +94,4 @@ def read_gpus(timeout: float) -> list:
     return named(json.loads(done.stdout)).get("gpus") or [] if done.returncode == 0 else []
 
 
-PROBE = Probe("nvml", probe_nvml)
+PROBE = Probe("nvml", probe_nvml, starts_child=True)

@@ -9,7 +9,6 @@ by the order NVML enumerates them (`_sort_gpu_by_links_order`: "the order they e
 from __future__ import annotations
 
 import re
-import socket
 from pathlib import Path
 from typing import List
 
@@ -73,6 +72,8 @@ def probe_slurm(ctx: ProbeContext) -> dict:
     """The `slurm` group: only under Slurm (a job, a step or a Prolog with GPU IDs); {} elsewhere."""
     if not (ctx.environ.get("SLURM_JOB_GPUS") or ctx.environ.get("SLURM_STEP_GPUS")):
         return {}
+    import socket  # here: only under Slurm
+
     path = gres_conf_path(ctx.environ)
     node = ctx.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
     try:

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import os
-import platform
-import socket
 import sys
 from pathlib import Path
 from typing import Optional
 
-from gpudoctor.probes import Probe, ProbeContext, libaio
+from gpudoctor.probes import Probe, ProbeContext
 
 IB_ROOT = Path("/sys/class/infiniband")
 
@@ -43,6 +41,8 @@ def _shm_bytes() -> Optional[int]:
 
 
 def _interfaces() -> list:
+    import socket
+
     import psutil
 
     stats = psutil.net_if_stats()
@@ -86,7 +86,13 @@ def _in_container() -> bool:
 
 
 def probe_system(ctx: ProbeContext) -> dict:
-    import psutil  # here, in the probe's own thread: its import (~10 ms) never holds up the start of the others
+    # imported here, in the probe's own thread, after the other probes' children have started (psutil ~10 ms)
+    import platform
+    import socket
+
+    import psutil
+
+    from gpudoctor.probes import libaio
 
     memory = psutil.virtual_memory()
     uname = platform.uname()

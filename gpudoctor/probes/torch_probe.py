@@ -30,4 +30,4 @@ def probe_torch(ctx: ProbeContext) -> dict:
     return {"torch": facts}
 
 
-PROBE = Probe("torch", probe_torch)
+PROBE = Probe("torch", probe_torch, starts_child=True, long_pole=True)
