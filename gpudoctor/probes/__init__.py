@@ -17,7 +17,7 @@ from typing import Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from gpudoctor.model import ProbeResult
 from gpudoctor.probes.command import CommandTimeout, announce_launch
-from gpudoctor.waiting import patiently
+from gpudoctor.waiting import joined, patiently
 
 
 @dataclass(frozen=True)
@@ -63,8 +63,8 @@ LAUNCH_WAIT_S = 0.1  # at most this long the caller's own work waits for the pro
 def run_probes(probes: Iterable[Probe], ctx: ProbeContext,
                meanwhile: Optional[Callable[[], None]] = None) -> Tuple[dict, List[ProbeResult]]:
     """Run probes concurrently; return the merged facts and one result per probe, within ctx.timeout (+1 s).
-    `meanwhile`: the caller's own work, done in this thread once the probes have started (their children run on
-    other cores while it does)."""
+    `meanwhile`: the caller's own work, done once the probes have started their children (which run on other cores
+    while it does), and waited for."""
     probes = list(probes)
     outcomes: Dict[str, tuple] = {}
     lock = threading.Lock()
@@ -97,10 +97,13 @@ def run_probes(probes: Iterable[Probe], ctx: ProbeContext,
         threading.Thread(target=work, args=(probe,), name=f"probe-{probe.name}", daemon=True).start()
         if probe.starts_child:
             launched[probe.name].wait(max(0.0, deadline - time.monotonic()))
-    if meanwhile:
-        meanwhile()
+    helper = threading.Thread(target=meanwhile, name="meanwhile", daemon=True) if meanwhile else None
+    if helper:  # in a thread of its own: Ctrl-C lands in this thread's waits, never inside an import of its work
+        helper.start()
     if probes:
         patiently(done.wait, ctx.timeout + 1.0)
+    if helper:
+        patiently(lambda seconds: joined(helper, seconds), ctx.timeout + 1.0)
 
     facts: dict = {}
     results: List[ProbeResult] = []
