@@ -41,6 +41,7 @@ def test_the_command_named_is_the_first_word_that_is_not_an_option():
     assert named_command(["--debug", "check", "--select", "fix"]) == "check"
     assert named_command(["explain", "GD101"]) == "explain"
     assert named_command(["chek"]) is None and named_command(["--version"]) is None and named_command([]) is None
+    assert named_command(["--help", "check"]) is None and named_command(["check", "--help"]) == "check"
 
 
 # The modules a live `check` must not import before its probes start (they load while the probes' children run),

@@ -82,9 +82,14 @@ def build_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
 
 
 def named_command(argv: List[str]) -> Optional[str]:
-    """The command a command line names (its first word that is not an option), if it is one of COMMANDS."""
-    word = next((arg for arg in argv if not arg.startswith("-")), None)
-    return word if word in COMMANDS else None
+    """The command a command line names (its first word that is not an option), if it is one of COMMANDS and no
+    `--help` before it asks for the help of every command."""
+    for arg in argv:
+        if arg in ("-h", "--help"):
+            return None
+        if not arg.startswith("-"):
+            return arg if arg in COMMANDS else None
+    return None
 
 
 def main(argv: Optional[List[str]] = None) -> int:
