@@ -5,11 +5,9 @@ from __future__ import annotations
 from typing import Dict, List, Optional, Tuple
 
 from gpudoctor.checks import check
-from gpudoctor.estimate import HEADROOM_WARNING, estimate, from_facts, setup_from_facts
 from gpudoctor.facts.devices import job_gpus
 from gpudoctor.knowledge import gpu_memory_bytes
 from gpudoctor.model import Severity
-from gpudoctor.remedies import remedies, summary
 from gpudoctor.units import gib
 
 
@@ -21,6 +19,9 @@ def _params_text(params: int) -> str:
 def gpu_memory_insufficient(facts, rule):
     if facts.get("model", None) is None:
         return  # no --model: nothing to estimate
+    from gpudoctor.estimate import HEADROOM_WARNING, estimate, setup_from_facts  # here: a run without --model
+    from gpudoctor.remedies import remedies, summary  # never needs them (start-up time of every check)
+
     job = job_gpus(facts)
     gpus = job.devices
     setup = setup_from_facts(facts, job.count())
@@ -58,6 +59,8 @@ def gpu_memory_insufficient(facts, rule):
 def host_memory_insufficient(facts, rule):
     if facts.get("model", None) is None:
         return
+    from gpudoctor.estimate import from_facts  # here: as in GD501
+
     est = from_facts(facts, job_gpus(facts).count())
     if est is None or not est.offload:
         return

@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Dict, Optional, Tuple
 
 from gpudoctor.checks import check
-from gpudoctor.estimate import from_facts
 from gpudoctor.facts.devices import job_gpus
 from gpudoctor.facts.log_evidence import cited, log_count, log_events
 from gpudoctor.knowledge import table
@@ -75,7 +74,11 @@ _TERM_NAMES = {"weights": "the weights", "gradients": "the gradients", "optimize
 
 def _estimate_terms(facts, event: dict) -> Optional[Tuple[str, str, dict]]:
     """With `--model`: (what the estimate says beside torch's sizes, the fix case, its values); None without."""
-    est = from_facts(facts, job_gpus(facts).count()) if facts.get("model", None) is not None else None
+    if facts.get("model", None) is None:
+        return None
+    from gpudoctor.estimate import from_facts  # here: a run without --model never needs it (start-up time)
+
+    est = from_facts(facts, job_gpus(facts).count())
     if est is None:
         return None
     terms = {name: value for name, value in est.breakdown().items() if name in _TERM_NAMES and value is not None}

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import glob
 import os
-import platform
 import shlex
 from typing import Dict, List, Mapping, Optional
 
@@ -59,7 +58,7 @@ def _ld_so_conf(path: str = LD_SO_CONF, depth: int = 0) -> List[str]:
 
 
 def library_dirs(environ: Mapping[str, str]) -> List[str]:
-    machine = platform.machine() or "x86_64"
+    machine = (os.uname().machine if hasattr(os, "uname") else "") or "x86_64"
     multiarch = [f"/usr/lib/{machine}-linux-gnu", f"/lib/{machine}-linux-gnu"]
     dirs = []
     for name in ("LD_LIBRARY_PATH", "LIBRARY_PATH"):
@@ -93,12 +92,21 @@ def _unique(dirs: List[str]) -> List[str]:
     return result
 
 
+def _libaio_names(folder: str) -> List[str]:
+    """The names in `folder` that `libaio.so*` matches, sorted: one listing, compared as strings (glob would match
+    each of a lib folder's thousands of names against a regular expression)."""
+    try:
+        return sorted(name for name in os.listdir(folder) if name.startswith("libaio.so"))
+    except OSError:  # missing, not a folder, unreadable: glob finds nothing there either
+        return []
+
+
 def find(environ: Mapping[str, str]) -> Dict[str, Optional[str]]:
     """{"library": runtime .so or None, "dev_library": libaio.so or None, "header": libaio.h or None}."""
     runtime = dev = None
     for folder in library_dirs(environ):
-        for path in sorted(glob.glob(os.path.join(glob.escape(folder), "libaio.so*"))):
-            name = os.path.basename(path)
+        for name in _libaio_names(folder):
+            path = os.path.join(folder, name)
             if name == "libaio.so":
                 dev = dev or path
             else:

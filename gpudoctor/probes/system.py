@@ -85,9 +85,23 @@ def _in_container() -> bool:
     return any(word in cgroup for word in ("docker", "kubepods", "containerd", "lxc"))
 
 
+def _os_and_arch() -> tuple:
+    """("Linux 6.8.0-45-generic", "x86_64"): from os.uname, which platform.uname reads too, without importing
+    platform (its regexes cost every run ~4 ms); platform's own answer on macOS (the macOS version, not Darwin's)
+    and where there is no os.uname (Windows)."""
+    if hasattr(os, "uname") and sys.platform != "darwin":
+        uname = os.uname()
+        return f"{uname.sysname} {uname.release}".strip(), uname.machine
+    import platform
+
+    system, release, machine = platform.system(), platform.release(), platform.machine()
+    if system == "Darwin":
+        system, release = "macOS", platform.mac_ver()[0]
+    return f"{system} {release}".strip(), machine
+
+
 def probe_system(ctx: ProbeContext) -> dict:
     # imported here, in the probe's own thread, after the other probes' children have started (psutil ~10 ms)
-    import platform
     import socket
 
     import psutil
@@ -95,16 +109,14 @@ def probe_system(ctx: ProbeContext) -> dict:
     from gpudoctor.probes import libaio
 
     memory = psutil.virtual_memory()
-    uname = platform.uname()
-    os_name = {"Darwin": "macOS"}.get(uname.system, uname.system)
-    os_release = platform.mac_ver()[0] if uname.system == "Darwin" else uname.release
+    os_name, arch = _os_and_arch()
     return {
         "host": {
             "hostname": socket.gethostname(),
-            "os": f"{os_name} {os_release}".strip(),
+            "os": os_name,
             "distro": _distro(),
-            "arch": uname.machine,
-            "python": platform.python_version(),
+            "arch": arch,
+            "python": sys.version.split()[0],  # platform.python_version(): the version sys.version starts with
             "python_executable": sys.executable,
             "cpu_count": os.cpu_count(),
             "ram_total_bytes": int(memory.total),

@@ -4,10 +4,8 @@ Run by the job's interpreter (`gpudoctor check --python PATH`), which may be old
 keep this file standalone and Python 3.6 compatible (no walrus, no `from __future__ import annotations`).
 """
 import json
-import platform
 import shutil
 import sys
-import traceback
 import warnings
 
 
@@ -231,7 +229,8 @@ def _cuda_wheels():
 
 
 def _base_facts():
-    return {"python": sys.executable, "python_version": platform.python_version(),
+    # platform.python_version() is the version sys.version starts with (platform's import costs every run ~3 ms)
+    return {"python": sys.executable, "python_version": sys.version.split()[0],
             "deepspeed": _deepspeed(), "ninja": shutil.which("ninja"), "cuda_wheels": _cuda_wheels()}
 
 
@@ -258,6 +257,12 @@ def collect_quick():
     return collect()  # an unusual layout: ask torch itself
 
 
+def _traceback():
+    """The last 2,000 characters of the exception being handled (traceback imported only then: start-up time)."""
+    import traceback
+    return traceback.format_exc()[-2000:]
+
+
 def collect():
     facts = _base_facts()
     with warnings.catch_warnings(record=True) as caught:
@@ -268,12 +273,10 @@ def collect():
             if getattr(exc, "name", None) == "torch":
                 facts.update(status="missing", error=str(exc))
                 return facts
-            facts.update(status="broken", error="%s: %s" % (type(exc).__name__, exc),
-                         traceback=traceback.format_exc()[-2000:])
+            facts.update(status="broken", error="%s: %s" % (type(exc).__name__, exc), traceback=_traceback())
             return facts
         except Exception as exc:  # noqa: BLE001 - a broken torch is exactly what we report
-            facts.update(status="broken", error="%s: %s" % (type(exc).__name__, exc),
-                         traceback=traceback.format_exc()[-2000:])
+            facts.update(status="broken", error="%s: %s" % (type(exc).__name__, exc), traceback=_traceback())
             return facts
         facts.update(status="ok", error=None, version=torch.__version__,
                      cuda=getattr(torch.version, "cuda", None), hip=getattr(torch.version, "hip", None))
