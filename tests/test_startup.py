@@ -125,6 +125,25 @@ def test_the_program_runs_the_exit_handlers_it_was_given():
     assert done.returncode == 0 and done.stdout.rstrip().endswith("handler ran")
 
 
+def test_the_program_alone_lets_the_garbage_collector_wait():
+    """The program (the console script, `python -m`) raises the collector's threshold while everything it loads is
+    made; a caller that imports gpudoctor keeps its own, and a bench worker's re-import of __main__ runs nothing."""
+    done = _python("""
+        import gc
+        import gpudoctor.__main__, gpudoctor.cli
+        print(gc.get_threshold()[0], "gpudoctor.cli" in __import__("sys").modules)
+        gpudoctor.cli.main = lambda: print(gc.get_threshold()[0]) or 0
+        raise SystemExit(gpudoctor.__main__.program())
+        """)
+    assert done.returncode == 0 and done.stdout.split() == ["700", "True", "50000"], done.stderr
+    reimported = _python("""
+        import gc, sys, runpy
+        runpy.run_module("gpudoctor.__main__", run_name="__mp_main__")
+        print(gc.get_threshold()[0], "gpudoctor.cli" in sys.modules)
+        """)
+    assert reimported.stdout.split() == ["700", "False"], reimported.stderr
+
+
 def test_the_program_leaving_at_once_writes_all_its_output():
     snapshot = FIXTURES / "machines" / "h100x8-healthy.json"
     done = subprocess.run([sys.executable, "-m", "gpudoctor", "check", "--snapshot", str(snapshot), "--format",
