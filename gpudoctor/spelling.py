@@ -2,6 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Iterable, List
+
+
+def closest(word: str, candidates: Iterable[str], cutoff: float) -> List[str]:
+    """The candidate most like `word` by difflib's ratio, at least `cutoff`, as a list of one, or []. difflib is
+    imported on the first call: most runs have no near miss to name (start-up time)."""
+    import difflib
+
+    return difflib.get_close_matches(word, candidates, n=1, cutoff=cutoff)
+
 
 def one_slip(word: str, target: str) -> bool:
     """`word` is one slip from `target` (Damerau distance 1), and not `target` itself."""

@@ -49,7 +49,7 @@ def test_the_command_named_is_the_first_word_that_is_not_an_option():
 # memory estimate without --model, platform's regexes on Linux.
 JUDGING = ("gpudoctor.engine", "gpudoctor.verdict", "gpudoctor.checks.memory", "gpudoctor.render.json_report")
 NEVER = ("gpudoctor.cli.bench", "gpudoctor.cli.preflight", "gpudoctor.cli.lint", "gpudoctor.fleet", "tomllib",
-         "_hashlib", "statistics", "traceback", "gpudoctor.estimate", "gpudoctor.remedies", "platform")
+         "_hashlib", "statistics", "traceback", "gpudoctor.estimate", "gpudoctor.remedies", "platform", "difflib")
 
 
 def test_a_live_check_starts_its_probes_before_it_loads_what_judges(tmp_path):

@@ -8,7 +8,6 @@ rules/deepspeed_config.toml (the keys DeepSpeed knows, generated from DeepSpeed 
 
 from __future__ import annotations
 
-import difflib
 import json
 import posixpath
 from typing import Any, Dict, Iterator, List, Optional, Tuple
@@ -21,6 +20,7 @@ from gpudoctor.facts.log_evidence import cited, log_events
 from gpudoctor.knowledge import Release, major_minor, table, version
 from gpudoctor.model import EnvChange, Location, Severity
 from gpudoctor.redact import cut
+from gpudoctor.spelling import closest
 
 AUTO = "auto"
 MAX_LISTED = 6
@@ -717,7 +717,7 @@ class _KeyTable:
             fix=self.rule.fix(case="removed_key", values={"key": key, "since": since}))
 
     def unknown_key(self, full: str, key: str, section_path: str, strict: bool, known):
-        close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+        close = closest(key, known, 0.6)
         lead = f"unknown key \"{key}\" " + (f"in \"{section_path}\"" if section_path else "at the top level")
         home = [path for path, (_, keys) in self.sections.items() if key in keys and path != section_path
                 and _related(path, section_path)]

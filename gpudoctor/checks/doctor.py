@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import difflib
-
 from gpudoctor.checks import check
 from gpudoctor.model import Location, Severity
+from gpudoctor.spelling import closest
 
 
 def _probe_findings(facts, rule, status: str, fix):
@@ -61,7 +60,7 @@ def unknown_suppression(facts, rule):
                 if code == "*" or code in known:
                     continue
                 where = Location(script.get("path", "?"), int(line) if str(line).isdigit() else None)
-                close = difflib.get_close_matches(str(code), sorted(known), n=1, cutoff=0.6)
+                close = closest(str(code), sorted(known), 0.6)
                 hint = f" (did you mean {close[0]}?)" if close else ""
                 yield rule.finding(
                     f"`# gpudoctor: ignore[{code}]` names no gpudoctor rule{hint}; it suppresses nothing.",

@@ -14,7 +14,6 @@ torch 2.2) fire at full severity only when the version in use is known, or when 
 
 from __future__ import annotations
 
-import difflib
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -42,7 +41,7 @@ from gpudoctor.facts.nccl_settings import (
 from gpudoctor.facts.nccl_values import Problem, c_strtoll, value_problems
 from gpudoctor.knowledge import Release, version
 from gpudoctor.model import EnvChange, Severity
-from gpudoctor.spelling import one_slip
+from gpudoctor.spelling import closest, one_slip
 
 # --- GD401 nccl-unknown-variable ---------------------------------------------------------------------------
 
@@ -101,7 +100,7 @@ def nccl_unknown_variable(facts, rule):
             findings.append(_invented(rule, setting, shown, invented[name], env))
             continue
         family = _family(names, "TORCH_NCCL_" if name.startswith("TORCH_NCCL_") else "NCCL_")
-        close = difflib.get_close_matches(name, family, n=1, cutoff=0.8) if suggestions_left > 0 else []
+        close = closest(name, family, 0.8) if suggestions_left > 0 else []
         suggestions_left -= 1
         findings.append(_unknown(rule, setting, shown, close[0] if close else None, env))
     return unique_findings(findings)

@@ -4,12 +4,12 @@ them). argparse stops every rank at once on an option it does not know, or a req
 
 from __future__ import annotations
 
-import difflib
 import re
 from typing import List, Optional
 
 from gpudoctor.checks import check
 from gpudoctor.facts.jobs import job_label, jobs_with_scripts, where
+from gpudoctor.spelling import closest
 
 NUMBER = re.compile(r"^-\d+(\.\d*)?([eE][-+]?\d+)?$|^-\.\d+")
 
@@ -43,7 +43,7 @@ def missing(args: List[str], command_line: dict) -> List[str]:
 
 
 def _nearest(name: str, options: List[str]) -> Optional[str]:
-    close = difflib.get_close_matches(name, [o for o in options if o.startswith("--")], n=1, cutoff=0.75)
+    close = closest(name, [o for o in options if o.startswith("--")], 0.75)
     return close[0] if close else None
 
 

@@ -5,13 +5,12 @@ runs FP8."""
 
 from __future__ import annotations
 
-import difflib
-
 from gpudoctor.checks import check
 from gpudoctor.facts.jobs import jobs, one_gpu_only
 from gpudoctor.facts.nccl_settings import settings
 from gpudoctor.knowledge import table
 from gpudoctor.model import EnvChange, Severity
+from gpudoctor.spelling import closest
 
 SM_MARGINS = ("NVTE_FWD_LAYERNORM_SM_MARGIN", "NVTE_BWD_LAYERNORM_SM_MARGIN", "NVTE_INF_LAYERNORM_SM_MARGIN")
 
@@ -45,7 +44,7 @@ def transformer_engine_env(facts, rule):
                 "earlier releases): with a newer TE it does nothing", severity=Severity.INFO,
                 location=setting.location, evidence=setting.evidence(removed=removed[name]), fix=unset)
         elif name not in known and not any(name.startswith(k) for k in known if k.endswith("_")):
-            close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.8)
+            close = closest(name, sorted(known), 0.8)
             hint = f"; did you mean {close[0]}?" if close else ""
             fix = rule.fix(case="rename", values={"variable": name, "replacement": close[0]},
                            env=EnvChange(set={close[0]: setting.value or ""}, unset=(name,))) \
