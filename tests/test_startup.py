@@ -46,10 +46,12 @@ def test_the_command_named_is_the_first_word_that_is_not_an_option():
 
 # The modules a live `check` must not import before its probes start (they load while the probes' children run),
 # and those it never needs: another command, the TOML parser where the parse cache answers, OpenSSL's hashes, the
-# memory estimate without --model, platform's regexes on Linux.
+# memory estimate without --model, and on Linux platform's regexes and psutil (what the host probe reads with it is
+# read directly).
 JUDGING = ("gpudoctor.engine", "gpudoctor.verdict", "gpudoctor.checks.memory", "gpudoctor.render.json_report")
 NEVER = ("gpudoctor.cli.bench", "gpudoctor.cli.preflight", "gpudoctor.cli.lint", "gpudoctor.fleet", "tomllib",
-         "_hashlib", "statistics", "traceback", "gpudoctor.estimate", "gpudoctor.remedies", "platform", "difflib")
+         "_hashlib", "statistics", "traceback", "gpudoctor.estimate", "gpudoctor.remedies", "platform", "difflib",
+         "psutil")
 
 
 def test_a_live_check_starts_its_probes_before_it_loads_what_judges(tmp_path):

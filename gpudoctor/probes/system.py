@@ -40,19 +40,6 @@ def _shm_bytes() -> Optional[int]:
     return stats.f_frsize * stats.f_blocks
 
 
-def _interfaces() -> list:
-    import socket
-
-    import psutil
-
-    stats = psutil.net_if_stats()
-    result = []
-    for name, addresses in sorted(psutil.net_if_addrs().items()):
-        inet = [a.address for a in addresses if a.family in (socket.AF_INET, socket.AF_INET6)]
-        result.append({"name": name, "up": bool(stats[name].isup) if name in stats else None, "addresses": inet})
-    return result
-
-
 def _read(path: Path) -> Optional[str]:
     try:
         return path.read_text().strip()
@@ -101,30 +88,25 @@ def _os_and_arch() -> tuple:
 
 
 def probe_system(ctx: ProbeContext) -> dict:
-    # imported here, in the probe's own thread, after the other probes' children have started (psutil ~10 ms)
-    import socket
+    from gpudoctor.probes import host_memory_net, libaio  # here: in the probe's own thread
 
-    import psutil
-
-    from gpudoctor.probes import libaio
-
-    memory = psutil.virtual_memory()
+    ram_total, ram_available = host_memory_net.memory()
     os_name, arch = _os_and_arch()
     return {
         "host": {
-            "hostname": socket.gethostname(),
+            "hostname": host_memory_net.hostname(),
             "os": os_name,
             "distro": _distro(),
             "arch": arch,
             "python": sys.version.split()[0],  # platform.python_version(): the version sys.version starts with
             "python_executable": sys.executable,
             "cpu_count": os.cpu_count(),
-            "ram_total_bytes": int(memory.total),
-            "ram_available_bytes": int(memory.available),
+            "ram_total_bytes": ram_total,
+            "ram_available_bytes": ram_available,
             "shm_bytes": _shm_bytes(),
             "ulimit_memlock": _limit("RLIMIT_MEMLOCK"),
             "ulimit_nofile": _limit("RLIMIT_NOFILE"),
-            "interfaces": _interfaces(),
+            "interfaces": host_memory_net.interfaces(),
             "ib_devices": ib_devices(),
             "in_container": _in_container(),
             "libaio": libaio.find(ctx.environ),
