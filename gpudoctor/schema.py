@@ -52,12 +52,6 @@ def groups() -> Dict[str, Group]:
             for name, table in data.items()}
 
 
-def probe_of(group: str) -> Optional[str]:
-    """The live probe that gathers the group (None: no probe does)."""
-    known = groups().get(group)
-    return known.probe if known else None
-
-
 def lint_groups() -> frozenset:
     """Groups job files alone fill completely: a site-policy rule reading only these runs under `lint` too."""
     return frozenset(name for name, group in groups().items() if group.lint)
