@@ -302,6 +302,19 @@ def test_without_a_driver_the_child_answers_as_nvidia_ml_py_does_without_importi
     assert done.stdout.split() == ["unavailable", "False"], done.stderr
 
 
+@pytest.mark.skipif(_loads("libnvidia-ml.so.1") or os.path.exists("/proc/driver/nvidia/version"),
+                    reason="this machine has an NVIDIA driver: the probe starts its child")
+def test_without_a_driver_the_probe_starts_no_child(monkeypatch):
+    from gpudoctor.probes import ProbeContext, nvml
+
+    def no_child(*args, **kwargs):
+        raise AssertionError("a child was started on a machine without a driver")
+
+    monkeypatch.setattr(nvml, "run_command", no_child)
+    facts = nvml.probe_nvml(ProbeContext(timeout=30))["nvml"]
+    assert facts["status"] == "unavailable" and facts["error_kind"] == "library_not_found" and facts["gpus"] == []
+
+
 def test_probe_writes_only_declared_facts(node, collect):
     """Every key the probe writes on the simulated nodes is in the fact schema (rules/facts.toml)."""
     from gpudoctor import schema

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -74,7 +75,24 @@ def hung(stderr: str, seconds: float) -> dict:
     return facts
 
 
+def _library_path_as_started() -> bool:
+    """Whether LD_LIBRARY_PATH is what this process started with (/proc/self/environ): the dynamic linker read it
+    then, so a library that does not load here would not load in a child either. A caller that changed it since (a
+    test, a library user) gets the child."""
+    try:
+        with open("/proc/self/environ", "rb") as handle:
+            started = dict(item.partition(b"=")[::2] for item in handle.read().split(b"\0") if item)
+    except OSError:
+        return False
+    return started.get(b"LD_LIBRARY_PATH") == os.environb.get(b"LD_LIBRARY_PATH")
+
+
 def probe_nvml(ctx: ProbeContext) -> dict:
+    from gpudoctor.probes import nvml_child  # the standalone child's own test for a machine without the driver
+
+    absent = nvml_child.without_driver() if _library_path_as_started() else None
+    if absent is not None:  # no driver to wedge: answered here, without a child (~20 ms of CPU on a CPU node)
+        return {"nvml": absent}
     try:
         result = run_command(child_argv(), ctx.timeout)
     except CommandTimeout as exc:

@@ -474,12 +474,26 @@ def _no_driver(facts: dict, seconds: float) -> dict:
     return facts
 
 
-def collect(nvml=None, module_path: str = "/proc/driver/nvidia/version") -> dict:
-    """All NVML facts as the `nvml` fact group; NVML failures become facts, never exceptions."""
+MODULE_PATH = "/proc/driver/nvidia/version"
+
+
+def without_driver(module_path: str = MODULE_PATH):
+    """The facts of a machine without the NVIDIA driver (no kernel module; libnvidia-ml.so.1 does not load where
+    nvidia-ml-py's pynvml would load it), as its nvmlInit would answer, or None where there may be a driver. Nothing
+    here talks to a driver: the probe asks it in gpudoctor's own process and starts no child on such a machine."""
     facts = {"kernel_module": kernel_module_version(module_path)}
-    failed_load = _failed_load() if nvml is None and facts["kernel_module"] is None else None
-    if failed_load is not None:
-        return _no_driver(facts, failed_load)
+    if facts["kernel_module"] is not None:
+        return None
+    seconds = _failed_load()
+    return None if seconds is None else _no_driver(facts, seconds)
+
+
+def collect(nvml=None, module_path: str = MODULE_PATH) -> dict:
+    """All NVML facts as the `nvml` fact group; NVML failures become facts, never exceptions."""
+    absent = without_driver(module_path) if nvml is None else None
+    if absent is not None:
+        return absent
+    facts = {"kernel_module": kernel_module_version(module_path)}
     if nvml is None:
         try:
             import pynvml
