@@ -55,6 +55,8 @@ def meta(key: str) -> str:
 
 @dataclass(frozen=True)
 class Setting:
+    """One variable the job gets: its name, its value, where it is set and how (`record`)."""
+
     name: str
     value: Optional[str]  # None: not a literal (verbatim text in record["value"])
     location: Optional[Location]

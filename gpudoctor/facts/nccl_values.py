@@ -31,6 +31,8 @@ def c_strtoll(text: str) -> Tuple[Optional[int], bool]:
 
 @dataclass
 class Problem:
+    """What is wrong with a value, and the value that fixes it where one follows."""
+
     message: str
     fixed: Optional[str] = None  # a corrected value, when one follows from the mistake
     since: Optional[str] = None  # version-dependent: the problem exists from this NCCL release on

@@ -64,6 +64,8 @@ def waited(entry: Dict[str, Any]) -> Optional[Dict[str, Any]]:
 
 @dataclass
 class Postmortem:
+    """A run's ranks sorted by how each ended: failed, waiting for another, silent; who failed first."""
+
     ranks: List[Dict[str, Any]]
     failed: List[Dict[str, Any]] = field(default_factory=list)      # ranks with an error of their own
     waiting: List[Dict[str, Any]] = field(default_factory=list)     # ranks whose first error was about another

@@ -32,6 +32,8 @@ class ProbeContext:
 
 @dataclass(frozen=True)
 class Probe:
+    """One probe: its name, its function, and how it is started (run_probes)."""
+
     name: str  # the schema's groups name the probe that gathers them (rules/facts.toml)
     run: Callable[[ProbeContext], dict]
     starts_child: bool = False  # it runs a child process: started before the probes that work in this process

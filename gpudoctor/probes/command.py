@@ -47,6 +47,8 @@ class CommandTimeout(TimeoutError):
 
 @dataclass(frozen=True)
 class CommandResult:
+    """What a command printed and how it ended."""
+
     returncode: int
     stdout: str
     stderr: str
