@@ -17,6 +17,7 @@ Every query goes through `_optional`. NVML's return codes (nvml.h, nvmlReturn_t)
 from __future__ import annotations
 
 import ctypes
+import gc
 import json
 import os
 import re
@@ -543,6 +544,7 @@ def collect(nvml=None, module_path: str = MODULE_PATH) -> dict:
 
 def main(paths: list) -> None:
     """Print the facts; `paths`: the entry that found pynvml in the parent (probes/nvml.py), ahead of the rest."""
+    gc.disable()  # a process that reads and leaves: nothing it makes needs collecting before it exits (start-up time)
     sys.path[:0] = paths
     PROGRESS["on"] = True
     json.dump(collect(), sys.stdout)
