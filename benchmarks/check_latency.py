@@ -36,6 +36,7 @@ COMMANDS = {
     "check --quick": GPUDOCTOR + ["check", "--quick", "--format", "json"],
     "check": GPUDOCTOR + ["check", "--format", "json"],
 }
+DRIVER = "/proc/driver/nvidia/version"  # the kernel module's file: whether this machine has an NVIDIA driver
 DROPPED = ("PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED")  # set in the shells that develop gpudoctor, not on a node
 # name: (peer, target ratio)
 TARGETS = {
@@ -79,13 +80,18 @@ def main() -> None:
     medians = measure(args.python, args.runs)
     print(f"median of {args.runs} runs, round-robin, same machine, same interpreter ({args.python}); "
           f"load average {load} before the runs; wall clock, then CPU (user + system) in brackets")
+    if os.path.exists(DRIVER):
+        print("NVIDIA driver loaded: the NVML probe reads it in a child process (and waits for the driver's init)")
+    else:
+        print("no NVIDIA driver: the NVML probe answers without a child process; on a GPU node it starts one "
+              "(nvidia-ml-py's import, ~25 ms of CPU, and the driver's init)")
     for name, (wall, cpu) in medians.items():
-        line = f"  {name:<14} {wall:6.2f} s [{cpu:5.2f} s]"
+        line = f"  {name:<14} {wall:6.3f} s [{cpu:6.3f} s]"
         if name in TARGETS:
             peer, target = TARGETS[name]
             ratio, cpu_ratio = wall / medians[peer][0], cpu / medians[peer][1]
             verdict = "met" if ratio <= target else "NOT met"
-            line += f"   {ratio:5.2f}x [{cpu_ratio:4.2f}x] {peer:<12}  target <= {target:.2f}x: {verdict}"
+            line += f"   {ratio:5.3f}x [{cpu_ratio:5.3f}x] {peer:<12}  target <= {target:.2f}x: {verdict}"
         print(line)
 
 
