@@ -11,6 +11,8 @@ are dropped for the runs). Prints the medians and each ratio against its peer, b
   TaskProlog     `fix --format slurm --quick --select GD4` (deploy/slurm/taskprolog.sh's)   vs `import torch`
   check --quick  versions read from files, torch not imported                               vs `import torch`
   check          the full check (imports the job's torch in a child)                        vs `collect_env`
+  Prolog, 8 GPUs the Prolog on a simulated 8-GPU node (tests/nvmlsim's driver, built with the C compiler):
+                 the NVML probe's child imports nvidia-ml-py and reads the GPUs, as on a GPU node      vs `import torch`
 
 `import torch` is the floor of anything that imports torch; `python -m torch.utils.collect_env` is what users
 paste today. Targets are goals, not CI gates: the run prints whether each is met (on the wall clock; the CPU ratio
@@ -25,7 +27,12 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
+from typing import Optional
+
+ROOT = Path(__file__).resolve().parents[1]
 
 GPUDOCTOR = ["-m", "gpudoctor"]
 COMMANDS = {
@@ -36,6 +43,7 @@ COMMANDS = {
     "check --quick": GPUDOCTOR + ["check", "--quick", "--format", "json"],
     "check": GPUDOCTOR + ["check", "--format", "json"],
 }
+SIMULATED = "Prolog, 8 GPUs"  # COMMANDS["Prolog"] where NVML is tests/nvmlsim's simulated driver
 DRIVER = "/proc/driver/nvidia/version"  # the kernel module's file: whether this machine has an NVIDIA driver
 DROPPED = ("PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED")  # set in the shells that develop gpudoctor, not on a node
 # name: (peer, target ratio)
@@ -44,7 +52,9 @@ TARGETS = {
     "TaskProlog": ("import torch", 0.15),
     "check --quick": ("import torch", 0.10),
     "check": ("collect_env", 0.8),
+    SIMULATED: ("import torch", 0.10),
 }
+GiB = 2**30
 
 
 def seconds(argv: list, env: dict) -> tuple:
@@ -57,15 +67,35 @@ def seconds(argv: list, env: dict) -> tuple:
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
+def simulated_node(folder: Path, env: dict) -> Optional[dict]:
+    """`env` where NVML is an 8-GPU H100 node's simulated driver (tests/nvmlsim); None without a C compiler."""
+    sys.path[:0] = [str(ROOT / "tests"), str(ROOT)]
+    import nvmlsim
+
+    gpus = [{"name": "NVIDIA H100 80GB HBM3", "uuid": f"GPU-{index:08x}-0000-4000-8000-000000000000", "cc": "9.0",
+             "pci_bus_id": f"00000000:{0x18 + index:02X}:00.0", "minor": index,
+             "memory": {"total": 80 * GiB, "reserved": GiB // 2, "used": 0}} for index in range(8)]
+    try:
+        return nvmlsim.node_env({"driver_version": "550.90.07", "cuda_version": 12040, "gpus": gpus}, folder, env)
+    except Exception as exc:  # noqa: BLE001 - no compiler: the row is left out, and said so
+        print(f"{SIMULATED}: left out ({type(exc).__name__}: {str(exc)[:200]})")
+        return None
+
+
 def measure(python: str, runs: int) -> dict:
     """(median wall, median CPU) seconds per command, runs taken round-robin after one warm-up round."""
     env = {key: value for key, value in os.environ.items() if key not in DROPPED}
-    times = {name: [] for name in COMMANDS}
-    for round_ in range(runs + 1):
-        for name, args in COMMANDS.items():
-            elapsed = seconds([python, *args], env)
-            if round_:
-                times[name].append(elapsed)
+    commands = {name: (args, env) for name, args in COMMANDS.items()}
+    with tempfile.TemporaryDirectory() as folder:
+        simulated = simulated_node(Path(folder), env)
+        if simulated:
+            commands[SIMULATED] = (COMMANDS["Prolog"], simulated)
+        times: dict = {name: [] for name in commands}
+        for round_ in range(runs + 1):
+            for name, (args, command_env) in commands.items():
+                elapsed = seconds([python, *args], command_env)
+                if round_:
+                    times[name].append(elapsed)
     return {name: (statistics.median(w for w, _ in values), statistics.median(c for _, c in values))
             for name, values in times.items()}
 

@@ -17,6 +17,7 @@ Every query goes through `_optional`. NVML's return codes (nvml.h, nvmlReturn_t)
 from __future__ import annotations
 
 import ctypes
+import functools
 import gc
 import json
 import os
@@ -71,12 +72,19 @@ def _text(value):
 def _error_kind(nvml, exc) -> str:
     """NVML's name for the return code, lowercase (`unknown`, `insufficient_power`, …); `other` for a code this
     nvidia-ml-py does not name (the parent names it from rules/nvml_errors.toml: probes/nvml.py)."""
-    value = getattr(exc, "value", None)
+    return _error_names(nvml).get(getattr(exc, "value", None), "other")
+
+
+@functools.cache
+def _error_names(nvml) -> dict:
+    """Each return code's name in this nvidia-ml-py, the first NVML_ERROR_ name of its value in dir() order: read
+    once (its module holds thousands of names, and a GPU answers dozens of queries Not Supported)."""
+    names: dict = {}
     for name in dir(nvml):
-        if name.startswith("NVML_ERROR_") and getattr(nvml, name) == value:
+        if name.startswith("NVML_ERROR_"):
             suffix = name[len("NVML_ERROR_"):]
-            return RENAMED.get(suffix, suffix.lower())
-    return "other"
+            names.setdefault(getattr(nvml, name), RENAMED.get(suffix, suffix.lower()))
+    return names
 
 
 def _optional(nvml, call, *args, identity: str = ""):
