@@ -232,6 +232,27 @@ def test_nccl_interfaces_pass_only_where_the_log_shows_each_hosts(run_cli, tmp_p
     assert _verdicts(run_cli, tmp_path, shown + SOCKETS, "GD423")["GD423"][0] == verdict
 
 
+RANK0 = ("node1:981:981 [0] NCCL INFO Bootstrap : Using bond0:192.168.1.161<0>\n"
+         "node1:981:981 [0] NCCL INFO NET/Socket : Using [0]bond0:192.168.1.161<0> [1]br-05ab815fa14e:172.19.0.1<0> "
+         "[2]veth6163fba:fe80::b878:6cff:fe52:abe2%veth6163fba<0>\n"
+         "node1:981:981 [0] NCCL INFO Using network Socket\n")
+
+
+@pytest.mark.parametrize("more,verdict", [
+    ("", ("unknown", "logs.hosts.nodes_in_run")),  # rank 0's log alone: one host, not the run's extent
+    ("node1:981:990 [0] NCCL INFO Channel 00/0 : 7[7] -> 0[0] [receive] via NET/Socket/0\n", ("fired", None)),
+    ("node1:981:990 [0] NCCL INFO comm 0x55e0 rank 0 nRanks 16 nNodes 2 localRanks 8 localRank 0 MNNVL 0\n",
+     ("fired", None)),
+    ("node1:981:990 [0] NCCL INFO comm 0x55e0 rank 0 nRanks 8 nNodes 1 localRanks 8 localRank 0 MNNVL 0\n",
+     ("passed", None)),
+    ("node1:981:990 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via SHM/direct/direct\n", ("passed", None))])
+def test_one_hosts_log_judges_its_interfaces_by_the_runs_extent(run_cli, tmp_path, more, verdict):
+    """A log that names one host (rank 0's, pasted alone) is a one-node run only where NCCL shows it (`nNodes 1`,
+    channels within the host); `nNodes 2` or a channel `via NET/…` makes its Docker bridges in the socket list wrong;
+    neither leaves GD423 unknown, never passed (a real paste: NVIDIA/nccl#697, solved by NCCL_SOCKET_IFNAME=bond0)."""
+    assert _verdicts(run_cli, tmp_path, RANK0 + more, "GD423")["GD423"] == verdict
+
+
 @pytest.mark.parametrize("text,torch,cuda", [(PIP_LIST, "2.3.0+cu121", "12.1"), (CONDA_LIST, "2.1.0", "11.8"),
                                              ("torch==2.4.1\nnvidia-cublas-cu12==12.1.3.1\n", "2.4.1", None)])
 def test_package_lists(text, torch, cuda):

@@ -30,8 +30,10 @@ def _named_hosts(facts) -> Dict[str, dict]:
 
 
 def _host_count(facts) -> int:
-    """How many hosts the run's logs name (a fleet node split from a multi-host log keeps the run's count)."""
-    return max(len(_named_hosts(facts)), int(facts.get("logs.hosts_in_run", None) or 0))
+    """How many hosts the run's logs name (a fleet node split from a multi-host log keeps the run's count), or NCCL
+    says the run has (`nNodes`)."""
+    said = [entry.get("nodes_in_run") or 0 for entry in _named_hosts(facts).values()]
+    return max(len(_named_hosts(facts)), int(facts.get("logs.hosts_in_run", None) or 0), *said)
 
 
 def _shows_nccl(facts) -> bool:
@@ -167,6 +169,17 @@ def _interfaces(entry: dict) -> tuple:
 
 _NO_INTERFACE = ("the log does not show which network interface NCCL used on each host (`NCCL INFO Bootstrap : Using "
                  "eth0…`, `NET/Socket : Using …`)")
+_ONE_HOST = ("the log shows one host, not whether the run had others (NCCL's `comm … nNodes N` line, or its channels "
+             "`via P2P/…`, `via SHM/…`, `via NET/…`)")
+
+
+def _one_node_shown(entries) -> bool:
+    """Whether the log shows a run of one node: NCCL says `nNodes 1`, or its channels reach the other ranks within
+    the host (P2P, SHM) and none over the network."""
+    if any(entry.get("nodes_in_run") == 1 for entry in entries):
+        return True
+    within = any(entry.get("p2p_at") or entry.get("shm_at") for entry in entries)
+    return within and not any(entry.get("channel_network") for entry in entries)
 
 
 @check("GD423")
@@ -177,14 +190,18 @@ def nccl_interface_unsuitable(facts, rule):
     used = {n: pair for n, pair in used.items() if pair[0]}
     if not used and _shows_nccl(facts):  # else the engine says what the log lacks
         raise MissingFact("logs.hosts.interfaces", _NO_INTERFACE)
-    if hosts < 2:
-        return  # one node: loopback and docker0 are fine
+    crosses = hosts >= 2 or any(entry.get("channel_network") for entry in named.values())  # `via NET/…`
+    if not crosses:
+        if _one_node_shown(named.values()) or not _shows_nccl(facts):
+            return  # one node: loopback and docker0 are fine (without NCCL's setup the engine says what is lacking)
+        raise MissingFact("logs.hosts.nodes_in_run", _ONE_HOST)  # a rank-0 log of a multi-node run shows one host
     bad = {n: [i for i in names if _UNSUITABLE.match(i)] for n, (names, _) in used.items()}
     bad = {n: found for n, found in bad.items() if found}
     first = {n: names[0] for n, (names, _) in used.items()}
     if bad:
         name, found = next(iter(bad.items()))
-        message = (f"NCCL uses {', '.join(found)} on {name} in a job across {hosts} hosts: a loopback "
+        across = f"across {hosts} hosts" if hosts >= 2 else "whose channels cross the network (`via NET/…`)"
+        message = (f"NCCL uses {', '.join(found)} on {name} in a job {across}: a loopback "
                    "or container bridge does not reach the other nodes")
     elif len(set(first.values())) > 1:
         name = sorted(first)[0]

@@ -27,6 +27,8 @@ _VERSION = re.compile(r"NCCL version:? ?(\d{1,3}\.\d{1,3}\.\d{1,3})")
 _ENV_ECHO = re.compile(r"((?:NCCL|FI|TORCH_NCCL)_[A-Z0-9_]{1,60}) set by environment to (\S{0,200}?)\.?$")
 _USING_NETWORK = re.compile(r"Using (?:network|internal Network) (.{1,60}?)\s*$")  # the latter: NCCL <= 2.3
 _VIA_NET = re.compile(r"via NET/([A-Za-z0-9_ ]{1,40}?)(?:/\d|$)")
+# `comm 0x… rank 0 nRanks 16 nNodes 2 localRanks 8 localRank 0 MNNVL 0` (NCCL 2.19+): how many nodes the run has
+_NODES = re.compile(r"\bnNodes (\d{1,6})\b")
 _IFACES = re.compile(r"\[\d{1,3}\]([\w.\-@]{1,40}):")
 # `Bootstrap : Using eth0:10.0.0.1<0>` (NCCL >= 2.12), `Bootstrap : Using [0]eth0:…` (2.4-2.11), and NCCL 2.2-2.3's
 # `NET : Using interface lo:127.0.0.1<0>` (the interfaces it bootstraps and sends over)
@@ -106,6 +108,11 @@ def _network(scan: LogReader, entry: Dict[str, Any], where: str, line: str, msg:
             _mark(scan, entry, "channel_network_at", where, line)
     elif "via P2P/" in msg:  # `Channel 00/0 : 0[0] -> 1[1] via P2P/IPC` (also P2P/CUMEM, P2P/direct pointer)
         _mark(scan, entry, "p2p_at", where, line)
+    elif "via SHM/" in msg:  # `Channel 00/0 : 0[0] -> 1[1] via SHM/direct/direct`: a rank of the same host
+        _mark(scan, entry, "shm_at", where, line)
+    nodes = _NODES.search(msg)
+    if nodes:
+        entry["nodes_in_run"] = max(int(nodes.group(1)), entry.get("nodes_in_run", 0))
 
 
 def _transport(scan: LogReader, name: str, entry: Dict[str, Any], host: str, where: str, line: str,
