@@ -173,6 +173,17 @@ _ONE_HOST = ("the log shows one host, not whether the run had others (NCCL's `co
              "`via P2P/…`, `via SHM/…`, `via NET/…`)")
 
 
+def _several_nodes(named: Dict[str, dict], hosts: int, shows_nccl: bool) -> bool:
+    """Whether the run spans several nodes: the log names several hosts, NCCL says so (`nNodes`), or a channel
+    crosses the network (`via NET/…`); False for a run shown to be on one node (or a log without NCCL's setup);
+    MissingFact for one host's log that shows neither."""
+    if hosts >= 2 or any(entry.get("channel_network") for entry in named.values()):
+        return True
+    if _one_node_shown(named.values()) or not shows_nccl:
+        return False
+    raise MissingFact("logs.hosts.nodes_in_run", _ONE_HOST)  # a rank-0 log of a multi-node run shows one host
+
+
 def _one_node_shown(entries) -> bool:
     """Whether the log shows a run of one node: NCCL says `nNodes 1`, or its channels reach the other ranks within
     the host (P2P, SHM) and none over the network."""
@@ -190,11 +201,8 @@ def nccl_interface_unsuitable(facts, rule):
     used = {n: pair for n, pair in used.items() if pair[0]}
     if not used and _shows_nccl(facts):  # else the engine says what the log lacks
         raise MissingFact("logs.hosts.interfaces", _NO_INTERFACE)
-    crosses = hosts >= 2 or any(entry.get("channel_network") for entry in named.values())  # `via NET/…`
-    if not crosses:
-        if _one_node_shown(named.values()) or not _shows_nccl(facts):
-            return  # one node: loopback and docker0 are fine (without NCCL's setup the engine says what is lacking)
-        raise MissingFact("logs.hosts.nodes_in_run", _ONE_HOST)  # a rank-0 log of a multi-node run shows one host
+    if not _several_nodes(named, hosts, _shows_nccl(facts)):
+        return  # one node: loopback and docker0 are fine (without NCCL's setup the engine says what is lacking)
     bad = {n: [i for i in names if _UNSUITABLE.match(i)] for n, (names, _) in used.items()}
     bad = {n: found for n, found in bad.items() if found}
     first = {n: names[0] for n, (names, _) in used.items()}
