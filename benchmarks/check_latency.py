@@ -114,7 +114,7 @@ def main() -> None:
         print("NVIDIA driver loaded: the NVML probe reads it in a child process (and waits for the driver's init)")
     else:
         print("no NVIDIA driver: the NVML probe answers without a child process; on a GPU node it starts one "
-              "(nvidia-ml-py's import, ~25 ms of CPU, and the driver's init)")
+              "(nvidia-ml-py's import and the GPUs' queries, and the driver's init)")
     for name, (wall, cpu) in medians.items():
         line = f"  {name:<14} {wall:6.3f} s [{cpu:6.3f} s]"
         if name in TARGETS:

@@ -477,7 +477,7 @@ def _failed_load():
 
 def _no_driver(facts: dict, seconds: float) -> dict:
     """What nvmlInit answers on a machine without the NVIDIA driver (no kernel module, no library), without
-    importing nvidia-ml-py (~25 ms of every run on a machine without a GPU: a CPU node, a laptop, CI)."""
+    importing nvidia-ml-py (~20 ms of the child's CPU on a machine without a GPU: a CPU node, a laptop, CI)."""
     facts.update(init_seconds=round(seconds, 3), status="unavailable", error_kind="library_not_found",
                  error=LIBRARY_NOT_FOUND, driver_version=None, cuda_driver_version=None, gpus=[])
     return facts
