@@ -499,10 +499,10 @@ def without_driver(module_path: str = MODULE_PATH):
 
 def collect(nvml=None, module_path: str = MODULE_PATH) -> dict:
     """All NVML facts as the `nvml` fact group; NVML failures become facts, never exceptions."""
-    absent = without_driver(module_path) if nvml is None else None
+    facts = {"kernel_module": kernel_module_version(module_path)}
+    absent = without_driver(module_path) if nvml is None and facts["kernel_module"] is None else None
     if absent is not None:
         return absent
-    facts = {"kernel_module": kernel_module_version(module_path)}
     if nvml is None:
         try:
             import pynvml
